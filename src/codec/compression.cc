@@ -1,0 +1,88 @@
+#include "codec/compression.h"
+
+#include <zlib.h>
+#include <zstd.h>
+
+#include <memory>
+
+namespace spanhouse::codec {
+
+namespace {
+
+Status TooLarge(size_t max_bytes) {
+  return Status::TooLarge("decompressed body exceeds " + std::to_string(max_bytes) + " bytes");
+}
+
+Status Inflate(std::string_view in, size_t max_bytes, std::string* out) {
+  z_stream zs{};
+  // 15 + 32: a gzip or a zlib ("deflate" in HTTP) header, detected.
+  if (inflateInit2(&zs, 15 + 32) != Z_OK) return Status::Internal("inflateInit failed");
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  zs.avail_in = static_cast<uInt>(in.size());
+  out->clear();
+  char buf[64 * 1024];
+  int ret = Z_OK;
+  while (ret != Z_STREAM_END) {
+    zs.next_out = reinterpret_cast<Bytef*>(buf);
+    zs.avail_out = sizeof(buf);
+    ret = inflate(&zs, Z_NO_FLUSH);
+    if (ret != Z_OK && ret != Z_STREAM_END) {
+      inflateEnd(&zs);
+      if (ret == Z_BUF_ERROR) return Status::Invalid("truncated gzip body");
+      return Status::Invalid(std::string("corrupt gzip body: ") + (zs.msg ? zs.msg : "inflate failed"));
+    }
+    size_t produced = sizeof(buf) - zs.avail_out;
+    if (out->size() + produced > max_bytes) {
+      inflateEnd(&zs);
+      return TooLarge(max_bytes);
+    }
+    out->append(buf, produced);
+    if (ret == Z_OK && zs.avail_in == 0 && produced == 0) {
+      inflateEnd(&zs);
+      return Status::Invalid("truncated gzip body");
+    }
+  }
+  inflateEnd(&zs);
+  return Status::Ok();
+}
+
+Status Unzstd(std::string_view in, size_t max_bytes, std::string* out) {
+  std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> ctx(ZSTD_createDCtx(), ZSTD_freeDCtx);
+  if (!ctx) return Status::Internal("ZSTD_createDCtx failed");
+  ZSTD_DCtx_setParameter(ctx.get(), ZSTD_d_windowLogMax, kZstdMaxWindowLog);
+  ZSTD_inBuffer input{in.data(), in.size(), 0};
+  out->clear();
+  char buf[64 * 1024];
+  size_t ret = 1;
+  while (input.pos < input.size || ret != 0) {
+    ZSTD_outBuffer output{buf, sizeof(buf), 0};
+    ret = ZSTD_decompressStream(ctx.get(), &output, &input);
+    if (ZSTD_isError(ret)) {
+      return Status::Invalid(std::string("corrupt zstd body: ") + ZSTD_getErrorName(ret));
+    }
+    if (out->size() + output.pos > max_bytes) return TooLarge(max_bytes);
+    out->append(buf, output.pos);
+    if (input.pos == input.size && output.pos == 0 && ret != 0) {
+      return Status::Invalid("truncated zstd body");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status Decompress(std::string_view encoding, std::string_view in, size_t max_bytes,
+                  std::string* out) {
+  if (encoding.empty() || encoding == "identity") {
+    if (in.size() > max_bytes) return TooLarge(max_bytes);
+    out->assign(in);
+    return Status::Ok();
+  }
+  if (encoding == "gzip" || encoding == "x-gzip") return Inflate(in, max_bytes, out);
+  if (encoding == "deflate") return Inflate(in, max_bytes, out);
+  if (encoding == "zstd") return Unzstd(in, max_bytes, out);
+  return {StatusCode::kUnsupportedMedia,
+          "unsupported Content-Encoding '" + std::string(encoding) + "' (use gzip, zstd or none)"};
+}
+
+}  // namespace spanhouse::codec

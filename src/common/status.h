@@ -1,0 +1,44 @@
+// Errors on the data path are values: a code that says what went wrong and
+// whether a retry can help, plus a message meant for the client or the log.
+#pragma once
+
+#include <string>
+#include <utility>
+
+namespace spanhouse {
+
+enum class StatusCode {
+  kOk = 0,
+  kInvalidArgument,    // bad input: 400, never retried
+  kTooLarge,           // body over a cap: 413, never retried
+  kUnsupportedMedia,   // 415
+  kNotFound,           // 404
+  kResourceExhausted,  // queue full: 429 + Retry-After
+  kUnavailable,        // sink down or shutting down: 503, retryable
+  kInternal,           // broken invariant or sink failure
+};
+
+class Status {
+ public:
+  Status() = default;
+  Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
+
+  static Status Ok() { return {}; }
+  static Status Invalid(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+  static Status TooLarge(std::string m) { return {StatusCode::kTooLarge, std::move(m)}; }
+  static Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+  static Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
+
+  bool ok() const { return code_ == StatusCode::kOk; }
+  StatusCode code() const { return code_; }
+  const std::string& message() const { return message_; }
+  bool retryable() const {
+    return code_ == StatusCode::kResourceExhausted || code_ == StatusCode::kUnavailable;
+  }
+
+ private:
+  StatusCode code_ = StatusCode::kOk;
+  std::string message_;
+};
+
+}  // namespace spanhouse

@@ -1,0 +1,96 @@
+// spanhouse: one binary, one subcommand per job.
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include "server/config.h"
+#include "server/serve.h"
+#include "storage/clickhouse/schema.h"
+
+namespace {
+
+using spanhouse::Status;
+using spanhouse::server::Config;
+
+int ConfigError(const Status& st) {
+  std::cerr << "spanhouse: " << st.message() << "\n";
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Before any thread exists, so every thread inherits the mask and the
+  // serve loop alone receives SIGINT/SIGTERM.
+  spanhouse::server::BlockShutdownSignals();
+
+  CLI::App app{"spanhouse: an APM trace backend on ClickHouse"};
+  app.set_version_flag("--version", "spanhouse 0.1.0");
+  app.require_subcommand(1);
+
+  auto* serve = app.add_subcommand(
+      "serve", "Receive spans over OTLP/HTTP, store them in embedded ClickHouse, serve queries");
+  std::string config_file;
+  std::string data_dir;
+  std::string otlp_http_listen;
+  std::string query_listen;
+  std::string log_level;
+  bool print_config = false;
+  serve->add_option("-c,--config", config_file, "YAML configuration file");
+  serve->add_option("--data-dir", data_dir, "Data directory (default ./data; env SPANHOUSE_DATA_DIR)");
+  serve->add_option("--otlp-http-listen", otlp_http_listen,
+                    "OTLP/HTTP address (default 127.0.0.1:4318; env SPANHOUSE_OTLP_HTTP_LISTEN)");
+  serve->add_option("--query-listen", query_listen,
+                    "Query API address (default 127.0.0.1:16686; env SPANHOUSE_QUERY_LISTEN)");
+  serve->add_option("--log-level", log_level, "trace, debug, info, warn, error or off (env SPANHOUSE_LOG_LEVEL)");
+  serve->add_flag("--print-config", print_config, "Print the effective configuration and exit");
+
+  auto* schema = app.add_subcommand("schema", "Print the ClickHouse DDL spanhouse creates");
+  std::string server_version = "26.5";
+  schema->add_option("--server-version", server_version,
+                     "ClickHouse version to generate DDL for (e.g. 18.16, 26.5)");
+
+  CLI11_PARSE(app, argc, argv);
+
+  if (*schema) {
+    auto caps = spanhouse::storage::Capabilities::FromVersion(server_version);
+    for (const auto& sql : spanhouse::storage::SchemaDdl(caps)) std::cout << sql << ";\n\n";
+    return 0;
+  }
+
+  Config cfg;
+  if (!config_file.empty()) {
+    std::ifstream in(config_file);
+    if (!in) return ConfigError(Status::Invalid("cannot read config file " + config_file));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    if (Status st = spanhouse::server::ApplyYaml(ss.str(), &cfg); !st.ok()) return ConfigError(st);
+  }
+  for (const auto& [env, key] : spanhouse::server::ConfigEnvVars()) {
+    if (const char* v = std::getenv(env.c_str()); v != nullptr && *v != '\0') {
+      if (Status st = spanhouse::server::ApplySetting(key, v, &cfg); !st.ok()) {
+        return ConfigError(Status::Invalid(env + ": " + st.message()));
+      }
+    }
+  }
+  const std::pair<const std::string*, const char*> flags[] = {
+      {&data_dir, "data_dir"},
+      {&otlp_http_listen, "otlp_http.listen"},
+      {&query_listen, "query.listen"},
+      {&log_level, "log_level"}};
+  for (const auto& [value, key] : flags) {
+    if (value->empty()) continue;
+    if (Status st = spanhouse::server::ApplySetting(key, *value, &cfg); !st.ok()) return ConfigError(st);
+  }
+  if (Status st = spanhouse::server::Validate(cfg); !st.ok()) return ConfigError(st);
+  if (print_config) {
+    std::cout << spanhouse::server::ToYaml(cfg);
+    return 0;
+  }
+  spdlog::set_level(spdlog::level::from_str(cfg.log_level));
+  return spanhouse::server::Serve(cfg);
+}

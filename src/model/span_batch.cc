@@ -1,0 +1,344 @@
+#include "model/span_batch.h"
+
+#include <string>
+
+namespace spanhouse {
+
+StrRef SpanBatch::AddString(std::string_view s) {
+  StrRef r{static_cast<uint32_t>(arena_.size()), static_cast<uint32_t>(s.size())};
+  arena_.append(s);
+  return r;
+}
+
+uint32_t SpanBatch::AddResource() {
+  auto i = static_cast<uint32_t>(resources.attrs.size());
+  auto a = static_cast<uint32_t>(resource_attrs.size());
+  resources.attrs.push_back({a, a});
+  resources.dropped_attributes_count.push_back(0);
+  resources.schema_url.emplace_back();
+  resources.service_name.emplace_back();
+  return i;
+}
+
+uint32_t SpanBatch::AddScope() {
+  auto i = static_cast<uint32_t>(scopes.name.size());
+  auto a = static_cast<uint32_t>(scope_attrs.size());
+  scopes.name.emplace_back();
+  scopes.version.emplace_back();
+  scopes.attrs.push_back({a, a});
+  scopes.dropped_attributes_count.push_back(0);
+  scopes.schema_url.emplace_back();
+  return i;
+}
+
+uint32_t SpanBatch::AddSpan(uint32_t resource, uint32_t scope) {
+  auto i = static_cast<uint32_t>(spans.trace_id.size());
+  auto a = static_cast<uint32_t>(span_attrs.size());
+  auto e = static_cast<uint32_t>(events.time_ns.size());
+  auto l = static_cast<uint32_t>(links.trace_id.size());
+  spans.trace_id.emplace_back();
+  spans.span_id.emplace_back();
+  spans.parent_span_id.emplace_back();
+  spans.trace_state.emplace_back();
+  spans.flags.push_back(0);
+  spans.name.emplace_back();
+  spans.kind.push_back(0);
+  spans.start_ns.push_back(0);
+  spans.end_ns.push_back(0);
+  spans.status_code.push_back(0);
+  spans.status_message.emplace_back();
+  spans.resource.push_back(resource);
+  spans.scope.push_back(scope);
+  spans.attrs.push_back({a, a});
+  spans.dropped_attributes_count.push_back(0);
+  spans.events.push_back({e, e});
+  spans.dropped_events_count.push_back(0);
+  spans.links.push_back({l, l});
+  spans.dropped_links_count.push_back(0);
+  return i;
+}
+
+uint32_t SpanBatch::AddEvent() {
+  auto i = static_cast<uint32_t>(events.time_ns.size());
+  auto a = static_cast<uint32_t>(event_attrs.size());
+  events.time_ns.push_back(0);
+  events.name.emplace_back();
+  events.attrs.push_back({a, a});
+  events.dropped_attributes_count.push_back(0);
+  return i;
+}
+
+uint32_t SpanBatch::AddLink() {
+  auto i = static_cast<uint32_t>(links.trace_id.size());
+  auto a = static_cast<uint32_t>(link_attrs.size());
+  links.trace_id.emplace_back();
+  links.span_id.emplace_back();
+  links.trace_state.emplace_back();
+  links.flags.push_back(0);
+  links.attrs.push_back({a, a});
+  links.dropped_attributes_count.push_back(0);
+  return i;
+}
+
+void SpanBatch::AddAttr(AttrColumns& cols, StrRef key, ValueType type, StrRef value) {
+  cols.key.push_back(key);
+  cols.type.push_back(type);
+  cols.value.push_back(value);
+}
+
+void SpanBatch::ResolveServiceName(uint32_t r) {
+  const Range range = resources.attrs[r];
+  for (uint32_t i = range.begin; i < range.end; ++i) {
+    if (resource_attrs.type[i] == ValueType::kString &&
+        Str(resource_attrs.key[i]) == "service.name") {
+      resources.service_name[r] = resource_attrs.value[i];
+      return;
+    }
+  }
+}
+
+namespace {
+
+template <typename V>
+size_t Cap(const V& v) {
+  return v.capacity() * sizeof(typename V::value_type);
+}
+
+size_t AttrBytes(const AttrColumns& c) { return Cap(c.key) + Cap(c.type) + Cap(c.value); }
+
+}  // namespace
+
+size_t SpanBatch::MemoryBytes() const {
+  size_t n = arena_.capacity();
+  n += AttrBytes(resource_attrs) + AttrBytes(scope_attrs) + AttrBytes(span_attrs) +
+       AttrBytes(event_attrs) + AttrBytes(link_attrs);
+  n += Cap(resources.attrs) + Cap(resources.dropped_attributes_count) +
+       Cap(resources.schema_url) + Cap(resources.service_name);
+  n += Cap(scopes.name) + Cap(scopes.version) + Cap(scopes.attrs) +
+       Cap(scopes.dropped_attributes_count) + Cap(scopes.schema_url);
+  const Spans& s = spans;
+  n += Cap(s.trace_id) + Cap(s.span_id) + Cap(s.parent_span_id) + Cap(s.trace_state) +
+       Cap(s.flags) + Cap(s.name) + Cap(s.kind) + Cap(s.start_ns) + Cap(s.end_ns) +
+       Cap(s.status_code) + Cap(s.status_message) + Cap(s.resource) + Cap(s.scope) +
+       Cap(s.attrs) + Cap(s.dropped_attributes_count) + Cap(s.events) +
+       Cap(s.dropped_events_count) + Cap(s.links) + Cap(s.dropped_links_count);
+  n += Cap(events.time_ns) + Cap(events.name) + Cap(events.attrs) +
+       Cap(events.dropped_attributes_count);
+  n += Cap(links.trace_id) + Cap(links.span_id) + Cap(links.trace_state) + Cap(links.flags) +
+       Cap(links.attrs) + Cap(links.dropped_attributes_count);
+  return n;
+}
+
+void SpanBatch::Clear() { *this = SpanBatch(); }
+
+namespace {
+
+// Copies attributes [r) of `from` into `to`, re-homing strings in `dst`.
+Range CopyAttrs(const SpanBatch& src, const AttrColumns& from, Range r, SpanBatch& dst,
+                AttrColumns& to) {
+  auto begin = static_cast<uint32_t>(to.size());
+  for (uint32_t i = r.begin; i < r.end; ++i) {
+    SpanBatch::AddAttr(to, dst.AddString(src.Str(from.key[i])), from.type[i],
+                       dst.AddString(src.Str(from.value[i])));
+  }
+  return {begin, static_cast<uint32_t>(to.size())};
+}
+
+}  // namespace
+
+void SpanBatch::Append(const SpanBatch& o) {
+  // Resources and scopes are copied once each, in order, so indices shift by a constant.
+  const auto res_base = static_cast<uint32_t>(resources.attrs.size());
+  for (uint32_t r = 0; r < o.resources.attrs.size(); ++r) {
+    uint32_t nr = AddResource();
+    resources.attrs[nr] = CopyAttrs(o, o.resource_attrs, o.resources.attrs[r], *this, resource_attrs);
+    resources.dropped_attributes_count[nr] = o.resources.dropped_attributes_count[r];
+    resources.schema_url[nr] = AddString(o.Str(o.resources.schema_url[r]));
+    resources.service_name[nr] = AddString(o.Str(o.resources.service_name[r]));
+  }
+  const auto scope_base = static_cast<uint32_t>(scopes.name.size());
+  for (uint32_t s = 0; s < o.scopes.name.size(); ++s) {
+    uint32_t ns = AddScope();
+    scopes.name[ns] = AddString(o.Str(o.scopes.name[s]));
+    scopes.version[ns] = AddString(o.Str(o.scopes.version[s]));
+    scopes.attrs[ns] = CopyAttrs(o, o.scope_attrs, o.scopes.attrs[s], *this, scope_attrs);
+    scopes.dropped_attributes_count[ns] = o.scopes.dropped_attributes_count[s];
+    scopes.schema_url[ns] = AddString(o.Str(o.scopes.schema_url[s]));
+  }
+  const Spans& os = o.spans;
+  for (uint32_t i = 0; i < o.span_count(); ++i) {
+    uint32_t n = AddSpan(res_base + os.resource[i], scope_base + os.scope[i]);
+    spans.trace_id[n] = os.trace_id[i];
+    spans.span_id[n] = os.span_id[i];
+    spans.parent_span_id[n] = os.parent_span_id[i];
+    spans.trace_state[n] = AddString(o.Str(os.trace_state[i]));
+    spans.flags[n] = os.flags[i];
+    spans.name[n] = AddString(o.Str(os.name[i]));
+    spans.kind[n] = os.kind[i];
+    spans.start_ns[n] = os.start_ns[i];
+    spans.end_ns[n] = os.end_ns[i];
+    spans.status_code[n] = os.status_code[i];
+    spans.status_message[n] = AddString(o.Str(os.status_message[i]));
+    spans.attrs[n] = CopyAttrs(o, o.span_attrs, os.attrs[i], *this, span_attrs);
+    spans.dropped_attributes_count[n] = os.dropped_attributes_count[i];
+    spans.dropped_events_count[n] = os.dropped_events_count[i];
+    spans.dropped_links_count[n] = os.dropped_links_count[i];
+    auto eb = static_cast<uint32_t>(events.time_ns.size());
+    for (uint32_t e = os.events[i].begin; e < os.events[i].end; ++e) {
+      uint32_t ne = AddEvent();
+      events.time_ns[ne] = o.events.time_ns[e];
+      events.name[ne] = AddString(o.Str(o.events.name[e]));
+      events.attrs[ne] = CopyAttrs(o, o.event_attrs, o.events.attrs[e], *this, event_attrs);
+      events.dropped_attributes_count[ne] = o.events.dropped_attributes_count[e];
+    }
+    spans.events[n] = {eb, static_cast<uint32_t>(events.time_ns.size())};
+    auto lb = static_cast<uint32_t>(links.trace_id.size());
+    for (uint32_t l = os.links[i].begin; l < os.links[i].end; ++l) {
+      uint32_t nl = AddLink();
+      links.trace_id[nl] = o.links.trace_id[l];
+      links.span_id[nl] = o.links.span_id[l];
+      links.trace_state[nl] = AddString(o.Str(o.links.trace_state[l]));
+      links.flags[nl] = o.links.flags[l];
+      links.attrs[nl] = CopyAttrs(o, o.link_attrs, o.links.attrs[l], *this, link_attrs);
+      links.dropped_attributes_count[nl] = o.links.dropped_attributes_count[l];
+    }
+    spans.links[n] = {lb, static_cast<uint32_t>(links.trace_id.size())};
+  }
+}
+
+namespace {
+
+struct Cmp {
+  const SpanBatch& a;
+  const SpanBatch& b;
+  std::string* why;
+  bool ok = true;
+
+  void Fail(const std::string& what) {
+    if (ok && why != nullptr) *why = what;
+    ok = false;
+  }
+  void Str(StrRef x, StrRef y, const std::string& what) {
+    if (a.Str(x) != b.Str(y)) Fail(what + ": '" + std::string(a.Str(x)) + "' != '" + std::string(b.Str(y)) + "'");
+  }
+  template <typename T>
+  void Eq(const T& x, const T& y, const std::string& what) {
+    if (!(x == y)) Fail(what);
+  }
+  void Attrs(const AttrColumns& ca, Range ra, const AttrColumns& cb, Range rb, const std::string& what) {
+    if (ra.size() != rb.size()) return Fail(what + ": attribute count " + std::to_string(ra.size()) + " != " + std::to_string(rb.size()));
+    for (uint32_t i = 0; i < ra.size(); ++i) {
+      Str(ca.key[ra.begin + i], cb.key[rb.begin + i], what + " attr key");
+      Eq(ca.type[ra.begin + i], cb.type[rb.begin + i], what + " attr type");
+      Str(ca.value[ra.begin + i], cb.value[rb.begin + i], what + " attr value");
+    }
+  }
+};
+
+}  // namespace
+
+bool SpanBatch::LogicallyEquals(const SpanBatch& o, std::string* why) const {
+  Cmp c{*this, o, why};
+  if (span_count() != o.span_count()) {
+    c.Fail("span count " + std::to_string(span_count()) + " != " + std::to_string(o.span_count()));
+    return false;
+  }
+  for (uint32_t i = 0; i < span_count() && c.ok; ++i) {
+    const std::string at = "span " + std::to_string(i);
+    const Spans& x = spans;
+    const Spans& y = o.spans;
+    c.Eq(x.trace_id[i], y.trace_id[i], at + " trace_id");
+    c.Eq(x.span_id[i], y.span_id[i], at + " span_id");
+    c.Eq(x.parent_span_id[i], y.parent_span_id[i], at + " parent_span_id");
+    c.Str(x.trace_state[i], y.trace_state[i], at + " trace_state");
+    c.Eq(x.flags[i], y.flags[i], at + " flags");
+    c.Str(x.name[i], y.name[i], at + " name");
+    c.Eq(x.kind[i], y.kind[i], at + " kind");
+    c.Eq(x.start_ns[i], y.start_ns[i], at + " start");
+    c.Eq(x.end_ns[i], y.end_ns[i], at + " end");
+    c.Eq(x.status_code[i], y.status_code[i], at + " status code");
+    c.Str(x.status_message[i], y.status_message[i], at + " status message");
+    c.Attrs(span_attrs, x.attrs[i], o.span_attrs, y.attrs[i], at);
+    c.Eq(x.dropped_attributes_count[i], y.dropped_attributes_count[i], at + " dropped attrs");
+    c.Eq(x.dropped_events_count[i], y.dropped_events_count[i], at + " dropped events");
+    c.Eq(x.dropped_links_count[i], y.dropped_links_count[i], at + " dropped links");
+    uint32_t r = x.resource[i];
+    uint32_t ro = y.resource[i];
+    c.Attrs(resource_attrs, resources.attrs[r], o.resource_attrs, o.resources.attrs[ro], at + " resource");
+    c.Eq(resources.dropped_attributes_count[r], o.resources.dropped_attributes_count[ro], at + " resource dropped");
+    c.Str(resources.schema_url[r], o.resources.schema_url[ro], at + " resource schema_url");
+    c.Str(resources.service_name[r], o.resources.service_name[ro], at + " service name");
+    uint32_t s = x.scope[i];
+    uint32_t so = y.scope[i];
+    c.Str(scopes.name[s], o.scopes.name[so], at + " scope name");
+    c.Str(scopes.version[s], o.scopes.version[so], at + " scope version");
+    c.Attrs(scope_attrs, scopes.attrs[s], o.scope_attrs, o.scopes.attrs[so], at + " scope");
+    c.Eq(scopes.dropped_attributes_count[s], o.scopes.dropped_attributes_count[so], at + " scope dropped");
+    c.Str(scopes.schema_url[s], o.scopes.schema_url[so], at + " scope schema_url");
+    Range ex = x.events[i];
+    Range ey = y.events[i];
+    if (ex.size() != ey.size()) {
+      c.Fail(at + " event count");
+      break;
+    }
+    for (uint32_t k = 0; k < ex.size(); ++k) {
+      uint32_t e1 = ex.begin + k;
+      uint32_t e2 = ey.begin + k;
+      const std::string ev = at + " event " + std::to_string(k);
+      c.Eq(events.time_ns[e1], o.events.time_ns[e2], ev + " time");
+      c.Str(events.name[e1], o.events.name[e2], ev + " name");
+      c.Attrs(event_attrs, events.attrs[e1], o.event_attrs, o.events.attrs[e2], ev);
+      c.Eq(events.dropped_attributes_count[e1], o.events.dropped_attributes_count[e2], ev + " dropped");
+    }
+    Range lx = x.links[i];
+    Range ly = y.links[i];
+    if (lx.size() != ly.size()) {
+      c.Fail(at + " link count");
+      break;
+    }
+    for (uint32_t k = 0; k < lx.size(); ++k) {
+      uint32_t l1 = lx.begin + k;
+      uint32_t l2 = ly.begin + k;
+      const std::string lk = at + " link " + std::to_string(k);
+      c.Eq(links.trace_id[l1], o.links.trace_id[l2], lk + " trace_id");
+      c.Eq(links.span_id[l1], o.links.span_id[l2], lk + " span_id");
+      c.Str(links.trace_state[l1], o.links.trace_state[l2], lk + " trace_state");
+      c.Eq(links.flags[l1], o.links.flags[l2], lk + " flags");
+      c.Attrs(link_attrs, links.attrs[l1], o.link_attrs, o.links.attrs[l2], lk);
+      c.Eq(links.dropped_attributes_count[l1], o.links.dropped_attributes_count[l2], lk + " dropped");
+    }
+  }
+  return c.ok;
+}
+
+std::string ToHex(const uint8_t* data, size_t n) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string s(n * 2, '0');
+  for (size_t i = 0; i < n; ++i) {
+    s[2 * i] = kDigits[data[i] >> 4];
+    s[2 * i + 1] = kDigits[data[i] & 0xf];
+  }
+  return s;
+}
+
+namespace {
+int HexDigit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+}  // namespace
+
+bool FromHex(std::string_view hex, uint8_t* out, size_t n) {
+  if (hex.size() != 2 * n) return false;
+  for (size_t i = 0; i < n; ++i) {
+    int hi = HexDigit(hex[2 * i]);
+    int lo = HexDigit(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0) return false;
+    out[i] = static_cast<uint8_t>(hi << 4 | lo);
+  }
+  return true;
+}
+
+}  // namespace spanhouse

@@ -1,0 +1,185 @@
+// SpanBatch: the one in-memory shape of spans from decoder to encoder.
+//
+// Columnar on purpose: a request's spans are appended to flat vectors, and
+// every string lives in one arena owned by the batch, so decoding a request
+// costs a handful of vector growths instead of a heap object per span,
+// attribute or event. Child rows (attributes, events, links) live in flat
+// columns of their own; their owner holds a [begin, end) range into them.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace spanhouse {
+
+using TraceId = std::array<uint8_t, 16>;
+using SpanId = std::array<uint8_t, 8>;
+
+// A slice of the batch's string arena. Offsets, not pointers, so the arena
+// may grow while it is being filled.
+struct StrRef {
+  uint32_t off = 0;
+  uint32_t len = 0;
+};
+
+// [begin, end) into a flat child column.
+struct Range {
+  uint32_t begin = 0;
+  uint32_t end = 0;
+  uint32_t size() const { return end - begin; }
+};
+
+// OTLP AnyValue kinds. The numbers are stored in ClickHouse: never reorder.
+enum class ValueType : uint8_t {
+  kEmpty = 0,
+  kString = 1,
+  kBool = 2,
+  kInt = 3,
+  kDouble = 4,
+  kBytes = 5,
+  kArray = 6,   // value holds JSON text of the array
+  kKvList = 7,  // value holds JSON text of the object
+};
+
+// How each value type is kept as bytes in an attribute's value column:
+//   string, bytes: the raw bytes;  bool: "true" / "false";  int: decimal;
+//   double: shortest text that round-trips;  array / kvlist: JSON text.
+struct AttrColumns {
+  std::vector<StrRef> key;
+  std::vector<ValueType> type;
+  std::vector<StrRef> value;
+
+  size_t size() const { return key.size(); }
+  void clear() {
+    key.clear();
+    type.clear();
+    value.clear();
+  }
+};
+
+// OTLP span kinds and status codes (numbers as in the OTLP protobuf).
+enum class SpanKind : uint8_t { kUnspecified = 0, kInternal, kServer, kClient, kProducer, kConsumer };
+enum class StatusCodeOtlp : uint8_t { kUnset = 0, kOk = 1, kError = 2 };
+
+class SpanBatch {
+ public:
+  // ---- strings ----
+  StrRef AddString(std::string_view s);
+  std::string_view Str(StrRef r) const { return {arena_.data() + r.off, r.len}; }
+  // Append to the arena piecewise: BeginString(); AppendToString(..)*; EndString().
+  uint32_t BeginString() const { return static_cast<uint32_t>(arena_.size()); }
+  void AppendToString(std::string_view s) { arena_.append(s); }
+  StrRef EndString(uint32_t begin) const {
+    return {begin, static_cast<uint32_t>(arena_.size() - begin)};
+  }
+
+  // ---- resources (one per OTLP ResourceSpans) ----
+  struct Resources {
+    std::vector<Range> attrs;  // into resource_attrs
+    std::vector<uint32_t> dropped_attributes_count;
+    std::vector<StrRef> schema_url;
+    std::vector<StrRef> service_name;  // copy of the service.name attribute, "" if none
+  } resources;
+  AttrColumns resource_attrs;
+
+  // ---- instrumentation scopes (one per OTLP ScopeSpans) ----
+  struct Scopes {
+    std::vector<StrRef> name;
+    std::vector<StrRef> version;
+    std::vector<Range> attrs;  // into scope_attrs
+    std::vector<uint32_t> dropped_attributes_count;
+    std::vector<StrRef> schema_url;
+  } scopes;
+  AttrColumns scope_attrs;
+
+  // ---- spans ----
+  struct Spans {
+    std::vector<TraceId> trace_id;
+    std::vector<SpanId> span_id;
+    std::vector<SpanId> parent_span_id;  // all zero: a root span
+    std::vector<StrRef> trace_state;
+    std::vector<uint32_t> flags;
+    std::vector<StrRef> name;
+    std::vector<uint8_t> kind;  // SpanKind
+    std::vector<uint64_t> start_ns;
+    std::vector<uint64_t> end_ns;
+    std::vector<uint8_t> status_code;  // StatusCodeOtlp
+    std::vector<StrRef> status_message;
+    std::vector<uint32_t> resource;  // index into resources
+    std::vector<uint32_t> scope;     // index into scopes
+    std::vector<Range> attrs;        // into span_attrs
+    std::vector<uint32_t> dropped_attributes_count;
+    std::vector<Range> events;  // into events
+    std::vector<uint32_t> dropped_events_count;
+    std::vector<Range> links;  // into links
+    std::vector<uint32_t> dropped_links_count;
+  } spans;
+  AttrColumns span_attrs;
+
+  // ---- span events ----
+  struct Events {
+    std::vector<uint64_t> time_ns;
+    std::vector<StrRef> name;
+    std::vector<Range> attrs;  // into event_attrs
+    std::vector<uint32_t> dropped_attributes_count;
+  } events;
+  AttrColumns event_attrs;
+
+  // ---- span links ----
+  struct Links {
+    std::vector<TraceId> trace_id;
+    std::vector<SpanId> span_id;
+    std::vector<StrRef> trace_state;
+    std::vector<uint32_t> flags;
+    std::vector<Range> attrs;  // into link_attrs
+    std::vector<uint32_t> dropped_attributes_count;
+  } links;
+  AttrColumns link_attrs;
+
+  // Append a row with every column defaulted; returns its index.
+  uint32_t AddResource();
+  uint32_t AddScope();
+  uint32_t AddSpan(uint32_t resource, uint32_t scope);
+  uint32_t AddEvent();
+  uint32_t AddLink();
+  static void AddAttr(AttrColumns& cols, StrRef key, ValueType type, StrRef value);
+
+  // Copies the service.name attribute of resource `r` into resources.service_name.
+  void ResolveServiceName(uint32_t r);
+
+  size_t span_count() const { return spans.trace_id.size(); }
+  bool empty() const { return spans.trace_id.empty(); }
+  // Bytes held by the batch (capacity, not size): what a queue accounts for.
+  size_t MemoryBytes() const;
+  void Clear();
+
+  // Appends every span of `other` (with its resource, scope, events, links
+  // and attributes) to this batch.
+  void Append(const SpanBatch& other);
+
+  // Field-by-field equality of the logical content (not of the arena layout).
+  bool LogicallyEquals(const SpanBatch& other, std::string* why = nullptr) const;
+
+ private:
+  std::string arena_;
+};
+
+// Hex helpers for ids at the API edge.
+std::string ToHex(const uint8_t* data, size_t n);
+template <size_t N>
+std::string ToHex(const std::array<uint8_t, N>& id) {
+  return ToHex(id.data(), N);
+}
+// Parses exactly 2*N hex digits; false if the text is not that.
+bool FromHex(std::string_view hex, uint8_t* out, size_t n);
+template <size_t N>
+bool IsZero(const std::array<uint8_t, N>& id) {
+  for (uint8_t b : id)
+    if (b != 0) return false;
+  return true;
+}
+
+}  // namespace spanhouse

@@ -1,0 +1,72 @@
+// A small HTTP/1.1 server on Boost.Beast shared by every listener (OTLP/HTTP
+// receiver, query API). Handlers run on the server's I/O threads and answer
+// synchronously; they must not block on anything slow.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+
+namespace spanhouse::net {
+
+struct HttpRequest {
+  std::string method;
+  std::string target;  // path and query string
+  std::string content_type;
+  std::string content_encoding;
+  std::string body;
+  std::string_view path() const {
+    std::string_view t = target;
+    return t.substr(0, t.find('?'));
+  }
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "text/plain";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+using HttpHandler = std::function<void(const HttpRequest&, HttpResponse&)>;
+
+struct HttpServerOptions {
+  std::string name;      // for logs
+  std::string address;   // host:port, port 0 picks a free one
+  size_t max_body_bytes = 20u << 20;  // on the wire, before decompression
+  int threads = 1;
+};
+
+class HttpServer {
+ public:
+  HttpServer(HttpServerOptions options, HttpHandler handler);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds and starts accepting; a bind failure is returned, not thrown.
+  Status Start();
+  // Stops accepting; lets requests in flight finish for up to `grace`, then
+  // closes every connection and joins the threads.
+  void Stop(std::chrono::milliseconds grace = std::chrono::milliseconds(2000));
+  uint16_t port() const { return port_; }
+
+  struct Impl;  // public so the .cc's session class can name it
+
+ private:
+  std::unique_ptr<Impl> impl_;
+  uint16_t port_ = 0;
+};
+
+// Splits "host:port"; false if it is not that.
+bool SplitHostPort(const std::string& s, std::string* host, uint16_t* port);
+
+}  // namespace spanhouse::net

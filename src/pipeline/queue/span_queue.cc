@@ -1,0 +1,48 @@
+#include "pipeline/queue/span_queue.h"
+
+namespace spanhouse::pipeline {
+
+SpanQueue::PushResult SpanQueue::TryPush(std::unique_ptr<SpanBatch>& batch) {
+  const size_t bytes = batch->MemoryBytes();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return PushResult::kClosed;
+    // One batch larger than the whole queue is still accepted into an empty
+    // queue, or it could never be.
+    if (bytes_ + bytes > max_bytes_ && !items_.empty()) return PushResult::kFull;
+    bytes_ += bytes;
+    items_.push_back({std::move(batch), bytes});
+  }
+  cv_.notify_one();
+  return PushResult::kOk;
+}
+
+std::optional<QueuedBatch> SpanQueue::Pop(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, timeout, [&] { return !items_.empty() || closed_; });
+  if (items_.empty()) return std::nullopt;
+  QueuedBatch b = std::move(items_.front());
+  items_.pop_front();
+  bytes_ -= b.bytes;
+  return b;
+}
+
+void SpanQueue::Close() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = true;
+  }
+  cv_.notify_all();
+}
+
+bool SpanQueue::closed_and_empty() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return closed_ && items_.empty();
+}
+
+size_t SpanQueue::bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return bytes_;
+}
+
+}  // namespace spanhouse::pipeline

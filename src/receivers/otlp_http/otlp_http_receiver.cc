@@ -1,0 +1,141 @@
+#include "receivers/otlp_http/otlp_http_receiver.h"
+
+#include "codec/compression.h"
+#include "codec/otlp.h"
+#include "codec/value_text.h"
+
+namespace spanhouse::receivers {
+
+namespace {
+
+enum class Encoding { kProto, kJson, kUnknown };
+
+Encoding EncodingOf(std::string_view content_type) {
+  auto semi = content_type.find(';');
+  std::string_view t = content_type.substr(0, semi);
+  while (!t.empty() && t.back() == ' ') t.remove_suffix(1);
+  if (t == "application/x-protobuf" || t == "application/protobuf") return Encoding::kProto;
+  if (t == "application/json") return Encoding::kJson;
+  return Encoding::kUnknown;
+}
+
+// google.rpc.Status {int32 code = 1; string message = 2;}, the error body the
+// OTLP/HTTP specification asks for, in the request's encoding.
+void ErrorBody(Encoding enc, int http_status, int rpc_code, const std::string& message,
+               net::HttpResponse& resp) {
+  resp.status = http_status;
+  if (enc == Encoding::kJson) {
+    resp.content_type = "application/json";
+    resp.body = "{\"code\":" + std::to_string(rpc_code) + ",\"message\":";
+    codec::AppendJsonString(resp.body, message);
+    resp.body += "}";
+    return;
+  }
+  resp.content_type = "application/x-protobuf";
+  resp.body.clear();
+  auto varint = [&](uint64_t v) {
+    while (v >= 0x80) {
+      resp.body.push_back(static_cast<char>(v | 0x80));
+      v >>= 7;
+    }
+    resp.body.push_back(static_cast<char>(v));
+  };
+  resp.body.push_back(0x08);
+  varint(static_cast<uint64_t>(rpc_code));
+  resp.body.push_back(0x12);
+  varint(message.size());
+  resp.body += message;
+}
+
+// gRPC codes used in google.rpc.Status bodies.
+constexpr int kRpcInvalidArgument = 3;
+constexpr int kRpcResourceExhausted = 8;
+constexpr int kRpcUnavailable = 14;
+
+}  // namespace
+
+OtlpHttpReceiver::OtlpHttpReceiver(OtlpHttpOptions options, pipeline::SpanQueue& queue)
+    : opts_(std::move(options)),
+      queue_(queue),
+      server_({"otlp-http", opts_.address, opts_.max_body_bytes, opts_.threads},
+              [this](const net::HttpRequest& req, net::HttpResponse& resp) { Handle(req, resp); }) {}
+
+Status OtlpHttpReceiver::Start() { return server_.Start(); }
+void OtlpHttpReceiver::Stop() { server_.Stop(); }
+
+void OtlpHttpReceiver::Handle(const net::HttpRequest& req, net::HttpResponse& resp) {
+  stats_.requests++;
+  if (req.path() != "/v1/traces") {
+    resp.status = 404;
+    resp.body = "not found: this endpoint serves POST /v1/traces\n";
+    return;
+  }
+  if (req.method != "POST") {
+    resp.status = 405;
+    resp.headers.emplace_back("Allow", "POST");
+    resp.body = "method not allowed: use POST\n";
+    return;
+  }
+  const Encoding enc = EncodingOf(req.content_type);
+  if (enc == Encoding::kUnknown) {
+    stats_.rejected_media_type++;
+    resp.status = 415;
+    resp.body = "unsupported Content-Type '" + req.content_type +
+                "': use application/x-protobuf or application/json\n";
+    return;
+  }
+  std::string decompressed;
+  std::string_view body = req.body;
+  if (!req.content_encoding.empty() && req.content_encoding != "identity") {
+    Status st = codec::Decompress(req.content_encoding, req.body, opts_.max_body_bytes, &decompressed);
+    if (!st.ok()) {
+      if (st.code() == StatusCode::kTooLarge) {
+        stats_.rejected_too_large++;
+        return ErrorBody(enc, 413, kRpcInvalidArgument, st.message(), resp);
+      }
+      if (st.code() == StatusCode::kUnsupportedMedia) {
+        stats_.rejected_media_type++;
+        return ErrorBody(enc, 415, kRpcInvalidArgument, st.message(), resp);
+      }
+      stats_.rejected_malformed++;
+      return ErrorBody(enc, 400, kRpcInvalidArgument, st.message(), resp);
+    }
+    body = decompressed;
+  } else if (body.size() > opts_.max_body_bytes) {
+    stats_.rejected_too_large++;
+    return ErrorBody(enc, 413, kRpcInvalidArgument, "body exceeds the size limit", resp);
+  }
+
+  auto batch = std::make_unique<SpanBatch>();
+  Status st = enc == Encoding::kProto ? codec::DecodeOtlpProto(body, *batch)
+                                      : codec::DecodeOtlpJson(body, *batch);
+  if (!st.ok()) {
+    stats_.rejected_malformed++;
+    return ErrorBody(enc, 400, kRpcInvalidArgument, st.message(), resp);
+  }
+  const size_t n = batch->span_count();
+  if (n > 0) {
+    switch (queue_.TryPush(batch)) {
+      case pipeline::SpanQueue::PushResult::kOk: break;
+      case pipeline::SpanQueue::PushResult::kFull:
+        stats_.rejected_queue_full++;
+        resp.headers.emplace_back("Retry-After", "1");
+        return ErrorBody(enc, 429, kRpcResourceExhausted, "queue full, retry later", resp);
+      case pipeline::SpanQueue::PushResult::kClosed:
+        stats_.rejected_shutting_down++;
+        resp.headers.emplace_back("Retry-After", "5");
+        return ErrorBody(enc, 503, kRpcUnavailable, "shutting down, retry later", resp);
+    }
+  }
+  stats_.spans_accepted += n;
+  resp.status = 200;
+  if (enc == Encoding::kJson) {
+    resp.content_type = "application/json";
+    resp.body = codec::EncodeExportResponseJson(0, "");
+  } else {
+    resp.content_type = "application/x-protobuf";
+    resp.body = codec::EncodeExportResponseProto(0, "");
+  }
+}
+
+}  // namespace spanhouse::receivers

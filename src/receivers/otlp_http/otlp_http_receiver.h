@@ -1,0 +1,55 @@
+// OTLP/HTTP trace receiver: POST /v1/traces, protobuf or JSON, plain, gzip
+// or zstd. Decodes into a SpanBatch, hands it to the queue, and answers once
+// the spans are queued (the writer inserts them later, in large batches).
+//
+// Answers follow the OTLP/HTTP specification: 200 with an
+// ExportTraceServiceResponse in the request's encoding; 400 for bad data and
+// 413 for an oversized body (neither retryable); 429 + Retry-After when the
+// queue is full and 503 + Retry-After while shutting down (both retryable).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "net/http_server.h"
+#include "pipeline/queue/span_queue.h"
+
+namespace spanhouse::receivers {
+
+struct OtlpHttpOptions {
+  std::string address = "127.0.0.1:4318";
+  size_t max_body_bytes = 20u << 20;  // after decompression
+  int threads = 2;
+};
+
+struct OtlpHttpStats {
+  std::atomic<uint64_t> requests{0};
+  std::atomic<uint64_t> spans_accepted{0};
+  std::atomic<uint64_t> rejected_malformed{0};
+  std::atomic<uint64_t> rejected_too_large{0};
+  std::atomic<uint64_t> rejected_media_type{0};
+  std::atomic<uint64_t> rejected_queue_full{0};
+  std::atomic<uint64_t> rejected_shutting_down{0};
+};
+
+class OtlpHttpReceiver {
+ public:
+  OtlpHttpReceiver(OtlpHttpOptions options, pipeline::SpanQueue& queue);
+  Status Start();
+  void Stop();
+  uint16_t port() const { return server_.port(); }
+  const OtlpHttpStats& stats() const { return stats_; }
+
+  // The request handler, public for tests that bypass the socket.
+  void Handle(const net::HttpRequest& req, net::HttpResponse& resp);
+
+ private:
+  OtlpHttpOptions opts_;
+  pipeline::SpanQueue& queue_;
+  OtlpHttpStats stats_;
+  net::HttpServer server_;
+};
+
+}  // namespace spanhouse::receivers

@@ -1,0 +1,190 @@
+#include "server/config.h"
+
+#include <charconv>
+#include <functional>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+#include "net/http_server.h"
+
+namespace spanhouse::server {
+
+namespace {
+
+struct Key {
+  const char* name;
+  std::function<Status(const std::string&, Config*)> set;
+  std::function<std::string(const Config&)> get;
+};
+
+Status BadValue(const std::string& key, const std::string& value, const std::string& want) {
+  return Status::Invalid("config key '" + key + "': bad value '" + value + "' (" + want + ")");
+}
+
+bool ParseUint(const std::string& s, uint64_t* out) {
+  auto r = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return r.ec == std::errc() && r.ptr == s.data() + s.size() && !s.empty();
+}
+
+
+#define SH_STRING_KEY(NAME, FIELD, CHECK, WANT)                                  \
+  Key {                                                                          \
+    NAME,                                                                        \
+        [](const std::string& v, Config* c) -> Status {                          \
+          if (!(CHECK)) return BadValue(NAME, v, WANT);                          \
+          c->FIELD = v;                                                          \
+          return Status::Ok();                                                   \
+        },                                                                       \
+        [](const Config& c) { return c.FIELD; }                                  \
+  }
+#define SH_UINT_KEY(NAME, FIELD, PARSE, MIN, MAX, WANT)                          \
+  Key {                                                                          \
+    NAME,                                                                        \
+        [](const std::string& v, Config* c) -> Status {                          \
+          uint64_t n = 0;                                                        \
+          if (!PARSE(v, &n) || n < (MIN) || n > (MAX)) return BadValue(NAME, v, WANT); \
+          c->FIELD = static_cast<decltype(c->FIELD)>(n);                         \
+          return Status::Ok();                                                   \
+        },                                                                       \
+        [](const Config& c) { return std::to_string(c.FIELD); }                  \
+  }
+
+bool IsAddress(const std::string& v) {
+  std::string h;
+  uint16_t p;
+  return net::SplitHostPort(v, &h, &p);
+}
+bool IsLevel(const std::string& v) {
+  return v == "trace" || v == "debug" || v == "info" || v == "warn" || v == "error" || v == "off";
+}
+
+const std::vector<Key>& Keys() {
+  static const std::vector<Key> keys = {
+      SH_STRING_KEY("data_dir", data_dir, !v.empty(), "a directory path"),
+      SH_STRING_KEY("log_level", log_level, IsLevel(v), "trace, debug, info, warn, error or off"),
+      SH_STRING_KEY("otlp_http.listen", otlp_http.listen, IsAddress(v), "host:port"),
+      SH_UINT_KEY("otlp_http.max_body_bytes", otlp_http.max_body_bytes, ParseBytes, 1024,
+                  1ull << 30, "a size from 1KiB to 1GiB, e.g. 20MiB"),
+      SH_UINT_KEY("otlp_http.threads", otlp_http.threads, ParseUint, 1, 64, "1 to 64"),
+      SH_STRING_KEY("query.listen", query.listen, IsAddress(v), "host:port"),
+      SH_UINT_KEY("queue.max_bytes", queue.max_bytes, ParseBytes, 1ull << 20, 1ull << 40,
+                  "a size of at least 1MiB, e.g. 256MiB"),
+      SH_UINT_KEY("writer.max_rows", writer.max_rows, ParseUint, 1, 100000000, "1 to 100000000"),
+      SH_UINT_KEY("writer.max_bytes", writer.max_bytes, ParseBytes, 1024, 1ull << 32,
+                  "a size from 1KiB to 4GiB"),
+      SH_UINT_KEY("writer.max_age_ms", writer.max_age_ms, ParseUint, 1, 3600000,
+                  "milliseconds, 1 to 3600000"),
+  };
+  return keys;
+}
+
+Status Walk(const YAML::Node& node, const std::string& prefix, Config* cfg) {
+  if (!node.IsMap()) {
+    return Status::Invalid("config: '" + (prefix.empty() ? std::string("top level") : prefix) +
+                           "' must be a mapping");
+  }
+  for (const auto& kv : node) {
+    const std::string key = kv.first.as<std::string>();
+    const std::string path = prefix.empty() ? key : prefix + "." + key;
+    if (kv.second.IsMap()) {
+      bool is_section = false;
+      for (const auto& k : Keys()) {
+        if (std::string(k.name).rfind(path + ".", 0) == 0) is_section = true;
+      }
+      if (!is_section) return Status::Invalid("config: unknown key '" + path + "'");
+      if (Status st = Walk(kv.second, path, cfg); !st.ok()) return st;
+      continue;
+    }
+    if (!kv.second.IsScalar()) {
+      return Status::Invalid("config key '" + path + "': expected a single value");
+    }
+    if (Status st = ApplySetting(path, kv.second.as<std::string>(), cfg); !st.ok()) return st;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+bool ParseBytes(const std::string& s, uint64_t* out) {
+  size_t i = 0;
+  while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
+  uint64_t n;
+  if (!ParseUint(s.substr(0, i), &n)) return false;
+  std::string unit = s.substr(i);
+  while (!unit.empty() && unit.front() == ' ') unit.erase(0, 1);
+  uint64_t mult = 1;
+  if (unit.empty() || unit == "B") mult = 1;
+  else if (unit == "KiB" || unit == "K" || unit == "KB") mult = 1ull << 10;
+  else if (unit == "MiB" || unit == "M" || unit == "MB") mult = 1ull << 20;
+  else if (unit == "GiB" || unit == "G" || unit == "GB") mult = 1ull << 30;
+  else return false;
+  if (n > (~0ull) / mult) return false;
+  *out = n * mult;
+  return true;
+}
+
+const std::map<std::string, std::string>& ConfigEnvVars() {
+  static const std::map<std::string, std::string> vars = {
+      {"SPANHOUSE_DATA_DIR", "data_dir"},
+      {"SPANHOUSE_LOG_LEVEL", "log_level"},
+      {"SPANHOUSE_OTLP_HTTP_LISTEN", "otlp_http.listen"},
+      {"SPANHOUSE_QUERY_LISTEN", "query.listen"},
+  };
+  return vars;
+}
+
+Status ApplySetting(const std::string& key, const std::string& value, Config* cfg) {
+  for (const auto& k : Keys()) {
+    if (key == k.name) return k.set(value, cfg);
+  }
+  return Status::Invalid("config: unknown key '" + key + "'");
+}
+
+Status ApplyYaml(const std::string& yaml_text, Config* cfg) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    return Status::Invalid(std::string("config: invalid YAML: ") + e.what());
+  }
+  if (root.IsNull()) return Status::Ok();
+  try {
+    return Walk(root, "", cfg);
+  } catch (const YAML::Exception& e) {
+    return Status::Invalid(std::string("config: ") + e.what());
+  }
+}
+
+Status Validate(const Config& cfg) {
+  if (cfg.otlp_http.listen == cfg.query.listen) {
+    return Status::Invalid("config: otlp_http.listen and query.listen are the same address");
+  }
+  if (cfg.queue.max_bytes < cfg.otlp_http.max_body_bytes) {
+    return Status::Invalid(
+        "config key 'queue.max_bytes': must be at least otlp_http.max_body_bytes");
+  }
+  return Status::Ok();
+}
+
+std::string ToYaml(const Config& cfg) {
+  std::string out;
+  std::string section;
+  for (const auto& k : Keys()) {
+    std::string name = k.name;
+    auto dot = name.find('.');
+    if (dot == std::string::npos) {
+      out += name + ": " + k.get(cfg) + "\n";
+      continue;
+    }
+    std::string sec = name.substr(0, dot);
+    if (sec != section) {
+      out += sec + ":\n";
+      section = sec;
+    }
+    out += "  " + name.substr(dot + 1) + ": " + k.get(cfg) + "\n";
+  }
+  return out;
+}
+
+}  // namespace spanhouse::server

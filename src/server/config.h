@@ -1,0 +1,51 @@
+// spanhouse serve configuration: defaults < YAML file < environment < flags.
+// Validated once at start-up; a bad key or value stops start-up with a
+// message that names it (OpenTelemetry Collector habit: fail fast, then
+// never crash on configuration later).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "common/status.h"
+
+namespace spanhouse::server {
+
+struct Config {
+  std::string data_dir = "./data";
+  std::string log_level = "info";
+  struct {
+    std::string listen = "127.0.0.1:4318";
+    uint64_t max_body_bytes = 20ull << 20;
+    int threads = 2;
+  } otlp_http;
+  struct {
+    std::string listen = "127.0.0.1:16686";
+  } query;
+  struct {
+    uint64_t max_bytes = 256ull << 20;
+  } queue;
+  struct {
+    uint64_t max_rows = 200000;
+    uint64_t max_bytes = 64ull << 20;
+    uint64_t max_age_ms = 1000;
+  } writer;
+};
+
+// Environment variables read, and the keys they set.
+const std::map<std::string, std::string>& ConfigEnvVars();
+
+// Applies YAML text to `cfg`. Unknown keys and bad values are errors.
+Status ApplyYaml(const std::string& yaml_text, Config* cfg);
+// Applies one "dotted.key" = value (from an env var or a flag).
+Status ApplySetting(const std::string& key, const std::string& value, Config* cfg);
+// Checks cross-field rules (addresses parse, sizes sensible).
+Status Validate(const Config& cfg);
+// The effective configuration as YAML (for `spanhouse serve --print-config`).
+std::string ToYaml(const Config& cfg);
+
+// "20MiB", "512KiB", "1GiB", "1000" -> bytes.
+bool ParseBytes(const std::string& s, uint64_t* out);
+
+}  // namespace spanhouse::server

@@ -1,0 +1,50 @@
+#include "storage/clickhouse/chdb_span_reader.h"
+
+#include <charconv>
+
+#include <fmt/format.h>
+
+#include "storage/clickhouse/span_block.h"
+
+namespace spanhouse::storage {
+
+Status ChdbSpanReader::GetTrace(const TraceId& id, SpanBatch* out) {
+  const std::string hex = ToHex(id);
+  // The trace index says which seconds of the spans table hold the trace, so
+  // the lookup reads only those hours' granules.
+  QueryResult r;
+  Status st = conn_.Query(
+      fmt::format("SELECT min(start_ns), max(end_ns), count() FROM {}.trace_index "
+                  "WHERE trace_id = unhex({{id:String}})",
+                  kDatabase),
+      "TSV", &r, {{"id", hex}});
+  if (!st.ok()) return st;
+  uint64_t first = 0;
+  uint64_t last = 0;
+  uint64_t rows = 0;
+  {
+    const char* p = r.data.data();
+    const char* e = p + r.data.size();
+    auto a = std::from_chars(p, e, first);
+    if (a.ptr < e) a = std::from_chars(a.ptr + 1, e, last);
+    if (a.ptr < e) std::from_chars(a.ptr + 1, e, rows);
+  }
+  if (rows == 0) return {StatusCode::kNotFound, "trace not found"};
+  st = conn_.Query(
+      fmt::format("SELECT {} FROM {}.spans WHERE timestamp >= toDateTime({{lo:UInt32}}) AND "
+                  "timestamp <= toDateTime({{hi:UInt32}}) AND trace_id = unhex({{id:String}}) "
+                  "ORDER BY start_time, span_id",
+                  SpanSelectList(caps_), kDatabase),
+      "Native", &r,
+      {{"id", hex},
+       {"lo", std::to_string(first / 1000000000)},
+       {"hi", std::to_string(last / 1000000000 + 1)}});
+  if (!st.ok()) return st;
+  const size_t before = out->span_count();
+  st = DecodeSpanBlocks(r.data, out);
+  if (!st.ok()) return st;
+  if (out->span_count() == before) return {StatusCode::kNotFound, "trace not found"};
+  return Status::Ok();
+}
+
+}  // namespace spanhouse::storage

@@ -1,0 +1,20 @@
+// SpanReader over embedded ClickHouse.
+#pragma once
+
+#include "query/span_reader.h"
+#include "storage/clickhouse/chdb.h"
+#include "storage/clickhouse/schema.h"
+
+namespace spanhouse::storage {
+
+class ChdbSpanReader : public query::SpanReader {
+ public:
+  ChdbSpanReader(ChdbConnection& conn, Capabilities caps) : conn_(conn), caps_(caps) {}
+  Status GetTrace(const TraceId& id, SpanBatch* out) override;
+
+ private:
+  ChdbConnection& conn_;
+  const Capabilities caps_;
+};
+
+}  // namespace spanhouse::storage

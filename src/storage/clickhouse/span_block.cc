@@ -1,0 +1,476 @@
+#include "storage/clickhouse/span_block.h"
+
+#include <unordered_map>
+
+namespace spanhouse::storage {
+
+namespace {
+
+using native::Reader;
+using native::Writer;
+
+// Per-owner views of a batch's child rows, so one generic routine writes the
+// resource, scope and span attribute columns alike.
+struct AttrSource {
+  const AttrColumns* cols;
+  const std::vector<Range>* ranges;   // per owner
+  const std::vector<uint32_t>* index;  // span -> owner (nullptr: owner == span)
+};
+
+class Encoder {
+ public:
+  Encoder(const SpanBatch& b, Writer& w) : b_(b), w_(w), n_(b.span_count()) {}
+
+  uint32_t Owner(const AttrSource& s, size_t span) const {
+    return s.index == nullptr ? static_cast<uint32_t>(span) : (*s.index)[span];
+  }
+  // Array offsets of an attribute list per span.
+  void AttrOffsets(const AttrSource& s) {
+    uint64_t total = 0;
+    for (size_t i = 0; i < n_; ++i) {
+      total += (*s.ranges)[Owner(s, i)].size();
+      w_.Fixed<uint64_t>(total);
+    }
+  }
+  enum class Part { kKey, kType, kValue };
+  void AttrPart(const AttrColumns& cols, Range r, Part p) {
+    for (uint32_t a = r.begin; a < r.end; ++a) {
+      switch (p) {
+        case Part::kKey: w_.String(b_.Str(cols.key[a])); break;
+        case Part::kType: w_.Fixed<uint8_t>(static_cast<uint8_t>(cols.type[a])); break;
+        case Part::kValue: w_.String(b_.Str(cols.value[a])); break;
+      }
+    }
+  }
+  void Attrs(const AttrSource& s, Part p) {
+    AttrOffsets(s);
+    for (size_t i = 0; i < n_; ++i) AttrPart(*s.cols, (*s.ranges)[Owner(s, i)], p);
+  }
+  // Array(Array(T)) over events or links of each span.
+  void NestedAttrs(const std::vector<Range>& children, const std::vector<Range>& child_attrs,
+                   const AttrColumns& cols, Part p) {
+    ChildOffsets(children);
+    uint64_t total = 0;
+    for (size_t i = 0; i < n_; ++i) {
+      for (uint32_t c = children[i].begin; c < children[i].end; ++c) {
+        total += child_attrs[c].size();
+        w_.Fixed<uint64_t>(total);
+      }
+    }
+    for (size_t i = 0; i < n_; ++i) {
+      for (uint32_t c = children[i].begin; c < children[i].end; ++c) AttrPart(cols, child_attrs[c], p);
+    }
+  }
+  void ChildOffsets(const std::vector<Range>& children) {
+    uint64_t total = 0;
+    for (size_t i = 0; i < n_; ++i) {
+      total += children[i].size();
+      w_.Fixed<uint64_t>(total);
+    }
+  }
+  template <typename Fn>
+  void Children(const std::vector<Range>& children, Fn&& each) {
+    ChildOffsets(children);
+    for (size_t i = 0; i < n_; ++i) {
+      for (uint32_t c = children[i].begin; c < children[i].end; ++c) each(c);
+    }
+  }
+
+  void Column(Col id) {
+    const auto& s = b_.spans;
+    const AttrSource res{&b_.resource_attrs, &b_.resources.attrs, &s.resource};
+    const AttrSource scope{&b_.scope_attrs, &b_.scopes.attrs, &s.scope};
+    const AttrSource span{&b_.span_attrs, &s.attrs, nullptr};
+    switch (id) {
+      case Col::kTimestamp:
+        for (size_t i = 0; i < n_; ++i) w_.Fixed<uint32_t>(static_cast<uint32_t>(s.start_ns[i] / 1000000000));
+        break;
+      case Col::kTraceId:
+        for (size_t i = 0; i < n_; ++i) w_.Bytes(s.trace_id[i].data(), 16);
+        break;
+      case Col::kSpanId:
+        for (size_t i = 0; i < n_; ++i) w_.Bytes(s.span_id[i].data(), 8);
+        break;
+      case Col::kParentSpanId:
+        for (size_t i = 0; i < n_; ++i) w_.Bytes(s.parent_span_id[i].data(), 8);
+        break;
+      case Col::kTraceState:
+        for (size_t i = 0; i < n_; ++i) w_.String(b_.Str(s.trace_state[i]));
+        break;
+      case Col::kFlags:
+        for (size_t i = 0; i < n_; ++i) w_.Fixed<uint32_t>(s.flags[i]);
+        break;
+      case Col::kName:
+        for (size_t i = 0; i < n_; ++i) w_.String(b_.Str(s.name[i]));
+        break;
+      case Col::kKind:
+        for (size_t i = 0; i < n_; ++i) w_.Fixed<uint8_t>(s.kind[i]);
+        break;
+      case Col::kStartTime:
+        for (size_t i = 0; i < n_; ++i) w_.Fixed<uint64_t>(s.start_ns[i]);
+        break;
+      case Col::kDurationNs:
+        for (size_t i = 0; i < n_; ++i) {
+          w_.Fixed<uint64_t>(s.end_ns[i] >= s.start_ns[i] ? s.end_ns[i] - s.start_ns[i] : 0);
+        }
+        break;
+      case Col::kStatusCode:
+        for (size_t i = 0; i < n_; ++i) w_.Fixed<uint8_t>(s.status_code[i]);
+        break;
+      case Col::kStatusMessage:
+        for (size_t i = 0; i < n_; ++i) w_.String(b_.Str(s.status_message[i]));
+        break;
+      case Col::kServiceName:
+        for (size_t i = 0; i < n_; ++i) w_.String(b_.Str(b_.resources.service_name[s.resource[i]]));
+        break;
+      case Col::kResourceAttrKeys: Attrs(res, Part::kKey); break;
+      case Col::kResourceAttrTypes: Attrs(res, Part::kType); break;
+      case Col::kResourceAttrValues: Attrs(res, Part::kValue); break;
+      case Col::kResourceDroppedAttrs:
+        for (size_t i = 0; i < n_; ++i) w_.Fixed<uint32_t>(b_.resources.dropped_attributes_count[s.resource[i]]);
+        break;
+      case Col::kResourceSchemaUrl:
+        for (size_t i = 0; i < n_; ++i) w_.String(b_.Str(b_.resources.schema_url[s.resource[i]]));
+        break;
+      case Col::kScopeName:
+        for (size_t i = 0; i < n_; ++i) w_.String(b_.Str(b_.scopes.name[s.scope[i]]));
+        break;
+      case Col::kScopeVersion:
+        for (size_t i = 0; i < n_; ++i) w_.String(b_.Str(b_.scopes.version[s.scope[i]]));
+        break;
+      case Col::kScopeAttrKeys: Attrs(scope, Part::kKey); break;
+      case Col::kScopeAttrTypes: Attrs(scope, Part::kType); break;
+      case Col::kScopeAttrValues: Attrs(scope, Part::kValue); break;
+      case Col::kScopeDroppedAttrs:
+        for (size_t i = 0; i < n_; ++i) w_.Fixed<uint32_t>(b_.scopes.dropped_attributes_count[s.scope[i]]);
+        break;
+      case Col::kScopeSchemaUrl:
+        for (size_t i = 0; i < n_; ++i) w_.String(b_.Str(b_.scopes.schema_url[s.scope[i]]));
+        break;
+      case Col::kAttrKeys: Attrs(span, Part::kKey); break;
+      case Col::kAttrTypes: Attrs(span, Part::kType); break;
+      case Col::kAttrValues: Attrs(span, Part::kValue); break;
+      case Col::kDroppedAttrs:
+        for (size_t i = 0; i < n_; ++i) w_.Fixed<uint32_t>(s.dropped_attributes_count[i]);
+        break;
+      case Col::kEventTimes:
+        Children(s.events, [&](uint32_t e) { w_.Fixed<uint64_t>(b_.events.time_ns[e]); });
+        break;
+      case Col::kEventNames:
+        Children(s.events, [&](uint32_t e) { w_.String(b_.Str(b_.events.name[e])); });
+        break;
+      case Col::kEventAttrKeys: NestedAttrs(s.events, b_.events.attrs, b_.event_attrs, Part::kKey); break;
+      case Col::kEventAttrTypes: NestedAttrs(s.events, b_.events.attrs, b_.event_attrs, Part::kType); break;
+      case Col::kEventAttrValues: NestedAttrs(s.events, b_.events.attrs, b_.event_attrs, Part::kValue); break;
+      case Col::kEventDroppedAttrs:
+        Children(s.events, [&](uint32_t e) { w_.Fixed<uint32_t>(b_.events.dropped_attributes_count[e]); });
+        break;
+      case Col::kDroppedEvents:
+        for (size_t i = 0; i < n_; ++i) w_.Fixed<uint32_t>(s.dropped_events_count[i]);
+        break;
+      case Col::kLinkTraceIds:
+        Children(s.links, [&](uint32_t l) { w_.Bytes(b_.links.trace_id[l].data(), 16); });
+        break;
+      case Col::kLinkSpanIds:
+        Children(s.links, [&](uint32_t l) { w_.Bytes(b_.links.span_id[l].data(), 8); });
+        break;
+      case Col::kLinkTraceStates:
+        Children(s.links, [&](uint32_t l) { w_.String(b_.Str(b_.links.trace_state[l])); });
+        break;
+      case Col::kLinkFlags:
+        Children(s.links, [&](uint32_t l) { w_.Fixed<uint32_t>(b_.links.flags[l]); });
+        break;
+      case Col::kLinkAttrKeys: NestedAttrs(s.links, b_.links.attrs, b_.link_attrs, Part::kKey); break;
+      case Col::kLinkAttrTypes: NestedAttrs(s.links, b_.links.attrs, b_.link_attrs, Part::kType); break;
+      case Col::kLinkAttrValues: NestedAttrs(s.links, b_.links.attrs, b_.link_attrs, Part::kValue); break;
+      case Col::kLinkDroppedAttrs:
+        Children(s.links, [&](uint32_t l) { w_.Fixed<uint32_t>(b_.links.dropped_attributes_count[l]); });
+        break;
+      case Col::kDroppedLinks:
+        for (size_t i = 0; i < n_; ++i) w_.Fixed<uint32_t>(s.dropped_links_count[i]);
+        break;
+      case Col::kCount: break;
+    }
+  }
+
+ private:
+  const SpanBatch& b_;
+  Writer& w_;
+  size_t n_;
+};
+
+#define SH_TRY(expr)                 \
+  do {                               \
+    Status _st = (expr);             \
+    if (!_st.ok()) return _st;       \
+  } while (0)
+
+// Reads one block into rows [base, base + rows) of `b`, which the caller has
+// already created (one resource and one scope per row).
+class Decoder {
+ public:
+  Decoder(Reader& r, SpanBatch& b, uint32_t base, uint64_t rows) : r_(r), b_(b), base_(base), n_(rows) {}
+
+  Status Offsets(std::vector<uint64_t>* offs) {
+    offs->resize(n_);
+    uint64_t prev = 0;
+    for (uint64_t i = 0; i < n_; ++i) {
+      SH_TRY(r_.Fixed(&(*offs)[i]));
+      if ((*offs)[i] < prev) return Status::Internal("native: offsets go backwards");
+      prev = (*offs)[i];
+    }
+    return Status::Ok();
+  }
+  Status Str(StrRef* out) {
+    std::string_view s;
+    SH_TRY(r_.String(&s));
+    *out = b_.AddString(s);
+    return Status::Ok();
+  }
+  template <typename T, typename U>
+  Status Num(U* out) {
+    T v;
+    SH_TRY(r_.Fixed(&v));
+    *out = static_cast<U>(v);
+    return Status::Ok();
+  }
+  template <size_t N>
+  Status Id(std::array<uint8_t, N>* out) {
+    std::string_view s;
+    SH_TRY(r_.Bytes(N, &s));
+    std::memcpy(out->data(), s.data(), N);
+    return Status::Ok();
+  }
+
+  // Attribute lists of one owner per row. Keys create the rows; types and
+  // values must come with the same offsets and fill them in.
+  enum class Part { kKey, kType, kValue };
+  Status Attrs(AttrColumns& cols, std::vector<Range>& ranges, uint32_t owner_base, Part p) {
+    std::vector<uint64_t> offs;
+    SH_TRY(Offsets(&offs));
+    uint64_t prev = 0;
+    for (uint64_t i = 0; i < n_; ++i) {
+      Range& rg = ranges[owner_base + i];
+      uint64_t count = offs[i] - prev;
+      prev = offs[i];
+      SH_TRY(AttrRun(cols, rg, count, p));
+    }
+    return Status::Ok();
+  }
+  Status AttrRun(AttrColumns& cols, Range& rg, uint64_t count, Part p) {
+    if (p == Part::kKey) {
+      rg.begin = static_cast<uint32_t>(cols.size());
+      for (uint64_t k = 0; k < count; ++k) {
+        StrRef key;
+        SH_TRY(Str(&key));
+        SpanBatch::AddAttr(cols, key, ValueType::kEmpty, StrRef{});
+      }
+      rg.end = static_cast<uint32_t>(cols.size());
+      return Status::Ok();
+    }
+    if (count != rg.size()) return Status::Internal("native: attribute columns disagree in length");
+    for (uint32_t a = rg.begin; a < rg.end; ++a) {
+      if (p == Part::kType) {
+        uint8_t t;
+        SH_TRY(r_.Fixed(&t));
+        cols.type[a] = static_cast<ValueType>(t);
+      } else {
+        SH_TRY(Str(&cols.value[a]));
+      }
+    }
+    return Status::Ok();
+  }
+  // Array(T) over a span's events or links: the first such column creates
+  // the children, later ones must agree.
+  template <typename Make, typename Fill>
+  Status Children(std::vector<Range>& ranges, Make&& make, Fill&& fill) {
+    std::vector<uint64_t> offs;
+    SH_TRY(Offsets(&offs));
+    uint64_t prev = 0;
+    for (uint64_t i = 0; i < n_; ++i) {
+      Range& rg = ranges[base_ + i];
+      uint64_t count = offs[i] - prev;
+      prev = offs[i];
+      if (rg.size() == 0 && count > 0) {
+        rg.begin = make();
+        for (uint64_t k = 1; k < count; ++k) make();
+        rg.end = rg.begin + static_cast<uint32_t>(count);
+      } else if (rg.size() != count) {
+        return Status::Internal("native: child columns disagree in length");
+      }
+      for (uint32_t c = rg.begin; c < rg.end; ++c) SH_TRY(fill(c));
+    }
+    return Status::Ok();
+  }
+  Status NestedAttrs(std::vector<Range>& children, std::vector<Range>& child_attrs,
+                     AttrColumns& cols, Part p, bool events) {
+    std::vector<uint64_t> outer;
+    SH_TRY(Offsets(&outer));
+    uint64_t total = outer.empty() ? 0 : outer.back();
+    uint64_t prev = 0;
+    for (uint64_t i = 0; i < n_; ++i) {
+      Range& rg = children[base_ + i];
+      uint64_t count = outer[i] - prev;
+      prev = outer[i];
+      if (rg.size() == 0 && count > 0) {
+        rg.begin = events ? b_.AddEvent() : b_.AddLink();
+        for (uint64_t k = 1; k < count; ++k) events ? b_.AddEvent() : b_.AddLink();
+        rg.end = rg.begin + static_cast<uint32_t>(count);
+      } else if (rg.size() != count) {
+        return Status::Internal("native: nested columns disagree in length");
+      }
+    }
+    std::vector<uint64_t> inner(total);
+    for (uint64_t k = 0; k < total; ++k) SH_TRY(r_.Fixed(&inner[k]));
+    uint64_t iprev = 0;
+    size_t k = 0;
+    for (uint64_t i = 0; i < n_; ++i) {
+      const Range rg = children[base_ + i];
+      for (uint32_t c = rg.begin; c < rg.end; ++c, ++k) {
+        if (inner[k] < iprev) return Status::Internal("native: offsets go backwards");
+        uint64_t count = inner[k] - iprev;
+        iprev = inner[k];
+        SH_TRY(AttrRun(cols, child_attrs[c], count, p));
+      }
+    }
+    return Status::Ok();
+  }
+
+  Status Column(Col id) {
+    auto& s = b_.spans;
+    auto each = [&](auto&& fn) -> Status {
+      for (uint64_t i = 0; i < n_; ++i) SH_TRY(fn(base_ + static_cast<uint32_t>(i)));
+      return Status::Ok();
+    };
+    switch (id) {
+      case Col::kTimestamp:
+        return each([&](uint32_t) { uint32_t t; return r_.Fixed(&t); });
+      case Col::kTraceId: return each([&](uint32_t i) { return Id(&s.trace_id[i]); });
+      case Col::kSpanId: return each([&](uint32_t i) { return Id(&s.span_id[i]); });
+      case Col::kParentSpanId: return each([&](uint32_t i) { return Id(&s.parent_span_id[i]); });
+      case Col::kTraceState: return each([&](uint32_t i) { return Str(&s.trace_state[i]); });
+      case Col::kFlags: return each([&](uint32_t i) { return Num<uint32_t>(&s.flags[i]); });
+      case Col::kName: return each([&](uint32_t i) { return Str(&s.name[i]); });
+      case Col::kKind: return each([&](uint32_t i) { return Num<uint8_t>(&s.kind[i]); });
+      case Col::kStartTime: return each([&](uint32_t i) { return Num<uint64_t>(&s.start_ns[i]); });
+      case Col::kDurationNs:
+        return each([&](uint32_t i) {
+          uint64_t d;
+          SH_TRY(r_.Fixed(&d));
+          s.end_ns[i] = s.start_ns[i] + d;
+          return Status::Ok();
+        });
+      case Col::kStatusCode: return each([&](uint32_t i) { return Num<uint8_t>(&s.status_code[i]); });
+      case Col::kStatusMessage: return each([&](uint32_t i) { return Str(&s.status_message[i]); });
+      case Col::kServiceName:
+        return each([&](uint32_t i) { return Str(&b_.resources.service_name[s.resource[i]]); });
+      case Col::kResourceAttrKeys: return Attrs(b_.resource_attrs, b_.resources.attrs, s.resource[base_], Part::kKey);
+      case Col::kResourceAttrTypes: return Attrs(b_.resource_attrs, b_.resources.attrs, s.resource[base_], Part::kType);
+      case Col::kResourceAttrValues: return Attrs(b_.resource_attrs, b_.resources.attrs, s.resource[base_], Part::kValue);
+      case Col::kResourceDroppedAttrs:
+        return each([&](uint32_t i) { return Num<uint32_t>(&b_.resources.dropped_attributes_count[s.resource[i]]); });
+      case Col::kResourceSchemaUrl:
+        return each([&](uint32_t i) { return Str(&b_.resources.schema_url[s.resource[i]]); });
+      case Col::kScopeName: return each([&](uint32_t i) { return Str(&b_.scopes.name[s.scope[i]]); });
+      case Col::kScopeVersion: return each([&](uint32_t i) { return Str(&b_.scopes.version[s.scope[i]]); });
+      case Col::kScopeAttrKeys: return Attrs(b_.scope_attrs, b_.scopes.attrs, s.scope[base_], Part::kKey);
+      case Col::kScopeAttrTypes: return Attrs(b_.scope_attrs, b_.scopes.attrs, s.scope[base_], Part::kType);
+      case Col::kScopeAttrValues: return Attrs(b_.scope_attrs, b_.scopes.attrs, s.scope[base_], Part::kValue);
+      case Col::kScopeDroppedAttrs:
+        return each([&](uint32_t i) { return Num<uint32_t>(&b_.scopes.dropped_attributes_count[s.scope[i]]); });
+      case Col::kScopeSchemaUrl: return each([&](uint32_t i) { return Str(&b_.scopes.schema_url[s.scope[i]]); });
+      case Col::kAttrKeys: return Attrs(b_.span_attrs, s.attrs, base_, Part::kKey);
+      case Col::kAttrTypes: return Attrs(b_.span_attrs, s.attrs, base_, Part::kType);
+      case Col::kAttrValues: return Attrs(b_.span_attrs, s.attrs, base_, Part::kValue);
+      case Col::kDroppedAttrs: return each([&](uint32_t i) { return Num<uint32_t>(&s.dropped_attributes_count[i]); });
+      case Col::kEventTimes:
+        return Children(s.events, [&] { return b_.AddEvent(); },
+                        [&](uint32_t e) { return Num<uint64_t>(&b_.events.time_ns[e]); });
+      case Col::kEventNames:
+        return Children(s.events, [&] { return b_.AddEvent(); },
+                        [&](uint32_t e) { return Str(&b_.events.name[e]); });
+      case Col::kEventAttrKeys: return NestedAttrs(s.events, b_.events.attrs, b_.event_attrs, Part::kKey, true);
+      case Col::kEventAttrTypes: return NestedAttrs(s.events, b_.events.attrs, b_.event_attrs, Part::kType, true);
+      case Col::kEventAttrValues: return NestedAttrs(s.events, b_.events.attrs, b_.event_attrs, Part::kValue, true);
+      case Col::kEventDroppedAttrs:
+        return Children(s.events, [&] { return b_.AddEvent(); },
+                        [&](uint32_t e) { return Num<uint32_t>(&b_.events.dropped_attributes_count[e]); });
+      case Col::kDroppedEvents: return each([&](uint32_t i) { return Num<uint32_t>(&s.dropped_events_count[i]); });
+      case Col::kLinkTraceIds:
+        return Children(s.links, [&] { return b_.AddLink(); },
+                        [&](uint32_t l) { return Id(&b_.links.trace_id[l]); });
+      case Col::kLinkSpanIds:
+        return Children(s.links, [&] { return b_.AddLink(); },
+                        [&](uint32_t l) { return Id(&b_.links.span_id[l]); });
+      case Col::kLinkTraceStates:
+        return Children(s.links, [&] { return b_.AddLink(); },
+                        [&](uint32_t l) { return Str(&b_.links.trace_state[l]); });
+      case Col::kLinkFlags:
+        return Children(s.links, [&] { return b_.AddLink(); },
+                        [&](uint32_t l) { return Num<uint32_t>(&b_.links.flags[l]); });
+      case Col::kLinkAttrKeys: return NestedAttrs(s.links, b_.links.attrs, b_.link_attrs, Part::kKey, false);
+      case Col::kLinkAttrTypes: return NestedAttrs(s.links, b_.links.attrs, b_.link_attrs, Part::kType, false);
+      case Col::kLinkAttrValues: return NestedAttrs(s.links, b_.links.attrs, b_.link_attrs, Part::kValue, false);
+      case Col::kLinkDroppedAttrs:
+        return Children(s.links, [&] { return b_.AddLink(); },
+                        [&](uint32_t l) { return Num<uint32_t>(&b_.links.dropped_attributes_count[l]); });
+      case Col::kDroppedLinks: return each([&](uint32_t i) { return Num<uint32_t>(&s.dropped_links_count[i]); });
+      case Col::kCount: break;
+    }
+    return Status::Internal("native: unknown column");
+  }
+
+ private:
+  Reader& r_;
+  SpanBatch& b_;
+  uint32_t base_;
+  uint64_t n_;
+};
+
+}  // namespace
+
+void EncodeSpanBlock(const SpanBatch& batch, const Capabilities& caps, std::string* out) {
+  Writer w(out);
+  const auto& cols = SpanColumns();
+  w.BlockHeader(cols.size(), batch.span_count());
+  Encoder enc(batch, w);
+  for (const auto& c : cols) {
+    w.ColumnHeader(c.name, WireType(c.logical, caps));
+    enc.Column(c.id);
+  }
+}
+
+Status DecodeSpanBlocks(std::string_view data, SpanBatch* out) {
+  static const std::unordered_map<std::string_view, Col> by_name = [] {
+    std::unordered_map<std::string_view, Col> m;
+    for (const auto& c : SpanColumns()) m.emplace(c.name, c.id);
+    return m;
+  }();
+  Reader r(data);
+  while (!r.eof()) {
+    uint64_t ncols = 0;
+    uint64_t nrows = 0;
+    SH_TRY(r.Varint(&ncols));
+    SH_TRY(r.Varint(&nrows));
+    if (nrows > data.size()) return Status::Internal("native: row count larger than the data");
+    auto base = static_cast<uint32_t>(out->span_count());
+    for (uint64_t i = 0; i < nrows; ++i) {
+      uint32_t res = out->AddResource();
+      uint32_t scope = out->AddScope();
+      out->AddSpan(res, scope);
+    }
+    Decoder dec(r, *out, base, nrows);
+    for (uint64_t c = 0; c < ncols; ++c) {
+      std::string_view name;
+      std::string_view type;
+      SH_TRY(r.String(&name));
+      SH_TRY(r.String(&type));
+      auto it = by_name.find(name);
+      if (it == by_name.end()) return Status::Internal("native: unexpected column " + std::string(name));
+      SH_TRY(dec.Column(it->second));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace spanhouse::storage
