@@ -4,8 +4,9 @@
 #include <iostream>
 #include <sstream>
 
-#include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include "server/config.h"
 #include "server/serve.h"
@@ -27,6 +28,8 @@ int main(int argc, char** argv) {
   // Before any thread exists, so every thread inherits the mask and the
   // serve loop alone receives SIGINT/SIGTERM.
   spanhouse::server::BlockShutdownSignals();
+  // Logs go to stderr; stdout is for what a command prints as its result.
+  spdlog::set_default_logger(spdlog::stderr_logger_mt("spanhouse"));
 
   CLI::App app{"spanhouse: an APM trace backend on ClickHouse"};
   app.set_version_flag("--version", "spanhouse 0.1.0");
@@ -41,12 +44,14 @@ int main(int argc, char** argv) {
   std::string log_level;
   bool print_config = false;
   serve->add_option("-c,--config", config_file, "YAML configuration file");
-  serve->add_option("--data-dir", data_dir, "Data directory (default ./data; env SPANHOUSE_DATA_DIR)");
+  serve->add_option("--data-dir", data_dir,
+                    "Data directory (default ./data; env SPANHOUSE_DATA_DIR)");
   serve->add_option("--otlp-http-listen", otlp_http_listen,
                     "OTLP/HTTP address (default 127.0.0.1:4318; env SPANHOUSE_OTLP_HTTP_LISTEN)");
   serve->add_option("--query-listen", query_listen,
                     "Query API address (default 127.0.0.1:16686; env SPANHOUSE_QUERY_LISTEN)");
-  serve->add_option("--log-level", log_level, "trace, debug, info, warn, error or off (env SPANHOUSE_LOG_LEVEL)");
+  serve->add_option("--log-level", log_level,
+                    "trace, debug, info, warn, error or off (env SPANHOUSE_LOG_LEVEL)");
   serve->add_flag("--print-config", print_config, "Print the effective configuration and exit");
 
   auto* schema = app.add_subcommand("schema", "Print the ClickHouse DDL spanhouse creates");
@@ -84,7 +89,8 @@ int main(int argc, char** argv) {
       {&log_level, "log_level"}};
   for (const auto& [value, key] : flags) {
     if (value->empty()) continue;
-    if (Status st = spanhouse::server::ApplySetting(key, *value, &cfg); !st.ok()) return ConfigError(st);
+    if (Status st = spanhouse::server::ApplySetting(key, *value, &cfg); !st.ok())
+      return ConfigError(st);
   }
   if (Status st = spanhouse::server::Validate(cfg); !st.ok()) return ConfigError(st);
   if (print_config) {

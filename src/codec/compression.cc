@@ -29,7 +29,8 @@ Status Inflate(std::string_view in, size_t max_bytes, std::string* out) {
     if (ret != Z_OK && ret != Z_STREAM_END) {
       inflateEnd(&zs);
       if (ret == Z_BUF_ERROR) return Status::Invalid("truncated gzip body");
-      return Status::Invalid(std::string("corrupt gzip body: ") + (zs.msg ? zs.msg : "inflate failed"));
+      return Status::Invalid(std::string("corrupt gzip body: ") +
+                             (zs.msg ? zs.msg : "inflate failed"));
     }
     size_t produced = sizeof(buf) - zs.avail_out;
     if (out->size() + produced > max_bytes) {

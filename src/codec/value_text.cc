@@ -81,11 +81,21 @@ void AppendJsonString(std::string& out, std::string_view s) {
       ++i;
     } else if (c < 0x20) {
       switch (c) {
-        case '\n': out += "\\n"; break;
-        case '\r': out += "\\r"; break;
-        case '\t': out += "\\t"; break;
-        case '\b': out += "\\b"; break;
-        case '\f': out += "\\f"; break;
+        case '\n':
+          out += "\\n";
+          break;
+        case '\r':
+          out += "\\r";
+          break;
+        case '\t':
+          out += "\\t";
+          break;
+        case '\b':
+          out += "\\b";
+          break;
+        case '\f':
+          out += "\\f";
+          break;
         default:
           out += "\\u00";
           out += kHex[c >> 4];
@@ -144,12 +154,18 @@ bool DecodeBase64(std::string_view in, std::string& out) {
   int bits = 0;
   for (char ch : in) {
     int v;
-    if (ch >= 'A' && ch <= 'Z') v = ch - 'A';
-    else if (ch >= 'a' && ch <= 'z') v = ch - 'a' + 26;
-    else if (ch >= '0' && ch <= '9') v = ch - '0' + 52;
-    else if (ch == '+' || ch == '-') v = 62;  // '-' and '_': the URL-safe alphabet
-    else if (ch == '/' || ch == '_') v = 63;
-    else return false;
+    if (ch >= 'A' && ch <= 'Z')
+      v = ch - 'A';
+    else if (ch >= 'a' && ch <= 'z')
+      v = ch - 'a' + 26;
+    else if (ch >= '0' && ch <= '9')
+      v = ch - '0' + 52;
+    else if (ch == '+' || ch == '-')
+      v = 62;  // '-' and '_': the URL-safe alphabet
+    else if (ch == '/' || ch == '_')
+      v = 63;
+    else
+      return false;
     acc = (acc << 6) | static_cast<uint32_t>(v);
     bits += 6;
     if (bits >= 8) {

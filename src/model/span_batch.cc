@@ -104,7 +104,9 @@ size_t Cap(const V& v) {
   return v.capacity() * sizeof(typename V::value_type);
 }
 
-size_t AttrBytes(const AttrColumns& c) { return Cap(c.key) + Cap(c.type) + Cap(c.value); }
+size_t AttrBytes(const AttrColumns& c) {
+  return Cap(c.key) + Cap(c.type) + Cap(c.value);
+}
 
 }  // namespace
 
@@ -112,16 +114,16 @@ size_t SpanBatch::MemoryBytes() const {
   size_t n = arena_.capacity();
   n += AttrBytes(resource_attrs) + AttrBytes(scope_attrs) + AttrBytes(span_attrs) +
        AttrBytes(event_attrs) + AttrBytes(link_attrs);
-  n += Cap(resources.attrs) + Cap(resources.dropped_attributes_count) +
-       Cap(resources.schema_url) + Cap(resources.service_name);
+  n += Cap(resources.attrs) + Cap(resources.dropped_attributes_count) + Cap(resources.schema_url) +
+       Cap(resources.service_name);
   n += Cap(scopes.name) + Cap(scopes.version) + Cap(scopes.attrs) +
        Cap(scopes.dropped_attributes_count) + Cap(scopes.schema_url);
   const Spans& s = spans;
   n += Cap(s.trace_id) + Cap(s.span_id) + Cap(s.parent_span_id) + Cap(s.trace_state) +
        Cap(s.flags) + Cap(s.name) + Cap(s.kind) + Cap(s.start_ns) + Cap(s.end_ns) +
-       Cap(s.status_code) + Cap(s.status_message) + Cap(s.resource) + Cap(s.scope) +
-       Cap(s.attrs) + Cap(s.dropped_attributes_count) + Cap(s.events) +
-       Cap(s.dropped_events_count) + Cap(s.links) + Cap(s.dropped_links_count);
+       Cap(s.status_code) + Cap(s.status_message) + Cap(s.resource) + Cap(s.scope) + Cap(s.attrs) +
+       Cap(s.dropped_attributes_count) + Cap(s.events) + Cap(s.dropped_events_count) +
+       Cap(s.links) + Cap(s.dropped_links_count);
   n += Cap(events.time_ns) + Cap(events.name) + Cap(events.attrs) +
        Cap(events.dropped_attributes_count);
   n += Cap(links.trace_id) + Cap(links.span_id) + Cap(links.trace_state) + Cap(links.flags) +
@@ -129,7 +131,9 @@ size_t SpanBatch::MemoryBytes() const {
   return n;
 }
 
-void SpanBatch::Clear() { *this = SpanBatch(); }
+void SpanBatch::Clear() {
+  *this = SpanBatch();
+}
 
 namespace {
 
@@ -151,7 +155,8 @@ void SpanBatch::Append(const SpanBatch& o) {
   const auto res_base = static_cast<uint32_t>(resources.attrs.size());
   for (uint32_t r = 0; r < o.resources.attrs.size(); ++r) {
     uint32_t nr = AddResource();
-    resources.attrs[nr] = CopyAttrs(o, o.resource_attrs, o.resources.attrs[r], *this, resource_attrs);
+    resources.attrs[nr] =
+        CopyAttrs(o, o.resource_attrs, o.resources.attrs[r], *this, resource_attrs);
     resources.dropped_attributes_count[nr] = o.resources.dropped_attributes_count[r];
     resources.schema_url[nr] = AddString(o.Str(o.resources.schema_url[r]));
     resources.service_name[nr] = AddString(o.Str(o.resources.service_name[r]));
@@ -219,14 +224,18 @@ struct Cmp {
     ok = false;
   }
   void Str(StrRef x, StrRef y, const std::string& what) {
-    if (a.Str(x) != b.Str(y)) Fail(what + ": '" + std::string(a.Str(x)) + "' != '" + std::string(b.Str(y)) + "'");
+    if (a.Str(x) != b.Str(y))
+      Fail(what + ": '" + std::string(a.Str(x)) + "' != '" + std::string(b.Str(y)) + "'");
   }
   template <typename T>
   void Eq(const T& x, const T& y, const std::string& what) {
     if (!(x == y)) Fail(what);
   }
-  void Attrs(const AttrColumns& ca, Range ra, const AttrColumns& cb, Range rb, const std::string& what) {
-    if (ra.size() != rb.size()) return Fail(what + ": attribute count " + std::to_string(ra.size()) + " != " + std::to_string(rb.size()));
+  void Attrs(const AttrColumns& ca, Range ra, const AttrColumns& cb, Range rb,
+             const std::string& what) {
+    if (ra.size() != rb.size())
+      return Fail(what + ": attribute count " + std::to_string(ra.size()) +
+                  " != " + std::to_string(rb.size()));
     for (uint32_t i = 0; i < ra.size(); ++i) {
       Str(ca.key[ra.begin + i], cb.key[rb.begin + i], what + " attr key");
       Eq(ca.type[ra.begin + i], cb.type[rb.begin + i], what + " attr type");
@@ -264,8 +273,10 @@ bool SpanBatch::LogicallyEquals(const SpanBatch& o, std::string* why) const {
     c.Eq(x.dropped_links_count[i], y.dropped_links_count[i], at + " dropped links");
     uint32_t r = x.resource[i];
     uint32_t ro = y.resource[i];
-    c.Attrs(resource_attrs, resources.attrs[r], o.resource_attrs, o.resources.attrs[ro], at + " resource");
-    c.Eq(resources.dropped_attributes_count[r], o.resources.dropped_attributes_count[ro], at + " resource dropped");
+    c.Attrs(resource_attrs, resources.attrs[r], o.resource_attrs, o.resources.attrs[ro],
+            at + " resource");
+    c.Eq(resources.dropped_attributes_count[r], o.resources.dropped_attributes_count[ro],
+         at + " resource dropped");
     c.Str(resources.schema_url[r], o.resources.schema_url[ro], at + " resource schema_url");
     c.Str(resources.service_name[r], o.resources.service_name[ro], at + " service name");
     uint32_t s = x.scope[i];
@@ -273,7 +284,8 @@ bool SpanBatch::LogicallyEquals(const SpanBatch& o, std::string* why) const {
     c.Str(scopes.name[s], o.scopes.name[so], at + " scope name");
     c.Str(scopes.version[s], o.scopes.version[so], at + " scope version");
     c.Attrs(scope_attrs, scopes.attrs[s], o.scope_attrs, o.scopes.attrs[so], at + " scope");
-    c.Eq(scopes.dropped_attributes_count[s], o.scopes.dropped_attributes_count[so], at + " scope dropped");
+    c.Eq(scopes.dropped_attributes_count[s], o.scopes.dropped_attributes_count[so],
+         at + " scope dropped");
     c.Str(scopes.schema_url[s], o.scopes.schema_url[so], at + " scope schema_url");
     Range ex = x.events[i];
     Range ey = y.events[i];
@@ -288,7 +300,8 @@ bool SpanBatch::LogicallyEquals(const SpanBatch& o, std::string* why) const {
       c.Eq(events.time_ns[e1], o.events.time_ns[e2], ev + " time");
       c.Str(events.name[e1], o.events.name[e2], ev + " name");
       c.Attrs(event_attrs, events.attrs[e1], o.event_attrs, o.events.attrs[e2], ev);
-      c.Eq(events.dropped_attributes_count[e1], o.events.dropped_attributes_count[e2], ev + " dropped");
+      c.Eq(events.dropped_attributes_count[e1], o.events.dropped_attributes_count[e2],
+           ev + " dropped");
     }
     Range lx = x.links[i];
     Range ly = y.links[i];
@@ -305,7 +318,8 @@ bool SpanBatch::LogicallyEquals(const SpanBatch& o, std::string* why) const {
       c.Str(links.trace_state[l1], o.links.trace_state[l2], lk + " trace_state");
       c.Eq(links.flags[l1], o.links.flags[l2], lk + " flags");
       c.Attrs(link_attrs, links.attrs[l1], o.link_attrs, o.links.attrs[l2], lk);
-      c.Eq(links.dropped_attributes_count[l1], o.links.dropped_attributes_count[l2], lk + " dropped");
+      c.Eq(links.dropped_attributes_count[l1], o.links.dropped_attributes_count[l2],
+           lk + " dropped");
     }
   }
   return c.ok;

@@ -61,7 +61,14 @@ struct AttrColumns {
 };
 
 // OTLP span kinds and status codes (numbers as in the OTLP protobuf).
-enum class SpanKind : uint8_t { kUnspecified = 0, kInternal, kServer, kClient, kProducer, kConsumer };
+enum class SpanKind : uint8_t {
+  kUnspecified = 0,
+  kInternal,
+  kServer,
+  kClient,
+  kProducer,
+  kConsumer
+};
 enum class StatusCodeOtlp : uint8_t { kUnset = 0, kOk = 1, kError = 2 };
 
 class SpanBatch {

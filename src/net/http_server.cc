@@ -64,8 +64,9 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_->body_limit(srv_.opts.max_body_bytes);
     parser_->header_limit(64 * 1024);
     stream_.expires_after(std::chrono::seconds(60));
-    http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
+    http::async_read(
+        stream_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
   }
 
   void OnRead(beast::error_code ec) {
@@ -157,7 +158,9 @@ HttpServer::HttpServer(HttpServerOptions options, HttpHandler handler)
   impl_->handler = std::move(handler);
 }
 
-HttpServer::~HttpServer() { Stop(std::chrono::milliseconds(0)); }
+HttpServer::~HttpServer() {
+  Stop(std::chrono::milliseconds(0));
+}
 
 Status HttpServer::Start() {
   std::string host;

@@ -39,8 +39,8 @@ struct HttpResponse {
 using HttpHandler = std::function<void(const HttpRequest&, HttpResponse&)>;
 
 struct HttpServerOptions {
-  std::string name;      // for logs
-  std::string address;   // host:port, port 0 picks a free one
+  std::string name;                   // for logs
+  std::string address;                // host:port, port 0 picks a free one
   size_t max_body_bytes = 20u << 20;  // on the wire, before decompression
   int threads = 1;
 };

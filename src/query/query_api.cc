@@ -16,10 +16,15 @@ bool ParseTraceIdHex(std::string_view hex, TraceId* out) {
 QueryApi::QueryApi(QueryApiOptions options, SpanReader& reader)
     : reader_(reader),
       server_({"query", options.address, 1u << 20, options.threads},
-              [this](const net::HttpRequest& req, net::HttpResponse& resp) { Handle(req, resp); }) {}
+              [this](const net::HttpRequest& req, net::HttpResponse& resp) { Handle(req, resp); }) {
+}
 
-Status QueryApi::Start() { return server_.Start(); }
-void QueryApi::Stop() { server_.Stop(); }
+Status QueryApi::Start() {
+  return server_.Start();
+}
+void QueryApi::Stop() {
+  server_.Stop();
+}
 
 void QueryApi::Handle(const net::HttpRequest& req, net::HttpResponse& resp) {
   const std::string_view path = req.path();
@@ -41,8 +46,8 @@ void QueryApi::Handle(const net::HttpRequest& req, net::HttpResponse& resp) {
     TraceId id{};
     if (!ParseTraceIdHex(hex, &id)) {
       resp.status = 400;
-      resp.body = RenderJaegerError(400, "malformed trace id '" + std::string(hex) +
-                                             "': want up to 32 hex digits");
+      resp.body = RenderJaegerError(
+          400, "malformed trace id '" + std::string(hex) + "': want up to 32 hex digits");
       return;
     }
     SpanBatch batch;

@@ -27,27 +27,26 @@ bool ParseUint(const std::string& s, uint64_t* out) {
   return r.ec == std::errc() && r.ptr == s.data() + s.size() && !s.empty();
 }
 
-
-#define SH_STRING_KEY(NAME, FIELD, CHECK, WANT)                                  \
-  Key {                                                                          \
-    NAME,                                                                        \
-        [](const std::string& v, Config* c) -> Status {                          \
-          if (!(CHECK)) return BadValue(NAME, v, WANT);                          \
-          c->FIELD = v;                                                          \
-          return Status::Ok();                                                   \
-        },                                                                       \
-        [](const Config& c) { return c.FIELD; }                                  \
+#define SH_STRING_KEY(NAME, FIELD, CHECK, WANT)         \
+  Key {                                                 \
+    NAME,                                               \
+        [](const std::string& v, Config* c) -> Status { \
+          if (!(CHECK)) return BadValue(NAME, v, WANT); \
+          c->FIELD = v;                                 \
+          return Status::Ok();                          \
+        },                                              \
+        [](const Config& c) { return c.FIELD; }         \
   }
-#define SH_UINT_KEY(NAME, FIELD, PARSE, MIN, MAX, WANT)                          \
-  Key {                                                                          \
-    NAME,                                                                        \
-        [](const std::string& v, Config* c) -> Status {                          \
-          uint64_t n = 0;                                                        \
+#define SH_UINT_KEY(NAME, FIELD, PARSE, MIN, MAX, WANT)                                \
+  Key {                                                                                \
+    NAME,                                                                              \
+        [](const std::string& v, Config* c) -> Status {                                \
+          uint64_t n = 0;                                                              \
           if (!PARSE(v, &n) || n < (MIN) || n > (MAX)) return BadValue(NAME, v, WANT); \
-          c->FIELD = static_cast<decltype(c->FIELD)>(n);                         \
-          return Status::Ok();                                                   \
-        },                                                                       \
-        [](const Config& c) { return std::to_string(c.FIELD); }                  \
+          c->FIELD = static_cast<decltype(c->FIELD)>(n);                               \
+          return Status::Ok();                                                         \
+        },                                                                             \
+        [](const Config& c) { return std::to_string(c.FIELD); }                        \
   }
 
 bool IsAddress(const std::string& v) {
@@ -114,11 +113,16 @@ bool ParseBytes(const std::string& s, uint64_t* out) {
   std::string unit = s.substr(i);
   while (!unit.empty() && unit.front() == ' ') unit.erase(0, 1);
   uint64_t mult = 1;
-  if (unit.empty() || unit == "B") mult = 1;
-  else if (unit == "KiB" || unit == "K" || unit == "KB") mult = 1ull << 10;
-  else if (unit == "MiB" || unit == "M" || unit == "MB") mult = 1ull << 20;
-  else if (unit == "GiB" || unit == "G" || unit == "GB") mult = 1ull << 30;
-  else return false;
+  if (unit.empty() || unit == "B")
+    mult = 1;
+  else if (unit == "KiB" || unit == "K" || unit == "KB")
+    mult = 1ull << 10;
+  else if (unit == "MiB" || unit == "M" || unit == "MB")
+    mult = 1ull << 20;
+  else if (unit == "GiB" || unit == "G" || unit == "GB")
+    mult = 1ull << 30;
+  else
+    return false;
   if (n > (~0ull) / mult) return false;
   *out = n * mult;
   return true;

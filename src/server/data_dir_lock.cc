@@ -23,9 +23,8 @@ Status DataDirLock::Acquire(const std::string& dir, DataDirLock* out) {
     ::close(fd);
     std::string pid = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "unknown";
     while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
-    return Status::Unavailable("data directory " + dir +
-                               " is in use by another spanhouse (pid " + pid +
-                               "); stop it or choose another --data-dir");
+    return Status::Unavailable("data directory " + dir + " is in use by another spanhouse (pid " +
+                               pid + "); stop it or choose another --data-dir");
   }
   std::string pid = std::to_string(::getpid()) + "\n";
   if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) < 0) {

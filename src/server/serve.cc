@@ -50,7 +50,8 @@ int Serve(const Config& cfg) {
   // behind a slow query, and queries never wait behind an insert.
   std::unique_ptr<storage::ChdbConnection> write_conn;
   std::unique_ptr<storage::ChdbConnection> read_conn;
-  if (Status st = storage::ChdbConnection::Open(lib, dir + "/clickhouse", {}, &write_conn); !st.ok()) {
+  if (Status st = storage::ChdbConnection::Open(lib, dir + "/clickhouse", {}, &write_conn);
+      !st.ok()) {
     return Fail(st);
   }
   storage::Capabilities caps;
@@ -58,7 +59,8 @@ int Serve(const Config& cfg) {
     write_conn->Close();
     return Fail(st);
   }
-  if (Status st = storage::ChdbConnection::Open(lib, dir + "/clickhouse", {}, &read_conn); !st.ok()) {
+  if (Status st = storage::ChdbConnection::Open(lib, dir + "/clickhouse", {}, &read_conn);
+      !st.ok()) {
     write_conn->Close();
     return Fail(st);
   }

@@ -58,10 +58,15 @@ OtlpHttpReceiver::OtlpHttpReceiver(OtlpHttpOptions options, pipeline::SpanQueue&
     : opts_(std::move(options)),
       queue_(queue),
       server_({"otlp-http", opts_.address, opts_.max_body_bytes, opts_.threads},
-              [this](const net::HttpRequest& req, net::HttpResponse& resp) { Handle(req, resp); }) {}
+              [this](const net::HttpRequest& req, net::HttpResponse& resp) { Handle(req, resp); }) {
+}
 
-Status OtlpHttpReceiver::Start() { return server_.Start(); }
-void OtlpHttpReceiver::Stop() { server_.Stop(); }
+Status OtlpHttpReceiver::Start() {
+  return server_.Start();
+}
+void OtlpHttpReceiver::Stop() {
+  server_.Stop();
+}
 
 void OtlpHttpReceiver::Handle(const net::HttpRequest& req, net::HttpResponse& resp) {
   stats_.requests++;
@@ -87,7 +92,8 @@ void OtlpHttpReceiver::Handle(const net::HttpRequest& req, net::HttpResponse& re
   std::string decompressed;
   std::string_view body = req.body;
   if (!req.content_encoding.empty() && req.content_encoding != "identity") {
-    Status st = codec::Decompress(req.content_encoding, req.body, opts_.max_body_bytes, &decompressed);
+    Status st =
+        codec::Decompress(req.content_encoding, req.body, opts_.max_body_bytes, &decompressed);
     if (!st.ok()) {
       if (st.code() == StatusCode::kTooLarge) {
         stats_.rejected_too_large++;
@@ -116,7 +122,8 @@ void OtlpHttpReceiver::Handle(const net::HttpRequest& req, net::HttpResponse& re
   const size_t n = batch->span_count();
   if (n > 0) {
     switch (queue_.TryPush(batch)) {
-      case pipeline::SpanQueue::PushResult::kOk: break;
+      case pipeline::SpanQueue::PushResult::kOk:
+        break;
       case pipeline::SpanQueue::PushResult::kFull:
         stats_.rejected_queue_full++;
         resp.headers.emplace_back("Retry-After", "1");

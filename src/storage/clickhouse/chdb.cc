@@ -112,7 +112,9 @@ Status ChdbConnection::Open(std::shared_ptr<ChdbLibrary> lib, const std::string&
   return Status::Ok();
 }
 
-ChdbConnection::~ChdbConnection() { Close(); }
+ChdbConnection::~ChdbConnection() {
+  Close();
+}
 
 void ChdbConnection::Close() {
   std::lock_guard<std::mutex> lock(mu_);
@@ -127,12 +129,23 @@ std::string EscapeTsv(std::string_view v) {
   out.reserve(v.size());
   for (char c : v) {
     switch (c) {
-      case '\\': out += "\\\\"; break;
-      case '\t': out += "\\t"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\0': out += "\\0"; break;
-      default: out += c;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\0':
+        out += "\\0";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -164,8 +177,8 @@ Status ChdbConnection::Query(std::string_view sql, std::string_view format, Quer
       value_lens.push_back(escaped.back().size());
     }
     res = api.query_with_params_n(c, sql.data(), sql.size(), format.data(), format.size(),
-                                  names.data(), name_lens.data(), values.data(),
-                                  value_lens.data(), params.size());
+                                  names.data(), name_lens.data(), values.data(), value_lens.data(),
+                                  params.size());
   }
   if (res == nullptr) return Status::Internal("chdb returned no result");
   Status st;

@@ -13,11 +13,11 @@ Status ChdbSpanReader::GetTrace(const TraceId& id, SpanBatch* out) {
   // The trace index says which seconds of the spans table hold the trace, so
   // the lookup reads only those hours' granules.
   QueryResult r;
-  Status st = conn_.Query(
-      fmt::format("SELECT min(start_ns), max(end_ns), count() FROM {}.trace_index "
-                  "WHERE trace_id = unhex({{id:String}})",
-                  kDatabase),
-      "TSV", &r, {{"id", hex}});
+  Status st =
+      conn_.Query(fmt::format("SELECT min(start_ns), max(end_ns), count() FROM {}.trace_index "
+                              "WHERE trace_id = unhex({{id:String}})",
+                              kDatabase),
+                  "TSV", &r, {{"id", hex}});
   if (!st.ok()) return st;
   uint64_t first = 0;
   uint64_t last = 0;

@@ -11,11 +11,13 @@
 
 namespace spanhouse::storage {
 
-EmbeddedWriter::EmbeddedWriter(ChdbConnection& conn, Capabilities caps,
-                               pipeline::SpanQueue& queue, WriterOptions options)
+EmbeddedWriter::EmbeddedWriter(ChdbConnection& conn, Capabilities caps, pipeline::SpanQueue& queue,
+                               WriterOptions options)
     : conn_(conn), caps_(caps), queue_(queue), opts_(std::move(options)) {}
 
-EmbeddedWriter::~EmbeddedWriter() { Join(); }
+EmbeddedWriter::~EmbeddedWriter() {
+  Join();
+}
 
 void EmbeddedWriter::Start() {
   std::filesystem::create_directories(opts_.spool_dir);
@@ -64,9 +66,10 @@ bool EmbeddedWriter::Flush(bool shutting_down) {
     if (st.ok()) {
       // Columns are matched by name (the file carries them), so the block
       // and the table cannot silently disagree on order.
-      st = conn_.Query(fmt::format("INSERT INTO {}.spans SELECT * FROM file({{path:String}}, 'Native')",
-                                   kDatabase),
-                       "", nullptr, {{"path", path}});
+      st = conn_.Query(
+          fmt::format("INSERT INTO {}.spans SELECT * FROM file({{path:String}}, 'Native')",
+                      kDatabase),
+          "", nullptr, {{"path", path}});
     }
     if (st.ok()) {
       stats_.rows_written += pending_rows_;

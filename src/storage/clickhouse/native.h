@@ -69,7 +69,7 @@ class Reader {
     return Status::Internal("native: varint too long");
   }
   Status String(std::string_view* s) {
-    uint64_t n;
+    uint64_t n = 0;
     if (Status st = Varint(&n); !st.ok()) return st;
     return Bytes(n, s);
   }

@@ -16,7 +16,9 @@ Capabilities Capabilities::FromVersion(std::string_view version) {
   if (dot != std::string_view::npos) {
     std::from_chars(version.data() + dot + 1, version.data() + version.size(), c.minor);
   }
-  auto at_least = [&](int maj, int min) { return c.major > maj || (c.major == maj && c.minor >= min); };
+  auto at_least = [&](int maj, int min) {
+    return c.major > maj || (c.major == maj && c.minor >= min);
+  };
   c.datetime64 = at_least(20, 1);
   c.low_cardinality = at_least(19, 1);
   c.simple_aggregate = at_least(19, 8);
@@ -80,26 +82,34 @@ namespace {
 
 std::string Scalar(Logical l, const Capabilities& caps, bool table) {
   switch (l) {
-    case Logical::kDateTimeSec: return "DateTime";
+    case Logical::kDateTimeSec:
+      return "DateTime";
     case Logical::kTraceId:
-    case Logical::kTraceIdArray: return "FixedString(16)";
+    case Logical::kTraceIdArray:
+      return "FixedString(16)";
     case Logical::kSpanId:
-    case Logical::kSpanIdArray: return "FixedString(8)";
+    case Logical::kSpanIdArray:
+      return "FixedString(8)";
     case Logical::kString:
     case Logical::kStringArray:
-    case Logical::kStringArray2: return "String";
+    case Logical::kStringArray2:
+      return "String";
     case Logical::kKey:
     case Logical::kKeyArray:
     case Logical::kKeyArray2:
       return table && caps.low_cardinality ? "LowCardinality(String)" : "String";
     case Logical::kUInt8:
     case Logical::kUInt8Array:
-    case Logical::kUInt8Array2: return "UInt8";
+    case Logical::kUInt8Array2:
+      return "UInt8";
     case Logical::kUInt32:
-    case Logical::kUInt32Array: return "UInt32";
-    case Logical::kUInt64: return "UInt64";
+    case Logical::kUInt32Array:
+      return "UInt32";
+    case Logical::kUInt64:
+      return "UInt64";
     case Logical::kTimeNs:
-    case Logical::kTimeNsArray: return caps.datetime64 ? "DateTime64(9)" : "UInt64";
+    case Logical::kTimeNsArray:
+      return caps.datetime64 ? "DateTime64(9)" : "UInt64";
   }
   return "String";
 }
@@ -112,11 +122,14 @@ int Depth(Logical l) {
     case Logical::kStringArray:
     case Logical::kTimeNsArray:
     case Logical::kTraceIdArray:
-    case Logical::kSpanIdArray: return 1;
+    case Logical::kSpanIdArray:
+      return 1;
     case Logical::kKeyArray2:
     case Logical::kUInt8Array2:
-    case Logical::kStringArray2: return 2;
-    default: return 0;
+    case Logical::kStringArray2:
+      return 2;
+    default:
+      return 0;
   }
 }
 
@@ -165,11 +178,11 @@ std::vector<std::string> SchemaDdl(const Capabilities& caps) {
                                               : "AggregateFunction(min, UInt64)";
   std::string end_t = caps.simple_aggregate ? "SimpleAggregateFunction(max, UInt64)"
                                             : "AggregateFunction(max, UInt64)";
-  ddl.push_back(fmt::format(
-      "CREATE TABLE IF NOT EXISTS {}.trace_index (day Date, trace_id FixedString(16), "
-      "start_ns {}, end_ns {}) ENGINE = AggregatingMergeTree PARTITION BY day "
-      "ORDER BY trace_id",
-      kDatabase, start_t, end_t));
+  ddl.push_back(
+      fmt::format("CREATE TABLE IF NOT EXISTS {}.trace_index (day Date, trace_id FixedString(16), "
+                  "start_ns {}, end_ns {}) ENGINE = AggregatingMergeTree PARTITION BY day "
+                  "ORDER BY trace_id",
+                  kDatabase, start_t, end_t));
   std::string start_ns = caps.datetime64 ? "toUnixTimestamp64Nano(start_time)" : "start_time";
   std::string agg_min = caps.simple_aggregate ? "min" : "minState";
   std::string agg_max = caps.simple_aggregate ? "max" : "maxState";
@@ -216,11 +229,11 @@ Status EnsureSchema(ChdbConnection& conn, Capabilities* caps_out) {
       return Status::Internal("schema upgrade: " + st.message());
     }
   }
-  if (Status st = conn.Query(
-          fmt::format("INSERT INTO {0}.schema_version SELECT {1}, now() WHERE (SELECT "
-                      "count() FROM {0}.schema_version WHERE version = {1}) = 0",
-                      kDatabase, kSchemaVersion),
-          "");
+  if (Status st =
+          conn.Query(fmt::format("INSERT INTO {0}.schema_version SELECT {1}, now() WHERE (SELECT "
+                                 "count() FROM {0}.schema_version WHERE version = {1}) = 0",
+                                 kDatabase, kSchemaVersion),
+                     "");
       !st.ok()) {
     return st;
   }

@@ -20,9 +20,9 @@ class ChdbConnection;
 struct Capabilities {
   int major = 0;
   int minor = 0;
-  bool datetime64 = false;          // DateTime64(9); else UInt64 nanoseconds
-  bool low_cardinality = false;     // LowCardinality(String) without experimental settings
-  bool simple_aggregate = false;    // SimpleAggregateFunction
+  bool datetime64 = false;            // DateTime64(9); else UInt64 nanoseconds
+  bool low_cardinality = false;       // LowCardinality(String) without experimental settings
+  bool simple_aggregate = false;      // SimpleAggregateFunction
   bool if_not_exists_column = false;  // ALTER TABLE ADD COLUMN IF NOT EXISTS
 
   static Capabilities FromVersion(std::string_view version);  // e.g. "26.5.1.1"
@@ -30,23 +30,23 @@ struct Capabilities {
 
 // The logical kinds of the span columns.
 enum class Logical : uint8_t {
-  kDateTimeSec,       // DateTime, seconds: partition and sort
-  kTraceId,           // FixedString(16)
-  kSpanId,            // FixedString(8)
-  kString,            // String
-  kKey,               // low-cardinality String
+  kDateTimeSec,  // DateTime, seconds: partition and sort
+  kTraceId,      // FixedString(16)
+  kSpanId,       // FixedString(8)
+  kString,       // String
+  kKey,          // low-cardinality String
   kUInt8,
   kUInt32,
   kUInt64,
-  kTimeNs,            // DateTime64(9) or UInt64 ns
-  kKeyArray,          // Array(key)
+  kTimeNs,    // DateTime64(9) or UInt64 ns
+  kKeyArray,  // Array(key)
   kUInt8Array,
   kUInt32Array,
   kStringArray,
   kTimeNsArray,
   kTraceIdArray,
   kSpanIdArray,
-  kKeyArray2,         // Array(Array(key))
+  kKeyArray2,  // Array(Array(key))
   kUInt8Array2,
   kStringArray2,
 };

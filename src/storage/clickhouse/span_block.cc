@@ -13,7 +13,7 @@ using native::Writer;
 // resource, scope and span attribute columns alike.
 struct AttrSource {
   const AttrColumns* cols;
-  const std::vector<Range>* ranges;   // per owner
+  const std::vector<Range>* ranges;    // per owner
   const std::vector<uint32_t>* index;  // span -> owner (nullptr: owner == span)
 };
 
@@ -36,9 +36,15 @@ class Encoder {
   void AttrPart(const AttrColumns& cols, Range r, Part p) {
     for (uint32_t a = r.begin; a < r.end; ++a) {
       switch (p) {
-        case Part::kKey: w_.String(b_.Str(cols.key[a])); break;
-        case Part::kType: w_.Fixed<uint8_t>(static_cast<uint8_t>(cols.type[a])); break;
-        case Part::kValue: w_.String(b_.Str(cols.value[a])); break;
+        case Part::kKey:
+          w_.String(b_.Str(cols.key[a]));
+          break;
+        case Part::kType:
+          w_.Fixed<uint8_t>(static_cast<uint8_t>(cols.type[a]));
+          break;
+        case Part::kValue:
+          w_.String(b_.Str(cols.value[a]));
+          break;
       }
     }
   }
@@ -58,7 +64,8 @@ class Encoder {
       }
     }
     for (size_t i = 0; i < n_; ++i) {
-      for (uint32_t c = children[i].begin; c < children[i].end; ++c) AttrPart(cols, child_attrs[c], p);
+      for (uint32_t c = children[i].begin; c < children[i].end; ++c)
+        AttrPart(cols, child_attrs[c], p);
     }
   }
   void ChildOffsets(const std::vector<Range>& children) {
@@ -83,7 +90,8 @@ class Encoder {
     const AttrSource span{&b_.span_attrs, &s.attrs, nullptr};
     switch (id) {
       case Col::kTimestamp:
-        for (size_t i = 0; i < n_; ++i) w_.Fixed<uint32_t>(static_cast<uint32_t>(s.start_ns[i] / 1000000000));
+        for (size_t i = 0; i < n_; ++i)
+          w_.Fixed<uint32_t>(static_cast<uint32_t>(s.start_ns[i] / 1000000000));
         break;
       case Col::kTraceId:
         for (size_t i = 0; i < n_; ++i) w_.Bytes(s.trace_id[i].data(), 16);
@@ -123,11 +131,18 @@ class Encoder {
       case Col::kServiceName:
         for (size_t i = 0; i < n_; ++i) w_.String(b_.Str(b_.resources.service_name[s.resource[i]]));
         break;
-      case Col::kResourceAttrKeys: Attrs(res, Part::kKey); break;
-      case Col::kResourceAttrTypes: Attrs(res, Part::kType); break;
-      case Col::kResourceAttrValues: Attrs(res, Part::kValue); break;
+      case Col::kResourceAttrKeys:
+        Attrs(res, Part::kKey);
+        break;
+      case Col::kResourceAttrTypes:
+        Attrs(res, Part::kType);
+        break;
+      case Col::kResourceAttrValues:
+        Attrs(res, Part::kValue);
+        break;
       case Col::kResourceDroppedAttrs:
-        for (size_t i = 0; i < n_; ++i) w_.Fixed<uint32_t>(b_.resources.dropped_attributes_count[s.resource[i]]);
+        for (size_t i = 0; i < n_; ++i)
+          w_.Fixed<uint32_t>(b_.resources.dropped_attributes_count[s.resource[i]]);
         break;
       case Col::kResourceSchemaUrl:
         for (size_t i = 0; i < n_; ++i) w_.String(b_.Str(b_.resources.schema_url[s.resource[i]]));
@@ -138,18 +153,31 @@ class Encoder {
       case Col::kScopeVersion:
         for (size_t i = 0; i < n_; ++i) w_.String(b_.Str(b_.scopes.version[s.scope[i]]));
         break;
-      case Col::kScopeAttrKeys: Attrs(scope, Part::kKey); break;
-      case Col::kScopeAttrTypes: Attrs(scope, Part::kType); break;
-      case Col::kScopeAttrValues: Attrs(scope, Part::kValue); break;
+      case Col::kScopeAttrKeys:
+        Attrs(scope, Part::kKey);
+        break;
+      case Col::kScopeAttrTypes:
+        Attrs(scope, Part::kType);
+        break;
+      case Col::kScopeAttrValues:
+        Attrs(scope, Part::kValue);
+        break;
       case Col::kScopeDroppedAttrs:
-        for (size_t i = 0; i < n_; ++i) w_.Fixed<uint32_t>(b_.scopes.dropped_attributes_count[s.scope[i]]);
+        for (size_t i = 0; i < n_; ++i)
+          w_.Fixed<uint32_t>(b_.scopes.dropped_attributes_count[s.scope[i]]);
         break;
       case Col::kScopeSchemaUrl:
         for (size_t i = 0; i < n_; ++i) w_.String(b_.Str(b_.scopes.schema_url[s.scope[i]]));
         break;
-      case Col::kAttrKeys: Attrs(span, Part::kKey); break;
-      case Col::kAttrTypes: Attrs(span, Part::kType); break;
-      case Col::kAttrValues: Attrs(span, Part::kValue); break;
+      case Col::kAttrKeys:
+        Attrs(span, Part::kKey);
+        break;
+      case Col::kAttrTypes:
+        Attrs(span, Part::kType);
+        break;
+      case Col::kAttrValues:
+        Attrs(span, Part::kValue);
+        break;
       case Col::kDroppedAttrs:
         for (size_t i = 0; i < n_; ++i) w_.Fixed<uint32_t>(s.dropped_attributes_count[i]);
         break;
@@ -159,11 +187,18 @@ class Encoder {
       case Col::kEventNames:
         Children(s.events, [&](uint32_t e) { w_.String(b_.Str(b_.events.name[e])); });
         break;
-      case Col::kEventAttrKeys: NestedAttrs(s.events, b_.events.attrs, b_.event_attrs, Part::kKey); break;
-      case Col::kEventAttrTypes: NestedAttrs(s.events, b_.events.attrs, b_.event_attrs, Part::kType); break;
-      case Col::kEventAttrValues: NestedAttrs(s.events, b_.events.attrs, b_.event_attrs, Part::kValue); break;
+      case Col::kEventAttrKeys:
+        NestedAttrs(s.events, b_.events.attrs, b_.event_attrs, Part::kKey);
+        break;
+      case Col::kEventAttrTypes:
+        NestedAttrs(s.events, b_.events.attrs, b_.event_attrs, Part::kType);
+        break;
+      case Col::kEventAttrValues:
+        NestedAttrs(s.events, b_.events.attrs, b_.event_attrs, Part::kValue);
+        break;
       case Col::kEventDroppedAttrs:
-        Children(s.events, [&](uint32_t e) { w_.Fixed<uint32_t>(b_.events.dropped_attributes_count[e]); });
+        Children(s.events,
+                 [&](uint32_t e) { w_.Fixed<uint32_t>(b_.events.dropped_attributes_count[e]); });
         break;
       case Col::kDroppedEvents:
         for (size_t i = 0; i < n_; ++i) w_.Fixed<uint32_t>(s.dropped_events_count[i]);
@@ -180,16 +215,24 @@ class Encoder {
       case Col::kLinkFlags:
         Children(s.links, [&](uint32_t l) { w_.Fixed<uint32_t>(b_.links.flags[l]); });
         break;
-      case Col::kLinkAttrKeys: NestedAttrs(s.links, b_.links.attrs, b_.link_attrs, Part::kKey); break;
-      case Col::kLinkAttrTypes: NestedAttrs(s.links, b_.links.attrs, b_.link_attrs, Part::kType); break;
-      case Col::kLinkAttrValues: NestedAttrs(s.links, b_.links.attrs, b_.link_attrs, Part::kValue); break;
+      case Col::kLinkAttrKeys:
+        NestedAttrs(s.links, b_.links.attrs, b_.link_attrs, Part::kKey);
+        break;
+      case Col::kLinkAttrTypes:
+        NestedAttrs(s.links, b_.links.attrs, b_.link_attrs, Part::kType);
+        break;
+      case Col::kLinkAttrValues:
+        NestedAttrs(s.links, b_.links.attrs, b_.link_attrs, Part::kValue);
+        break;
       case Col::kLinkDroppedAttrs:
-        Children(s.links, [&](uint32_t l) { w_.Fixed<uint32_t>(b_.links.dropped_attributes_count[l]); });
+        Children(s.links,
+                 [&](uint32_t l) { w_.Fixed<uint32_t>(b_.links.dropped_attributes_count[l]); });
         break;
       case Col::kDroppedLinks:
         for (size_t i = 0; i < n_; ++i) w_.Fixed<uint32_t>(s.dropped_links_count[i]);
         break;
-      case Col::kCount: break;
+      case Col::kCount:
+        break;
     }
   }
 
@@ -199,17 +242,18 @@ class Encoder {
   size_t n_;
 };
 
-#define SH_TRY(expr)                 \
-  do {                               \
-    Status _st = (expr);             \
-    if (!_st.ok()) return _st;       \
+#define SH_TRY(expr)           \
+  do {                         \
+    Status _st = (expr);       \
+    if (!_st.ok()) return _st; \
   } while (0)
 
 // Reads one block into rows [base, base + rows) of `b`, which the caller has
 // already created (one resource and one scope per row).
 class Decoder {
  public:
-  Decoder(Reader& r, SpanBatch& b, uint32_t base, uint64_t rows) : r_(r), b_(b), base_(base), n_(rows) {}
+  Decoder(Reader& r, SpanBatch& b, uint32_t base, uint64_t rows)
+      : r_(r), b_(b), base_(base), n_(rows) {}
 
   Status Offsets(std::vector<uint64_t>* offs) {
     offs->resize(n_);
@@ -336,6 +380,10 @@ class Decoder {
     return Status::Ok();
   }
 
+  // Rows of a block own consecutive resources and scopes (see DecodeSpanBlocks).
+  uint32_t ResBase() const { return n_ == 0 ? 0 : b_.spans.resource[base_]; }
+  uint32_t ScopeBase() const { return n_ == 0 ? 0 : b_.spans.scope[base_]; }
+
   Status Column(Col id) {
     auto& s = b_.spans;
     auto each = [&](auto&& fn) -> Status {
@@ -344,15 +392,26 @@ class Decoder {
     };
     switch (id) {
       case Col::kTimestamp:
-        return each([&](uint32_t) { uint32_t t; return r_.Fixed(&t); });
-      case Col::kTraceId: return each([&](uint32_t i) { return Id(&s.trace_id[i]); });
-      case Col::kSpanId: return each([&](uint32_t i) { return Id(&s.span_id[i]); });
-      case Col::kParentSpanId: return each([&](uint32_t i) { return Id(&s.parent_span_id[i]); });
-      case Col::kTraceState: return each([&](uint32_t i) { return Str(&s.trace_state[i]); });
-      case Col::kFlags: return each([&](uint32_t i) { return Num<uint32_t>(&s.flags[i]); });
-      case Col::kName: return each([&](uint32_t i) { return Str(&s.name[i]); });
-      case Col::kKind: return each([&](uint32_t i) { return Num<uint8_t>(&s.kind[i]); });
-      case Col::kStartTime: return each([&](uint32_t i) { return Num<uint64_t>(&s.start_ns[i]); });
+        return each([&](uint32_t) {
+          uint32_t t;
+          return r_.Fixed(&t);
+        });
+      case Col::kTraceId:
+        return each([&](uint32_t i) { return Id(&s.trace_id[i]); });
+      case Col::kSpanId:
+        return each([&](uint32_t i) { return Id(&s.span_id[i]); });
+      case Col::kParentSpanId:
+        return each([&](uint32_t i) { return Id(&s.parent_span_id[i]); });
+      case Col::kTraceState:
+        return each([&](uint32_t i) { return Str(&s.trace_state[i]); });
+      case Col::kFlags:
+        return each([&](uint32_t i) { return Num<uint32_t>(&s.flags[i]); });
+      case Col::kName:
+        return each([&](uint32_t i) { return Str(&s.name[i]); });
+      case Col::kKind:
+        return each([&](uint32_t i) { return Num<uint8_t>(&s.kind[i]); });
+      case Col::kStartTime:
+        return each([&](uint32_t i) { return Num<uint64_t>(&s.start_ns[i]); });
       case Col::kDurationNs:
         return each([&](uint32_t i) {
           uint64_t d;
@@ -360,62 +419,98 @@ class Decoder {
           s.end_ns[i] = s.start_ns[i] + d;
           return Status::Ok();
         });
-      case Col::kStatusCode: return each([&](uint32_t i) { return Num<uint8_t>(&s.status_code[i]); });
-      case Col::kStatusMessage: return each([&](uint32_t i) { return Str(&s.status_message[i]); });
+      case Col::kStatusCode:
+        return each([&](uint32_t i) { return Num<uint8_t>(&s.status_code[i]); });
+      case Col::kStatusMessage:
+        return each([&](uint32_t i) { return Str(&s.status_message[i]); });
       case Col::kServiceName:
         return each([&](uint32_t i) { return Str(&b_.resources.service_name[s.resource[i]]); });
-      case Col::kResourceAttrKeys: return Attrs(b_.resource_attrs, b_.resources.attrs, s.resource[base_], Part::kKey);
-      case Col::kResourceAttrTypes: return Attrs(b_.resource_attrs, b_.resources.attrs, s.resource[base_], Part::kType);
-      case Col::kResourceAttrValues: return Attrs(b_.resource_attrs, b_.resources.attrs, s.resource[base_], Part::kValue);
+      case Col::kResourceAttrKeys:
+        return Attrs(b_.resource_attrs, b_.resources.attrs, ResBase(), Part::kKey);
+      case Col::kResourceAttrTypes:
+        return Attrs(b_.resource_attrs, b_.resources.attrs, ResBase(), Part::kType);
+      case Col::kResourceAttrValues:
+        return Attrs(b_.resource_attrs, b_.resources.attrs, ResBase(), Part::kValue);
       case Col::kResourceDroppedAttrs:
-        return each([&](uint32_t i) { return Num<uint32_t>(&b_.resources.dropped_attributes_count[s.resource[i]]); });
+        return each([&](uint32_t i) {
+          return Num<uint32_t>(&b_.resources.dropped_attributes_count[s.resource[i]]);
+        });
       case Col::kResourceSchemaUrl:
         return each([&](uint32_t i) { return Str(&b_.resources.schema_url[s.resource[i]]); });
-      case Col::kScopeName: return each([&](uint32_t i) { return Str(&b_.scopes.name[s.scope[i]]); });
-      case Col::kScopeVersion: return each([&](uint32_t i) { return Str(&b_.scopes.version[s.scope[i]]); });
-      case Col::kScopeAttrKeys: return Attrs(b_.scope_attrs, b_.scopes.attrs, s.scope[base_], Part::kKey);
-      case Col::kScopeAttrTypes: return Attrs(b_.scope_attrs, b_.scopes.attrs, s.scope[base_], Part::kType);
-      case Col::kScopeAttrValues: return Attrs(b_.scope_attrs, b_.scopes.attrs, s.scope[base_], Part::kValue);
+      case Col::kScopeName:
+        return each([&](uint32_t i) { return Str(&b_.scopes.name[s.scope[i]]); });
+      case Col::kScopeVersion:
+        return each([&](uint32_t i) { return Str(&b_.scopes.version[s.scope[i]]); });
+      case Col::kScopeAttrKeys:
+        return Attrs(b_.scope_attrs, b_.scopes.attrs, ScopeBase(), Part::kKey);
+      case Col::kScopeAttrTypes:
+        return Attrs(b_.scope_attrs, b_.scopes.attrs, ScopeBase(), Part::kType);
+      case Col::kScopeAttrValues:
+        return Attrs(b_.scope_attrs, b_.scopes.attrs, ScopeBase(), Part::kValue);
       case Col::kScopeDroppedAttrs:
-        return each([&](uint32_t i) { return Num<uint32_t>(&b_.scopes.dropped_attributes_count[s.scope[i]]); });
-      case Col::kScopeSchemaUrl: return each([&](uint32_t i) { return Str(&b_.scopes.schema_url[s.scope[i]]); });
-      case Col::kAttrKeys: return Attrs(b_.span_attrs, s.attrs, base_, Part::kKey);
-      case Col::kAttrTypes: return Attrs(b_.span_attrs, s.attrs, base_, Part::kType);
-      case Col::kAttrValues: return Attrs(b_.span_attrs, s.attrs, base_, Part::kValue);
-      case Col::kDroppedAttrs: return each([&](uint32_t i) { return Num<uint32_t>(&s.dropped_attributes_count[i]); });
+        return each([&](uint32_t i) {
+          return Num<uint32_t>(&b_.scopes.dropped_attributes_count[s.scope[i]]);
+        });
+      case Col::kScopeSchemaUrl:
+        return each([&](uint32_t i) { return Str(&b_.scopes.schema_url[s.scope[i]]); });
+      case Col::kAttrKeys:
+        return Attrs(b_.span_attrs, s.attrs, base_, Part::kKey);
+      case Col::kAttrTypes:
+        return Attrs(b_.span_attrs, s.attrs, base_, Part::kType);
+      case Col::kAttrValues:
+        return Attrs(b_.span_attrs, s.attrs, base_, Part::kValue);
+      case Col::kDroppedAttrs:
+        return each([&](uint32_t i) { return Num<uint32_t>(&s.dropped_attributes_count[i]); });
       case Col::kEventTimes:
-        return Children(s.events, [&] { return b_.AddEvent(); },
-                        [&](uint32_t e) { return Num<uint64_t>(&b_.events.time_ns[e]); });
+        return Children(
+            s.events, [&] { return b_.AddEvent(); },
+            [&](uint32_t e) { return Num<uint64_t>(&b_.events.time_ns[e]); });
       case Col::kEventNames:
-        return Children(s.events, [&] { return b_.AddEvent(); },
-                        [&](uint32_t e) { return Str(&b_.events.name[e]); });
-      case Col::kEventAttrKeys: return NestedAttrs(s.events, b_.events.attrs, b_.event_attrs, Part::kKey, true);
-      case Col::kEventAttrTypes: return NestedAttrs(s.events, b_.events.attrs, b_.event_attrs, Part::kType, true);
-      case Col::kEventAttrValues: return NestedAttrs(s.events, b_.events.attrs, b_.event_attrs, Part::kValue, true);
+        return Children(
+            s.events, [&] { return b_.AddEvent(); },
+            [&](uint32_t e) { return Str(&b_.events.name[e]); });
+      case Col::kEventAttrKeys:
+        return NestedAttrs(s.events, b_.events.attrs, b_.event_attrs, Part::kKey, true);
+      case Col::kEventAttrTypes:
+        return NestedAttrs(s.events, b_.events.attrs, b_.event_attrs, Part::kType, true);
+      case Col::kEventAttrValues:
+        return NestedAttrs(s.events, b_.events.attrs, b_.event_attrs, Part::kValue, true);
       case Col::kEventDroppedAttrs:
-        return Children(s.events, [&] { return b_.AddEvent(); },
-                        [&](uint32_t e) { return Num<uint32_t>(&b_.events.dropped_attributes_count[e]); });
-      case Col::kDroppedEvents: return each([&](uint32_t i) { return Num<uint32_t>(&s.dropped_events_count[i]); });
+        return Children(
+            s.events, [&] { return b_.AddEvent(); },
+            [&](uint32_t e) { return Num<uint32_t>(&b_.events.dropped_attributes_count[e]); });
+      case Col::kDroppedEvents:
+        return each([&](uint32_t i) { return Num<uint32_t>(&s.dropped_events_count[i]); });
       case Col::kLinkTraceIds:
-        return Children(s.links, [&] { return b_.AddLink(); },
-                        [&](uint32_t l) { return Id(&b_.links.trace_id[l]); });
+        return Children(
+            s.links, [&] { return b_.AddLink(); },
+            [&](uint32_t l) { return Id(&b_.links.trace_id[l]); });
       case Col::kLinkSpanIds:
-        return Children(s.links, [&] { return b_.AddLink(); },
-                        [&](uint32_t l) { return Id(&b_.links.span_id[l]); });
+        return Children(
+            s.links, [&] { return b_.AddLink(); },
+            [&](uint32_t l) { return Id(&b_.links.span_id[l]); });
       case Col::kLinkTraceStates:
-        return Children(s.links, [&] { return b_.AddLink(); },
-                        [&](uint32_t l) { return Str(&b_.links.trace_state[l]); });
+        return Children(
+            s.links, [&] { return b_.AddLink(); },
+            [&](uint32_t l) { return Str(&b_.links.trace_state[l]); });
       case Col::kLinkFlags:
-        return Children(s.links, [&] { return b_.AddLink(); },
-                        [&](uint32_t l) { return Num<uint32_t>(&b_.links.flags[l]); });
-      case Col::kLinkAttrKeys: return NestedAttrs(s.links, b_.links.attrs, b_.link_attrs, Part::kKey, false);
-      case Col::kLinkAttrTypes: return NestedAttrs(s.links, b_.links.attrs, b_.link_attrs, Part::kType, false);
-      case Col::kLinkAttrValues: return NestedAttrs(s.links, b_.links.attrs, b_.link_attrs, Part::kValue, false);
+        return Children(
+            s.links, [&] { return b_.AddLink(); },
+            [&](uint32_t l) { return Num<uint32_t>(&b_.links.flags[l]); });
+      case Col::kLinkAttrKeys:
+        return NestedAttrs(s.links, b_.links.attrs, b_.link_attrs, Part::kKey, false);
+      case Col::kLinkAttrTypes:
+        return NestedAttrs(s.links, b_.links.attrs, b_.link_attrs, Part::kType, false);
+      case Col::kLinkAttrValues:
+        return NestedAttrs(s.links, b_.links.attrs, b_.link_attrs, Part::kValue, false);
       case Col::kLinkDroppedAttrs:
-        return Children(s.links, [&] { return b_.AddLink(); },
-                        [&](uint32_t l) { return Num<uint32_t>(&b_.links.dropped_attributes_count[l]); });
-      case Col::kDroppedLinks: return each([&](uint32_t i) { return Num<uint32_t>(&s.dropped_links_count[i]); });
-      case Col::kCount: break;
+        return Children(
+            s.links, [&] { return b_.AddLink(); },
+            [&](uint32_t l) { return Num<uint32_t>(&b_.links.dropped_attributes_count[l]); });
+      case Col::kDroppedLinks:
+        return each([&](uint32_t i) { return Num<uint32_t>(&s.dropped_links_count[i]); });
+      case Col::kCount:
+        break;
     }
     return Status::Internal("native: unknown column");
   }
@@ -466,7 +561,8 @@ Status DecodeSpanBlocks(std::string_view data, SpanBatch* out) {
       SH_TRY(r.String(&name));
       SH_TRY(r.String(&type));
       auto it = by_name.find(name);
-      if (it == by_name.end()) return Status::Internal("native: unexpected column " + std::string(name));
+      if (it == by_name.end())
+        return Status::Internal("native: unexpected column " + std::string(name));
       SH_TRY(dec.Column(it->second));
     }
   }

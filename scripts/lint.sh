@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# clang-format (must be clean) and clang-tidy (must be clean) over src/.
+#   scripts/lint.sh          check
+#   scripts/lint.sh --fix    rewrite files with clang-format
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR="${SPANHOUSE_BUILD_DIR:-build}"
+mapfile -t files < <(git ls-files 'src/*.cc' 'src/*.h' 'tests/*.cc' 'tests/*.h' 'bench/*.cc')
+if [[ "${1:-}" == "--fix" ]]; then
+  clang-format -i "${files[@]}"
+  exit 0
+fi
+clang-format --dry-run --Werror "${files[@]}"
+mapfile -t srcs < <(git ls-files 'src/*.cc')
+clang-tidy -p "$BUILD_DIR" --quiet "${srcs[@]}" 2>/dev/null | grep -E "warning:|error:" && exit 1
+echo "lint: clean (${#files[@]} files formatted, ${#srcs[@]} sources tidy)"

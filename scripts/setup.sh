@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Sets up everything spanhouse needs on a fresh Debian 12 machine, then builds
+# it. Idempotent: a second run installs nothing and rebuilds only what changed.
+#   scripts/setup.sh            build deps, libchdb, release build in ./build
+#   scripts/setup.sh --tests    also the test tools (Python venv with the real
+#                               OpenTelemetry SDK)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+want_tests=0
+[[ "${1:-}" == "--tests" ]] && want_tests=1
+
+# Debian 12 (bookworm) packages; the release pins their versions.
+PKGS=(build-essential cmake ninja-build pkg-config git ca-certificates curl openssl
+      libboost1.81-dev libsimdjson-dev libcli11-dev libyaml-cpp-dev libspdlog-dev libfmt-dev
+      libzstd-dev zlib1g-dev libssl-dev libgtest-dev npm python3 python3-venv)
+if ((want_tests)); then PKGS+=(clang-format clang-tidy); fi
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# Tools that may come from elsewhere on a developer machine (pyenv python, nodesource npm).
+if ((${#missing[@]})); then
+  keep=()
+  for p in "${missing[@]}"; do
+    case "$p" in
+      npm) command -v npm >/dev/null || keep+=("$p") ;;
+      python3) command -v python3 >/dev/null || keep+=("$p") ;;
+      python3-venv) python3 -c 'import venv, ensurepip' 2>/dev/null || keep+=("$p") ;;
+      *) keep+=("$p") ;;
+    esac
+  done
+  missing=("${keep[@]+"${keep[@]}"}")
+fi
+if ((${#missing[@]})); then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+scripts/fetch_chdb.sh
+
+BUILD_DIR="${SPANHOUSE_BUILD_DIR:-build}"
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="${SPANHOUSE_BUILD_TYPE:-RelWithDebInfo}" >/dev/null
+cmake --build "$BUILD_DIR" -j"$(nproc)"
+
+if ((want_tests)); then
+  if [[ ! -x .venv/bin/python ]]; then python3 -m venv .venv; fi
+  if ! cmp -s tests/e2e/requirements.txt .venv/.requirements 2>/dev/null; then
+    .venv/bin/pip install -q --disable-pip-version-check -r tests/e2e/requirements.txt
+    cp tests/e2e/requirements.txt .venv/.requirements
+  fi
+fi

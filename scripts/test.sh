@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Sets everything up, then runs every test: unit and integration (ctest, real
+# chDB), end to end (pytest: real spanhouse processes, real OpenTelemetry SDK),
+# and the format/lint checks.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh --tests
+BUILD_DIR="${SPANHOUSE_BUILD_DIR:-build}"
+
+echo "== format and lint"
+scripts/lint.sh
+
+echo "== unit and integration tests (ctest)"
+ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$(nproc)"
+
+echo "== end-to-end tests (pytest)"
+SPANHOUSE_BIN="$PWD/$BUILD_DIR/spanhouse" .venv/bin/python -m pytest -q tests/e2e
