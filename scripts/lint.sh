@@ -12,5 +12,11 @@ if [[ "${1:-}" == "--fix" ]]; then
 fi
 clang-format --dry-run --Werror "${files[@]}"
 mapfile -t srcs < <(git ls-files 'src/*.cc')
-clang-tidy -p "$BUILD_DIR" --quiet "${srcs[@]}" 2>/dev/null | grep -E "warning:|error:" && exit 1
+tidy_out="$(printf '%s\n' "${srcs[@]}" |
+  xargs -P "$(nproc)" -n 3 clang-tidy -p "$BUILD_DIR" --quiet 2>&1 || true)"
+if grep -qE "(warning|error):" <<<"$tidy_out"; then
+  grep -E "(warning|error):" <<<"$tidy_out" >&2
+  echo "lint: clang-tidy found problems" >&2
+  exit 1
+fi
 echo "lint: clean (${#files[@]} files formatted, ${#srcs[@]} sources tidy)"

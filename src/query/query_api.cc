@@ -13,7 +13,7 @@ bool ParseTraceIdHex(std::string_view hex, TraceId* out) {
   return FromHex(padded, out->data(), out->size());
 }
 
-QueryApi::QueryApi(QueryApiOptions options, SpanReader& reader)
+QueryApi::QueryApi(const QueryApiOptions& options, SpanReader& reader)
     : reader_(reader),
       server_({"query", options.address, 1u << 20, options.threads},
               [this](const net::HttpRequest& req, net::HttpResponse& resp) { Handle(req, resp); }) {

@@ -16,7 +16,7 @@ struct QueryApiOptions {
 
 class QueryApi {
  public:
-  QueryApi(QueryApiOptions options, SpanReader& reader);
+  QueryApi(const QueryApiOptions& options, SpanReader& reader);
   Status Start();
   void Stop();
   uint16_t port() const { return server_.port(); }

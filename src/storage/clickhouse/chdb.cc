@@ -9,11 +9,11 @@ namespace spanhouse::storage {
 // The subset of chdb.h (chDB 26.5) used here, declared by hand since the npm
 // package ships only the library.
 extern "C" {
-struct chdb_result_ {
+struct chdb_result_ {  // NOLINT(readability-identifier-naming): chDB's name
   void* internal_data;
 };
 using chdb_result = chdb_result_;
-struct chdb_connection_ {
+struct chdb_connection_ {  // NOLINT(readability-identifier-naming): chDB's name
   void* internal_data;
 };
 using chdb_connection = chdb_connection_*;

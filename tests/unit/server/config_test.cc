@@ -1,0 +1,497 @@
+// Tests for the serve configuration (server/config.h): defaults, YAML with
+// every key, errors that name the offending dotted key, size parsing,
+// cross-field validation, the ToYaml -> ApplyYaml round trip and the
+// environment-variable table.
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+#include "server/config.h"
+
+namespace spanhouse::server {
+namespace {
+
+// Every field, one by one, so a failure names the field.
+void ExpectSameConfig(const Config& a, const Config& b) {
+  EXPECT_EQ(a.data_dir, b.data_dir);
+  EXPECT_EQ(a.log_level, b.log_level);
+  EXPECT_EQ(a.otlp_http.listen, b.otlp_http.listen);
+  EXPECT_EQ(a.otlp_http.max_body_bytes, b.otlp_http.max_body_bytes);
+  EXPECT_EQ(a.otlp_http.threads, b.otlp_http.threads);
+  EXPECT_EQ(a.query.listen, b.query.listen);
+  EXPECT_EQ(a.queue.max_bytes, b.queue.max_bytes);
+  EXPECT_EQ(a.writer.max_rows, b.writer.max_rows);
+  EXPECT_EQ(a.writer.max_bytes, b.writer.max_bytes);
+  EXPECT_EQ(a.writer.max_age_ms, b.writer.max_age_ms);
+}
+
+// A valid value for every settable key, none of them the default.
+const std::map<std::string, std::string>& ValidValues() {
+  static const std::map<std::string, std::string> v = {
+      {"data_dir", "/var/lib/spanhouse"},
+      {"log_level", "debug"},
+      {"otlp_http.listen", "0.0.0.0:14318"},
+      {"otlp_http.max_body_bytes", "8MiB"},
+      {"otlp_http.threads", "4"},
+      {"query.listen", "0.0.0.0:26686"},
+      {"queue.max_bytes", "512MiB"},
+      {"writer.max_rows", "5000"},
+      {"writer.max_bytes", "32MiB"},
+      {"writer.max_age_ms", "250"},
+  };
+  return v;
+}
+
+// Applies YAML to a default config; returns the status.
+Status Apply(const std::string& yaml, Config* cfg) {
+  *cfg = Config();
+  return ApplyYaml(yaml, cfg);
+}
+
+// The error for `yaml` must be kInvalidArgument and mention `needle`.
+void ExpectYamlError(const std::string& yaml, const std::string& needle) {
+  Config cfg;
+  Status st = ApplyYaml(yaml, &cfg);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << "yaml:\n" << yaml;
+  EXPECT_NE(st.message().find(needle), std::string::npos)
+      << "message '" << st.message() << "' does not name '" << needle << "'; yaml:\n"
+      << yaml;
+}
+
+void ExpectBadSetting(const std::string& key, const std::string& value) {
+  Config cfg;
+  const Config before = cfg;
+  Status st = ApplySetting(key, value, &cfg);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << key << " = '" << value << "' accepted";
+  EXPECT_NE(st.message().find("'" + key + "'"), std::string::npos)
+      << key << " = '" << value << "': message '" << st.message() << "'";
+  ExpectSameConfig(cfg, before);  // a rejected value changes nothing
+}
+
+void ExpectGoodSetting(const std::string& key, const std::string& value) {
+  Config cfg;
+  Status st = ApplySetting(key, value, &cfg);
+  EXPECT_TRUE(st.ok()) << key << " = '" << value << "': " << st.message();
+}
+
+TEST(Config, Defaults) {
+  Config c;
+  EXPECT_EQ(c.data_dir, "./data");
+  EXPECT_EQ(c.log_level, "info");
+  EXPECT_EQ(c.otlp_http.listen, "127.0.0.1:4318");
+  EXPECT_EQ(c.otlp_http.max_body_bytes, 20ull << 20);
+  EXPECT_EQ(c.otlp_http.threads, 2);
+  EXPECT_EQ(c.query.listen, "127.0.0.1:16686");
+  EXPECT_EQ(c.queue.max_bytes, 256ull << 20);
+  EXPECT_EQ(c.writer.max_rows, 200000u);
+  EXPECT_EQ(c.writer.max_bytes, 64ull << 20);
+  EXPECT_EQ(c.writer.max_age_ms, 1000u);
+  EXPECT_TRUE(Validate(c).ok()) << Validate(c).message();
+}
+
+TEST(Config, YamlSetsEveryKey) {
+  const std::string yaml = R"(
+data_dir: /var/lib/spanhouse
+log_level: debug
+otlp_http:
+  listen: 0.0.0.0:14318
+  max_body_bytes: 8MiB
+  threads: 4
+query:
+  listen: "0.0.0.0:26686"
+queue:
+  max_bytes: 512MiB
+writer:
+  max_rows: 5000
+  max_bytes: 32MiB
+  max_age_ms: 250
+)";
+  Config c;
+  Status st = Apply(yaml, &c);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(c.data_dir, "/var/lib/spanhouse");
+  EXPECT_EQ(c.log_level, "debug");
+  EXPECT_EQ(c.otlp_http.listen, "0.0.0.0:14318");
+  EXPECT_EQ(c.otlp_http.max_body_bytes, 8ull << 20);
+  EXPECT_EQ(c.otlp_http.threads, 4);
+  EXPECT_EQ(c.query.listen, "0.0.0.0:26686");
+  EXPECT_EQ(c.queue.max_bytes, 512ull << 20);
+  EXPECT_EQ(c.writer.max_rows, 5000u);
+  EXPECT_EQ(c.writer.max_bytes, 32ull << 20);
+  EXPECT_EQ(c.writer.max_age_ms, 250u);
+  EXPECT_TRUE(Validate(c).ok()) << Validate(c).message();
+
+  // The same through ApplySetting, key by key.
+  Config d;
+  for (const auto& [k, v] : ValidValues()) ASSERT_TRUE(ApplySetting(k, v, &d).ok()) << k;
+  ExpectSameConfig(d, c);
+}
+
+TEST(Config, YamlSetsOnlyWhatItNames) {
+  Config c;
+  ASSERT_TRUE(Apply("otlp_http:\n  threads: 8\n", &c).ok());
+  Config expected;
+  expected.otlp_http.threads = 8;
+  ExpectSameConfig(c, expected);
+}
+
+TEST(Config, YamlFlowMappingsWork) {
+  Config c;
+  ASSERT_TRUE(Apply("writer: {max_rows: 10, max_age_ms: 20}\n", &c).ok());
+  EXPECT_EQ(c.writer.max_rows, 10u);
+  EXPECT_EQ(c.writer.max_age_ms, 20u);
+}
+
+TEST(Config, EmptyYamlKeepsDefaults) {
+  for (const std::string yaml : {"", "\n\n", "# only a comment\n", "---\n", "~\n"}) {
+    Config c;
+    Status st = Apply(yaml, &c);
+    EXPECT_TRUE(st.ok()) << "'" << yaml << "': " << st.message();
+    ExpectSameConfig(c, Config());
+  }
+}
+
+TEST(Config, InvalidYamlIsAnError) {
+  for (const std::string yaml : {"otlp_http: [", "otlp_http:\n  listen: \"unterminated\n",
+                                 "a: b: c\n", "{\n", "data_dir: x\n  bad_indent: y\n"}) {
+    Config c;
+    Status st = Apply(yaml, &c);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << "'" << yaml << "' accepted";
+    EXPECT_NE(st.message().find("config"), std::string::npos) << st.message();
+  }
+}
+
+TEST(Config, TopLevelMustBeAMapping) {
+  ExpectYamlError("- data_dir\n- x\n", "top level");
+  ExpectYamlError("just a scalar\n", "top level");
+}
+
+TEST(Config, UnknownTopLevelKeyIsNamed) {
+  ExpectYamlError("data_dri: /x\n", "'data_dri'");
+  ExpectYamlError("exporters:\n  foo: 1\n", "'exporters'");
+}
+
+TEST(Config, UnknownNestedKeyIsNamedWithItsFullPath) {
+  ExpectYamlError("otlp_http:\n  listn: 0.0.0.0:4318\n", "'otlp_http.listn'");
+  ExpectYamlError("writer:\n  max_rows: 10\n  flush: 1s\n", "'writer.flush'");
+  ExpectYamlError("queue:\n  extra:\n    deeper: 1\n", "'queue.extra'");
+  // A key of one section under another.
+  ExpectYamlError("query:\n  threads: 2\n", "'query.threads'");
+}
+
+TEST(Config, SectionGivenAsAScalarIsNamed) {
+  ExpectYamlError("otlp_http: 5\n", "'otlp_http'");
+  ExpectYamlError("writer: fast\n", "'writer'");
+  ExpectYamlError("queue:\n", "'queue'");  // null
+  ExpectYamlError("query: [1, 2]\n", "'query'");
+}
+
+TEST(Config, LeafGivenAMappingOrListIsNamed) {
+  ExpectYamlError("log_level:\n  a: b\n", "'log_level'");
+  ExpectYamlError("otlp_http:\n  listen: [a, b]\n", "'otlp_http.listen'");
+  ExpectYamlError("data_dir: ~\n", "'data_dir'");
+}
+
+TEST(Config, BadValueInYamlNamesTheKey) {
+  ExpectYamlError("log_level: loud\n", "'log_level'");
+  ExpectYamlError("otlp_http:\n  listen: localhost\n", "'otlp_http.listen'");
+  ExpectYamlError("otlp_http:\n  max_body_bytes: 20XB\n", "'otlp_http.max_body_bytes'");
+  ExpectYamlError("queue:\n  max_bytes: -1\n", "'queue.max_bytes'");
+  ExpectYamlError("writer:\n  max_age_ms: 0\n", "'writer.max_age_ms'");
+  ExpectYamlError("query:\n  listen: 127.0.0.1:70000\n", "'query.listen'");
+}
+
+TEST(Config, BadAddresses) {
+  for (const std::string key : {"otlp_http.listen", "query.listen"}) {
+    for (const std::string v : {"localhost", "127.0.0.1", "localhost:", ":4318", "host:70000",
+                                "host:65536", "host:-1", "host:abc", "host:43 18", ""}) {
+      ExpectBadSetting(key, v);
+    }
+    for (const std::string v :
+         {"localhost:4318", "0.0.0.0:0", "127.0.0.1:65535", "[::1]:4318", "[::]:16686"}) {
+      ExpectGoodSetting(key, v);
+    }
+  }
+}
+
+TEST(Config, BadLogLevelsAndDataDir) {
+  for (const std::string v : {"loud", "INFO", "Info", "warning", "", " info"})
+    ExpectBadSetting("log_level", v);
+  for (const std::string v : {"trace", "debug", "info", "warn", "error", "off"})
+    ExpectGoodSetting("log_level", v);
+  ExpectBadSetting("data_dir", "");
+}
+
+TEST(Config, BadSizes) {
+  // Below the minimum, above the maximum, negative, not a number, bad unit, overflow.
+  const std::vector<std::string> always_bad = {"0",
+                                               "-1",
+                                               "-20MiB",
+                                               "20XB",
+                                               "20mib",
+                                               "1.5MiB",
+                                               "MiB",
+                                               "",
+                                               "0x100000",
+                                               "1TiB",
+                                               "99999999999999999999999",
+                                               "18446744073709551616",
+                                               "17179869184GiB"};
+  for (const std::string key : {"otlp_http.max_body_bytes", "queue.max_bytes", "writer.max_bytes"})
+    for (const auto& v : always_bad) ExpectBadSetting(key, v);
+
+  ExpectBadSetting("otlp_http.max_body_bytes", "1023");
+  ExpectGoodSetting("otlp_http.max_body_bytes", "1024");
+  ExpectGoodSetting("otlp_http.max_body_bytes", "1KiB");
+  ExpectGoodSetting("otlp_http.max_body_bytes", "1GiB");
+  ExpectBadSetting("otlp_http.max_body_bytes", "1073741825");
+  ExpectBadSetting("otlp_http.max_body_bytes", "2GiB");
+
+  ExpectBadSetting("queue.max_bytes", "1048575");
+  ExpectGoodSetting("queue.max_bytes", "1MiB");
+  ExpectGoodSetting("queue.max_bytes", "1024GiB");
+  ExpectBadSetting("queue.max_bytes", "1025GiB");
+
+  ExpectBadSetting("writer.max_bytes", "1023");
+  ExpectGoodSetting("writer.max_bytes", "1KiB");
+  ExpectGoodSetting("writer.max_bytes", "4GiB");
+  ExpectBadSetting("writer.max_bytes", "4097MiB");
+}
+
+TEST(Config, BadCounts) {
+  for (const std::string v : {"0", "65", "-1", "two", "", "1.5", "4 ", "18446744073709551617"})
+    ExpectBadSetting("otlp_http.threads", v);
+  ExpectGoodSetting("otlp_http.threads", "1");
+  ExpectGoodSetting("otlp_http.threads", "64");
+
+  for (const std::string v : {"0", "100000001", "-5", "1e6", "10k"})
+    ExpectBadSetting("writer.max_rows", v);
+  ExpectGoodSetting("writer.max_rows", "1");
+  ExpectGoodSetting("writer.max_rows", "100000000");
+
+  for (const std::string v : {"0", "3600001", "1s", "-1"}) ExpectBadSetting("writer.max_age_ms", v);
+  ExpectGoodSetting("writer.max_age_ms", "1");
+  ExpectGoodSetting("writer.max_age_ms", "3600000");
+}
+
+TEST(Config, SizesWithUnits) {
+  Config c;
+  ASSERT_TRUE(ApplySetting("otlp_http.max_body_bytes", "20MiB", &c).ok());
+  EXPECT_EQ(c.otlp_http.max_body_bytes, 20ull << 20);
+  ASSERT_TRUE(ApplySetting("otlp_http.max_body_bytes", "512KiB", &c).ok());
+  EXPECT_EQ(c.otlp_http.max_body_bytes, 512ull << 10);
+  ASSERT_TRUE(ApplySetting("otlp_http.max_body_bytes", "1GiB", &c).ok());
+  EXPECT_EQ(c.otlp_http.max_body_bytes, 1ull << 30);
+  ASSERT_TRUE(ApplySetting("otlp_http.max_body_bytes", "1000000", &c).ok());
+  EXPECT_EQ(c.otlp_http.max_body_bytes, 1000000u);
+  ASSERT_TRUE(Apply("queue:\n  max_bytes: 1048576\n", &c).ok());
+  EXPECT_EQ(c.queue.max_bytes, 1ull << 20);
+}
+
+TEST(Config, ParseBytesUnits) {
+  const std::vector<std::pair<std::string, uint64_t>> good = {
+      {"0", 0},
+      {"1", 1},
+      {"1000", 1000},
+      {"007", 7},
+      {"5B", 5},
+      {"1K", 1024},
+      {"1KB", 1024},
+      {"1KiB", 1024},
+      {"512KiB", 512ull << 10},
+      {"1M", 1ull << 20},
+      {"1MB", 1ull << 20},
+      {"20MiB", 20ull << 20},
+      {"1G", 1ull << 30},
+      {"1GB", 1ull << 30},
+      {"1GiB", 1ull << 30},
+      {"20 MiB", 20ull << 20},
+      {"3  KiB", 3ull << 10},
+      {"18446744073709551615", ~0ull},
+      {"18446744073709551615B", ~0ull},
+      {"17179869183GiB", 17179869183ull << 30},
+      {"17592186044415MiB", 17592186044415ull << 20},
+  };
+  for (const auto& [s, want] : good) {
+    uint64_t n = 12345;
+    EXPECT_TRUE(ParseBytes(s, &n)) << "'" << s << "'";
+    EXPECT_EQ(n, want) << "'" << s << "'";
+  }
+}
+
+TEST(Config, ParseBytesRejects) {
+  for (const std::string s : {"",
+                              " ",
+                              "B",
+                              "MiB",
+                              " 20MiB",
+                              "20MiB ",
+                              "20XB",
+                              "20mib",
+                              "20kib",
+                              "20 M iB",
+                              "20TiB",
+                              "-1",
+                              "+1",
+                              "1.5",
+                              "1.5GiB",
+                              "1e6",
+                              "0x10",
+                              "20MiBB",
+                              "MiB20",
+                              "1,000",
+                              "18446744073709551616",        // 2^64
+                              "99999999999999999999999999",  // far over
+                              "17179869184GiB",              // 2^34 GiB = 2^64
+                              "17592186044416MiB",           // 2^44 MiB = 2^64
+                              "18014398509481984KiB",        // 2^54 KiB = 2^64
+                              "18446744073709551615KiB"}) {  // max * 1024
+    uint64_t n = 12345;
+    EXPECT_FALSE(ParseBytes(s, &n)) << "'" << s << "' parsed as " << n;
+    EXPECT_EQ(n, 12345u) << "'" << s << "': output written on failure";
+  }
+}
+
+TEST(Config, ValidateRejectsEqualListenAddresses) {
+  Config c;
+  c.query.listen = c.otlp_http.listen;
+  Status st = Validate(c);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("otlp_http.listen"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("query.listen"), std::string::npos) << st.message();
+}
+
+TEST(Config, ValidateRejectsQueueSmallerThanABody) {
+  Config c;
+  c.otlp_http.max_body_bytes = 64ull << 20;
+  c.queue.max_bytes = (64ull << 20) - 1;
+  Status st = Validate(c);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("'queue.max_bytes'"), std::string::npos) << st.message();
+  c.queue.max_bytes = 64ull << 20;  // equal is enough
+  EXPECT_TRUE(Validate(c).ok()) << Validate(c).message();
+}
+
+TEST(Config, ValidateAfterYaml) {
+  Config c;
+  ASSERT_TRUE(Apply("otlp_http:\n  max_body_bytes: 1GiB\n", &c).ok());
+  EXPECT_EQ(Validate(c).code(), StatusCode::kInvalidArgument);  // queue 256MiB < 1GiB
+  ASSERT_TRUE(
+      Apply("otlp_http:\n  listen: 127.0.0.1:9000\nquery:\n  listen: 127.0.0.1:9000\n", &c).ok());
+  EXPECT_EQ(Validate(c).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(Config, ToYamlOfDefaultsRoundTrips) {
+  const std::string yaml = ToYaml(Config());
+  Config back;
+  Status st = Apply(yaml, &back);
+  ASSERT_TRUE(st.ok()) << st.message() << "\n" << yaml;
+  ExpectSameConfig(back, Config());
+}
+
+TEST(Config, ToYamlOfEveryKeyChangedRoundTrips) {
+  Config c;
+  for (const auto& [k, v] : ValidValues()) ASSERT_TRUE(ApplySetting(k, v, &c).ok()) << k;
+  const std::string yaml = ToYaml(c);
+  // Every key appears in the output.
+  for (const auto& [k, v] : ValidValues()) {
+    const std::string leaf = k.substr(k.find('.') + 1);
+    EXPECT_NE(yaml.find(leaf + ": "), std::string::npos) << k << "\n" << yaml;
+  }
+  // Start from a config that differs everywhere, so an unapplied key shows.
+  Config back;
+  Status st = ApplyYaml(yaml, &back);
+  ASSERT_TRUE(st.ok()) << st.message() << "\n" << yaml;
+  ExpectSameConfig(back, c);
+  EXPECT_EQ(ToYaml(back), yaml);
+}
+
+TEST(Config, ToYamlRoundTripsExtremeValues) {
+  Config c;
+  ASSERT_TRUE(ApplySetting("otlp_http.max_body_bytes", "1GiB", &c).ok());
+  ASSERT_TRUE(ApplySetting("queue.max_bytes", "1024GiB", &c).ok());
+  ASSERT_TRUE(ApplySetting("writer.max_bytes", "4GiB", &c).ok());
+  ASSERT_TRUE(ApplySetting("writer.max_rows", "100000000", &c).ok());
+  ASSERT_TRUE(ApplySetting("writer.max_age_ms", "3600000", &c).ok());
+  ASSERT_TRUE(ApplySetting("otlp_http.threads", "64", &c).ok());
+  ASSERT_TRUE(ApplySetting("data_dir", "/srv/span house/data dir", &c).ok());
+  ASSERT_TRUE(ApplySetting("log_level", "off", &c).ok());
+  const std::string yaml = ToYaml(c);
+  Config back;
+  Status st = Apply(yaml, &back);
+  ASSERT_TRUE(st.ok()) << st.message() << "\n" << yaml;
+  ExpectSameConfig(back, c);
+}
+
+// IPv6 listen addresses are accepted (ApplySetting, net::SplitHostPort), so
+// `spanhouse serve --print-config` must print them in a form ApplyYaml reads
+// back. ToYaml writes values unquoted, and a plain scalar starting with '['
+// is a YAML flow sequence.
+TEST(Config, ToYamlRoundTripsIpv6ListenAddresses) {
+  Config c;
+  ASSERT_TRUE(ApplySetting("otlp_http.listen", "[::]:4318", &c).ok());
+  ASSERT_TRUE(ApplySetting("query.listen", "[::1]:16686", &c).ok());
+  const std::string yaml = ToYaml(c);
+  Config back;
+  Status st = Apply(yaml, &back);
+  ASSERT_TRUE(st.ok()) << st.message() << "\n" << yaml;
+  ExpectSameConfig(back, c);
+}
+
+// data_dir accepts any non-empty text; ToYaml must quote what YAML would
+// otherwise read differently (a " #" starts a comment, a leading quote or
+// '&' / '*' / '!' / '{' changes the scalar's meaning).
+TEST(Config, ToYamlRoundTripsDataDirsWithYamlSyntax) {
+  for (const std::string dir : {"/srv/spans #2", "'quoted'", "\"dq\"", "&anchor", "*alias", "!tag",
+                                "{x}", "a: b", "- item", "yes", "null", "~", "123"}) {
+    Config c;
+    ASSERT_TRUE(ApplySetting("data_dir", dir, &c).ok()) << dir;
+    const std::string yaml = ToYaml(c);
+    Config back;
+    Status st = Apply(yaml, &back);
+    EXPECT_TRUE(st.ok()) << "data_dir '" << dir << "': " << st.message();
+    EXPECT_EQ(back.data_dir, dir) << "printed as:\n" << yaml.substr(0, yaml.find('\n'));
+  }
+}
+
+TEST(Config, EnvVarsMapToRealKeys) {
+  const auto& vars = ConfigEnvVars();
+  ASSERT_FALSE(vars.empty());
+  std::set<std::string> keys;
+  for (const auto& [env, key] : vars) {
+    EXPECT_EQ(env.rfind("SPANHOUSE_", 0), 0u) << env;
+    // The variable is the key, upper-cased, dots as underscores, prefixed.
+    std::string expect = "SPANHOUSE_";
+    for (char ch : key) expect += ch == '.' ? '_' : static_cast<char>(std::toupper(ch));
+    EXPECT_EQ(env, expect) << key;
+    EXPECT_TRUE(keys.insert(key).second) << "two variables set " << key;
+    auto it = ValidValues().find(key);
+    ASSERT_NE(it, ValidValues().end()) << env << " -> unknown key '" << key << "'";
+    Config c;
+    Status st = ApplySetting(key, it->second, &c);
+    EXPECT_TRUE(st.ok()) << env << " -> " << key << ": " << st.message();
+    // A bad value is reported under the key, not as an unknown key.
+    st = ApplySetting(key, "", &c);
+    EXPECT_EQ(st.message().find("unknown key"), std::string::npos) << env << ": " << st.message();
+  }
+}
+
+TEST(Config, ApplySettingRejectsUnknownKeys) {
+  for (const std::string key : {"", "otlp_http", "otlp_http.", "otlp_http.listenx", "Data_dir",
+                                "queue.max_rows", ".data_dir"}) {
+    Config c;
+    Status st = ApplySetting(key, "1", &c);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << "'" << key << "'";
+    EXPECT_NE(st.message().find("'" + key + "'"), std::string::npos) << st.message();
+  }
+}
+
+}  // namespace
+}  // namespace spanhouse::server
