@@ -3,6 +3,7 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include <cctype>
 #include <memory>
 
 namespace spanhouse::codec {
@@ -22,7 +23,17 @@ Status Inflate(std::string_view in, size_t max_bytes, std::string* out) {
   out->clear();
   char buf[64 * 1024];
   int ret = Z_OK;
-  while (ret != Z_STREAM_END) {
+  while (true) {
+    if (ret == Z_STREAM_END) {
+      if (zs.avail_in == 0) break;
+      // A gzip body may hold several members back to back (RFC 1952); any
+      // other bytes after the end of the stream are garbage.
+      if (zs.avail_in < 2 || zs.next_in[0] != 0x1f || zs.next_in[1] != 0x8b) {
+        inflateEnd(&zs);
+        return Status::Invalid("trailing bytes after the end of the compressed body");
+      }
+      inflateReset(&zs);
+    }
     zs.next_out = reinterpret_cast<Bytef*>(buf);
     zs.avail_out = sizeof(buf);
     ret = inflate(&zs, Z_NO_FLUSH);
@@ -72,8 +83,11 @@ Status Unzstd(std::string_view in, size_t max_bytes, std::string* out) {
 
 }  // namespace
 
-Status Decompress(std::string_view encoding, std::string_view in, size_t max_bytes,
+Status Decompress(std::string_view encoding_as_sent, std::string_view in, size_t max_bytes,
                   std::string* out) {
+  // Content codings are case-insensitive (RFC 9110).
+  std::string encoding(encoding_as_sent);
+  for (char& c : encoding) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (encoding.empty() || encoding == "identity") {
     if (in.size() > max_bytes) return TooLarge(max_bytes);
     out->assign(in);
@@ -82,8 +96,9 @@ Status Decompress(std::string_view encoding, std::string_view in, size_t max_byt
   if (encoding == "gzip" || encoding == "x-gzip") return Inflate(in, max_bytes, out);
   if (encoding == "deflate") return Inflate(in, max_bytes, out);
   if (encoding == "zstd") return Unzstd(in, max_bytes, out);
-  return {StatusCode::kUnsupportedMedia,
-          "unsupported Content-Encoding '" + std::string(encoding) + "' (use gzip, zstd or none)"};
+  return {StatusCode::kUnsupportedMedia, "unsupported Content-Encoding '" +
+                                             std::string(encoding_as_sent) +
+                                             "' (use gzip, zstd or none)"};
 }
 
 }  // namespace spanhouse::codec

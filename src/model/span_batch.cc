@@ -151,43 +151,56 @@ Range CopyAttrs(const SpanBatch& src, const AttrColumns& from, Range r, SpanBatc
 }  // namespace
 
 void SpanBatch::Append(const SpanBatch& o) {
-  // Resources and scopes are copied once each, in order, so indices shift by a constant.
-  const auto res_base = static_cast<uint32_t>(resources.attrs.size());
-  for (uint32_t r = 0; r < o.resources.attrs.size(); ++r) {
+  AppendSpans(o, nullptr, o.span_count());
+}
+
+void SpanBatch::AppendSpans(const SpanBatch& o, const uint32_t* which, size_t n) {
+  // Resources and scopes are copied once each, on first use, so a subset of
+  // spans brings only what it refers to.
+  constexpr uint32_t kNone = ~0u;
+  std::vector<uint32_t> res_map(o.resources.attrs.size(), kNone);
+  std::vector<uint32_t> scope_map(o.scopes.name.size(), kNone);
+  auto map_resource = [&](uint32_t r) {
+    if (res_map[r] != kNone) return res_map[r];
     uint32_t nr = AddResource();
     resources.attrs[nr] =
         CopyAttrs(o, o.resource_attrs, o.resources.attrs[r], *this, resource_attrs);
     resources.dropped_attributes_count[nr] = o.resources.dropped_attributes_count[r];
     resources.schema_url[nr] = AddString(o.Str(o.resources.schema_url[r]));
     resources.service_name[nr] = AddString(o.Str(o.resources.service_name[r]));
-  }
-  const auto scope_base = static_cast<uint32_t>(scopes.name.size());
-  for (uint32_t s = 0; s < o.scopes.name.size(); ++s) {
+    return res_map[r] = nr;
+  };
+  auto map_scope = [&](uint32_t s) {
+    if (scope_map[s] != kNone) return scope_map[s];
     uint32_t ns = AddScope();
     scopes.name[ns] = AddString(o.Str(o.scopes.name[s]));
     scopes.version[ns] = AddString(o.Str(o.scopes.version[s]));
     scopes.attrs[ns] = CopyAttrs(o, o.scope_attrs, o.scopes.attrs[s], *this, scope_attrs);
     scopes.dropped_attributes_count[ns] = o.scopes.dropped_attributes_count[s];
     scopes.schema_url[ns] = AddString(o.Str(o.scopes.schema_url[s]));
-  }
+    return scope_map[s] = ns;
+  };
   const Spans& os = o.spans;
-  for (uint32_t i = 0; i < o.span_count(); ++i) {
-    uint32_t n = AddSpan(res_base + os.resource[i], scope_base + os.scope[i]);
-    spans.trace_id[n] = os.trace_id[i];
-    spans.span_id[n] = os.span_id[i];
-    spans.parent_span_id[n] = os.parent_span_id[i];
-    spans.trace_state[n] = AddString(o.Str(os.trace_state[i]));
-    spans.flags[n] = os.flags[i];
-    spans.name[n] = AddString(o.Str(os.name[i]));
-    spans.kind[n] = os.kind[i];
-    spans.start_ns[n] = os.start_ns[i];
-    spans.end_ns[n] = os.end_ns[i];
-    spans.status_code[n] = os.status_code[i];
-    spans.status_message[n] = AddString(o.Str(os.status_message[i]));
-    spans.attrs[n] = CopyAttrs(o, o.span_attrs, os.attrs[i], *this, span_attrs);
-    spans.dropped_attributes_count[n] = os.dropped_attributes_count[i];
-    spans.dropped_events_count[n] = os.dropped_events_count[i];
-    spans.dropped_links_count[n] = os.dropped_links_count[i];
+  for (size_t k = 0; k < n; ++k) {
+    const uint32_t i = which == nullptr ? static_cast<uint32_t>(k) : which[k];
+    uint32_t nr = map_resource(os.resource[i]);
+    uint32_t ns = map_scope(os.scope[i]);
+    uint32_t dst = AddSpan(nr, ns);
+    spans.trace_id[dst] = os.trace_id[i];
+    spans.span_id[dst] = os.span_id[i];
+    spans.parent_span_id[dst] = os.parent_span_id[i];
+    spans.trace_state[dst] = AddString(o.Str(os.trace_state[i]));
+    spans.flags[dst] = os.flags[i];
+    spans.name[dst] = AddString(o.Str(os.name[i]));
+    spans.kind[dst] = os.kind[i];
+    spans.start_ns[dst] = os.start_ns[i];
+    spans.end_ns[dst] = os.end_ns[i];
+    spans.status_code[dst] = os.status_code[i];
+    spans.status_message[dst] = AddString(o.Str(os.status_message[i]));
+    spans.attrs[dst] = CopyAttrs(o, o.span_attrs, os.attrs[i], *this, span_attrs);
+    spans.dropped_attributes_count[dst] = os.dropped_attributes_count[i];
+    spans.dropped_events_count[dst] = os.dropped_events_count[i];
+    spans.dropped_links_count[dst] = os.dropped_links_count[i];
     auto eb = static_cast<uint32_t>(events.time_ns.size());
     for (uint32_t e = os.events[i].begin; e < os.events[i].end; ++e) {
       uint32_t ne = AddEvent();
@@ -196,7 +209,7 @@ void SpanBatch::Append(const SpanBatch& o) {
       events.attrs[ne] = CopyAttrs(o, o.event_attrs, o.events.attrs[e], *this, event_attrs);
       events.dropped_attributes_count[ne] = o.events.dropped_attributes_count[e];
     }
-    spans.events[n] = {eb, static_cast<uint32_t>(events.time_ns.size())};
+    spans.events[dst] = {eb, static_cast<uint32_t>(events.time_ns.size())};
     auto lb = static_cast<uint32_t>(links.trace_id.size());
     for (uint32_t l = os.links[i].begin; l < os.links[i].end; ++l) {
       uint32_t nl = AddLink();
@@ -207,7 +220,7 @@ void SpanBatch::Append(const SpanBatch& o) {
       links.attrs[nl] = CopyAttrs(o, o.link_attrs, o.links.attrs[l], *this, link_attrs);
       links.dropped_attributes_count[nl] = o.links.dropped_attributes_count[l];
     }
-    spans.links[n] = {lb, static_cast<uint32_t>(links.trace_id.size())};
+    spans.links[dst] = {lb, static_cast<uint32_t>(links.trace_id.size())};
   }
 }
 

@@ -166,6 +166,9 @@ class SpanBatch {
   // Appends every span of `other` (with its resource, scope, events, links
   // and attributes) to this batch.
   void Append(const SpanBatch& other);
+  // Appends spans `which[0..n)` of `other` (all of them, in order, when
+  // `which` is null), bringing along only the resources and scopes they use.
+  void AppendSpans(const SpanBatch& other, const uint32_t* which, size_t n);
 
   // Field-by-field equality of the logical content (not of the arena layout).
   bool LogicallyEquals(const SpanBatch& other, std::string* why = nullptr) const;

@@ -13,8 +13,9 @@ bool ParseTraceIdHex(std::string_view hex, TraceId* out) {
   return FromHex(padded, out->data(), out->size());
 }
 
-QueryApi::QueryApi(const QueryApiOptions& options, SpanReader& reader)
+QueryApi::QueryApi(const QueryApiOptions& options, SpanReader& reader, AdminHooks hooks)
     : reader_(reader),
+      hooks_(std::move(hooks)),
       server_({"query", options.address, 1u << 20, options.threads},
               [this](const net::HttpRequest& req, net::HttpResponse& resp) { Handle(req, resp); }) {
 }
@@ -26,6 +27,73 @@ void QueryApi::Stop() {
   server_.Stop();
 }
 
+namespace {
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Percent-decoding of one query-string component ('+' is a space).
+bool UrlDecode(std::string_view in, std::string* out) {
+  out->clear();
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i] == '+') {
+      out->push_back(' ');
+    } else if (in[i] == '%') {
+      if (i + 2 >= in.size()) return false;
+      int hi = HexValue(in[i + 1]);
+      int lo = HexValue(in[i + 2]);
+      if (hi < 0 || lo < 0) return false;
+      out->push_back(static_cast<char>(hi << 4 | lo));
+      i += 2;
+    } else {
+      out->push_back(in[i]);
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+bool QueryParam(std::string_view target, std::string_view name, std::string* value) {
+  auto q = target.find('?');
+  if (q == std::string_view::npos) return false;
+  std::string_view rest = target.substr(q + 1);
+  while (!rest.empty()) {
+    auto amp = rest.find('&');
+    std::string_view pair = rest.substr(0, amp);
+    rest = amp == std::string_view::npos ? std::string_view() : rest.substr(amp + 1);
+    auto eq = pair.find('=');
+    std::string key;
+    if (!UrlDecode(pair.substr(0, eq), &key) || key != name) continue;
+    return UrlDecode(eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1),
+                     value);
+  }
+  return false;
+}
+
+void QueryApi::CountSpans(const net::HttpRequest& req, net::HttpResponse& resp) {
+  std::string key;
+  std::string value;
+  if (!QueryParam(req.target, "resource_attr", &key) || key.empty() ||
+      !QueryParam(req.target, "value", &value)) {
+    resp.status = 400;
+    resp.body = RenderJaegerError(400, "want ?resource_attr=KEY&value=VALUE");
+    return;
+  }
+  uint64_t n = 0;
+  Status st = reader_.CountSpansWithResourceAttr(key, value, &n);
+  if (!st.ok()) {
+    resp.status = st.retryable() ? 503 : 500;
+    resp.body = RenderJaegerError(resp.status, st.message());
+    return;
+  }
+  resp.body = "{\"count\":" + std::to_string(n) + "}";
+}
+
 void QueryApi::Handle(const net::HttpRequest& req, net::HttpResponse& resp) {
   const std::string_view path = req.path();
   resp.content_type = "application/json";
@@ -34,6 +102,13 @@ void QueryApi::Handle(const net::HttpRequest& req, net::HttpResponse& resp) {
     resp.body = "ok\n";
     return;
   }
+  if (path == "/metrics" && hooks_.metrics) {
+    resp.content_type = "text/plain; version=0.0.4";
+    resp.body = hooks_.metrics();
+    return;
+  }
+  if (path.substr(0, 7) == "/debug/" && hooks_.debug) return hooks_.debug(req, resp);
+  if (path == "/api/spans/count") return CountSpans(req, resp);
   constexpr std::string_view kTraces = "/api/traces/";
   if (path.substr(0, kTraces.size()) == kTraces) {
     if (req.method != "GET") {

@@ -2,6 +2,7 @@
 // UI can read spanhouse, plus /healthz.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "net/http_server.h"
@@ -14,20 +15,33 @@ struct QueryApiOptions {
   int threads = 2;
 };
 
+// Endpoints the server wires in beside the query routes; each may be empty.
+struct AdminHooks {
+  std::function<std::string()> metrics;  // GET /metrics, Prometheus text
+  // /debug/... (fault injection for tests); only set when enabled in config.
+  std::function<void(const net::HttpRequest&, net::HttpResponse&)> debug;
+};
+
 class QueryApi {
  public:
-  QueryApi(const QueryApiOptions& options, SpanReader& reader);
+  QueryApi(const QueryApiOptions& options, SpanReader& reader, AdminHooks hooks = {});
   Status Start();
   void Stop();
   uint16_t port() const { return server_.port(); }
   void Handle(const net::HttpRequest& req, net::HttpResponse& resp);
 
  private:
+  void CountSpans(const net::HttpRequest& req, net::HttpResponse& resp);
+
   SpanReader& reader_;
+  AdminHooks hooks_;
   net::HttpServer server_;
 };
 
 // Jaeger accepts ids with leading zeros left out and 64-bit ids: pad to 128 bits.
 bool ParseTraceIdHex(std::string_view hex, TraceId* out);
+
+// The percent-decoded value of query-string parameter `name` in `target`.
+bool QueryParam(std::string_view target, std::string_view name, std::string* value);
 
 }  // namespace spanhouse::query

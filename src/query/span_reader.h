@@ -2,6 +2,9 @@
 // (embedded ClickHouse now; remote ClickHouse and OpenSearch later).
 #pragma once
 
+#include <cstdint>
+#include <string>
+
 #include "common/status.h"
 #include "model/span_batch.h"
 
@@ -12,6 +15,10 @@ class SpanReader {
   virtual ~SpanReader() = default;
   // Appends every stored span of the trace to `out`; kNotFound if none.
   virtual Status GetTrace(const TraceId& id, SpanBatch* out) = 0;
+  // Counts stored spans whose resource has attribute `key` equal to `value`
+  // (a full scan: for verification by loadgen and tests, not for dashboards).
+  virtual Status CountSpansWithResourceAttr(const std::string& key, const std::string& value,
+                                            uint64_t* count) = 0;
 };
 
 }  // namespace spanhouse::query

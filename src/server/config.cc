@@ -74,6 +74,17 @@ const std::vector<Key>& Keys() {
                   "a size from 1KiB to 4GiB"),
       SH_UINT_KEY("writer.max_age_ms", writer.max_age_ms, ParseUint, 1, 3600000,
                   "milliseconds, 1 to 3600000"),
+      SH_UINT_KEY("writer.threads", writer.threads, ParseUint, 1, 16, "1 to 16"),
+      SH_STRING_KEY("writer.sink", writer.sink, v == "chdb" || v == "null", "chdb or null"),
+      Key{"debug.fault_injection",
+          [](const std::string& v, Config* c) -> Status {
+            if (v != "true" && v != "false") {
+              return BadValue("debug.fault_injection", v, "true or false");
+            }
+            c->debug.fault_injection = v == "true";
+            return Status::Ok();
+          },
+          [](const Config& c) { return std::string(c.debug.fault_injection ? "true" : "false"); }},
   };
   return keys;
 }
@@ -93,6 +104,13 @@ Status Walk(const YAML::Node& node, const std::string& prefix, Config* cfg) {
       }
       if (!is_section) return Status::Invalid("config: unknown key '" + path + "'");
       if (Status st = Walk(kv.second, path, cfg); !st.ok()) return st;
+      continue;
+    }
+    // A bare `null` is YAML's null, not a string. For writer.sink it is the
+    // word the user meant (`sink: null`); anywhere else a value is missing.
+    if (kv.second.IsNull()) {
+      if (path != "writer.sink") return Status::Invalid("config key '" + path + "': no value");
+      if (Status st = ApplySetting(path, "null", cfg); !st.ok()) return st;
       continue;
     }
     if (!kv.second.IsScalar()) {
@@ -172,23 +190,21 @@ Status Validate(const Config& cfg) {
 }
 
 std::string ToYaml(const Config& cfg) {
-  std::string out;
-  std::string section;
+  // Built as a node tree so values that need quoting in YAML (IPv6
+  // addresses, paths with ': ' or '#') are emitted so they parse back.
+  YAML::Node root;
   for (const auto& k : Keys()) {
     std::string name = k.name;
     auto dot = name.find('.');
     if (dot == std::string::npos) {
-      out += name + ": " + k.get(cfg) + "\n";
-      continue;
+      root[name] = k.get(cfg);
+    } else {
+      root[name.substr(0, dot)][name.substr(dot + 1)] = k.get(cfg);
     }
-    std::string sec = name.substr(0, dot);
-    if (sec != section) {
-      out += sec + ":\n";
-      section = sec;
-    }
-    out += "  " + name.substr(dot + 1) + ": " + k.get(cfg) + "\n";
   }
-  return out;
+  YAML::Emitter out;
+  out << root;
+  return std::string(out.c_str()) + "\n";
 }
 
 }  // namespace spanhouse::server

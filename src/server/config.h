@@ -24,13 +24,24 @@ struct Config {
     std::string listen = "127.0.0.1:16686";
   } query;
   struct {
-    uint64_t max_bytes = 256ull << 20;
+    // Memory for spans in flight: being decoded, queued, or waiting in a
+    // writer for their insert. Full -> 429 + Retry-After.
+    uint64_t max_bytes = 512ull << 20;
   } queue;
   struct {
     uint64_t max_rows = 200000;
     uint64_t max_bytes = 64ull << 20;
     uint64_t max_age_ms = 1000;
+    int threads = 1;  // queue shards, one writer thread and chDB connection each
+    // "chdb" stores spans; "null" encodes them and throws them away, to
+    // measure the pipeline without the store (benchmarks only).
+    std::string sink = "chdb";
   } writer;
+  struct {
+    // Enables POST /debug/sink on the query listener (slow or failing
+    // inserts on demand). For tests; never in production.
+    bool fault_injection = false;
+  } debug;
 };
 
 // Environment variables read, and the keys they set.

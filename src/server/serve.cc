@@ -2,11 +2,15 @@
 
 #include <signal.h>
 
+#include <charconv>
 #include <filesystem>
 
 #include <spdlog/spdlog.h>
 
-#include "pipeline/queue/span_queue.h"
+#include <fmt/format.h>
+
+#include "pipeline/memory_budget.h"
+#include "pipeline/queue/sharded_queue.h"
 #include "query/query_api.h"
 #include "receivers/otlp_http/otlp_http_receiver.h"
 #include "server/data_dir_lock.h"
@@ -32,6 +36,88 @@ int Fail(const Status& st) {
   return 1;
 }
 
+// Prometheus text format. Counters are named after what they count, per
+// component and stage (received, accepted, rejected by reason, written).
+std::string RenderMetrics(const receivers::OtlpHttpStats& rs, const pipeline::MemoryBudget& budget,
+                          const pipeline::ShardedQueue& queue,
+                          const std::vector<std::unique_ptr<storage::EmbeddedWriter>>& writers) {
+  std::string out;
+  auto line = [&](const char* name, const char* type, const std::string& labels, uint64_t v) {
+    out += fmt::format("# TYPE {} {}\n{}{} {}\n", name, type, name,
+                       labels.empty() ? "" : "{" + labels + "}", v);
+  };
+  line("spanhouse_receiver_requests_total", "counter", "receiver=\"otlp_http\"",
+       rs.requests.load());
+  line("spanhouse_receiver_accepted_spans_total", "counter", "receiver=\"otlp_http\"",
+       rs.spans_accepted.load());
+  out += "# TYPE spanhouse_receiver_rejected_requests_total counter\n";
+  const std::pair<const char*, uint64_t> rejected[] = {
+      {"malformed", rs.rejected_malformed.load()},
+      {"too_large", rs.rejected_too_large.load()},
+      {"media_type", rs.rejected_media_type.load()},
+      {"memory_limit", rs.rejected_queue_full.load()},
+      {"shutting_down", rs.rejected_shutting_down.load()}};
+  for (const auto& [reason, v] : rejected) {
+    out += fmt::format(
+        "spanhouse_receiver_rejected_requests_total{{receiver=\"otlp_http\",reason=\"{}\"}} {}\n",
+        reason, v);
+  }
+  line("spanhouse_memory_reserved_bytes", "gauge", "", budget.used());
+  line("spanhouse_memory_limit_bytes", "gauge", "", budget.limit());
+  line("spanhouse_queue_bytes", "gauge", "sink=\"chdb\"", queue.bytes());
+  uint64_t rows = 0, inserts = 0, errors = 0, lost = 0, pending = 0;
+  for (const auto& w : writers) {
+    rows += w->stats().rows_written.load();
+    inserts += w->stats().inserts.load();
+    errors += w->stats().insert_errors.load();
+    lost += w->stats().rows_lost.load();
+    pending += w->stats().pending_rows.load();
+  }
+  line("spanhouse_sink_rows_written_total", "counter", "sink=\"chdb\"", rows);
+  line("spanhouse_sink_batches_written_total", "counter", "sink=\"chdb\"", inserts);
+  line("spanhouse_sink_insert_errors_total", "counter", "sink=\"chdb\"", errors);
+  line("spanhouse_sink_rows_lost_total", "counter", "sink=\"chdb\"", lost);
+  line("spanhouse_sink_pending_rows", "gauge", "sink=\"chdb\"", pending);
+  out += "# TYPE spanhouse_sink_insert_seconds histogram\n";
+  for (size_t i = 0; i < writers.size(); ++i) {
+    writers[i]->stats().insert_seconds.AppendPrometheus(
+        out, "spanhouse_sink_insert_seconds", fmt::format("sink=\"chdb\",writer=\"{}\"", i));
+  }
+  return out;
+}
+
+// POST /debug/sink?insert_delay_ms=N&fail_inserts=true|false
+void HandleDebugSink(const net::HttpRequest& req, net::HttpResponse& resp,
+                     storage::SinkFaults& faults) {
+  resp.content_type = "application/json";
+  if (req.path() != "/debug/sink" || req.method != "POST") {
+    resp.status = req.path() == "/debug/sink" ? 405 : 404;
+    resp.body = "{\"error\":\"use POST /debug/sink?insert_delay_ms=N&fail_inserts=true|false\"}";
+    return;
+  }
+  std::string v;
+  if (query::QueryParam(req.target, "insert_delay_ms", &v)) {
+    uint64_t ms = 0;
+    auto r = std::from_chars(v.data(), v.data() + v.size(), ms);
+    if (r.ec != std::errc() || r.ptr != v.data() + v.size() || v.empty() || ms > 600000) {
+      resp.status = 400;
+      resp.body = "{\"error\":\"insert_delay_ms: want 0 to 600000\"}";
+      return;
+    }
+    faults.insert_delay_ms = static_cast<uint32_t>(ms);
+  }
+  if (query::QueryParam(req.target, "fail_inserts", &v)) {
+    if (v != "true" && v != "false") {
+      resp.status = 400;
+      resp.body = "{\"error\":\"fail_inserts: want true or false\"}";
+      return;
+    }
+    faults.fail_inserts = v == "true";
+  }
+  resp.body = fmt::format("{{\"insert_delay_ms\":{},\"fail_inserts\":{}}}",
+                          faults.insert_delay_ms.load(), faults.fail_inserts.load());
+}
+
 }  // namespace
 
 void BlockShutdownSignals() {
@@ -46,45 +132,64 @@ int Serve(const Config& cfg) {
 
   std::shared_ptr<storage::ChdbLibrary> lib;
   if (Status st = storage::ChdbLibrary::Load(&lib); !st.ok()) return Fail(st);
-  // Two connections to the one engine: the writer's inserts never wait
-  // behind a slow query, and queries never wait behind an insert.
-  std::unique_ptr<storage::ChdbConnection> write_conn;
+  const std::string ch_path = dir + "/clickhouse";
+  // One connection per writer and one for queries: chDB runs one statement
+  // at a time per connection, so inserts never wait behind a slow query.
   std::unique_ptr<storage::ChdbConnection> read_conn;
-  if (Status st = storage::ChdbConnection::Open(lib, dir + "/clickhouse", {}, &write_conn);
-      !st.ok()) {
+  if (Status st = storage::ChdbConnection::Open(lib, ch_path, {}, &read_conn); !st.ok()) {
     return Fail(st);
   }
   storage::Capabilities caps;
-  if (Status st = storage::EnsureSchema(*write_conn, &caps); !st.ok()) {
-    write_conn->Close();
+  if (Status st = storage::EnsureSchema(*read_conn, &caps); !st.ok()) {
+    read_conn->Close();
     return Fail(st);
   }
-  if (Status st = storage::ChdbConnection::Open(lib, dir + "/clickhouse", {}, &read_conn);
-      !st.ok()) {
-    write_conn->Close();
-    return Fail(st);
+  const size_t shards = static_cast<size_t>(cfg.writer.threads);
+  std::vector<std::unique_ptr<storage::ChdbConnection>> write_conns(shards);
+  for (auto& c : write_conns) {
+    if (Status st = storage::ChdbConnection::Open(lib, ch_path, {}, &c); !st.ok()) {
+      read_conn->Close();
+      return Fail(st);
+    }
   }
-  spdlog::info("embedded ClickHouse {}.{} ready in {}/clickhouse", caps.major, caps.minor, dir);
+  spdlog::info("embedded ClickHouse {}.{} ready in {}", caps.major, caps.minor, ch_path);
 
-  pipeline::SpanQueue queue(cfg.queue.max_bytes);
-  storage::WriterOptions wopts;
-  wopts.max_rows = cfg.writer.max_rows;
-  wopts.max_bytes = cfg.writer.max_bytes;
-  wopts.max_age = std::chrono::milliseconds(cfg.writer.max_age_ms);
-  wopts.spool_dir = dir + "/spool";
-  storage::EmbeddedWriter writer(*write_conn, caps, queue, wopts);
-  writer.Start();
+  storage::SinkFaults faults;
+  pipeline::MemoryBudget budget(cfg.queue.max_bytes);
+  // Each shard's own bound is the whole budget: the budget is what refuses.
+  pipeline::ShardedQueue queue(shards, cfg.queue.max_bytes);
+  std::vector<std::unique_ptr<storage::EmbeddedWriter>> writers;
+  for (size_t i = 0; i < shards; ++i) {
+    storage::WriterOptions wopts;
+    wopts.max_rows = cfg.writer.max_rows;
+    wopts.max_bytes = cfg.writer.max_bytes;
+    wopts.max_age = std::chrono::milliseconds(cfg.writer.max_age_ms);
+    wopts.spool_dir = dir + "/spool";
+    wopts.name = std::to_string(i);
+    wopts.null_sink = cfg.writer.sink == "null";
+    writers.push_back(std::make_unique<storage::EmbeddedWriter>(*write_conns[i], caps,
+                                                                queue.shard(i), wopts, &faults));
+    writers.back()->Start();
+  }
 
   storage::ChdbSpanReader reader(*read_conn, caps);
-  query::QueryApi query_api({cfg.query.listen, 2}, reader);
   receivers::OtlpHttpReceiver receiver(
-      {cfg.otlp_http.listen, cfg.otlp_http.max_body_bytes, cfg.otlp_http.threads}, queue);
+      {cfg.otlp_http.listen, cfg.otlp_http.max_body_bytes, cfg.otlp_http.threads}, queue, budget);
+  query::AdminHooks hooks;
+  hooks.metrics = [&] { return RenderMetrics(receiver.stats(), budget, queue, writers); };
+  if (cfg.debug.fault_injection) {
+    spdlog::warn("fault injection is enabled (debug.fault_injection): POST /debug/sink");
+    hooks.debug = [&faults](const net::HttpRequest& req, net::HttpResponse& resp) {
+      HandleDebugSink(req, resp, faults);
+    };
+  }
+  query::QueryApi query_api({cfg.query.listen, 2}, reader, std::move(hooks));
 
   auto shutdown_storage = [&] {
     queue.Close();
-    writer.Join();
+    for (auto& w : writers) w->Join();
     read_conn->Close();
-    write_conn->Close();
+    for (auto& c : write_conns) c->Close();
   };
   if (Status st = query_api.Start(); !st.ok()) {
     shutdown_storage();
@@ -95,8 +200,8 @@ int Serve(const Config& cfg) {
     shutdown_storage();
     return Fail(st);
   }
-  spdlog::info("OTLP/HTTP on {} (port {}), query API on {} (port {})", cfg.otlp_http.listen,
-               receiver.port(), cfg.query.listen, query_api.port());
+  spdlog::info("OTLP/HTTP on {} (port {}), query API on {} (port {}), {} writer(s)",
+               cfg.otlp_http.listen, receiver.port(), cfg.query.listen, query_api.port(), shards);
   spdlog::info("spanhouse ready");
 
   sigset_t set = ShutdownSignals();
@@ -106,15 +211,21 @@ int Serve(const Config& cfg) {
 
   receiver.Stop();
   queue.Close();
-  writer.Join();
+  uint64_t written = 0;
+  uint64_t inserts = 0;
+  uint64_t lost = 0;
+  for (auto& w : writers) {
+    w->Join();
+    written += w->stats().rows_written.load();
+    inserts += w->stats().inserts.load();
+    lost += w->stats().rows_lost.load();
+  }
   query_api.Stop();
-  const auto& ws = writer.stats();
-  spdlog::info("flushed: {} spans written in {} inserts, {} lost", ws.rows_written.load(),
-               ws.inserts.load(), ws.rows_lost.load());
+  spdlog::info("flushed: {} spans written in {} inserts, {} lost", written, inserts, lost);
   read_conn->Close();
-  write_conn->Close();
+  for (auto& c : write_conns) c->Close();
   spdlog::info("stopped");
-  return ws.rows_lost.load() == 0 ? 0 : 3;
+  return lost == 0 ? 0 : 3;
 }
 
 }  // namespace spanhouse::server

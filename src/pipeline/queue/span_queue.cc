@@ -3,6 +3,12 @@
 namespace spanhouse::pipeline {
 
 SpanQueue::PushResult SpanQueue::TryPush(std::unique_ptr<SpanBatch>& batch) {
+  Reservation none;
+  return TryPush(batch, none);
+}
+
+SpanQueue::PushResult SpanQueue::TryPush(std::unique_ptr<SpanBatch>& batch,
+                                         Reservation& reservation) {
   const size_t bytes = batch->MemoryBytes();
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -11,7 +17,7 @@ SpanQueue::PushResult SpanQueue::TryPush(std::unique_ptr<SpanBatch>& batch) {
     // queue, or it could never be.
     if (bytes_ + bytes > max_bytes_ && !items_.empty()) return PushResult::kFull;
     bytes_ += bytes;
-    items_.push_back({std::move(batch), bytes});
+    items_.push_back({std::move(batch), bytes, std::move(reservation)});
   }
   cv_.notify_one();
   return PushResult::kOk;

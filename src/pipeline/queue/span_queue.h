@@ -15,12 +15,16 @@
 #include <optional>
 
 #include "model/span_batch.h"
+#include "pipeline/memory_budget.h"
 
 namespace spanhouse::pipeline {
 
 struct QueuedBatch {
   std::unique_ptr<SpanBatch> batch;
   size_t bytes = 0;
+  // The batch's share of the receivers' memory budget, released by the
+  // writer once the spans are stored.
+  Reservation reservation;
 };
 
 class SpanQueue {
@@ -28,8 +32,9 @@ class SpanQueue {
   explicit SpanQueue(size_t max_bytes) : max_bytes_(max_bytes) {}
 
   enum class PushResult { kOk, kFull, kClosed };
-  // Takes the batch only on kOk.
+  // Takes the batch (and the reservation) only on kOk.
   PushResult TryPush(std::unique_ptr<SpanBatch>& batch);
+  PushResult TryPush(std::unique_ptr<SpanBatch>& batch, Reservation& reservation);
 
   // Waits up to `timeout` for a batch. Empty when the wait timed out, or when
   // the queue is closed and drained (then closed_and_empty() is true).

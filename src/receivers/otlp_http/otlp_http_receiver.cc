@@ -1,5 +1,8 @@
 #include "receivers/otlp_http/otlp_http_receiver.h"
 
+#include <algorithm>
+#include <cctype>
+
 #include "codec/compression.h"
 #include "codec/otlp.h"
 #include "codec/value_text.h"
@@ -10,10 +13,21 @@ namespace {
 
 enum class Encoding { kProto, kJson, kUnknown };
 
+// Media types and content codings are case-insensitive (RFC 9110).
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::string_view Trim(std::string_view t) {
+  while (!t.empty() && (t.front() == ' ' || t.front() == '\t')) t.remove_prefix(1);
+  while (!t.empty() && (t.back() == ' ' || t.back() == '\t')) t.remove_suffix(1);
+  return t;
+}
+
 Encoding EncodingOf(std::string_view content_type) {
-  auto semi = content_type.find(';');
-  std::string_view t = content_type.substr(0, semi);
-  while (!t.empty() && t.back() == ' ') t.remove_suffix(1);
+  const std::string t = Lower(Trim(content_type.substr(0, content_type.find(';'))));
   if (t == "application/x-protobuf" || t == "application/protobuf") return Encoding::kProto;
   if (t == "application/json") return Encoding::kJson;
   return Encoding::kUnknown;
@@ -54,9 +68,11 @@ constexpr int kRpcUnavailable = 14;
 
 }  // namespace
 
-OtlpHttpReceiver::OtlpHttpReceiver(OtlpHttpOptions options, pipeline::SpanQueue& queue)
+OtlpHttpReceiver::OtlpHttpReceiver(OtlpHttpOptions options, pipeline::ShardedQueue& queue,
+                                   pipeline::MemoryBudget& budget)
     : opts_(std::move(options)),
       queue_(queue),
+      budget_(budget),
       server_({"otlp-http", opts_.address, opts_.max_body_bytes, opts_.threads},
               [this](const net::HttpRequest& req, net::HttpResponse& resp) { Handle(req, resp); }) {
 }
@@ -89,11 +105,26 @@ void OtlpHttpReceiver::Handle(const net::HttpRequest& req, net::HttpResponse& re
                 "': use application/x-protobuf or application/json\n";
     return;
   }
+  // Reserve before decoding: twice the body (decoded columns plus the body
+  // itself), or for a compressed body twice a bounded guess at its
+  // decompressed size. Corrected to the batch's real size once decoded.
+  const std::string_view coding = Trim(req.content_encoding);
+  const bool compressed = !coding.empty() && Lower(coding) != "identity";
+  const size_t estimate = compressed
+                              ? std::min<size_t>(req.body.size() * 8, opts_.max_body_bytes) * 2
+                              : req.body.size() * 2;
+  if (!budget_.TryReserve(estimate)) {
+    stats_.rejected_queue_full++;
+    resp.headers.emplace_back("Retry-After", "1");
+    return ErrorBody(enc, 429, kRpcResourceExhausted,
+                     "spanhouse is at its memory limit, retry later", resp);
+  }
+  pipeline::Reservation reservation(&budget_, estimate);
+
   std::string decompressed;
   std::string_view body = req.body;
-  if (!req.content_encoding.empty() && req.content_encoding != "identity") {
-    Status st =
-        codec::Decompress(req.content_encoding, req.body, opts_.max_body_bytes, &decompressed);
+  if (compressed) {
+    Status st = codec::Decompress(coding, req.body, opts_.max_body_bytes, &decompressed);
     if (!st.ok()) {
       if (st.code() == StatusCode::kTooLarge) {
         stats_.rejected_too_large++;
@@ -121,7 +152,9 @@ void OtlpHttpReceiver::Handle(const net::HttpRequest& req, net::HttpResponse& re
   }
   const size_t n = batch->span_count();
   if (n > 0) {
-    switch (queue_.TryPush(batch)) {
+    decompressed = std::string();  // give the transient memory back before it is accounted
+    reservation.Resize(batch->MemoryBytes());
+    switch (queue_.Push(std::move(batch), std::move(reservation))) {
       case pipeline::SpanQueue::PushResult::kOk:
         break;
       case pipeline::SpanQueue::PushResult::kFull:
@@ -134,6 +167,7 @@ void OtlpHttpReceiver::Handle(const net::HttpRequest& req, net::HttpResponse& re
         return ErrorBody(enc, 503, kRpcUnavailable, "shutting down, retry later", resp);
     }
   }
+  stats_.requests_accepted++;
   stats_.spans_accepted += n;
   resp.status = 200;
   if (enc == Encoding::kJson) {

@@ -5,7 +5,9 @@
 // Answers follow the OTLP/HTTP specification: 200 with an
 // ExportTraceServiceResponse in the request's encoding; 400 for bad data and
 // 413 for an oversized body (neither retryable); 429 + Retry-After when the
-// queue is full and 503 + Retry-After while shutting down (both retryable).
+// memory budget cannot take the request, and 503 + Retry-After while
+// shutting down (both retryable). Memory is reserved from the budget in
+// proportion to the body *before* it is decompressed and decoded.
 #pragma once
 
 #include <atomic>
@@ -14,7 +16,8 @@
 #include <string>
 
 #include "net/http_server.h"
-#include "pipeline/queue/span_queue.h"
+#include "pipeline/memory_budget.h"
+#include "pipeline/queue/sharded_queue.h"
 
 namespace spanhouse::receivers {
 
@@ -26,6 +29,7 @@ struct OtlpHttpOptions {
 
 struct OtlpHttpStats {
   std::atomic<uint64_t> requests{0};
+  std::atomic<uint64_t> requests_accepted{0};
   std::atomic<uint64_t> spans_accepted{0};
   std::atomic<uint64_t> rejected_malformed{0};
   std::atomic<uint64_t> rejected_too_large{0};
@@ -36,7 +40,8 @@ struct OtlpHttpStats {
 
 class OtlpHttpReceiver {
  public:
-  OtlpHttpReceiver(OtlpHttpOptions options, pipeline::SpanQueue& queue);
+  OtlpHttpReceiver(OtlpHttpOptions options, pipeline::ShardedQueue& queue,
+                   pipeline::MemoryBudget& budget);
   Status Start();
   void Stop();
   uint16_t port() const { return server_.port(); }
@@ -47,7 +52,8 @@ class OtlpHttpReceiver {
 
  private:
   OtlpHttpOptions opts_;
-  pipeline::SpanQueue& queue_;
+  pipeline::ShardedQueue& queue_;
+  pipeline::MemoryBudget& budget_;
   OtlpHttpStats stats_;
   net::HttpServer server_;
 };

@@ -47,4 +47,18 @@ Status ChdbSpanReader::GetTrace(const TraceId& id, SpanBatch* out) {
   return Status::Ok();
 }
 
+Status ChdbSpanReader::CountSpansWithResourceAttr(const std::string& key, const std::string& value,
+                                                  uint64_t* count) {
+  QueryResult r;
+  Status st = conn_.Query(
+      fmt::format("SELECT count() FROM {}.spans WHERE has(resource_attr_keys, {{k:String}}) AND "
+                  "resource_attr_values[indexOf(resource_attr_keys, {{k:String}})] = {{v:String}}",
+                  kDatabase),
+      "TSV", &r, {{"k", key}, {"v", value}});
+  if (!st.ok()) return st;
+  *count = 0;
+  std::from_chars(r.data.data(), r.data.data() + r.data.size(), *count);
+  return Status::Ok();
+}
+
 }  // namespace spanhouse::storage

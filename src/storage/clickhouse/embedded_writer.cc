@@ -11,9 +11,20 @@
 
 namespace spanhouse::storage {
 
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The spans table's partition key, toDate(timestamp), as days since the epoch.
+uint32_t DayOf(uint64_t start_ns) {
+  return static_cast<uint32_t>(start_ns / 86400000000000ull);
+}
+
+}  // namespace
+
 EmbeddedWriter::EmbeddedWriter(ChdbConnection& conn, Capabilities caps, pipeline::SpanQueue& queue,
-                               WriterOptions options)
-    : conn_(conn), caps_(caps), queue_(queue), opts_(std::move(options)) {}
+                               WriterOptions options, const SinkFaults* faults)
+    : conn_(conn), caps_(caps), queue_(queue), opts_(std::move(options)), faults_(faults) {}
 
 EmbeddedWriter::~EmbeddedWriter() {
   Join();
@@ -28,65 +39,109 @@ void EmbeddedWriter::Join() {
   if (thread_.joinable()) thread_.join();
 }
 
+void EmbeddedWriter::Add(pipeline::QueuedBatch item) {
+  const SpanBatch& b = *item.batch;
+  const size_t n = b.span_count();
+  if (n == 0) return;
+  const uint32_t first_day = DayOf(b.spans.start_ns[0]);
+  bool one_day = true;
+  for (size_t i = 1; i < n && one_day; ++i) one_day = DayOf(b.spans.start_ns[i]) == first_day;
+  auto add_to = [&](uint32_t day, const SpanBatch& part, pipeline::Reservation res) {
+    Pending& p = pending_[day];
+    if (p.rows == 0) p.since = Clock::now();
+    EncodeSpanBlock(part, caps_, &p.blocks);
+    p.rows += part.span_count();
+    p.reservations.push_back(std::move(res));
+  };
+  stats_.pending_rows += n;
+  if (one_day) return add_to(first_day, b, std::move(item.reservation));
+  // Rare: a batch across midnight. One block per day, so each insert stays
+  // within one partition.
+  std::map<uint32_t, std::vector<uint32_t>> by_day;
+  for (uint32_t i = 0; i < n; ++i) by_day[DayOf(b.spans.start_ns[i])].push_back(i);
+  const size_t reserved = item.reservation.bytes();
+  for (auto& [day, idx] : by_day) {
+    SpanBatch part;
+    part.AppendSpans(b, idx.data(), idx.size());
+    add_to(day, part, item.reservation.Split(reserved * idx.size() / n));
+  }
+}
+
 void EmbeddedWriter::Run() {
-  using Clock = std::chrono::steady_clock;
   while (true) {
     auto wait = std::chrono::milliseconds(100);
-    if (pending_rows_ > 0) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          pending_since_ + opts_.max_age - Clock::now());
+    for (auto& [day, p] : pending_) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(p.since + opts_.max_age -
+                                                                        Clock::now());
       wait = std::clamp(left, std::chrono::milliseconds(0), wait);
     }
     std::optional<pipeline::QueuedBatch> item = queue_.Pop(wait);
-    if (item) {
-      if (pending_rows_ == 0) pending_since_ = Clock::now();
-      EncodeSpanBlock(*item->batch, caps_, &pending_);
-      pending_rows_ += item->batch->span_count();
-    }
+    if (item) Add(std::move(*item));
     const bool done = !item && queue_.closed_and_empty();
-    const bool due = pending_rows_ >= opts_.max_rows || pending_.size() >= opts_.max_bytes ||
-                     (pending_rows_ > 0 && Clock::now() - pending_since_ >= opts_.max_age);
-    if (pending_rows_ > 0 && (due || done)) Flush(done);
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      Pending& p = it->second;
+      const bool due = p.rows >= opts_.max_rows || p.blocks.size() >= opts_.max_bytes ||
+                       Clock::now() - p.since >= opts_.max_age;
+      if (p.rows > 0 && (due || done)) {
+        Flush(it->first, p, done);
+        it = pending_.erase(it);
+      } else {
+        ++it;
+      }
+    }
     if (done) return;
   }
 }
 
-bool EmbeddedWriter::Flush(bool shutting_down) {
-  const std::string path = opts_.spool_dir + "/insert.native";
+bool EmbeddedWriter::Flush(uint32_t day, Pending& p, bool shutting_down) {
+  if (opts_.null_sink) {
+    stats_.rows_written += p.rows;
+    stats_.pending_rows -= p.rows;
+    stats_.inserts += 1;
+    return true;
+  }
+  const std::string path = opts_.spool_dir + "/insert-" + opts_.name + ".native";
   auto backoff = std::chrono::milliseconds(100);
   for (int attempt = 0;; ++attempt) {
     Status st;
     if (FILE* f = std::fopen(path.c_str(), "wb"); f == nullptr) {
       st = Status::Internal("cannot write " + path);
     } else {
-      size_t n = std::fwrite(pending_.data(), 1, pending_.size(), f);
-      bool ok = n == pending_.size() && std::fclose(f) == 0;
+      size_t n = std::fwrite(p.blocks.data(), 1, p.blocks.size(), f);
+      bool ok = n == p.blocks.size();
+      ok = (std::fclose(f) == 0) && ok;
       if (!ok) st = Status::Internal("short write to " + path);
     }
     if (st.ok()) {
       // Columns are matched by name (the file carries them), so the block
       // and the table cannot silently disagree on order.
-      st = conn_.Query(
-          fmt::format("INSERT INTO {}.spans SELECT * FROM file({{path:String}}, 'Native')",
-                      kDatabase),
-          "", nullptr, {{"path", path}});
+      const auto t0 = Clock::now();
+      if (faults_ != nullptr) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(faults_->insert_delay_ms.load()));
+      }
+      st = faults_ != nullptr && faults_->fail_inserts.load()
+               ? Status::Unavailable("injected insert failure")
+               : conn_.Query(
+                     fmt::format(
+                         "INSERT INTO {}.spans SELECT * FROM file({{path:String}}, 'Native')",
+                         kDatabase),
+                     "", nullptr, {{"path", path}});
+      stats_.insert_seconds.Record(std::chrono::duration<double>(Clock::now() - t0).count());
     }
     if (st.ok()) {
-      stats_.rows_written += pending_rows_;
+      stats_.rows_written += p.rows;
+      stats_.pending_rows -= p.rows;
       stats_.inserts += 1;
-      pending_.clear();
-      pending_rows_ = 0;
       std::remove(path.c_str());
-      return true;
+      return true;  // the caller drops `p`, releasing its reservations
     }
     stats_.insert_errors += 1;
-    spdlog::warn("insert of {} spans failed (attempt {}): {}", pending_rows_, attempt + 1,
-                 st.message());
+    spdlog::warn("writer {}: insert of {} spans (day {}) failed (attempt {}): {}", opts_.name,
+                 p.rows, day, attempt + 1, st.message());
     if (shutting_down && attempt + 1 >= opts_.shutdown_retries) {
-      spdlog::error("giving up on {} spans at shutdown", pending_rows_);
-      stats_.rows_lost += pending_rows_;
-      pending_.clear();
-      pending_rows_ = 0;
+      spdlog::error("writer {}: giving up on {} spans at shutdown", opts_.name, p.rows);
+      stats_.rows_lost += p.rows;
+      stats_.pending_rows -= p.rows;
       return false;
     }
     std::this_thread::sleep_for(backoff);

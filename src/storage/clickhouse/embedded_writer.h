@@ -1,21 +1,26 @@
-// The sink writer for embedded ClickHouse: one thread that drains a
-// SpanQueue and inserts in large batches.
+// The sink writer for embedded ClickHouse: one thread per queue shard, each
+// draining its shard and inserting in large batches over its own connection.
 //
-// Each dequeued SpanBatch is encoded at once as one Native block appended to
-// a pending buffer; the buffer is inserted when it holds enough rows or
-// bytes, or when its oldest span has waited long enough. The insert reads
-// the blocks from a spool file through the file() table function, which
-// design.md measured as far cheaper than data inline in the query text.
-// A failed insert is retried with backoff and the queue is not drained
-// meanwhile, so a slow or failing store turns into back-pressure (429s).
+// Each dequeued SpanBatch is encoded at once as Native blocks appended to a
+// pending buffer per partition (day), so an insert touches one partition.
+// A buffer is inserted when it holds enough rows or bytes, or when its
+// oldest span has waited long enough. The insert reads the blocks from a
+// spool file through the file() table function, which design.md measured as
+// far cheaper than data inline in the query text. A failed insert is retried
+// with backoff and the shard is not drained meanwhile, so a slow or failing
+// store fills the memory budget and turns into back-pressure (429s). The
+// memory reserved for a batch is released once its spans are stored.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "common/histogram.h"
 #include "pipeline/queue/span_queue.h"
 #include "storage/clickhouse/chdb.h"
 #include "storage/clickhouse/schema.h"
@@ -26,10 +31,20 @@ struct WriterOptions {
   size_t max_rows = 200000;
   size_t max_bytes = 64u << 20;
   std::chrono::milliseconds max_age{1000};
-  std::string spool_dir;  // where insert files are written
+  std::string spool_dir;   // where insert files are written
+  std::string name = "0";  // tells shards' spool files and logs apart
+  // Encode, then discard instead of inserting: measures the pipeline alone.
+  bool null_sink = false;
   // At shutdown, how many times a failing insert is retried before the
-  // pending spans are given up (and logged as lost).
+  // pending spans are given up (and logged and counted as lost).
   int shutdown_retries = 5;
+};
+
+// Fault injection for tests (`debug.fault_injection` in the config): set at
+// run time through the query listener's /debug/sink endpoint.
+struct SinkFaults {
+  std::atomic<uint32_t> insert_delay_ms{0};  // stall before every insert
+  std::atomic<bool> fail_inserts{false};     // every insert fails (retryable)
 };
 
 struct WriterStats {
@@ -37,12 +52,14 @@ struct WriterStats {
   std::atomic<uint64_t> inserts{0};
   std::atomic<uint64_t> insert_errors{0};
   std::atomic<uint64_t> rows_lost{0};
+  std::atomic<uint64_t> pending_rows{0};
+  LatencyHistogram insert_seconds;
 };
 
 class EmbeddedWriter {
  public:
   EmbeddedWriter(ChdbConnection& conn, Capabilities caps, pipeline::SpanQueue& queue,
-                 WriterOptions options);
+                 WriterOptions options, const SinkFaults* faults = nullptr);
   ~EmbeddedWriter();
   void Start();
   // Returns once the queue is closed and drained and the last insert is done.
@@ -50,18 +67,24 @@ class EmbeddedWriter {
   const WriterStats& stats() const { return stats_; }
 
  private:
+  struct Pending {
+    std::string blocks;  // Native blocks
+    size_t rows = 0;
+    std::chrono::steady_clock::time_point since;
+    std::vector<pipeline::Reservation> reservations;
+  };
   void Run();
-  bool Flush(bool shutting_down);
+  void Add(pipeline::QueuedBatch item);
+  bool Flush(uint32_t day, Pending& p, bool shutting_down);
 
   ChdbConnection& conn_;
   const Capabilities caps_;
   pipeline::SpanQueue& queue_;
   const WriterOptions opts_;
+  const SinkFaults* faults_;
   std::thread thread_;
   WriterStats stats_;
-  std::string pending_;  // Native blocks, owned by the writer thread
-  size_t pending_rows_ = 0;
-  std::chrono::steady_clock::time_point pending_since_;
+  std::map<uint32_t, Pending> pending_;  // by partition (days since epoch); writer thread only
 };
 
 }  // namespace spanhouse::storage

@@ -413,5 +413,39 @@ TEST(Compression, ZstdTrailingGarbageIsInvalid) {
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.message();
 }
 
+TEST(Compression, GzipManyMembers) {
+  std::string body;
+  std::string want;
+  for (int i = 0; i < 100; ++i) {
+    const std::string part = "member " + std::to_string(i) + " " + Payload(static_cast<size_t>(i));
+    body += Gzip(part);
+    want += part;
+  }
+  std::string out;
+  Status st = Decompress("gzip", body, 1 << 20, &out);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(out, want);
+}
+
+TEST(Compression, GzipMembersShareTheCap) {
+  const std::string a = Payload(40000);
+  const std::string b = Payload(30000);
+  const std::string body = Gzip(a) + Gzip(b);
+  std::string out;
+  EXPECT_TRUE(Decompress("gzip", body, a.size() + b.size(), &out).ok());
+  Status st = Decompress("gzip", body, a.size() + b.size() - 1, &out);
+  EXPECT_EQ(st.code(), StatusCode::kTooLarge) << st.message();
+}
+
+TEST(Compression, GzipTruncatedSecondMemberIsInvalid) {
+  const std::string second = Gzip(Payload(5000));
+  for (size_t keep : {size_t{1}, size_t{2}, size_t{10}, second.size() / 2, second.size() - 1}) {
+    std::string out;
+    Status st = Decompress("gzip", Gzip("first") + second.substr(0, keep), 1 << 20, &out);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument)
+        << "kept " << keep << " of " << second.size() << ": " << st.message();
+  }
+}
+
 }  // namespace
 }  // namespace spanhouse::codec

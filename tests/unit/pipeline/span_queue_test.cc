@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "model/span_batch.h"
+#include "pipeline/memory_budget.h"
 #include "pipeline/queue/span_queue.h"
 
 namespace spanhouse::pipeline {
@@ -238,6 +239,39 @@ TEST(SpanQueue, WaitingPopIsWokenByClose) {
   consumer.join();
   EXPECT_FALSE(got.has_value());
   EXPECT_TRUE(closed_and_empty);
+}
+
+TEST(SpanQueue, ReservationTravelsWithTheBatchOnlyOnSuccess) {
+  MemoryBudget budget(1 << 20);
+  auto a = MakeBatch(1, 1000);
+  SpanQueue q(a->MemoryBytes());
+
+  ASSERT_TRUE(budget.TryReserve(100));
+  Reservation ra(&budget, 100);
+  ASSERT_EQ(q.TryPush(a, ra), SpanQueue::PushResult::kOk);
+  EXPECT_EQ(ra.bytes(), 0u);  // moved into the queue
+  EXPECT_EQ(budget.used(), 100u);
+
+  ASSERT_TRUE(budget.TryReserve(50));
+  Reservation rb(&budget, 50);
+  auto b = MakeBatch(2, 1000);
+  ASSERT_EQ(q.TryPush(b, rb), SpanQueue::PushResult::kFull);
+  EXPECT_EQ(rb.bytes(), 50u);  // still the caller's
+  EXPECT_EQ(budget.used(), 150u);
+
+  {
+    auto got = q.Pop(milliseconds(100));
+    ASSERT_TRUE(got.has_value());
+    EXPECT_EQ(got->reservation.bytes(), 100u);
+    EXPECT_EQ(budget.used(), 150u);  // held until the writer drops the batch
+  }
+  EXPECT_EQ(budget.used(), 50u);
+
+  q.Close();
+  ASSERT_EQ(q.TryPush(b, rb), SpanQueue::PushResult::kClosed);
+  EXPECT_EQ(rb.bytes(), 50u);
+  rb.Reset();
+  EXPECT_EQ(budget.used(), 0u);
 }
 
 TEST(SpanQueue, StressFourProducersOneConsumerEveryBatchOnce) {

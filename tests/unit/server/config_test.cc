@@ -30,6 +30,9 @@ void ExpectSameConfig(const Config& a, const Config& b) {
   EXPECT_EQ(a.writer.max_rows, b.writer.max_rows);
   EXPECT_EQ(a.writer.max_bytes, b.writer.max_bytes);
   EXPECT_EQ(a.writer.max_age_ms, b.writer.max_age_ms);
+  EXPECT_EQ(a.writer.threads, b.writer.threads);
+  EXPECT_EQ(a.writer.sink, b.writer.sink);
+  EXPECT_EQ(a.debug.fault_injection, b.debug.fault_injection);
 }
 
 // A valid value for every settable key, none of them the default.
@@ -41,10 +44,13 @@ const std::map<std::string, std::string>& ValidValues() {
       {"otlp_http.max_body_bytes", "8MiB"},
       {"otlp_http.threads", "4"},
       {"query.listen", "0.0.0.0:26686"},
-      {"queue.max_bytes", "512MiB"},
+      {"queue.max_bytes", "768MiB"},
       {"writer.max_rows", "5000"},
       {"writer.max_bytes", "32MiB"},
       {"writer.max_age_ms", "250"},
+      {"writer.threads", "4"},
+      {"writer.sink", "null"},
+      {"debug.fault_injection", "true"},
   };
   return v;
 }
@@ -81,6 +87,43 @@ void ExpectGoodSetting(const std::string& key, const std::string& value) {
   EXPECT_TRUE(st.ok()) << key << " = '" << value << "': " << st.message();
 }
 
+// The keys ToYaml prints, as dotted names.
+std::vector<std::string> KeysOf(const std::string& yaml) {
+  std::vector<std::string> keys;
+  std::string section;
+  size_t pos = 0;
+  while (pos < yaml.size()) {
+    size_t end = yaml.find('\n', pos);
+    if (end == std::string::npos) end = yaml.size();
+    const std::string line = yaml.substr(pos, end - pos);
+    pos = end + 1;
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    if (line.rfind("  ", 0) == 0) {
+      keys.push_back(section + "." + line.substr(2, colon - 2));
+    } else if (colon + 1 == line.size()) {
+      section = line.substr(0, colon);
+    } else {
+      keys.push_back(line.substr(0, colon));
+    }
+  }
+  return keys;
+}
+
+TEST(Config, EveryKeyIsSettableAndCoveredHere) {
+  const std::vector<std::string> keys = KeysOf(ToYaml(Config()));
+  ASSERT_GE(keys.size(), 10u);
+  EXPECT_EQ(keys.size(), ValidValues().size());
+  for (const std::string& key : keys) {
+    auto it = ValidValues().find(key);
+    ASSERT_NE(it, ValidValues().end()) << "key '" << key << "' has no test value";
+    Config c;
+    Status st = ApplySetting(key, it->second, &c);
+    EXPECT_TRUE(st.ok()) << key << ": " << st.message();
+    EXPECT_NE(ToYaml(c), ToYaml(Config())) << key << " = " << it->second << " is the default";
+  }
+}
+
 TEST(Config, Defaults) {
   Config c;
   EXPECT_EQ(c.data_dir, "./data");
@@ -89,10 +132,13 @@ TEST(Config, Defaults) {
   EXPECT_EQ(c.otlp_http.max_body_bytes, 20ull << 20);
   EXPECT_EQ(c.otlp_http.threads, 2);
   EXPECT_EQ(c.query.listen, "127.0.0.1:16686");
-  EXPECT_EQ(c.queue.max_bytes, 256ull << 20);
+  EXPECT_EQ(c.queue.max_bytes, 512ull << 20);
   EXPECT_EQ(c.writer.max_rows, 200000u);
   EXPECT_EQ(c.writer.max_bytes, 64ull << 20);
   EXPECT_EQ(c.writer.max_age_ms, 1000u);
+  EXPECT_EQ(c.writer.threads, 1);
+  EXPECT_EQ(c.writer.sink, "chdb");
+  EXPECT_FALSE(c.debug.fault_injection);
   EXPECT_TRUE(Validate(c).ok()) << Validate(c).message();
 }
 
@@ -107,11 +153,15 @@ otlp_http:
 query:
   listen: "0.0.0.0:26686"
 queue:
-  max_bytes: 512MiB
+  max_bytes: 768MiB
 writer:
   max_rows: 5000
   max_bytes: 32MiB
   max_age_ms: 250
+  threads: 4
+  sink: "null"
+debug:
+  fault_injection: true
 )";
   Config c;
   Status st = Apply(yaml, &c);
@@ -122,10 +172,13 @@ writer:
   EXPECT_EQ(c.otlp_http.max_body_bytes, 8ull << 20);
   EXPECT_EQ(c.otlp_http.threads, 4);
   EXPECT_EQ(c.query.listen, "0.0.0.0:26686");
-  EXPECT_EQ(c.queue.max_bytes, 512ull << 20);
+  EXPECT_EQ(c.queue.max_bytes, 768ull << 20);
   EXPECT_EQ(c.writer.max_rows, 5000u);
   EXPECT_EQ(c.writer.max_bytes, 32ull << 20);
   EXPECT_EQ(c.writer.max_age_ms, 250u);
+  EXPECT_EQ(c.writer.threads, 4);
+  EXPECT_EQ(c.writer.sink, "null");
+  EXPECT_TRUE(c.debug.fault_injection);
   EXPECT_TRUE(Validate(c).ok()) << Validate(c).message();
 
   // The same through ApplySetting, key by key.
@@ -279,6 +332,19 @@ TEST(Config, BadCounts) {
   for (const std::string v : {"0", "3600001", "1s", "-1"}) ExpectBadSetting("writer.max_age_ms", v);
   ExpectGoodSetting("writer.max_age_ms", "1");
   ExpectGoodSetting("writer.max_age_ms", "3600000");
+
+  for (const std::string v : {"0", "17", "-1", "many"}) ExpectBadSetting("writer.threads", v);
+  ExpectGoodSetting("writer.threads", "1");
+  ExpectGoodSetting("writer.threads", "16");
+
+  for (const std::string v : {"yes", "1", "TRUE", "True", "", "on"})
+    ExpectBadSetting("debug.fault_injection", v);
+  ExpectGoodSetting("debug.fault_injection", "true");
+  ExpectGoodSetting("debug.fault_injection", "false");
+
+  for (const std::string v : {"", "clickhouse", "CHDB", "none"}) ExpectBadSetting("writer.sink", v);
+  ExpectGoodSetting("writer.sink", "chdb");
+  ExpectGoodSetting("writer.sink", "null");
 }
 
 TEST(Config, SizesWithUnits) {
@@ -382,7 +448,7 @@ TEST(Config, ValidateRejectsQueueSmallerThanABody) {
 TEST(Config, ValidateAfterYaml) {
   Config c;
   ASSERT_TRUE(Apply("otlp_http:\n  max_body_bytes: 1GiB\n", &c).ok());
-  EXPECT_EQ(Validate(c).code(), StatusCode::kInvalidArgument);  // queue 256MiB < 1GiB
+  EXPECT_EQ(Validate(c).code(), StatusCode::kInvalidArgument);  // default queue < 1GiB
   ASSERT_TRUE(
       Apply("otlp_http:\n  listen: 127.0.0.1:9000\nquery:\n  listen: 127.0.0.1:9000\n", &c).ok());
   EXPECT_EQ(Validate(c).code(), StatusCode::kInvalidArgument);
@@ -421,6 +487,8 @@ TEST(Config, ToYamlRoundTripsExtremeValues) {
   ASSERT_TRUE(ApplySetting("writer.max_rows", "100000000", &c).ok());
   ASSERT_TRUE(ApplySetting("writer.max_age_ms", "3600000", &c).ok());
   ASSERT_TRUE(ApplySetting("otlp_http.threads", "64", &c).ok());
+  ASSERT_TRUE(ApplySetting("writer.threads", "16", &c).ok());
+  ASSERT_TRUE(ApplySetting("writer.sink", "null", &c).ok());  // a YAML null if unquoted
   ASSERT_TRUE(ApplySetting("data_dir", "/srv/span house/data dir", &c).ok());
   ASSERT_TRUE(ApplySetting("log_level", "off", &c).ok());
   const std::string yaml = ToYaml(c);
@@ -449,15 +517,32 @@ TEST(Config, ToYamlRoundTripsIpv6ListenAddresses) {
 // otherwise read differently (a " #" starts a comment, a leading quote or
 // '&' / '*' / '!' / '{' changes the scalar's meaning).
 TEST(Config, ToYamlRoundTripsDataDirsWithYamlSyntax) {
+  std::string failures;
   for (const std::string dir : {"/srv/spans #2", "'quoted'", "\"dq\"", "&anchor", "*alias", "!tag",
-                                "{x}", "a: b", "- item", "yes", "null", "~", "123"}) {
+                                "{x}", "a: b", "- item", "null", "~", "yes", "123", "C:\\data"}) {
     Config c;
     ASSERT_TRUE(ApplySetting("data_dir", dir, &c).ok()) << dir;
     const std::string yaml = ToYaml(c);
     Config back;
     Status st = Apply(yaml, &back);
-    EXPECT_TRUE(st.ok()) << "data_dir '" << dir << "': " << st.message();
-    EXPECT_EQ(back.data_dir, dir) << "printed as:\n" << yaml.substr(0, yaml.find('\n'));
+    if (!st.ok()) {
+      failures += "  '" + dir + "' -> error: " + st.message() + "\n";
+    } else if (back.data_dir != dir) {
+      failures += "  '" + dir + "' -> read back as '" + back.data_dir + "'\n";
+    }
+  }
+  EXPECT_TRUE(failures.empty()) << "data_dir values that do not survive ToYaml -> ApplyYaml:\n"
+                                << failures;
+}
+
+// writer.sink takes "chdb" or "null"; in YAML a plain `null` is the null
+// value, not the string, so `sink: null` as a user would write it must work.
+TEST(Config, NullSinkCanBeWrittenPlainInYaml) {
+  for (const std::string yaml : {"writer:\n  sink: null\n", "writer:\n  sink: \"null\"\n"}) {
+    Config c;
+    Status st = Apply(yaml, &c);
+    EXPECT_TRUE(st.ok()) << yaml << st.message();
+    EXPECT_EQ(c.writer.sink, "null") << yaml;
   }
 }
 

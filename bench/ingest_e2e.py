@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""End-to-end ingest benchmark: `spanhouse serve` + `spanhouse loadgen` on this machine.
+
+Runs, side by side in one invocation (these machines are noisy, so compare
+within a run):
+  1. chdb: OTLP/HTTP -> pipeline -> embedded ClickHouse, loadgen --verify
+  2. null: the same pipeline with writer.sink = null (decode, validate, queue,
+     encode; no store), to show where the CPU goes
+and prints per run: accepted spans/s, spanhouse CPU-seconds per million
+spans (user+system of the server process, chDB included), peak RSS, the RSS
+series every 5 s, 429s, and stored == accepted.
+
+Usage: bench/ingest_e2e.py [--bin build/spanhouse] [--duration 60]
+                           [--connections 4] [--writer-threads 1] [--rate 0]
+Only loopback addresses are used; every process is stopped at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
+
+
+def status_kib(pid: int, key: str) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def wait_healthy(url: str, proc: subprocess.Popen, deadline_s: float = 60) -> None:
+    end = time.time() + deadline_s
+    while time.time() < end:
+        if proc.poll() is not None:
+            raise SystemExit(f"spanhouse exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(url + "/healthz", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise SystemExit("spanhouse did not become healthy")
+
+
+def run(args, sink: str) -> dict:
+    work = tempfile.mkdtemp(prefix=f"spanhouse-bench-{sink}-")
+    otlp, query = free_port(), free_port()
+    cfg = os.path.join(work, "config.yaml")
+    with open(cfg, "w") as f:
+        f.write(f"writer:\n  sink: {sink}\n  threads: {args.writer_threads}\n")
+    log = open(os.path.join(work, "serve.log"), "w")
+    serve = subprocess.Popen(
+        [args.bin, "serve", "--config", cfg, "--data-dir", os.path.join(work, "data"),
+         "--otlp-http-listen", f"127.0.0.1:{otlp}", "--query-listen", f"127.0.0.1:{query}",
+         "--log-level", "warn"], stdout=log, stderr=log)
+    try:
+        wait_healthy(f"http://127.0.0.1:{query}", serve)
+        rss_series: list[int] = []
+        stop = threading.Event()
+
+        def sample():
+            while not stop.wait(5):
+                rss_series.append(status_kib(serve.pid, "VmRSS") // 1024)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        cpu0 = cpu_seconds(serve.pid)
+        t0 = time.time()
+        sampler.start()
+        cmd = [args.bin, "loadgen", "--endpoint", f"http://127.0.0.1:{otlp}/v1/traces",
+               "--query-endpoint", f"http://127.0.0.1:{query}",
+               "--duration", str(args.duration), "--connections", str(args.connections),
+               "--rate", str(args.rate), "--json"]
+        if sink == "chdb":
+            cmd.append("--verify")
+        lg = subprocess.run(cmd, capture_output=True, text=True)
+        stop.set()
+        cpu1 = cpu_seconds(serve.pid)
+        wall = time.time() - t0
+        report = {}
+        for line in lg.stdout.splitlines():
+            line = line.strip()
+            if line.startswith("{"):
+                report = json.loads(line)
+        if not report:
+            raise SystemExit(f"loadgen printed no JSON report (exit {lg.returncode}):\n"
+                             f"{lg.stdout[-2000:]}\n{lg.stderr[-2000:]}")
+        accepted = report.get("spans_accepted", 0)
+        return {
+            "sink": sink,
+            "loadgen_exit": lg.returncode,
+            "report": report,
+            "cpu_s": cpu1 - cpu0,
+            "wall_s": wall,
+            "cpu_s_per_m": (cpu1 - cpu0) / accepted * 1e6 if accepted else float("nan"),
+            "peak_rss_mib": status_kib(serve.pid, "VmHWM") // 1024,
+            "rss_series_mib": rss_series,
+        }
+    finally:
+        if serve.poll() is None:
+            serve.send_signal(signal.SIGTERM)
+            try:
+                serve.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                serve.kill()
+        log.close()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--bin", default=os.path.join(os.path.dirname(__file__), "..", "build",
+                                                  "spanhouse"))
+    ap.add_argument("--duration", type=int, default=60)
+    ap.add_argument("--connections", type=int, default=4)
+    ap.add_argument("--writer-threads", type=int, default=1)
+    ap.add_argument("--rate", type=int, default=0, help="spans/s, 0 = flat out")
+    args = ap.parse_args()
+
+    results = [run(args, "chdb"), run(args, "null")]
+    print(f"\n{'sink':<6} {'spans/s':>10} {'CPU-s/M spans':>14} {'peak RSS MiB':>13} "
+          f"{'429s':>6} {'p50 ms':>7} {'p99 ms':>7}  stored==accepted")
+    for r in results:
+        rep = r["report"]
+        verified = rep.get("verified")
+        print(f"{r['sink']:<6} {rep.get('spans_per_second', 0):>10.0f} {r['cpu_s_per_m']:>14.2f} "
+              f"{r['peak_rss_mib']:>13} {rep.get('rejected_429', rep.get('retried', 0)):>6} "
+              f"{rep.get('latency_p50_ms', 0):>7.1f} {rep.get('latency_p99_ms', 0):>7.1f}  "
+              f"{'n/a' if verified is None else verified}")
+    chdb, null = results
+    if null["cpu_s_per_m"] and chdb["cpu_s_per_m"]:
+        print(f"\nstore share of CPU: {1 - null['cpu_s_per_m'] / chdb['cpu_s_per_m']:.0%} "
+              f"(chdb {chdb['cpu_s_per_m']:.2f} vs null {null['cpu_s_per_m']:.2f} CPU-s/M spans)")
+    for r in results:
+        print(f"RSS every 5 s ({r['sink']}), MiB: {r['rss_series_mib']}")
+    print("\nloadgen reports:")
+    for r in results:
+        print(r["sink"], json.dumps(r["report"]))
+    ok = all(r["loadgen_exit"] == 0 for r in results)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

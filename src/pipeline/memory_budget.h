@@ -1,0 +1,87 @@
+// Memory reserved for spans between the receiver and the store.
+//
+// A receiver reserves in proportion to a request's size *before* decoding
+// it (Seastar/Redpanda habit), so a flood of large requests is refused with
+// "retry later" up front instead of being decoded and then dropped. The
+// reservation travels with the batch through the queue and is released only
+// when the writer has stored its spans: the budget bounds everything in
+// flight, not just what sits in the queue.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <utility>
+
+namespace spanhouse::pipeline {
+
+class MemoryBudget {
+ public:
+  explicit MemoryBudget(size_t limit) : limit_(limit) {}
+
+  // Takes `bytes` if they fit. A request larger than the whole budget is
+  // still let in when nothing else is reserved, or it could never be.
+  bool TryReserve(size_t bytes) {
+    size_t cur = used_.load(std::memory_order_relaxed);
+    while (true) {
+      if (cur + bytes > limit_ && cur != 0) return false;
+      if (used_.compare_exchange_weak(cur, cur + bytes, std::memory_order_acq_rel)) return true;
+    }
+  }
+  // Unconditional: for growing a reservation that is already admitted.
+  void ForceReserve(size_t bytes) { used_.fetch_add(bytes, std::memory_order_acq_rel); }
+  void Release(size_t bytes) { used_.fetch_sub(bytes, std::memory_order_acq_rel); }
+
+  size_t used() const { return used_.load(std::memory_order_relaxed); }
+  size_t limit() const { return limit_; }
+
+ private:
+  const size_t limit_;
+  std::atomic<size_t> used_{0};
+};
+
+// Owns `bytes` of a budget until destroyed or released; movable.
+class Reservation {
+ public:
+  Reservation() = default;
+  Reservation(MemoryBudget* budget, size_t bytes) : budget_(budget), bytes_(bytes) {}
+  Reservation(Reservation&& o) noexcept
+      : budget_(std::exchange(o.budget_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+  Reservation& operator=(Reservation&& o) noexcept {
+    if (this != &o) {
+      Reset();
+      budget_ = std::exchange(o.budget_, nullptr);
+      bytes_ = std::exchange(o.bytes_, 0);
+    }
+    return *this;
+  }
+  Reservation(const Reservation&) = delete;
+  Reservation& operator=(const Reservation&) = delete;
+  ~Reservation() { Reset(); }
+
+  // Grows or shrinks the reservation to `bytes` (growth is not refused:
+  // the request was admitted on its estimate).
+  void Resize(size_t bytes) {
+    if (budget_ == nullptr) return;
+    if (bytes > bytes_) budget_->ForceReserve(bytes - bytes_);
+    if (bytes < bytes_) budget_->Release(bytes_ - bytes);
+    bytes_ = bytes;
+  }
+  // Splits `bytes` off into a reservation of its own.
+  Reservation Split(size_t bytes) {
+    if (bytes > bytes_) bytes = bytes_;
+    bytes_ -= bytes;
+    return Reservation(budget_, bytes);
+  }
+  void Reset() {
+    if (budget_ != nullptr && bytes_ != 0) budget_->Release(bytes_);
+    budget_ = nullptr;
+    bytes_ = 0;
+  }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  MemoryBudget* budget_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+}  // namespace spanhouse::pipeline

@@ -1,0 +1,38 @@
+// Per-sink queue sharded by trace id (the case study's queues "keyed by
+// TraceId"): all spans of a trace go to one shard, so one writer sees a whole
+// trace and an insert keeps a trace's spans together.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "pipeline/memory_budget.h"
+#include "pipeline/queue/span_queue.h"
+
+namespace spanhouse::pipeline {
+
+// The shard of a trace id among `shards` (stable across restarts).
+size_t ShardOf(const TraceId& id, size_t shards);
+
+class ShardedQueue {
+ public:
+  ShardedQueue(size_t shards, size_t max_bytes_per_shard);
+
+  size_t shards() const { return shards_.size(); }
+  SpanQueue& shard(size_t i) { return *shards_[i]; }
+
+  // Splits `batch` by trace id and queues each part with its share of
+  // `reservation`. What bounds the pipeline is the memory budget behind the
+  // reservation, checked before decoding; give each shard a bound no smaller
+  // than the budget, so a shard never refuses a part. Close() comes only
+  // after the receivers have stopped. So in service every part is queued.
+  SpanQueue::PushResult Push(std::unique_ptr<SpanBatch> batch, Reservation reservation);
+
+  void Close();
+  size_t bytes() const;
+
+ private:
+  std::vector<std::unique_ptr<SpanQueue>> shards_;
+};
+
+}  // namespace spanhouse::pipeline

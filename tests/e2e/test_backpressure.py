@@ -1,0 +1,104 @@
+"""Back-pressure: a slowed sink makes spanhouse answer 429 + Retry-After, the
+real OpenTelemetry SDK exporter retries, and once the sink recovers every
+span the SDK reports as exported is stored exactly once."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+import uuid
+
+import requests
+
+from conftest import E2E_DIR, clean_env
+
+
+def metric(sh, name: str, labels: str = "") -> float:
+    text = requests.get(f"{sh.query_url}/metrics", timeout=10).text
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name) and labels in line and not line.startswith("#"):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def test_slow_sink_gives_429_sdk_retries_nothing_lost_or_doubled(spanhouse_factory, tmp_path):
+    cfg = tmp_path / "bp.yaml"
+    cfg.write_text(
+        "otlp_http:\n  max_body_bytes: 1MiB\n"
+        "queue:\n  max_bytes: 2MiB\n"
+        "writer:\n  max_rows: 1000\n  max_age_ms: 100\n"
+        "debug:\n  fault_injection: true\n")
+    sh = spanhouse_factory("bp", config=cfg)
+
+    r = requests.post(f"{sh.query_url}/debug/sink?insert_delay_ms=1500", timeout=10)
+    assert r.status_code == 200, r.text
+
+    run_id = uuid.uuid4().hex
+    n_spans = 12000
+    flood = subprocess.Popen(
+        [sys.executable, str(E2E_DIR / "sdk_flood.py"), "--endpoint", sh.traces_url,
+         "--spans", str(n_spans), "--run-id", run_id],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env())
+    try:
+        # Wait until spanhouse has refused with 429 at least once, then let the sink recover.
+        deadline = time.time() + 90
+        while metric(sh, "spanhouse_receiver_rejected_requests_total", 'reason="memory_limit"') == 0:
+            assert flood.poll() is None or time.time() < deadline, "the flood ended without any 429"
+            assert time.time() < deadline, "no 429 within 90 s\n" + sh.diagnostics()
+            time.sleep(0.2)
+        r = requests.post(f"{sh.query_url}/debug/sink?insert_delay_ms=0", timeout=10)
+        assert r.status_code == 200, r.text
+        out, err = flood.communicate(timeout=300)
+    finally:
+        if flood.poll() is None:
+            flood.kill()
+    assert flood.returncode == 0, err[-4000:]
+    result = json.loads(out)
+    exported = result["exported"]
+    assert result["failed"] == 0, f"the SDK gave up on {result['failed']} spans\n{err[-3000:]}"
+    assert len(exported) == len(set(exported)) == n_spans + n_spans // 10
+
+    # Every exported span stored, none twice: the count of this run's spans
+    # settles at exactly the number exported.
+    deadline = time.time() + 60
+    count = -1
+    while time.time() < deadline:
+        count = requests.get(f"{sh.query_url}/api/spans/count",
+                             params={"resource_attr": "flood.run_id", "value": run_id},
+                             timeout=30).json()["count"]
+        if count >= len(exported):
+            break
+        time.sleep(0.5)
+    assert count == len(exported), f"stored {count}, exported {len(exported)}"
+    rejected = metric(sh, "spanhouse_receiver_rejected_requests_total", 'reason="memory_limit"')
+    assert rejected > 0
+    assert metric(sh, "spanhouse_sink_rows_lost_total") == 0
+
+
+def test_429_carries_retry_after(spanhouse_factory, tmp_path):
+    cfg = tmp_path / "full.yaml"
+    cfg.write_text("otlp_http:\n  max_body_bytes: 1MiB\nqueue:\n  max_bytes: 1MiB\n"
+                   "writer:\n  max_age_ms: 60000\n  max_rows: 100000000\n")
+    sh = spanhouse_factory("full", config=cfg)
+    # Spans pile up in the writer (it waits a minute before inserting) until
+    # the 1 MiB budget is spent.
+    saw_429 = None
+    for i in range(400):
+        spans = ",".join(
+            '{"traceId":"%032x","spanId":"%016x","name":"%s"}' % (i * 1000 + k + 1, i * 1000 + k + 1,
+                                                                  "n" * 100)
+            for k in range(50))
+        body = '{"resourceSpans":[{"scopeSpans":[{"spans":[%s]}]}]}' % spans
+        r = requests.post(sh.traces_url, data=body, headers={"Content-Type": "application/json"},
+                          timeout=10)
+        if r.status_code == 429:
+            saw_429 = r
+            break
+        assert r.status_code == 200, r.text
+    assert saw_429 is not None, "the budget never filled"
+    assert saw_429.headers.get("Retry-After") == "1"
+    assert re.search(r"memory limit", saw_429.json()["message"])

@@ -1,0 +1,584 @@
+// Tests for the OTLP/HTTP receiver's request handler, called directly (no
+// socket; the receiver is never started): routing, media types and content
+// codings, size limits before and after decompression, the error bodies the
+// OTLP/HTTP specification asks for (google.rpc.Status in the request's
+// encoding), back-pressure answers from the queue, and the stats counters.
+#include <gtest/gtest.h>
+#include <simdjson.h>
+#include <zlib.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "model/span_batch.h"
+#include "net/http_server.h"
+#include "pipeline/memory_budget.h"
+#include "pipeline/queue/sharded_queue.h"
+#include "pipeline/queue/span_queue.h"
+#include "receivers/otlp_http/otlp_http_receiver.h"
+
+namespace spanhouse::receivers {
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr std::string_view kTraceHex = "5b8efff798038103d269b633813fc60c";
+constexpr std::string_view kSpanHex = "eee19b7ec3c1b174";
+
+// ---- payloads ----
+
+std::string JsonRequest(std::string_view trace_hex = kTraceHex, std::string_view name = "x") {
+  return "{\"resourceSpans\":[{\"scopeSpans\":[{\"spans\":[{\"traceId\":\"" +
+         std::string(trace_hex) + "\",\"spanId\":\"" + std::string(kSpanHex) + "\",\"name\":\"" +
+         std::string(name) + "\"}]}]}]}";
+}
+
+// A tiny protobuf writer: just what ExportTraceServiceRequest needs.
+void PutVarint(std::string& out, uint64_t v) {
+  while (v >= 0x80) {
+    out.push_back(static_cast<char>(v | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<char>(v));
+}
+std::string LenField(uint32_t field, std::string_view payload) {
+  std::string out;
+  PutVarint(out, field << 3 | 2);
+  PutVarint(out, payload.size());
+  out.append(payload);
+  return out;
+}
+std::string Unhex(std::string_view hex) {
+  std::string out(hex.size() / 2, '\0');
+  EXPECT_TRUE(FromHex(hex, reinterpret_cast<uint8_t*>(out.data()), out.size()));
+  return out;
+}
+
+// ExportTraceServiceRequest{resource_spans{scope_spans{spans: n x Span}}}.
+std::string ProtoRequest(std::string_view trace_hex = kTraceHex, int spans = 1) {
+  std::string scope_spans;
+  for (int i = 0; i < spans; ++i) {
+    // Span{trace_id = 1, span_id = 2, name = 5}
+    std::string span = LenField(1, Unhex(trace_hex)) + LenField(2, Unhex(kSpanHex)) +
+                       LenField(5, "span-" + std::to_string(i));
+    scope_spans += LenField(2, span);  // ScopeSpans.spans = 2
+  }
+  std::string resource_spans = LenField(2, scope_spans);  // ResourceSpans.scope_spans = 2
+  return LenField(1, resource_spans);  // ExportTraceServiceRequest.resource_spans = 1
+}
+
+std::string Gzip(std::string_view in) {
+  z_stream zs{};
+  EXPECT_EQ(deflateInit2(&zs, Z_BEST_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY),
+            Z_OK);
+  std::string out(deflateBound(&zs, static_cast<uLong>(in.size())) + 64, '\0');
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  zs.avail_in = static_cast<uInt>(in.size());
+  zs.next_out = reinterpret_cast<Bytef*>(out.data());
+  zs.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
+  out.resize(zs.total_out);
+  deflateEnd(&zs);
+  return out;
+}
+
+// A JSON request padded with trailing whitespace to exactly `size` bytes.
+std::string JsonRequestOfSize(size_t size) {
+  std::string body = JsonRequest();
+  EXPECT_LE(body.size(), size);
+  body.resize(size, ' ');
+  return body;
+}
+
+constexpr std::string_view kJson = "application/json";
+constexpr std::string_view kJsonUtf8 = "application/json; charset=utf-8";
+constexpr std::string_view kProto = "application/x-protobuf";
+
+net::HttpRequest Post(std::string_view content_type, std::string body,
+                      std::string_view encoding = "") {
+  net::HttpRequest r;
+  r.method = "POST";
+  r.target = "/v1/traces";
+  r.content_type = std::string(content_type);
+  r.content_encoding = std::string(encoding);
+  r.body = std::move(body);
+  return r;
+}
+
+// ---- reading answers ----
+
+std::optional<std::string> Header(const net::HttpResponse& resp, std::string_view name) {
+  for (const auto& [k, v] : resp.headers)
+    if (k == name) return v;
+  return std::nullopt;
+}
+
+struct RpcStatus {
+  int64_t code = -1;
+  std::string message;
+};
+
+// google.rpc.Status as JSON: {"code":N,"message":"..."}.
+std::optional<RpcStatus> JsonRpcStatus(const std::string& body) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element root;
+  if (parser.parse(body).get(root) != simdjson::SUCCESS) return std::nullopt;
+  RpcStatus st;
+  std::string_view msg;
+  if (root["code"].get_int64().get(st.code) != simdjson::SUCCESS) return std::nullopt;
+  if (root["message"].get_string().get(msg) != simdjson::SUCCESS) return std::nullopt;
+  st.message = std::string(msg);
+  return st;
+}
+
+// google.rpc.Status as protobuf: {int32 code = 1; string message = 2;}.
+std::optional<RpcStatus> ProtoRpcStatus(const std::string& body) {
+  RpcStatus st;
+  size_t i = 0;
+  auto varint = [&](uint64_t* v) {
+    *v = 0;
+    for (int shift = 0; i < body.size() && shift < 64; shift += 7) {
+      auto c = static_cast<uint8_t>(body[i++]);
+      *v |= static_cast<uint64_t>(c & 0x7f) << shift;
+      if (!(c & 0x80)) return true;
+    }
+    return false;
+  };
+  while (i < body.size()) {
+    uint64_t tag = 0;
+    uint64_t v = 0;
+    if (!varint(&tag)) return std::nullopt;
+    if (tag == 0x08) {
+      if (!varint(&v)) return std::nullopt;
+      st.code = static_cast<int64_t>(v);
+    } else if (tag == 0x12) {
+      if (!varint(&v) || v > body.size() - i) return std::nullopt;
+      st.message = body.substr(i, v);
+      i += v;
+    } else {
+      return std::nullopt;
+    }
+  }
+  return st;
+}
+
+void ExpectJsonRpcError(const net::HttpResponse& resp, int http, int64_t rpc) {
+  EXPECT_EQ(resp.status, http) << resp.body;
+  EXPECT_EQ(resp.content_type, "application/json");
+  auto st = JsonRpcStatus(resp.body);
+  ASSERT_TRUE(st.has_value()) << "not a google.rpc.Status JSON body: " << resp.body;
+  EXPECT_EQ(st->code, rpc) << resp.body;
+  EXPECT_FALSE(st->message.empty());
+}
+
+void ExpectProtoRpcError(const net::HttpResponse& resp, int http, int64_t rpc) {
+  EXPECT_EQ(resp.status, http) << resp.body;
+  EXPECT_EQ(resp.content_type, "application/x-protobuf");
+  auto st = ProtoRpcStatus(resp.body);
+  ASSERT_TRUE(st.has_value()) << "not a google.rpc.Status protobuf body";
+  EXPECT_EQ(st->code, rpc);
+  EXPECT_FALSE(st->message.empty());
+}
+
+std::string TraceHexOf(const SpanBatch& b, size_t i) {
+  return ToHex(b.spans.trace_id[i]);
+}
+
+// A receiver on a one-shard queue and a memory budget, never started.
+// `queue` is that one shard, where every accepted batch lands.
+struct Fixture {
+  explicit Fixture(size_t max_body_bytes = 1 << 20, size_t queue_bytes = 64 << 20,
+                   size_t budget_bytes = 1ull << 30)
+      : sharded(1, queue_bytes),
+        budget(budget_bytes),
+        receiver(Options(max_body_bytes), sharded, budget),
+        queue(sharded.shard(0)) {}
+  static OtlpHttpOptions Options(size_t max_body_bytes) {
+    OtlpHttpOptions o;
+    o.address = "127.0.0.1:0";
+    o.max_body_bytes = max_body_bytes;
+    o.threads = 1;
+    return o;
+  }
+  net::HttpResponse Do(const net::HttpRequest& req) {
+    net::HttpResponse resp;
+    receiver.Handle(req, resp);
+    return resp;
+  }
+  pipeline::ShardedQueue sharded;
+  pipeline::MemoryBudget budget;
+  OtlpHttpReceiver receiver;
+  pipeline::SpanQueue& queue;
+};
+
+// ---- routing ----
+
+TEST(OtlpHttpReceiver, OtherPathsAre404) {
+  Fixture f;
+  for (const char* target : {"/", "/v1/metrics", "/v1/logs", "/v1/traces/", "/v1/tracesx",
+                             "/v1/Traces", "/api/traces/abc", ""}) {
+    net::HttpRequest req = Post(kJson, JsonRequest());
+    req.target = target;
+    net::HttpResponse resp = f.Do(req);
+    EXPECT_EQ(resp.status, 404) << "'" << target << "'";
+  }
+  EXPECT_EQ(f.receiver.stats().requests, 8u);
+  EXPECT_EQ(f.receiver.stats().spans_accepted, 0u);
+  EXPECT_FALSE(f.queue.Pop(milliseconds(0)).has_value());
+}
+
+TEST(OtlpHttpReceiver, QueryStringIsIgnored) {
+  Fixture f;
+  net::HttpRequest req = Post(kJson, JsonRequest());
+  req.target = "/v1/traces?tenant=a";
+  EXPECT_EQ(f.Do(req).status, 200);
+}
+
+TEST(OtlpHttpReceiver, NonPostIs405WithAllow) {
+  Fixture f;
+  for (const char* method : {"GET", "PUT", "DELETE", "HEAD", "post"}) {
+    net::HttpRequest req = Post(kJson, JsonRequest());
+    req.method = method;
+    net::HttpResponse resp = f.Do(req);
+    EXPECT_EQ(resp.status, 405) << method;
+    EXPECT_EQ(Header(resp, "Allow"), std::optional<std::string>("POST")) << method;
+  }
+  EXPECT_EQ(f.receiver.stats().spans_accepted, 0u);
+}
+
+// ---- media types and content codings ----
+
+TEST(OtlpHttpReceiver, UnsupportedContentTypeIs415) {
+  Fixture f;
+  for (const char* ct : {"text/plain", "", "application/grpc", "application/jsonx",
+                         "application/x-protobufx", "json", "multipart/form-data"}) {
+    net::HttpResponse resp = f.Do(Post(ct, JsonRequest()));
+    EXPECT_EQ(resp.status, 415) << "'" << ct << "'";
+    EXPECT_NE(resp.body.find("application/x-protobuf"), std::string::npos) << resp.body;
+  }
+  EXPECT_EQ(f.receiver.stats().rejected_media_type, 7u);
+  EXPECT_EQ(f.receiver.stats().requests, 7u);
+  EXPECT_FALSE(f.queue.Pop(milliseconds(0)).has_value());
+}
+
+TEST(OtlpHttpReceiver, ContentTypeParametersAndAliasesAreAccepted) {
+  Fixture f;
+  for (const char* ct : {"application/json; charset=utf-8", "application/json;charset=UTF-8",
+                         "application/json ", "application/json ; charset=utf-8"}) {
+    EXPECT_EQ(f.Do(Post(ct, JsonRequest())).status, 200) << "'" << ct << "'";
+  }
+  for (const char* ct : {"application/x-protobuf", "application/protobuf",
+                         "application/x-protobuf; proto=opentelemetry"}) {
+    EXPECT_EQ(f.Do(Post(ct, ProtoRequest())).status, 200) << "'" << ct << "'";
+  }
+}
+
+TEST(OtlpHttpReceiver, UnsupportedContentEncodingIs415) {
+  Fixture f;
+  net::HttpResponse resp = f.Do(Post(kJson, JsonRequest(), "br"));
+  ExpectJsonRpcError(resp, 415, 3);
+  EXPECT_NE(resp.body.find("br"), std::string::npos) << resp.body;
+  resp = f.Do(Post(kProto, ProtoRequest(), "br"));
+  ExpectProtoRpcError(resp, 415, 3);
+  EXPECT_EQ(f.receiver.stats().rejected_media_type, 2u);
+  EXPECT_EQ(f.receiver.stats().rejected_malformed, 0u);
+}
+
+TEST(OtlpHttpReceiver, IdentityContentEncodingIsPlain) {
+  Fixture f;
+  EXPECT_EQ(f.Do(Post(kJson, JsonRequest(), "identity")).status, 200);
+}
+
+TEST(OtlpHttpReceiver, GzipBodiesAreDecoded) {
+  Fixture f;
+  net::HttpResponse resp = f.Do(Post(kJson, Gzip(JsonRequest()), "gzip"));
+  EXPECT_EQ(resp.status, 200) << resp.body;
+  resp = f.Do(Post(kProto, Gzip(ProtoRequest()), "gzip"));
+  EXPECT_EQ(resp.status, 200) << resp.body;
+  EXPECT_EQ(f.receiver.stats().spans_accepted, 2u);
+}
+
+TEST(OtlpHttpReceiver, CorruptGzipIs400) {
+  Fixture f;
+  std::string gz = Gzip(JsonRequest());
+  ExpectJsonRpcError(f.Do(Post(kJson, gz.substr(0, gz.size() / 2), "gzip")), 400, 3);
+  ExpectProtoRpcError(f.Do(Post(kProto, "not gzip", "gzip")), 400, 3);
+  EXPECT_EQ(f.receiver.stats().rejected_malformed, 2u);
+}
+
+// RFC 9110: media type and subtype (8.3.1) and content codings (8.4.1) are
+// case-insensitive; the Collector's receiver (Go's mime.ParseMediaType)
+// accepts "Application/JSON".
+TEST(OtlpHttpReceiver, MediaTypeAndContentCodingAreCaseInsensitive) {
+  Fixture f;
+  EXPECT_EQ(f.Do(Post("Application/JSON", JsonRequest())).status, 200);
+  EXPECT_EQ(f.Do(Post("application/X-Protobuf", ProtoRequest())).status, 200);
+  EXPECT_EQ(f.Do(Post(kJson, Gzip(JsonRequest()), "GZIP")).status, 200);
+}
+
+// ---- bad payloads ----
+
+TEST(OtlpHttpReceiver, BadJsonIs400WithJsonRpcStatus) {
+  Fixture f;
+  for (const std::string& body :
+       {std::string("{not json"), std::string(""), std::string("[]"),
+        std::string("{\"resourceSpans\":[{\"scopeSpans\":[{\"spans\":[{\"traceId\":\"zz\"}]}]}]}"),
+        JsonRequest("0123")}) {
+    net::HttpResponse resp = f.Do(Post(kJson, body));
+    ExpectJsonRpcError(resp, 400, 3);
+    EXPECT_EQ(resp.body.rfind("{\"code\":3,\"message\":", 0), 0u) << resp.body;
+  }
+  EXPECT_EQ(f.receiver.stats().rejected_malformed, 5u);
+  EXPECT_EQ(f.receiver.stats().spans_accepted, 0u);
+  EXPECT_FALSE(f.queue.Pop(milliseconds(0)).has_value());
+}
+
+TEST(OtlpHttpReceiver, ErrorMessageIsEscapedInTheJsonBody) {
+  // The unsupported-encoding message quotes the header; the body must stay
+  // valid JSON and carry the text unchanged.
+  Fixture f;
+  const std::string enc = "x\"y\t\\z";  // inner tab: outer whitespace is not part of a header value
+  net::HttpResponse resp = f.Do(Post(kJsonUtf8, JsonRequest(), enc));
+  ExpectJsonRpcError(resp, 415, 3);
+  auto st = JsonRpcStatus(resp.body);
+  ASSERT_TRUE(st.has_value());
+  EXPECT_NE(st->message.find(enc), std::string::npos) << resp.body;
+}
+
+TEST(OtlpHttpReceiver, BadProtobufIs400WithProtoRpcStatus) {
+  Fixture f;
+  const std::string good = ProtoRequest();
+  for (const std::string& body : {std::string("\x0a\xff\xff\xff\x0f", 5),  // length past the end
+                                  good.substr(0, good.size() - 3),         // truncated
+                                  std::string("\x0f", 1),                  // wire type 7
+                                  ProtoRequest("0102")}) {                 // 2-byte trace id
+    net::HttpResponse resp = f.Do(Post(kProto, body));
+    ExpectProtoRpcError(resp, 400, 3);
+    ASSERT_GE(resp.body.size(), 3u);
+    EXPECT_EQ(resp.body.substr(0, 3), std::string("\x08\x03\x12", 3));
+  }
+  EXPECT_EQ(f.receiver.stats().rejected_malformed, 4u);
+  EXPECT_FALSE(f.queue.Pop(milliseconds(0)).has_value());
+}
+
+// ---- size limits ----
+
+TEST(OtlpHttpReceiver, PlainBodyOverLimitIs413) {
+  constexpr size_t kMax = 1024;
+  Fixture f(kMax);
+  net::HttpResponse resp = f.Do(Post(kJson, JsonRequestOfSize(kMax)));
+  EXPECT_EQ(resp.status, 200) << resp.body;  // exactly at the limit
+  resp = f.Do(Post(kJson, JsonRequestOfSize(kMax + 1)));
+  ExpectJsonRpcError(resp, 413, 3);
+  std::string proto = ProtoRequest();
+  proto.resize(kMax + 1, '\0');  // padding is irrelevant: the size is checked first
+  ExpectProtoRpcError(f.Do(Post(kProto, proto)), 413, 3);
+  resp = f.Do(Post(kJson, JsonRequestOfSize(kMax + 1), "identity"));
+  EXPECT_EQ(resp.status, 413);
+  EXPECT_EQ(f.receiver.stats().rejected_too_large, 3u);
+  EXPECT_EQ(f.receiver.stats().spans_accepted, 1u);
+}
+
+TEST(OtlpHttpReceiver, GzipBodyOverLimitAfterDecompressionIs413) {
+  constexpr size_t kMax = 1024;
+  Fixture f(kMax);
+  // Small on the wire, over the limit once inflated.
+  const std::string gz = Gzip(JsonRequestOfSize(64 * 1024));
+  ASSERT_LT(gz.size(), kMax);
+  ExpectJsonRpcError(f.Do(Post(kJson, gz, "gzip")), 413, 3);
+  std::string proto = ProtoRequest(kTraceHex, 100);
+  ASSERT_GT(proto.size(), kMax);
+  const std::string pgz = Gzip(proto);
+  ASSERT_LT(pgz.size(), kMax);
+  ExpectProtoRpcError(f.Do(Post(kProto, pgz, "gzip")), 413, 3);
+  // Exactly at the limit once inflated is fine.
+  EXPECT_EQ(f.Do(Post(kJson, Gzip(JsonRequestOfSize(kMax)), "gzip")).status, 200);
+  EXPECT_EQ(f.receiver.stats().rejected_too_large, 2u);
+  EXPECT_EQ(f.receiver.stats().rejected_malformed, 0u);
+}
+
+// ---- success ----
+
+TEST(OtlpHttpReceiver, ValidJsonIs200WithEmptyObjectAndQueuesTheSpans) {
+  Fixture f;
+  net::HttpResponse resp = f.Do(Post(kJsonUtf8, JsonRequest(kTraceHex, "checkout")));
+  EXPECT_EQ(resp.status, 200);
+  EXPECT_EQ(resp.content_type, "application/json");
+  EXPECT_EQ(resp.body, "{}");
+  EXPECT_EQ(f.receiver.stats().spans_accepted, 1u);
+  EXPECT_EQ(f.receiver.stats().requests, 1u);
+
+  auto got = f.queue.Pop(milliseconds(100));
+  ASSERT_TRUE(got.has_value());
+  ASSERT_EQ(got->batch->span_count(), 1u);
+  EXPECT_EQ(TraceHexOf(*got->batch, 0), kTraceHex);
+  EXPECT_EQ(ToHex(got->batch->spans.span_id[0]), kSpanHex);
+  EXPECT_EQ(got->batch->Str(got->batch->spans.name[0]), "checkout");
+  EXPECT_FALSE(f.queue.Pop(milliseconds(0)).has_value());
+}
+
+TEST(OtlpHttpReceiver, ValidProtobufIs200WithEmptyBodyAndQueuesTheSpans) {
+  Fixture f;
+  const std::string other = "0af7651916cd43dd8448eb211c80319c";
+  net::HttpResponse resp = f.Do(Post(kProto, ProtoRequest(other, 3)));
+  EXPECT_EQ(resp.status, 200);
+  EXPECT_EQ(resp.content_type, "application/x-protobuf");
+  EXPECT_TRUE(resp.body.empty());
+  EXPECT_EQ(f.receiver.stats().spans_accepted, 3u);
+
+  auto got = f.queue.Pop(milliseconds(100));
+  ASSERT_TRUE(got.has_value());
+  ASSERT_EQ(got->batch->span_count(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(TraceHexOf(*got->batch, i), other);
+    EXPECT_EQ(got->batch->Str(got->batch->spans.name[i]), "span-" + std::to_string(i));
+  }
+}
+
+TEST(OtlpHttpReceiver, EmptyRequestIs200AndQueuesNothing) {
+  Fixture f;
+  EXPECT_EQ(f.Do(Post(kJson, "{}")).status, 200);
+  EXPECT_EQ(f.Do(Post(kJson, "{\"resourceSpans\":[]}")).status, 200);
+  EXPECT_EQ(f.Do(Post(kProto, "")).status, 200);
+  EXPECT_FALSE(f.queue.Pop(milliseconds(0)).has_value());
+  EXPECT_EQ(f.receiver.stats().spans_accepted, 0u);
+  EXPECT_EQ(f.receiver.stats().requests, 3u);
+}
+
+TEST(OtlpHttpReceiver, RequestsQueueInOrder) {
+  Fixture f;
+  const std::string a = "00000000000000000000000000000001";
+  const std::string b = "00000000000000000000000000000002";
+  ASSERT_EQ(f.Do(Post(kJson, JsonRequest(a))).status, 200);
+  ASSERT_EQ(f.Do(Post(kProto, ProtoRequest(b))).status, 200);
+  auto first = f.queue.Pop(milliseconds(100));
+  auto second = f.queue.Pop(milliseconds(100));
+  ASSERT_TRUE(first && second);
+  EXPECT_EQ(TraceHexOf(*first->batch, 0), a);
+  EXPECT_EQ(TraceHexOf(*second->batch, 0), b);
+}
+
+// ---- back-pressure ----
+
+TEST(OtlpHttpReceiver, FullQueueIs429WithRetryAfter) {
+  Fixture f(1 << 20, /*queue_bytes=*/1);  // the first batch fills it
+  ASSERT_EQ(f.Do(Post(kJson, JsonRequest())).status, 200);
+  ASSERT_GT(f.queue.bytes(), f.queue.max_bytes());
+
+  net::HttpResponse resp = f.Do(Post(kJson, JsonRequest()));
+  ExpectJsonRpcError(resp, 429, 8);
+  EXPECT_EQ(Header(resp, "Retry-After"), std::optional<std::string>("1"));
+  resp = f.Do(Post(kProto, ProtoRequest()));
+  ExpectProtoRpcError(resp, 429, 8);
+  EXPECT_EQ(Header(resp, "Retry-After"), std::optional<std::string>("1"));
+  EXPECT_EQ(f.receiver.stats().rejected_queue_full, 2u);
+  EXPECT_EQ(f.receiver.stats().spans_accepted, 1u);
+
+  // An empty request needs no room.
+  EXPECT_EQ(f.Do(Post(kJson, "{}")).status, 200);
+
+  // Once the writer drains the queue, requests go through again.
+  ASSERT_TRUE(f.queue.Pop(milliseconds(100)).has_value());
+  EXPECT_EQ(f.Do(Post(kJson, JsonRequest())).status, 200);
+  EXPECT_EQ(f.receiver.stats().spans_accepted, 2u);
+}
+
+TEST(OtlpHttpReceiver, ClosedQueueIs503WithRetryAfter) {
+  Fixture f;
+  f.sharded.Close();
+  net::HttpResponse resp = f.Do(Post(kJson, JsonRequest()));
+  ExpectJsonRpcError(resp, 503, 14);
+  auto retry = Header(resp, "Retry-After");
+  ASSERT_TRUE(retry.has_value());
+  EXPECT_GT(std::stoi(*retry), 0);
+  resp = f.Do(Post(kProto, ProtoRequest()));
+  ExpectProtoRpcError(resp, 503, 14);
+  EXPECT_TRUE(Header(resp, "Retry-After").has_value());
+  EXPECT_EQ(f.receiver.stats().rejected_shutting_down, 2u);
+  EXPECT_EQ(f.receiver.stats().spans_accepted, 0u);
+  EXPECT_TRUE(f.queue.closed_and_empty());
+}
+
+TEST(OtlpHttpReceiver, MemoryBudgetExhaustedIs429BeforeDecoding) {
+  constexpr size_t kBudget = 4096;
+  Fixture f(1 << 20, 64 << 20, kBudget);
+  // Something else holds part of the budget: a request whose estimate (twice
+  // its body) does not fit is refused before it is even decoded.
+  ASSERT_TRUE(f.budget.TryReserve(100));
+  const std::string big = JsonRequestOfSize(kBudget);  // estimate 2 x 4096 > budget
+  net::HttpResponse resp = f.Do(Post(kJson, big));
+  ExpectJsonRpcError(resp, 429, 8);
+  EXPECT_EQ(Header(resp, "Retry-After"), std::optional<std::string>("1"));
+  resp = f.Do(Post(kProto, std::string(kBudget, '\xff')));  // garbage: not decoded
+  ExpectProtoRpcError(resp, 429, 8);
+  EXPECT_EQ(f.receiver.stats().rejected_malformed, 0u);
+  EXPECT_EQ(f.budget.used(), 100u);  // refusals hold nothing
+
+  // With the budget free, a request larger than all of it is still let in.
+  f.budget.Release(100);
+  EXPECT_EQ(f.Do(Post(kJson, big)).status, 200);
+  EXPECT_EQ(f.receiver.stats().rejected_queue_full, 2u);
+}
+
+TEST(OtlpHttpReceiver, ReservationFollowsTheBatchAndIsReleasedOnRejection) {
+  Fixture f(2048);
+  // Rejected requests give back what they reserved.
+  f.Do(Post(kJson, "{bad"));
+  f.Do(Post(kProto, "\x0f"));
+  f.Do(Post(kJson, JsonRequestOfSize(4096)));
+  f.Do(Post(kJson, Gzip(JsonRequestOfSize(8192)), "gzip"));
+  f.Do(Post(kJson, "x", "br"));
+  f.Do(Post(kJson, "{}"));
+  EXPECT_EQ(f.budget.used(), 0u);
+
+  // An accepted batch holds its decoded size until the writer drops it.
+  ASSERT_EQ(f.Do(Post(kJson, Gzip(JsonRequest()), "gzip")).status, 200);
+  {
+    auto got = f.queue.Pop(milliseconds(100));
+    ASSERT_TRUE(got.has_value());
+    EXPECT_EQ(got->reservation.bytes(), got->batch->MemoryBytes());
+    EXPECT_EQ(f.budget.used(), got->batch->MemoryBytes());
+  }
+  EXPECT_EQ(f.budget.used(), 0u);
+
+  // So does a batch the queue refused.
+  f.sharded.Close();
+  EXPECT_EQ(f.Do(Post(kJson, JsonRequest())).status, 503);
+  EXPECT_EQ(f.budget.used(), 0u);
+}
+
+// ---- counters ----
+
+TEST(OtlpHttpReceiver, StatsCountEveryOutcome) {
+  Fixture f(1024, /*queue_bytes=*/1);
+  f.Do(Post(kJson, JsonRequest()));                // accepted, fills the queue
+  f.Do(Post(kProto, ProtoRequest(kTraceHex, 2)));  // queue full
+  f.Do(Post("text/plain", "x"));                   // media type
+  f.Do(Post(kJson, "{", "zstd"));                  // malformed (zstd)
+  f.Do(Post(kJson, "{"));                          // malformed (json)
+  f.Do(Post(kJson, JsonRequestOfSize(2000)));      // too large
+  ASSERT_TRUE(f.queue.Pop(milliseconds(100)).has_value());
+  f.Do(Post(kProto, ProtoRequest(kTraceHex, 4)));  // accepted
+  f.sharded.Close();
+  f.Do(Post(kJson, JsonRequest()));  // shutting down
+  net::HttpRequest get = Post(kJson, "");
+  get.method = "GET";
+  f.Do(get);  // 405: counted as a request only
+  const OtlpHttpStats& s = f.receiver.stats();
+  EXPECT_EQ(s.requests, 9u);
+  EXPECT_EQ(s.requests_accepted, 2u);
+  EXPECT_EQ(s.spans_accepted, 5u);
+  EXPECT_EQ(s.rejected_queue_full, 1u);
+  EXPECT_EQ(s.rejected_media_type, 1u);
+  EXPECT_EQ(s.rejected_malformed, 2u);
+  EXPECT_EQ(s.rejected_too_large, 1u);
+  EXPECT_EQ(s.rejected_shutting_down, 1u);
+}
+
+}  // namespace
+}  // namespace spanhouse::receivers
