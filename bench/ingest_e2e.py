@@ -147,9 +147,11 @@ def main() -> int:
           f"{'429s':>6} {'p50 ms':>7} {'p99 ms':>7}  stored==accepted")
     for r in results:
         rep = r["report"]
-        verified = rep.get("verified")
-        print(f"{r['sink']:<6} {rep.get('spans_per_second', 0):>10.0f} {r['cpu_s_per_m']:>14.2f} "
-              f"{r['peak_rss_mib']:>13} {rep.get('rejected_429', rep.get('retried', 0)):>6} "
+        verify = rep.get("verify")
+        verified = None if verify is None else (
+            f"{verify['stored']} == {rep['spans_accepted']}: {'yes' if verify['ok'] else 'NO'}")
+        print(f"{r['sink']:<6} {rep.get('spans_per_s', 0):>10.0f} {r['cpu_s_per_m']:>14.2f} "
+              f"{r['peak_rss_mib']:>13} {rep.get('throttled', 0):>6} "
               f"{rep.get('latency_p50_ms', 0):>7.1f} {rep.get('latency_p99_ms', 0):>7.1f}  "
               f"{'n/a' if verified is None else verified}")
     chdb, null = results

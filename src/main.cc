@@ -11,6 +11,8 @@
 #include "server/config.h"
 #include "server/serve.h"
 #include "storage/clickhouse/schema.h"
+#include "tools/bench/bench.h"
+#include "tools/loadgen/loadgen.h"
 
 namespace {
 
@@ -59,7 +61,21 @@ int main(int argc, char** argv) {
   schema->add_option("--server-version", server_version,
                      "ClickHouse version to generate DDL for (e.g. 18.16, 26.5)");
 
-  CLI11_PARSE(app, argc, argv);
+  std::function<int()> run_loadgen;
+  std::function<int()> run_bench;
+  spanhouse::loadgen::AddLoadgenCommand(app, &run_loadgen);
+  spanhouse::bench::AddBenchCommand(app, &run_bench);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version exit 0; a bad command line is a usage error (2).
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+
+  if (run_loadgen) return run_loadgen();
+  if (run_bench) return run_bench();
 
   if (*schema) {
     auto caps = spanhouse::storage::Capabilities::FromVersion(server_version);

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "../testdata/sample_batch.h"
+#include "integration/engine.h"
 #include "pipeline/queue/span_queue.h"
 #include "storage/clickhouse/chdb.h"
 #include "storage/clickhouse/chdb_span_reader.h"
@@ -15,43 +16,6 @@
 
 namespace spanhouse::storage {
 namespace {
-
-// One engine per process: every test shares it and resets the database.
-class Engine : public ::testing::Environment {
- public:
-  static inline std::unique_ptr<ChdbConnection> conn;
-  static inline std::string dir;
-
-  void SetUp() override {
-    dir = (std::filesystem::temp_directory_path() / ("spanhouse-it-" + std::to_string(::getpid())))
-              .string();
-    std::filesystem::remove_all(dir);
-    std::filesystem::create_directories(dir);
-    std::shared_ptr<ChdbLibrary> lib;
-    Status st = ChdbLibrary::Load(&lib);
-    ASSERT_TRUE(st.ok()) << st.message();
-    st = ChdbConnection::Open(lib, dir + "/clickhouse", {}, &conn);
-    ASSERT_TRUE(st.ok()) << st.message();
-  }
-  void TearDown() override {
-    if (conn) conn->Close();
-    conn.reset();
-    std::filesystem::remove_all(dir);
-  }
-};
-
-const auto* const kEngine = ::testing::AddGlobalTestEnvironment(new Engine);
-
-std::string Q(const std::string& sql) {
-  QueryResult r;
-  Status st = Engine::conn->Query(sql, "TSV", &r);
-  EXPECT_TRUE(st.ok()) << sql << ": " << st.message();
-  return r.data;
-}
-
-void Reset() {
-  Q(fmt::format("DROP DATABASE IF EXISTS {}", kDatabase));
-}
 
 void WriteAll(const SpanBatch& b, const Capabilities& caps) {
   pipeline::SpanQueue queue(64u << 20);

@@ -44,17 +44,17 @@ SpanQueue::PushResult ShardedQueue::Push(std::unique_ptr<SpanBatch> batch,
     part->AppendSpans(*batch, which[s].data(), which[s].size());
     parts.emplace_back(s, std::move(part));
   }
-  // Share the reservation out by size; the last part takes the rest.
+  // Share the reservation out by size.
   size_t total = 0;
   for (auto& [s, part] : parts) total += part->MemoryBytes();
   const size_t reserved = reservation.bytes();
   SpanQueue::PushResult result = SpanQueue::PushResult::kOk;
   for (size_t k = 0; k < parts.size(); ++k) {
     auto& [s, part] = parts[k];
-    Reservation share =
-        k + 1 == parts.size()
-            ? std::move(reservation)
-            : reservation.Split(total == 0 ? 0 : reserved * part->MemoryBytes() / total);
+    const size_t bytes = k + 1 == parts.size()  // the last part takes the rest
+                             ? reservation.bytes()
+                             : (total == 0 ? 0 : reserved * part->MemoryBytes() / total);
+    Reservation share = reservation.Split(bytes);
     SpanQueue::PushResult r = shards_[s]->TryPush(part, share);
     if (r != SpanQueue::PushResult::kOk) result = r;
   }

@@ -1,0 +1,20 @@
+// `spanhouse bench ...`: measurements that print ratios measured side by side.
+#pragma once
+
+#include <functional>
+
+namespace CLI {  // NOLINT(readability-identifier-naming): CLI11's namespace
+class App;
+}
+
+namespace spanhouse::bench {
+
+// Adds the `bench` subcommand (with its own subcommands) to `app`; after
+// parsing, if one was chosen, `*run` runs it and returns the exit code.
+void AddBenchCommand(CLI::App& app, std::function<int()>* run);
+
+// `bench formats`: the insert formats of embedded ClickHouse side by side
+// (bench_formats.cc). Added to `bench` by AddBenchCommand.
+void AddFormatsCommand(CLI::App& bench, std::function<int()>* run);
+
+}  // namespace spanhouse::bench

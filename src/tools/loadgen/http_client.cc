@@ -1,0 +1,212 @@
+#include "tools/loadgen/http_client.h"
+
+#include <boost/asio.hpp>
+#include <boost/beast.hpp>
+#include <charconv>
+#include <optional>
+#include <utility>
+
+namespace spanhouse::loadgen {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+bool ParseHttpUrl(std::string_view s, HttpUrl* out, std::string* error) {
+  constexpr std::string_view kScheme = "http://";
+  if (s.starts_with("https://")) {
+    *error = "https is not supported: " + std::string(s);
+    return false;
+  }
+  if (!s.starts_with(kScheme)) {
+    *error = "not an http:// URL: " + std::string(s);
+    return false;
+  }
+  std::string_view rest = s.substr(kScheme.size());
+  const size_t slash = rest.find('/');
+  const std::string_view authority = rest.substr(0, slash);
+  HttpUrl u;
+  u.target = slash == std::string_view::npos ? "/" : std::string(rest.substr(slash));
+  u.host_header = std::string(authority);
+  std::string_view host = authority;
+  std::string_view port;
+  if (authority.starts_with('[')) {
+    const size_t close = authority.find(']');
+    if (close == std::string_view::npos) {
+      *error = "bad IPv6 host in " + std::string(s);
+      return false;
+    }
+    host = authority.substr(1, close - 1);
+    if (close + 1 < authority.size()) {
+      if (authority[close + 1] != ':') {
+        *error = "bad host in " + std::string(s);
+        return false;
+      }
+      port = authority.substr(close + 2);
+    }
+  } else if (const size_t colon = authority.rfind(':'); colon != std::string_view::npos) {
+    host = authority.substr(0, colon);
+    port = authority.substr(colon + 1);
+  }
+  if (host.empty()) {
+    *error = "no host in " + std::string(s);
+    return false;
+  }
+  u.host = std::string(host);
+  if (!port.empty()) {
+    unsigned p = 0;
+    const auto res = std::from_chars(port.data(), port.data() + port.size(), p);
+    if (res.ec != std::errc() || res.ptr != port.data() + port.size() || p == 0 || p > 65535) {
+      *error = "bad port in " + std::string(s);
+      return false;
+    }
+    u.port = static_cast<uint16_t>(p);
+  }
+  *out = std::move(u);
+  return true;
+}
+
+struct HttpClient::Impl {
+  HttpUrl url;
+  std::chrono::milliseconds timeout;
+  asio::io_context ioc;
+  std::optional<beast::tcp_stream> stream;
+  beast::flat_buffer buffer;
+  http::request<http::string_body> req;
+  std::optional<tcp::resolver::results_type> endpoints;
+
+  // Runs the io_context until the started operations are done.
+  void Run() {
+    ioc.restart();
+    ioc.run();
+  }
+
+  bool Connect(HttpResult* r) {
+    beast::error_code ec;
+    if (!endpoints) {
+      tcp::resolver resolver(ioc);
+      auto results = resolver.resolve(url.host, std::to_string(url.port), ec);
+      if (ec) {
+        r->error = "resolve " + url.host + ": " + ec.message();
+        return false;
+      }
+      endpoints = std::move(results);
+    }
+    stream.emplace(ioc);
+    stream->expires_after(timeout);
+    stream->async_connect(*endpoints, [&](beast::error_code e, const tcp::endpoint&) { ec = e; });
+    Run();
+    if (ec) {
+      r->error = "connect " + url.host_header + ": " + ec.message();
+      stream.reset();
+      return false;
+    }
+    stream->socket().set_option(tcp::no_delay(true), ec);
+    buffer.clear();
+    return true;
+  }
+
+  void Close() {
+    if (!stream) return;
+    beast::error_code ec;
+    stream->socket().shutdown(tcp::socket::shutdown_both, ec);
+    stream->socket().close(ec);
+    stream.reset();
+  }
+
+  // Sends `req` and reads the answer into `r`. A kept-alive connection the
+  // server has closed meanwhile fails at once; that is retried once on a
+  // fresh connection before it counts as an error.
+  bool RoundTrip(HttpResult* r) {
+    const bool reused = stream.has_value();
+    if (Exchange(r)) return true;
+    if (!reused || r->error == "timed out") return false;
+    return Exchange(r);
+  }
+
+  bool Exchange(HttpResult* r) {
+    r->status = 0;
+    r->retry_after_s = -1;
+    r->body.clear();
+    r->error.clear();
+    if (!stream && !Connect(r)) return false;
+    beast::error_code ec;
+    http::response_parser<http::string_body> parser;
+    parser.body_limit(16u << 20);
+    stream->expires_after(timeout);
+    http::async_write(*stream, req, [&](beast::error_code e, size_t) {
+      if (e) {
+        ec = e;
+        return;
+      }
+      http::async_read(*stream, buffer, parser, [&](beast::error_code e2, size_t) { ec = e2; });
+    });
+    Run();
+    if (ec) {
+      r->error = ec == beast::error::timeout ? "timed out" : ec.message();
+      Close();
+      return false;
+    }
+    auto& res = parser.get();
+    r->status = static_cast<int>(res.result_int());
+    if (auto it = res.find(http::field::retry_after); it != res.end()) {
+      const std::string_view v = it->value();
+      double secs = 0;
+      const auto parsed = std::from_chars(v.data(), v.data() + v.size(), secs);
+      if (parsed.ec == std::errc() && secs >= 0) r->retry_after_s = secs;
+    }
+    r->body = std::move(res.body());
+    if (!res.keep_alive()) Close();
+    return true;
+  }
+};
+
+HttpClient::HttpClient(HttpUrl url, std::chrono::milliseconds timeout)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->url = std::move(url);
+  impl_->timeout = timeout;
+  impl_->req.version(11);
+  impl_->req.set(http::field::host, impl_->url.host_header);
+  impl_->req.set(http::field::user_agent, "spanhouse-loadgen/0.1");
+  impl_->req.keep_alive(true);
+}
+
+HttpClient::~HttpClient() {
+  impl_->Close();
+}
+
+bool HttpClient::Post(std::string* body, std::string_view content_type,
+                      std::string_view content_encoding, HttpResult* result) {
+  http::request<http::string_body>& req = impl_->req;
+  req.method(http::verb::post);
+  req.target(impl_->url.target);
+  req.set(http::field::content_type, content_type);
+  if (content_encoding.empty()) {
+    req.erase(http::field::content_encoding);
+  } else {
+    req.set(http::field::content_encoding, content_encoding);
+  }
+  std::swap(req.body(), *body);
+  req.prepare_payload();
+  const bool ok = impl_->RoundTrip(result);
+  std::swap(req.body(), *body);
+  return ok;
+}
+
+bool HttpClient::Get(std::string_view target, HttpResult* result) {
+  http::request<http::string_body>& req = impl_->req;
+  req.method(http::verb::get);
+  req.target(target);
+  req.erase(http::field::content_type);
+  req.erase(http::field::content_encoding);
+  req.body().clear();
+  req.prepare_payload();
+  return impl_->RoundTrip(result);
+}
+
+void HttpClient::Close() {
+  impl_->Close();
+}
+
+}  // namespace spanhouse::loadgen

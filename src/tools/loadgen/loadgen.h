@@ -1,0 +1,78 @@
+// `spanhouse loadgen`: sends generated traces to an OTLP/HTTP endpoint.
+//
+// Pre-generates --payloads OTLP/protobuf requests of whole traces (about
+// --spans-per-request spans each) from --seed, then sends them round-robin
+// over --connections keep-alive connections, flat out or at --rate spans/s,
+// for --duration seconds or until --spans spans were sent. Every send patches
+// fresh random ids and current timestamps into the bytes (payload.h), so the
+// cost per request is a copy and a few XORs. 429/503 answers are retried
+// after their Retry-After (at most 5 s, --max-retries times); other 4xx/5xx
+// answers are counted as rejected. Progress goes to stderr once a second,
+// the report to stdout (--json: one JSON line). --verify then polls the query
+// API's span count for this run's loadgen.run_id resource attribute until it
+// equals the accepted count.
+//
+// Exit codes: 0 done; 1 --verify found stored != accepted, or nothing was
+// accepted; 2 bad flags.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace CLI {  // NOLINT(readability-identifier-naming): CLI11's namespace
+class App;
+}
+
+namespace spanhouse::loadgen {
+
+struct LoadgenOptions {
+  std::string endpoint = "http://127.0.0.1:4318/v1/traces";
+  int connections = 4;
+  double rate = 0;         // spans/s over all connections; 0 = flat out
+  double duration_s = 10;  // 0 = no time limit (then `spans` must be set)
+  uint64_t spans = 0;      // stop after this many spans were sent; 0 = no limit
+  size_t spans_per_request = 500;
+  uint64_t seed = 1;
+  size_t payloads = 64;  // 0 = generate every request afresh
+  std::string compression = "none";
+  int max_retries = 5;
+  double timeout_s = 10;
+  bool verify = false;
+  std::string query_endpoint = "http://127.0.0.1:16686";
+  double verify_timeout_s = 60;
+  bool json = false;
+  bool quiet = false;
+};
+
+struct LoadgenReport {
+  std::string run_id;
+  double elapsed_s = 0;
+  uint64_t requests = 0;     // distinct requests sent (retries not counted)
+  uint64_t requests_ok = 0;  // answered 2xx
+  uint64_t spans_sent = 0;
+  uint64_t spans_accepted = 0;
+  uint64_t bytes_sent = 0;  // request bodies on the wire, retries included
+  uint64_t rejected_requests = 0;
+  uint64_t rejected_spans = 0;
+  uint64_t retried = 0;    // attempts repeated after 429/503 or a connection error
+  uint64_t throttled = 0;  // 429/503 answers
+  uint64_t connection_errors = 0;
+  double spans_per_s = 0;
+  double latency_p50_ms = 0;
+  double latency_p99_ms = 0;
+  double latency_max_ms = 0;
+  bool verified = false;  // --verify ran
+  int64_t stored = -1;    // its last count; -1 if none was read
+  bool verify_ok = false;
+};
+
+// Runs a load with `o`; fills `report` (if not null), prints progress and the
+// report, and returns the exit code.
+int RunLoadgen(const LoadgenOptions& o, LoadgenReport* report = nullptr);
+
+// Adds the `loadgen` subcommand to `app`; after parsing, if it was chosen,
+// `*run` runs it and returns the process exit code.
+void AddLoadgenCommand(CLI::App& app, std::function<int()>* run);
+
+}  // namespace spanhouse::loadgen
