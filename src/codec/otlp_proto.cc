@@ -128,7 +128,18 @@ class Decoder {
     return false;
   }
 
+  // Most varints on the wire (tags, lengths of short strings) are one byte:
+  // take that path inline and leave the loop to ReadVarintSlow.
   bool ReadVarint(std::string_view& in, uint64_t& v) {
+    if (!in.empty() && static_cast<uint8_t>(in[0]) < 0x80) [[likely]] {
+      v = static_cast<uint8_t>(in[0]);
+      in.remove_prefix(1);
+      return true;
+    }
+    return ReadVarintSlow(in, v);
+  }
+
+  [[gnu::noinline]] bool ReadVarintSlow(std::string_view& in, uint64_t& v) {
     v = 0;
     const size_t n = in.size() < 10 ? in.size() : 10;
     for (size_t i = 0; i < n; ++i) {

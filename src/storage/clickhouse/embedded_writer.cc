@@ -48,7 +48,14 @@ void EmbeddedWriter::Add(pipeline::QueuedBatch item) {
   for (size_t i = 1; i < n && one_day; ++i) one_day = DayOf(b.spans.start_ns[i]) == first_day;
   auto add_to = [&](uint32_t day, const SpanBatch& part, pipeline::Reservation res) {
     Pending& p = pending_[day];
-    if (p.rows == 0) p.since = Clock::now();
+    if (p.rows == 0) {
+      p.since = Clock::now();
+      // Grown once to a flush's size and then reused, not grown by doubling
+      // for every flush: each doubling copied every block encoded so far
+      // (measured as the pipeline's largest memmove).
+      if (p.blocks.capacity() == 0) p.blocks = std::move(spare_);
+      p.blocks.reserve(opts_.max_bytes + (1u << 20));
+    }
     EncodeSpanBlock(part, caps_, &p.blocks);
     p.rows += part.span_count();
     p.reservations.push_back(std::move(res));
@@ -84,6 +91,8 @@ void EmbeddedWriter::Run() {
                        Clock::now() - p.since >= opts_.max_age;
       if (p.rows > 0 && (due || done)) {
         Flush(it->first, p, done);
+        p.blocks.clear();
+        spare_ = std::move(p.blocks);
         it = pending_.erase(it);
       } else {
         ++it;

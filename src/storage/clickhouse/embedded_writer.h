@@ -85,6 +85,7 @@ class EmbeddedWriter {
   std::thread thread_;
   WriterStats stats_;
   std::map<uint32_t, Pending> pending_;  // by partition (days since epoch); writer thread only
+  std::string spare_;                    // a flushed buffer kept for reuse; writer thread only
 };
 
 }  // namespace spanhouse::storage
