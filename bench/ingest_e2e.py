@@ -4,7 +4,10 @@
 Runs, side by side in one invocation (these machines are noisy, so compare
 within a run):
   1. chdb: OTLP/HTTP -> pipeline -> embedded ClickHouse, loadgen --verify
-  2. null: the same pipeline with writer.sink = null (decode, validate, queue,
+  2. chdb+query: the same, with a full-scan aggregation over the spans table
+     (the query API's span count by a resource attribute) every 10 s, to see
+     how much ingest keeps while chDB also answers queries
+  3. null: the same pipeline with writer.sink = null (decode, validate, queue,
      encode; no store), to show where the CPU goes
 and prints per run: accepted spans/s, spanhouse CPU-seconds per million
 spans (user+system of the server process, chDB included), peak RSS, the RSS
@@ -68,7 +71,20 @@ def wait_healthy(url: str, proc: subprocess.Popen, deadline_s: float = 60) -> No
     raise SystemExit("spanhouse did not become healthy")
 
 
-def run(args, sink: str) -> dict:
+def query_loop(query_url: str, stop: threading.Event, timings: list, errors: list) -> None:
+    """Every 10 s, a full scan: count spans whose resource has service.name = cart."""
+    url = query_url + "/api/spans/count?resource_attr=service.name&value=cart"
+    while not stop.wait(10):
+        t = time.time()
+        try:
+            with urllib.request.urlopen(url, timeout=120) as r:
+                r.read()
+            timings.append(time.time() - t)
+        except OSError as e:
+            errors.append(str(e))
+
+
+def run(args, sink: str, with_query: bool = False) -> dict:
     work = tempfile.mkdtemp(prefix=f"spanhouse-bench-{sink}-")
     otlp, query = free_port(), free_port()
     cfg = os.path.join(work, "config.yaml")
@@ -89,9 +105,15 @@ def run(args, sink: str) -> dict:
                 rss_series.append(status_kib(serve.pid, "VmRSS") // 1024)
 
         sampler = threading.Thread(target=sample, daemon=True)
+        query_timings: list[float] = []
+        query_errors: list[str] = []
+        querier = threading.Thread(target=query_loop, daemon=True, args=(
+            f"http://127.0.0.1:{query}", stop, query_timings, query_errors))
         cpu0 = cpu_seconds(serve.pid)
         t0 = time.time()
         sampler.start()
+        if with_query:
+            querier.start()
         cmd = [args.bin, "loadgen", "--endpoint", f"http://127.0.0.1:{otlp}/v1/traces",
                "--query-endpoint", f"http://127.0.0.1:{query}",
                "--duration", str(args.duration), "--connections", str(args.connections),
@@ -112,7 +134,9 @@ def run(args, sink: str) -> dict:
                              f"{lg.stdout[-2000:]}\n{lg.stderr[-2000:]}")
         accepted = report.get("spans_accepted", 0)
         return {
-            "sink": sink,
+            "sink": sink + ("+query" if with_query else ""),
+            "query_seconds": [round(x, 2) for x in query_timings],
+            "query_errors": query_errors,
             "loadgen_exit": lg.returncode,
             "report": report,
             "cpu_s": cpu1 - cpu0,
@@ -142,19 +166,25 @@ def main() -> int:
     ap.add_argument("--rate", type=int, default=0, help="spans/s, 0 = flat out")
     args = ap.parse_args()
 
-    results = [run(args, "chdb"), run(args, "null")]
-    print(f"\n{'sink':<6} {'spans/s':>10} {'CPU-s/M spans':>14} {'peak RSS MiB':>13} "
+    results = [run(args, "chdb"), run(args, "chdb", with_query=True), run(args, "null")]
+    print(f"\n{'sink':<10} {'spans/s':>10} {'CPU-s/M spans':>14} {'peak RSS MiB':>13} "
           f"{'429s':>6} {'p50 ms':>7} {'p99 ms':>7}  stored==accepted")
     for r in results:
         rep = r["report"]
         verify = rep.get("verify")
         verified = None if verify is None else (
             f"{verify['stored']} == {rep['spans_accepted']}: {'yes' if verify['ok'] else 'NO'}")
-        print(f"{r['sink']:<6} {rep.get('spans_per_s', 0):>10.0f} {r['cpu_s_per_m']:>14.2f} "
+        print(f"{r['sink']:<10} {rep.get('spans_per_s', 0):>10.0f} {r['cpu_s_per_m']:>14.2f} "
               f"{r['peak_rss_mib']:>13} {rep.get('throttled', 0):>6} "
               f"{rep.get('latency_p50_ms', 0):>7.1f} {rep.get('latency_p99_ms', 0):>7.1f}  "
               f"{'n/a' if verified is None else verified}")
-    chdb, null = results
+    chdb, chdb_q, null = results
+    idle = chdb["report"].get("spans_per_s", 0)
+    busy = chdb_q["report"].get("spans_per_s", 0)
+    if idle:
+        print(f"\ningest with a full-scan query every 10 s: {busy / idle:.0%} of idle throughput; "
+              f"query seconds {chdb_q['query_seconds']}, query errors {len(chdb_q['query_errors'])}, "
+              f"loadgen rejected requests {chdb_q['report'].get('rejected_requests', 0)}")
     if null["cpu_s_per_m"] and chdb["cpu_s_per_m"]:
         print(f"\nstore share of CPU: {1 - null['cpu_s_per_m'] / chdb['cpu_s_per_m']:.0%} "
               f"(chdb {chdb['cpu_s_per_m']:.2f} vs null {null['cpu_s_per_m']:.2f} CPU-s/M spans)")
