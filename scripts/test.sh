@@ -15,8 +15,9 @@ ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$(nproc)"
 
 echo "== queue and batcher tests under ThreadSanitizer"
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS="-fsanitize=thread" >/dev/null
-cmake --build build-tsan --target pipeline_test -j"$(nproc)"
+cmake --build build-tsan --target pipeline_test storage_test -j"$(nproc)"
 TSAN_OPTIONS="halt_on_error=1" build-tsan/pipeline_test
+TSAN_OPTIONS="halt_on_error=1" build-tsan/storage_test
 
 echo "== end-to-end tests (pytest)"
 SPANHOUSE_BIN="$PWD/$BUILD_DIR/spanhouse" .venv/bin/python -m pytest -q tests/e2e

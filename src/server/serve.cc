@@ -174,7 +174,7 @@ int Serve(const Config& cfg) {
     wopts.spool_dir = dir + "/spool";
     wopts.name = std::to_string(i);
     wopts.null_sink = cfg.writer.sink == "null";
-    writers.push_back(std::make_unique<storage::EmbeddedWriter>(*write_conns[i], caps,
+    writers.push_back(std::make_unique<storage::EmbeddedWriter>(write_conns[i].get(), caps,
                                                                 queue.shard(i), wopts, &faults));
     writers.back()->Start();
   }

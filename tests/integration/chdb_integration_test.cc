@@ -21,7 +21,7 @@ void WriteAll(const SpanBatch& b, const Capabilities& caps) {
   pipeline::SpanQueue queue(64u << 20);
   WriterOptions opts;
   opts.spool_dir = Engine::dir + "/spool";
-  EmbeddedWriter writer(*Engine::conn, caps, queue, opts);
+  EmbeddedWriter writer(Engine::conn.get(), caps, queue, opts);
   writer.Start();
   auto copy = std::make_unique<SpanBatch>(b);
   ASSERT_EQ(queue.TryPush(copy), pipeline::SpanQueue::PushResult::kOk);

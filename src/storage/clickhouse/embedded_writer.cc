@@ -22,7 +22,7 @@ uint32_t DayOf(uint64_t start_ns) {
 
 }  // namespace
 
-EmbeddedWriter::EmbeddedWriter(ChdbConnection& conn, Capabilities caps, pipeline::SpanQueue& queue,
+EmbeddedWriter::EmbeddedWriter(ChdbConnection* conn, Capabilities caps, pipeline::SpanQueue& queue,
                                WriterOptions options, const SinkFaults* faults)
     : conn_(conn), caps_(caps), queue_(queue), opts_(std::move(options)), faults_(faults) {}
 
@@ -102,46 +102,37 @@ void EmbeddedWriter::Run() {
   }
 }
 
-bool EmbeddedWriter::Flush(uint32_t day, Pending& p, bool shutting_down) {
-  if (opts_.null_sink) {
-    stats_.rows_written += p.rows;
-    stats_.pending_rows -= p.rows;
-    stats_.inserts += 1;
-    return true;
+Status EmbeddedWriter::InsertOnce(const Pending& p) {
+  if (faults_ != nullptr) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(faults_->insert_delay_ms.load()));
+    if (faults_->fail_inserts.load()) return Status::Unavailable("injected insert failure");
   }
+  if (opts_.null_sink) return Status::Ok();
   const std::string path = opts_.spool_dir + "/insert-" + opts_.name + ".native";
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) return Status::Internal("cannot write " + path);
+  bool ok = std::fwrite(p.blocks.data(), 1, p.blocks.size(), f) == p.blocks.size();
+  ok = (std::fclose(f) == 0) && ok;
+  if (!ok) return Status::Internal("short write to " + path);
+  // Columns are matched by name (the file carries them), so the block and
+  // the table cannot silently disagree on order.
+  Status st = conn_->Query(
+      fmt::format("INSERT INTO {}.spans SELECT * FROM file({{path:String}}, 'Native')", kDatabase),
+      "", nullptr, {{"path", path}});
+  if (st.ok()) std::remove(path.c_str());
+  return st;
+}
+
+bool EmbeddedWriter::Flush(uint32_t day, Pending& p, bool shutting_down) {
   auto backoff = std::chrono::milliseconds(100);
   for (int attempt = 0;; ++attempt) {
-    Status st;
-    if (FILE* f = std::fopen(path.c_str(), "wb"); f == nullptr) {
-      st = Status::Internal("cannot write " + path);
-    } else {
-      size_t n = std::fwrite(p.blocks.data(), 1, p.blocks.size(), f);
-      bool ok = n == p.blocks.size();
-      ok = (std::fclose(f) == 0) && ok;
-      if (!ok) st = Status::Internal("short write to " + path);
-    }
-    if (st.ok()) {
-      // Columns are matched by name (the file carries them), so the block
-      // and the table cannot silently disagree on order.
-      const auto t0 = Clock::now();
-      if (faults_ != nullptr) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(faults_->insert_delay_ms.load()));
-      }
-      st = faults_ != nullptr && faults_->fail_inserts.load()
-               ? Status::Unavailable("injected insert failure")
-               : conn_.Query(
-                     fmt::format(
-                         "INSERT INTO {}.spans SELECT * FROM file({{path:String}}, 'Native')",
-                         kDatabase),
-                     "", nullptr, {{"path", path}});
-      stats_.insert_seconds.Record(std::chrono::duration<double>(Clock::now() - t0).count());
-    }
+    const auto t0 = Clock::now();
+    Status st = InsertOnce(p);
+    stats_.insert_seconds.Record(std::chrono::duration<double>(Clock::now() - t0).count());
     if (st.ok()) {
       stats_.rows_written += p.rows;
       stats_.pending_rows -= p.rows;
       stats_.inserts += 1;
-      std::remove(path.c_str());
       return true;  // the caller drops `p`, releasing its reservations
     }
     stats_.insert_errors += 1;
@@ -153,8 +144,8 @@ bool EmbeddedWriter::Flush(uint32_t day, Pending& p, bool shutting_down) {
       stats_.pending_rows -= p.rows;
       return false;
     }
-    std::this_thread::sleep_for(backoff);
-    backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
+    std::this_thread::sleep_for(std::min(backoff, opts_.max_backoff));
+    backoff = std::min(backoff * 2, opts_.max_backoff);
   }
 }
 

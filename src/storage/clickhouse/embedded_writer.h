@@ -33,8 +33,11 @@ struct WriterOptions {
   std::chrono::milliseconds max_age{1000};
   std::string spool_dir;   // where insert files are written
   std::string name = "0";  // tells shards' spool files and logs apart
-  // Encode, then discard instead of inserting: measures the pipeline alone.
+  // Encode, then discard instead of inserting: measures the pipeline alone
+  // (and lets the writer's batching be tested without an engine).
   bool null_sink = false;
+  // Longest wait between retries of a failed insert (doubling from 100 ms).
+  std::chrono::milliseconds max_backoff{5000};
   // At shutdown, how many times a failing insert is retried before the
   // pending spans are given up (and logged and counted as lost).
   int shutdown_retries = 5;
@@ -58,7 +61,8 @@ struct WriterStats {
 
 class EmbeddedWriter {
  public:
-  EmbeddedWriter(ChdbConnection& conn, Capabilities caps, pipeline::SpanQueue& queue,
+  // `conn` may be null only with options.null_sink.
+  EmbeddedWriter(ChdbConnection* conn, Capabilities caps, pipeline::SpanQueue& queue,
                  WriterOptions options, const SinkFaults* faults = nullptr);
   ~EmbeddedWriter();
   void Start();
@@ -76,8 +80,9 @@ class EmbeddedWriter {
   void Run();
   void Add(pipeline::QueuedBatch item);
   bool Flush(uint32_t day, Pending& p, bool shutting_down);
+  Status InsertOnce(const Pending& p);
 
-  ChdbConnection& conn_;
+  ChdbConnection* conn_;
   const Capabilities caps_;
   pipeline::SpanQueue& queue_;
   const WriterOptions opts_;

@@ -1,0 +1,161 @@
+// The writer's batching, partitioning, retries and memory release, without
+// an engine: a null sink (and the fault switch) stands in for the insert.
+#include "storage/clickhouse/embedded_writer.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "../../testdata/sample_batch.h"
+#include "pipeline/memory_budget.h"
+
+namespace spanhouse::storage {
+namespace {
+
+using namespace std::chrono_literals;
+
+WriterOptions NullSink() {
+  WriterOptions o;
+  o.null_sink = true;
+  o.spool_dir = ::testing::TempDir() + "/writer-test";
+  o.max_backoff = 10ms;
+  return o;
+}
+
+Capabilities Caps() {
+  return Capabilities::FromVersion("26.5");
+}
+
+template <typename F>
+bool WaitFor(F&& pred) {
+  for (int i = 0; i < 3000; ++i) {  // up to ~30 s; never a timing assertion
+    if (pred()) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return pred();
+}
+
+void Push(pipeline::SpanQueue& q, pipeline::MemoryBudget& budget, SpanBatch b, size_t bytes) {
+  ASSERT_TRUE(budget.TryReserve(bytes));
+  pipeline::Reservation r(&budget, bytes);
+  auto p = std::make_unique<SpanBatch>(std::move(b));
+  ASSERT_EQ(q.TryPush(p, r), pipeline::SpanQueue::PushResult::kOk);
+}
+
+TEST(EmbeddedWriter, ManyProducersEveryRowWrittenOnceAndMemoryReleased) {
+  pipeline::MemoryBudget budget(1ull << 34);
+  pipeline::SpanQueue q(1ull << 34);
+  WriterOptions o = NullSink();
+  o.max_rows = 1000;
+  o.max_age = 20ms;
+  EmbeddedWriter w(nullptr, Caps(), q, o);
+  w.Start();
+  constexpr int kProducers = 4;
+  constexpr int kBatches = 150;
+  std::vector<std::thread> ts;
+  for (int p = 0; p < kProducers; ++p) {
+    ts.emplace_back([&] {
+      for (int i = 0; i < kBatches; ++i) Push(q, budget, testdata::SampleBatch(2), 100);
+    });
+  }
+  for (auto& t : ts) t.join();
+  q.Close();
+  w.Join();
+  EXPECT_EQ(w.stats().rows_written.load(), static_cast<uint64_t>(kProducers * kBatches * 6));
+  EXPECT_EQ(w.stats().pending_rows.load(), 0u);
+  EXPECT_EQ(w.stats().rows_lost.load(), 0u);
+  EXPECT_EQ(budget.used(), 0u);
+}
+
+TEST(EmbeddedWriter, CutsABatchAtMaxRows) {
+  pipeline::MemoryBudget budget(1ull << 30);
+  pipeline::SpanQueue q(1ull << 30);
+  WriterOptions o = NullSink();
+  o.max_rows = 6;
+  o.max_age = 1h;
+  EmbeddedWriter w(nullptr, Caps(), q, o);
+  w.Start();
+  for (int i = 0; i < 5; ++i) Push(q, budget, testdata::SampleBatch(2), 10);
+  // Each batch reaches max_rows on its own: one insert each, without waiting for age.
+  EXPECT_TRUE(WaitFor([&] { return w.stats().rows_written.load() == 30; }));
+  EXPECT_EQ(w.stats().inserts.load(), 5u);
+  q.Close();
+  w.Join();
+}
+
+TEST(EmbeddedWriter, CutsABatchAtMaxAge) {
+  pipeline::MemoryBudget budget(1ull << 30);
+  pipeline::SpanQueue q(1ull << 30);
+  WriterOptions o = NullSink();
+  o.max_rows = 1000000;
+  o.max_age = 50ms;
+  EmbeddedWriter w(nullptr, Caps(), q, o);
+  w.Start();
+  Push(q, budget, testdata::SampleBatch(1), 10);
+  // The queue stays open: only the age can flush it.
+  EXPECT_TRUE(WaitFor([&] { return w.stats().rows_written.load() == 3; }));
+  EXPECT_TRUE(WaitFor([&] { return budget.used() == 0; }));
+  q.Close();
+  w.Join();
+}
+
+TEST(EmbeddedWriter, OneInsertPerDayPartition) {
+  pipeline::MemoryBudget budget(1ull << 30);
+  pipeline::SpanQueue q(1ull << 30);
+  WriterOptions o = NullSink();
+  o.max_age = 1h;
+  EmbeddedWriter w(nullptr, Caps(), q, o);
+  w.Start();
+  // 6 spans 1 ms apart, starting 3 ms before midnight: 3 on each day.
+  const uint64_t midnight = 1700006400ull * 1000000000ull;  // 2023-11-15 00:00:00 UTC
+  Push(q, budget, testdata::SampleBatch(2, midnight - 3000000), 1000);
+  q.Close();
+  w.Join();
+  EXPECT_EQ(w.stats().rows_written.load(), 6u);
+  EXPECT_EQ(w.stats().inserts.load(), 2u);
+  EXPECT_EQ(budget.used(), 0u);
+}
+
+TEST(EmbeddedWriter, FailingInsertsAreRetriedAndKeepTheirMemoryUntilStored) {
+  pipeline::MemoryBudget budget(1ull << 30);
+  pipeline::SpanQueue q(1ull << 30);
+  SinkFaults faults;
+  faults.fail_inserts = true;
+  WriterOptions o = NullSink();
+  o.max_age = 1ms;
+  EmbeddedWriter w(nullptr, Caps(), q, o, &faults);
+  w.Start();
+  Push(q, budget, testdata::SampleBatch(1), 500);
+  Push(q, budget, testdata::SampleBatch(1), 500);
+  ASSERT_TRUE(WaitFor([&] { return w.stats().insert_errors.load() >= 3; }));
+  EXPECT_EQ(w.stats().rows_written.load(), 0u);
+  EXPECT_GT(budget.used(), 0u);  // back-pressure: nothing is released while failing
+  faults.fail_inserts = false;
+  EXPECT_TRUE(WaitFor([&] { return w.stats().rows_written.load() == 6; }));
+  EXPECT_TRUE(WaitFor([&] { return budget.used() == 0; }));
+  q.Close();
+  w.Join();
+  EXPECT_EQ(w.stats().rows_lost.load(), 0u);
+}
+
+TEST(EmbeddedWriter, AtShutdownGivesUpAfterItsRetriesAndCountsTheLoss) {
+  pipeline::MemoryBudget budget(1ull << 30);
+  pipeline::SpanQueue q(1ull << 30);
+  SinkFaults faults;
+  faults.fail_inserts = true;
+  WriterOptions o = NullSink();
+  o.max_age = 1h;
+  o.shutdown_retries = 2;
+  EmbeddedWriter w(nullptr, Caps(), q, o, &faults);
+  w.Start();
+  Push(q, budget, testdata::SampleBatch(1), 100);
+  q.Close();
+  w.Join();
+  EXPECT_EQ(w.stats().rows_lost.load(), 3u);
+  EXPECT_EQ(w.stats().rows_written.load(), 0u);
+  EXPECT_EQ(w.stats().insert_errors.load(), 2u);
+  EXPECT_EQ(budget.used(), 0u);
+}
+
+}  // namespace
+}  // namespace spanhouse::storage
