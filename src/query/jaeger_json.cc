@@ -316,8 +316,11 @@ void AppendSpan(std::string& out, const SpanBatch& b, uint32_t s, uint32_t proce
   AppendHexString(out, sp.trace_id[s]);
   out += ",\"spanID\":";
   AppendHexString(out, sp.span_id[s]);
+  // Jaeger's flags are the W3C trace flags (bit 0: sampled); OTLP keeps
+  // more in the upper bits (e.g. 0x100: the parent's remoteness), which
+  // Jaeger would misread.
   out += ",\"flags\":";
-  AppendU64(out, sp.flags[s]);
+  AppendU64(out, sp.flags[s] & 0xffu);
   out += ",\"operationName\":";
   codec::AppendJsonString(out, b.Str(sp.name[s]));
   out += ',';

@@ -304,7 +304,7 @@ TEST(JaegerJson, EnvelopeAndIds) {
   EXPECT_EQ(Str(t.spans[1]["spanID"]), kChildB);
   EXPECT_EQ(Str(t.spans[2]["spanID"]), kChildC);
   EXPECT_EQ(Str(t.spans[3]["spanID"]), kChildD);
-  EXPECT_EQ(Int(t.spans[0]["flags"]), 0x101);
+  EXPECT_EQ(Int(t.spans[0]["flags"]), 0x01);  // stored 0x101: only the W3C trace flags
   EXPECT_EQ(Int(t.spans[1]["flags"]), 0);
   EXPECT_EQ(Str(t.spans[0]["operationName"]), "GET /users");
   EXPECT_EQ(Str(t.spans[2]["operationName"]), "cache get");
