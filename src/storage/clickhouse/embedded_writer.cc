@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "storage/clickhouse/row_formats.h"
 #include "storage/clickhouse/span_block.h"
 
 namespace spanhouse::storage {
@@ -116,9 +117,9 @@ Status EmbeddedWriter::InsertOnce(const Pending& p) {
   if (!ok) return Status::Internal("short write to " + path);
   // Columns are matched by name (the file carries them), so the block and
   // the table cannot silently disagree on order.
-  Status st = conn_->Query(
-      fmt::format("INSERT INTO {}.spans SELECT * FROM file({{path:String}}, 'Native')", kDatabase),
-      "", nullptr, {{"path", path}});
+  Status st = conn_->Query(InsertFromFileSql(fmt::format("{}.spans", kDatabase), RowFormat::kNative,
+                                             caps_, FileStructure::kTable),
+                           "", nullptr, {{"path", path}});
   if (st.ok()) std::remove(path.c_str());
   return st;
 }
