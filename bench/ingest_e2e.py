@@ -15,6 +15,7 @@ series every 5 s, 429s, and stored == accepted.
 
 Usage: bench/ingest_e2e.py [--bin build/spanhouse] [--duration 60]
                            [--connections 4] [--writer-threads 1] [--rate 0]
+                           [--runs chdb,chdb+query,null] [--writer KEY=VALUE ...]
 Only loopback addresses are used; every process is stopped at the end.
 """
 
@@ -90,6 +91,9 @@ def run(args, sink: str, with_query: bool = False) -> dict:
     cfg = os.path.join(work, "config.yaml")
     with open(cfg, "w") as f:
         f.write(f"writer:\n  sink: {sink}\n  threads: {args.writer_threads}\n")
+        for kv in args.writer:
+            key, _, value = kv.partition("=")
+            f.write(f"  {key}: {value}\n")
     log = open(os.path.join(work, "serve.log"), "w")
     serve = subprocess.Popen(
         [args.bin, "serve", "--config", cfg, "--data-dir", os.path.join(work, "data"),
@@ -164,9 +168,19 @@ def main() -> int:
     ap.add_argument("--connections", type=int, default=4)
     ap.add_argument("--writer-threads", type=int, default=1)
     ap.add_argument("--rate", type=int, default=0, help="spans/s, 0 = flat out")
+    ap.add_argument("--writer", action="append", default=[], metavar="KEY=VALUE",
+                    help="extra writer setting for every run, e.g. max_rows=400000 (repeatable)")
+    ap.add_argument("--runs", default="chdb,chdb+query,null",
+                    help="comma-separated subset of chdb, chdb+query, null")
     args = ap.parse_args()
 
-    results = [run(args, "chdb"), run(args, "chdb", with_query=True), run(args, "null")]
+    wanted = args.runs.split(",")
+    unknown = set(wanted) - {"chdb", "chdb+query", "null"}
+    if unknown:
+        ap.error(f"unknown run(s): {', '.join(sorted(unknown))}")
+    results = []
+    for name in wanted:
+        results.append(run(args, name.split("+")[0], with_query=name.endswith("+query")))
     print(f"\n{'sink':<10} {'spans/s':>10} {'CPU-s/M spans':>14} {'peak RSS MiB':>13} "
           f"{'429s':>6} {'p50 ms':>7} {'p99 ms':>7}  stored==accepted")
     for r in results:
@@ -178,14 +192,15 @@ def main() -> int:
               f"{r['peak_rss_mib']:>13} {rep.get('throttled', 0):>6} "
               f"{rep.get('latency_p50_ms', 0):>7.1f} {rep.get('latency_p99_ms', 0):>7.1f}  "
               f"{'n/a' if verified is None else verified}")
-    chdb, chdb_q, null = results
-    idle = chdb["report"].get("spans_per_s", 0)
-    busy = chdb_q["report"].get("spans_per_s", 0)
-    if idle:
+    by_name = {r["sink"]: r for r in results}
+    chdb, chdb_q, null = (by_name.get(n) for n in ("chdb", "chdb+query", "null"))
+    idle = chdb["report"].get("spans_per_s", 0) if chdb else 0
+    busy = chdb_q["report"].get("spans_per_s", 0) if chdb_q else 0
+    if idle and chdb_q:
         print(f"\ningest with a full-scan query every 10 s: {busy / idle:.0%} of idle throughput; "
               f"query seconds {chdb_q['query_seconds']}, query errors {len(chdb_q['query_errors'])}, "
               f"loadgen rejected requests {chdb_q['report'].get('rejected_requests', 0)}")
-    if null["cpu_s_per_m"] and chdb["cpu_s_per_m"]:
+    if null and chdb and null["cpu_s_per_m"] and chdb["cpu_s_per_m"]:
         print(f"\nstore share of CPU: {1 - null['cpu_s_per_m'] / chdb['cpu_s_per_m']:.0%} "
               f"(chdb {chdb['cpu_s_per_m']:.2f} vs null {null['cpu_s_per_m']:.2f} CPU-s/M spans)")
     for r in results:

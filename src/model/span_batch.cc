@@ -1,5 +1,6 @@
 #include "model/span_batch.h"
 
+#include <cstring>
 #include <string>
 
 namespace spanhouse {
@@ -99,6 +100,40 @@ void SpanBatch::ResolveServiceName(uint32_t r) {
 
 namespace {
 
+// 64-bit hashing of byte strings: 8 bytes at a time, each word mixed in with
+// a multiply-xorshift step and a final avalanche (the murmur3 finalizer).
+// Not cryptographic; collisions between the resources one deployment ever
+// sends are vanishingly unlikely at 64 bits.
+class Hasher {
+ public:
+  void Bytes(std::string_view s) {
+    Word(s.size());
+    size_t i = 0;
+    for (; i + 8 <= s.size(); i += 8) {
+      uint64_t w;
+      std::memcpy(&w, s.data() + i, 8);
+      Word(w);
+    }
+    uint64_t tail = 0;
+    if (i < s.size()) std::memcpy(&tail, s.data() + i, s.size() - i);
+    Word(tail);
+  }
+  void Word(uint64_t w) {
+    h_ ^= w * 0x9e3779b97f4a7c15ull;
+    h_ = (h_ << 27 | h_ >> 37) * 0xff51afd7ed558ccdull + 0x52dce729;
+  }
+  uint64_t Done() const {
+    uint64_t h = h_;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    h ^= h >> 33;
+    return h;
+  }
+
+ private:
+  uint64_t h_ = 0x243f6a8885a308d3ull;
+};
+
 template <typename V>
 size_t Cap(const V& v) {
   return v.capacity() * sizeof(typename V::value_type);
@@ -109,6 +144,20 @@ size_t AttrBytes(const AttrColumns& c) {
 }
 
 }  // namespace
+
+uint64_t ResourceFingerprint(const SpanBatch& b, uint32_t resource) {
+  Hasher h;
+  const Range r = b.resources.attrs[resource];
+  h.Word(r.size());
+  for (uint32_t a = r.begin; a < r.end; ++a) {
+    h.Bytes(b.Str(b.resource_attrs.key[a]));
+    h.Word(static_cast<uint64_t>(b.resource_attrs.type[a]));
+    h.Bytes(b.Str(b.resource_attrs.value[a]));
+  }
+  h.Bytes(b.Str(b.resources.schema_url[resource]));
+  h.Word(b.resources.dropped_attributes_count[resource]);
+  return h.Done();
+}
 
 size_t SpanBatch::MemoryBytes() const {
   size_t n = arena_.capacity();

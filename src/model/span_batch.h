@@ -177,6 +177,13 @@ class SpanBatch {
   std::string arena_;
 };
 
+// A resource's identity: a 64-bit hash of everything stored about it (its
+// attributes in order, with their types; schema URL; dropped-attribute
+// count). Spans store this id and the resource is stored once per id, so
+// the ~15 resource attributes an SDK repeats on every request are not
+// written, sorted and compressed again for every span.
+uint64_t ResourceFingerprint(const SpanBatch& b, uint32_t resource);
+
 // Hex helpers for ids at the API edge.
 std::string ToHex(const uint8_t* data, size_t n);
 template <size_t N>

@@ -126,5 +126,109 @@ TEST(ChdbSchema, OldSpansTableIsUpgradedInPlace) {
   EXPECT_EQ(Q(fmt::format("SELECT count() FROM {}.spans", kDatabase)), "4\n");
 }
 
+TEST(ChdbSchema, Version1ResourceColumnsMoveToTheResourcesTable) {
+  Reset();
+  // Schema 1 kept the resource's attributes in every span row.
+  Capabilities caps = Capabilities::FromVersion("26.5");
+  std::string cols;
+  for (const auto& c : ReadColumns()) {
+    if (c.id == Col::kResourceId) continue;
+    cols += fmt::format("{}{} {}", cols.empty() ? "" : ", ", c.name, TableType(c.logical, caps));
+  }
+  Q(fmt::format("CREATE DATABASE {}", kDatabase));
+  Q(
+      fmt::format("CREATE TABLE {}.spans ({}) ENGINE = MergeTree PARTITION BY toDate(timestamp) "
+                  "ORDER BY (toStartOfHour(timestamp), trace_id)",
+                  kDatabase, cols));
+  // The rest of the schema as it was (the spans table above stays).
+  for (const auto& sql : SchemaDdl(caps)) Q(sql);
+  // Three spans of one trace; two share a resource.
+  Q(fmt::format(
+      "INSERT INTO {}.spans (timestamp, trace_id, span_id, name, start_time, duration_ns, "
+      "service_name, resource_attr_keys, resource_attr_types, resource_attr_values, "
+      "resource_schema_url) VALUES "
+      "(1700000000, unhex('0102030405060708090a0b0c0d0e0f10'), unhex('0000000000000001'), 'a', "
+      "1700000000000000000, 5, 'cart', ['service.name','pod'], [1,1], ['cart','cart-1'], 'u1'), "
+      "(1700000000, unhex('0102030405060708090a0b0c0d0e0f10'), unhex('0000000000000002'), 'b', "
+      "1700000000000000001, 5, 'cart', ['service.name','pod'], [1,1], ['cart','cart-1'], 'u1'), "
+      "(1700000000, unhex('0102030405060708090a0b0c0d0e0f10'), unhex('0000000000000003'), 'c', "
+      "1700000000000000002, 5, 'db', ['service.name','cores'], [1,3], ['db','8'], '')",
+      kDatabase));
+  Status st = EnsureSchema(*Engine::conn, &caps);
+  ASSERT_TRUE(st.ok()) << st.message();
+
+  EXPECT_EQ(Q(fmt::format("SELECT count() FROM system.columns WHERE database = '{}' AND table = "
+                          "'spans' AND name LIKE 'resource_attr%'",
+                          kDatabase)),
+            "0\n");
+  EXPECT_EQ(Q(fmt::format("SELECT count(), uniqExact(resource_id), countIf(resource_id = 0) FROM "
+                          "{}.spans",
+                          kDatabase)),
+            "3\t2\t0\n");
+  EXPECT_EQ(Q(fmt::format("SELECT service_name, attr_keys, attr_values, schema_url FROM "
+                          "{}.resources ORDER BY service_name",
+                          kDatabase)),
+            "cart\t['service.name','pod']\t['cart','cart-1']\tu1\n"
+            "db\t['service.name','cores']\t['db','8']\t\n");
+
+  // Reads join the resource back onto every span.
+  ChdbSpanReader reader(*Engine::conn, caps);
+  SpanBatch out;
+  TraceId id;
+  ASSERT_TRUE(FromHex("0102030405060708090a0b0c0d0e0f10", id.data(), 16));
+  st = reader.GetTrace(id, &out);
+  ASSERT_TRUE(st.ok()) << st.message();
+  ASSERT_EQ(out.span_count(), 3u);
+  for (uint32_t i = 0; i < 3; ++i) {
+    const Range r = out.resources.attrs[out.spans.resource[i]];
+    ASSERT_EQ(r.size(), 2u) << i;
+    EXPECT_EQ(out.Str(out.resource_attrs.value[r.begin]), i < 2 ? "cart" : "db");
+    EXPECT_EQ(out.Str(out.resource_attrs.value[r.begin + 1]), i < 2 ? "cart-1" : "8");
+    EXPECT_EQ(out.resource_attrs.type[r.begin + 1], i < 2 ? ValueType::kString : ValueType::kInt);
+  }
+  uint64_t n = 0;
+  ASSERT_TRUE(reader.CountSpansWithResourceAttr("pod", "cart-1", &n).ok());
+  EXPECT_EQ(n, 2u);
+  // Running it again finds nothing to move.
+  ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
+  EXPECT_EQ(Q(fmt::format("SELECT count() FROM {}.resources", kDatabase)), "2\n");
+}
+
+TEST(ChdbRoundTrip, EachResourceIsStoredOncePerWriter) {
+  Reset();
+  Capabilities caps;
+  ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
+  // Two flushes of spans from the same two resources, through one writer.
+  pipeline::SpanQueue queue(64u << 20);
+  WriterOptions opts;
+  opts.spool_dir = Engine::dir + "/spool";
+  opts.max_rows = 6;  // each batch of 2 traces x 3 spans is a flush of its own
+  EmbeddedWriter writer(Engine::conn.get(), caps, queue, opts);
+  writer.Start();
+  for (int k = 0; k < 2; ++k) {
+    auto b = std::make_unique<SpanBatch>(testdata::SampleBatch(2, 1700000000000000000ull + k));
+    ASSERT_EQ(queue.TryPush(b), pipeline::SpanQueue::PushResult::kOk);
+  }
+  queue.Close();
+  writer.Join();
+  EXPECT_EQ(writer.stats().inserts.load(), 2u);
+  EXPECT_EQ(Q(fmt::format("SELECT count(), uniqExact(resource_id) FROM {}.resources", kDatabase)),
+            "2\t2\n");
+  EXPECT_EQ(Q(fmt::format("SELECT count() FROM {}.spans WHERE resource_id NOT IN (SELECT "
+                          "resource_id FROM {}.resources)",
+                          kDatabase, kDatabase)),
+            "0\n");
+  // A writer that starts afresh (a restart) stores them again; reads still
+  // see one resource per span.
+  WriteAll(testdata::SampleBatch(2, 1700000000000000000ull), caps);
+  EXPECT_EQ(Q(fmt::format("SELECT count(), uniqExact(resource_id) FROM {}.resources", kDatabase)),
+            "4\t2\n");
+  ChdbSpanReader reader(*Engine::conn, caps);
+  SpanBatch out;
+  ASSERT_TRUE(reader.GetTrace(testdata::MakeTraceId(0), &out).ok());
+  EXPECT_EQ(out.span_count(), 9u);  // three writes of the trace's 3 spans
+  EXPECT_EQ(out.resource_attrs.size(), 9u * 2);
+}
+
 }  // namespace
 }  // namespace spanhouse::storage

@@ -108,4 +108,16 @@ inline SpanBatch SampleBatch(int traces = 2, uint64_t base_ns = 1700000000000000
   return b;
 }
 
+// What the spans table keeps of a batch: everything but the resources' own
+// columns (attributes, schema URL, dropped count), which the resources table
+// holds; the service name stays with the span.
+inline SpanBatch StoredPart(SpanBatch b) {
+  for (size_t r = 0; r < b.resources.attrs.size(); ++r) {
+    b.resources.attrs[r] = Range{};
+    b.resources.schema_url[r] = StrRef{};
+    b.resources.dropped_attributes_count[r] = 0;
+  }
+  return b;
+}
+
 }  // namespace spanhouse::testdata

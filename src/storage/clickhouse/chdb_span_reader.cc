@@ -31,10 +31,10 @@ Status ChdbSpanReader::GetTrace(const TraceId& id, SpanBatch* out) {
   }
   if (rows == 0) return {StatusCode::kNotFound, "trace not found"};
   st = conn_.Query(
-      fmt::format("SELECT {} FROM {}.spans WHERE timestamp >= toDateTime({{lo:UInt32}}) AND "
-                  "timestamp <= toDateTime({{hi:UInt32}}) AND trace_id = unhex({{id:String}}) "
-                  "ORDER BY start_time, span_id",
-                  SpanSelectList(caps_), kDatabase),
+      SpanReadQuery(caps_,
+                    "timestamp >= toDateTime({lo:UInt32}) AND timestamp <= toDateTime({hi:UInt32}) "
+                    "AND trace_id = unhex({id:String})",
+                    "start_time, span_id"),
       "Native", &r,
       {{"id", hex},
        {"lo", std::to_string(first / 1000000000)},
@@ -51,8 +51,10 @@ Status ChdbSpanReader::CountSpansWithResourceAttr(const std::string& key, const 
                                                   uint64_t* count) {
   QueryResult r;
   Status st = conn_.Query(
-      fmt::format("SELECT count() FROM {}.spans WHERE has(resource_attr_keys, {{k:String}}) AND "
-                  "resource_attr_values[indexOf(resource_attr_keys, {{k:String}})] = {{v:String}}",
+      // Matching resources first (a small table), then the spans that carry them.
+      fmt::format("SELECT count() FROM {0}.spans WHERE resource_id IN (SELECT resource_id FROM "
+                  "{0}.resources WHERE has(attr_keys, {{k:String}}) AND "
+                  "attr_values[indexOf(attr_keys, {{k:String}})] = {{v:String}})",
                   kDatabase),
       "TSV", &r, {{"k", key}, {"v", value}});
   if (!st.ok()) return st;

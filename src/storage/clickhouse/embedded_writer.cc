@@ -57,7 +57,27 @@ void EmbeddedWriter::Add(pipeline::QueuedBatch item) {
       if (p.blocks.capacity() == 0) p.blocks = std::move(spare_);
       p.blocks.reserve(opts_.max_bytes + (1u << 20));
     }
-    EncodeSpanBlock(part, caps_, &p.blocks);
+    const std::vector<uint64_t> ids = ResourceIds(part);
+    std::vector<uint32_t> fresh;
+    for (uint32_t r = 0; r < ids.size(); ++r) {
+      if (known_resources_.count(ids[r]) != 0 ||
+          std::find(p.new_resources.begin(), p.new_resources.end(), ids[r]) !=
+              p.new_resources.end() ||
+          std::find_if(fresh.begin(), fresh.end(), [&](uint32_t f) { return ids[f] == ids[r]; }) !=
+              fresh.end()) {
+        continue;
+      }
+      fresh.push_back(r);
+    }
+    if (!fresh.empty()) {
+      const auto now = static_cast<uint32_t>(
+          std::chrono::duration_cast<std::chrono::seconds>(
+              std::chrono::system_clock::now().time_since_epoch())
+              .count());
+      EncodeResourceBlock(part, fresh, ids, now, caps_, &p.resource_blocks);
+      for (uint32_t r : fresh) p.new_resources.push_back(ids[r]);
+    }
+    EncodeSpanBlock(part, caps_, &p.blocks, &ids);
     p.rows += part.span_count();
     p.reservations.push_back(std::move(res));
   };
@@ -91,7 +111,12 @@ void EmbeddedWriter::Run() {
       const bool due = p.rows >= opts_.max_rows || p.blocks.size() >= opts_.max_bytes ||
                        Clock::now() - p.since >= opts_.max_age;
       if (p.rows > 0 && (due || done)) {
-        Flush(it->first, p, done);
+        if (Flush(it->first, p, done)) {
+          if (known_resources_.size() + p.new_resources.size() > kMaxKnownResources) {
+            known_resources_.clear();
+          }
+          known_resources_.insert(p.new_resources.begin(), p.new_resources.end());
+        }
         p.blocks.clear();
         spare_ = std::move(p.blocks);
         it = pending_.erase(it);
@@ -109,16 +134,24 @@ Status EmbeddedWriter::InsertOnce(const Pending& p) {
     if (faults_->fail_inserts.load()) return Status::Unavailable("injected insert failure");
   }
   if (opts_.null_sink) return Status::Ok();
-  const std::string path = opts_.spool_dir + "/insert-" + opts_.name + ".native";
+  // Resources first: a span is never stored before its resource.
+  if (!p.resource_blocks.empty()) {
+    if (Status st = InsertFile("resources", p.resource_blocks); !st.ok()) return st;
+  }
+  return InsertFile("spans", p.blocks);
+}
+
+Status EmbeddedWriter::InsertFile(std::string_view table, const std::string& blocks) {
+  const std::string path = fmt::format("{}/insert-{}-{}.native", opts_.spool_dir, opts_.name, table);
   FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr) return Status::Internal("cannot write " + path);
-  bool ok = std::fwrite(p.blocks.data(), 1, p.blocks.size(), f) == p.blocks.size();
+  bool ok = std::fwrite(blocks.data(), 1, blocks.size(), f) == blocks.size();
   ok = (std::fclose(f) == 0) && ok;
   if (!ok) return Status::Internal("short write to " + path);
   // Columns are matched by name (the file carries them), so the block and
   // the table cannot silently disagree on order.
-  Status st = conn_->Query(InsertFromFileSql(fmt::format("{}.spans", kDatabase), RowFormat::kNative,
-                                             caps_, FileStructure::kTable),
+  Status st = conn_->Query(InsertFromFileSql(fmt::format("{}.{}", kDatabase, table),
+                                             RowFormat::kNative, caps_, FileStructure::kTable),
                            "", nullptr, {{"path", path}});
   if (st.ok()) std::remove(path.c_str());
   return st;

@@ -10,6 +10,11 @@
 // with backoff and the shard is not drained meanwhile, so a slow or failing
 // store fills the memory budget and turns into back-pressure (429s). The
 // memory reserved for a batch is released once its spans are stored.
+//
+// Resources (schema.h) are written once per fingerprint: a pending buffer
+// also carries a resources block with the resources its spans use that this
+// writer has not stored yet, inserted before the spans, so a stored span's
+// resource is always there too.
 #pragma once
 
 #include <atomic>
@@ -18,6 +23,7 @@
 #include <map>
 #include <string>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 #include "common/histogram.h"
@@ -74,6 +80,8 @@ class EmbeddedWriter {
   struct Pending {
     std::string blocks;  // Native blocks
     size_t rows = 0;
+    std::string resource_blocks;           // Native blocks of the resources table
+    std::vector<uint64_t> new_resources;   // ids in resource_blocks
     std::chrono::steady_clock::time_point since;
     std::vector<pipeline::Reservation> reservations;
   };
@@ -81,6 +89,7 @@ class EmbeddedWriter {
   void Add(pipeline::QueuedBatch item);
   bool Flush(uint32_t day, Pending& p, bool shutting_down);
   Status InsertOnce(const Pending& p);
+  Status InsertFile(std::string_view table, const std::string& blocks);
 
   ChdbConnection* conn_;
   const Capabilities caps_;
@@ -91,6 +100,11 @@ class EmbeddedWriter {
   WriterStats stats_;
   std::map<uint32_t, Pending> pending_;  // by partition (days since epoch); writer thread only
   std::string spare_;                    // a flushed buffer kept for reuse; writer thread only
+  // Resources this writer has stored (writer thread only). Bounded: when it
+  // grows past kMaxKnownResources it is cleared, which at worst stores some
+  // resources again (merges keep one row per id).
+  std::unordered_set<uint64_t> known_resources_;
+  static constexpr size_t kMaxKnownResources = 1u << 20;
 };
 
 }  // namespace spanhouse::storage

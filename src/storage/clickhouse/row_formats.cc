@@ -19,7 +19,7 @@ namespace {
 template <typename Sink>
 class CellWalker {
  public:
-  CellWalker(const SpanBatch& b, Sink& out) : b_(b), out_(out) {}
+  CellWalker(const SpanBatch& b, Sink& out) : b_(b), out_(out), resource_ids_(ResourceIds(b)) {}
 
   void Rows() {
     const auto& cols = SpanColumns();
@@ -112,20 +112,14 @@ class CellWalker {
       case Col::kServiceName:
         out_.Str(b_.Str(b_.resources.service_name[res]));
         break;
-      case Col::kResourceAttrKeys:
-        Attrs(b_.resource_attrs, b_.resources.attrs[res], Part::kKey);
-        break;
+      case Col::kResourceAttrKeys:  // not in the spans table (see schema.h)
       case Col::kResourceAttrTypes:
-        Attrs(b_.resource_attrs, b_.resources.attrs[res], Part::kType);
-        break;
       case Col::kResourceAttrValues:
-        Attrs(b_.resource_attrs, b_.resources.attrs[res], Part::kValue);
-        break;
       case Col::kResourceDroppedAttrs:
-        out_.UInt(b_.resources.dropped_attributes_count[res]);
-        break;
       case Col::kResourceSchemaUrl:
-        out_.Str(b_.Str(b_.resources.schema_url[res]));
+        break;
+      case Col::kResourceId:
+        out_.UInt(resource_ids_[res]);
         break;
       case Col::kScopeName:
         out_.Str(b_.Str(b_.scopes.name[sc]));
@@ -215,6 +209,7 @@ class CellWalker {
 
   const SpanBatch& b_;
   Sink& out_;
+  std::vector<uint64_t> resource_ids_;
 };
 
 // How a byte is written inside a text value: as itself, as a named escape

@@ -26,54 +26,124 @@ Capabilities Capabilities::FromVersion(std::string_view version) {
   return c;
 }
 
-const std::vector<ColumnSpec>& SpanColumns() {
+namespace {
+
+// Every column of a span as read, in block order; `stored` says whether the
+// spans table has it (the others come from the resources table).
+struct MasterColumn {
+  ColumnSpec spec;
+  bool stored;
+};
+
+const std::vector<MasterColumn>& Master() {
   using L = Logical;
-  static const std::vector<ColumnSpec> cols = {
-      {Col::kTimestamp, "timestamp", L::kDateTimeSec},
-      {Col::kTraceId, "trace_id", L::kTraceId},
-      {Col::kSpanId, "span_id", L::kSpanId},
-      {Col::kParentSpanId, "parent_span_id", L::kSpanId},
-      {Col::kTraceState, "trace_state", L::kString},
-      {Col::kFlags, "flags", L::kUInt32},
-      {Col::kName, "name", L::kKey},
-      {Col::kKind, "kind", L::kUInt8},
-      {Col::kStartTime, "start_time", L::kTimeNs},
-      {Col::kDurationNs, "duration_ns", L::kUInt64},
-      {Col::kStatusCode, "status_code", L::kUInt8},
-      {Col::kStatusMessage, "status_message", L::kString},
-      {Col::kServiceName, "service_name", L::kKey},
-      {Col::kResourceAttrKeys, "resource_attr_keys", L::kKeyArray},
-      {Col::kResourceAttrTypes, "resource_attr_types", L::kUInt8Array},
-      {Col::kResourceAttrValues, "resource_attr_values", L::kStringArray},
-      {Col::kResourceDroppedAttrs, "resource_dropped_attributes_count", L::kUInt32},
-      {Col::kResourceSchemaUrl, "resource_schema_url", L::kKey},
-      {Col::kScopeName, "scope_name", L::kKey},
-      {Col::kScopeVersion, "scope_version", L::kKey},
-      {Col::kScopeAttrKeys, "scope_attr_keys", L::kKeyArray},
-      {Col::kScopeAttrTypes, "scope_attr_types", L::kUInt8Array},
-      {Col::kScopeAttrValues, "scope_attr_values", L::kStringArray},
-      {Col::kScopeDroppedAttrs, "scope_dropped_attributes_count", L::kUInt32},
-      {Col::kScopeSchemaUrl, "scope_schema_url", L::kKey},
-      {Col::kAttrKeys, "attr_keys", L::kKeyArray},
-      {Col::kAttrTypes, "attr_types", L::kUInt8Array},
-      {Col::kAttrValues, "attr_values", L::kStringArray},
-      {Col::kDroppedAttrs, "dropped_attributes_count", L::kUInt32},
-      {Col::kEventTimes, "event_times", L::kTimeNsArray},
-      {Col::kEventNames, "event_names", L::kKeyArray},
-      {Col::kEventAttrKeys, "event_attr_keys", L::kKeyArray2},
-      {Col::kEventAttrTypes, "event_attr_types", L::kUInt8Array2},
-      {Col::kEventAttrValues, "event_attr_values", L::kStringArray2},
-      {Col::kEventDroppedAttrs, "event_dropped_attributes_counts", L::kUInt32Array},
-      {Col::kDroppedEvents, "dropped_events_count", L::kUInt32},
-      {Col::kLinkTraceIds, "link_trace_ids", L::kTraceIdArray},
-      {Col::kLinkSpanIds, "link_span_ids", L::kSpanIdArray},
-      {Col::kLinkTraceStates, "link_trace_states", L::kStringArray},
-      {Col::kLinkFlags, "link_flags", L::kUInt32Array},
-      {Col::kLinkAttrKeys, "link_attr_keys", L::kKeyArray2},
-      {Col::kLinkAttrTypes, "link_attr_types", L::kUInt8Array2},
-      {Col::kLinkAttrValues, "link_attr_values", L::kStringArray2},
-      {Col::kLinkDroppedAttrs, "link_dropped_attributes_counts", L::kUInt32Array},
-      {Col::kDroppedLinks, "dropped_links_count", L::kUInt32},
+  static const std::vector<MasterColumn> cols = {
+      {{Col::kTimestamp, "timestamp", L::kDateTimeSec}, true},
+      {{Col::kTraceId, "trace_id", L::kTraceId}, true},
+      {{Col::kSpanId, "span_id", L::kSpanId}, true},
+      {{Col::kParentSpanId, "parent_span_id", L::kSpanId}, true},
+      {{Col::kTraceState, "trace_state", L::kString}, true},
+      {{Col::kFlags, "flags", L::kUInt32}, true},
+      {{Col::kName, "name", L::kKey}, true},
+      {{Col::kKind, "kind", L::kUInt8}, true},
+      {{Col::kStartTime, "start_time", L::kTimeNs}, true},
+      {{Col::kDurationNs, "duration_ns", L::kUInt64}, true},
+      {{Col::kStatusCode, "status_code", L::kUInt8}, true},
+      {{Col::kStatusMessage, "status_message", L::kString}, true},
+      {{Col::kServiceName, "service_name", L::kKey}, true},
+      {{Col::kResourceAttrKeys, "resource_attr_keys", L::kKeyArray}, false},
+      {{Col::kResourceAttrTypes, "resource_attr_types", L::kUInt8Array}, false},
+      {{Col::kResourceAttrValues, "resource_attr_values", L::kStringArray}, false},
+      {{Col::kResourceDroppedAttrs, "resource_dropped_attributes_count", L::kUInt32}, false},
+      {{Col::kResourceSchemaUrl, "resource_schema_url", L::kKey}, false},
+      {{Col::kScopeName, "scope_name", L::kKey}, true},
+      {{Col::kScopeVersion, "scope_version", L::kKey}, true},
+      {{Col::kScopeAttrKeys, "scope_attr_keys", L::kKeyArray}, true},
+      {{Col::kScopeAttrTypes, "scope_attr_types", L::kUInt8Array}, true},
+      {{Col::kScopeAttrValues, "scope_attr_values", L::kStringArray}, true},
+      {{Col::kScopeDroppedAttrs, "scope_dropped_attributes_count", L::kUInt32}, true},
+      {{Col::kScopeSchemaUrl, "scope_schema_url", L::kKey}, true},
+      {{Col::kAttrKeys, "attr_keys", L::kKeyArray}, true},
+      {{Col::kAttrTypes, "attr_types", L::kUInt8Array}, true},
+      {{Col::kAttrValues, "attr_values", L::kStringArray}, true},
+      {{Col::kDroppedAttrs, "dropped_attributes_count", L::kUInt32}, true},
+      {{Col::kEventTimes, "event_times", L::kTimeNsArray}, true},
+      {{Col::kEventNames, "event_names", L::kKeyArray}, true},
+      {{Col::kEventAttrKeys, "event_attr_keys", L::kKeyArray2}, true},
+      {{Col::kEventAttrTypes, "event_attr_types", L::kUInt8Array2}, true},
+      {{Col::kEventAttrValues, "event_attr_values", L::kStringArray2}, true},
+      {{Col::kEventDroppedAttrs, "event_dropped_attributes_counts", L::kUInt32Array}, true},
+      {{Col::kDroppedEvents, "dropped_events_count", L::kUInt32}, true},
+      {{Col::kLinkTraceIds, "link_trace_ids", L::kTraceIdArray}, true},
+      {{Col::kLinkSpanIds, "link_span_ids", L::kSpanIdArray}, true},
+      {{Col::kLinkTraceStates, "link_trace_states", L::kStringArray}, true},
+      {{Col::kLinkFlags, "link_flags", L::kUInt32Array}, true},
+      {{Col::kLinkAttrKeys, "link_attr_keys", L::kKeyArray2}, true},
+      {{Col::kLinkAttrTypes, "link_attr_types", L::kUInt8Array2}, true},
+      {{Col::kLinkAttrValues, "link_attr_values", L::kStringArray2}, true},
+      {{Col::kLinkDroppedAttrs, "link_dropped_attributes_counts", L::kUInt32Array}, true},
+      {{Col::kDroppedLinks, "dropped_links_count", L::kUInt32}, true},
+      {{Col::kResourceId, "resource_id", L::kUInt64}, true},
+  };
+  return cols;
+}
+
+// The resources-table column a read's resource column comes from.
+const char* ResourceSource(Col id) {
+  switch (id) {
+    case Col::kResourceAttrKeys:
+      return "attr_keys";
+    case Col::kResourceAttrTypes:
+      return "attr_types";
+    case Col::kResourceAttrValues:
+      return "attr_values";
+    case Col::kResourceDroppedAttrs:
+      return "dropped_attributes_count";
+    case Col::kResourceSchemaUrl:
+      return "schema_url";
+    default:
+      return nullptr;
+  }
+}
+
+// The columns of schema version 1 that version 2 moved to `resources`.
+constexpr const char* kV1ResourceColumns[] = {"resource_attr_keys", "resource_attr_types",
+                                              "resource_attr_values",
+                                              "resource_dropped_attributes_count",
+                                              "resource_schema_url"};
+
+}  // namespace
+
+const std::vector<ColumnSpec>& SpanColumns() {
+  static const std::vector<ColumnSpec> cols = [] {
+    std::vector<ColumnSpec> v;
+    for (const auto& m : Master())
+      if (m.stored) v.push_back(m.spec);
+    return v;
+  }();
+  return cols;
+}
+
+const std::vector<ColumnSpec>& ReadColumns() {
+  static const std::vector<ColumnSpec> cols = [] {
+    std::vector<ColumnSpec> v;
+    for (const auto& m : Master()) v.push_back(m.spec);
+    return v;
+  }();
+  return cols;
+}
+
+const std::vector<std::pair<const char*, Logical>>& ResourceColumns() {
+  using L = Logical;
+  static const std::vector<std::pair<const char*, Logical>> cols = {
+      {"resource_id", L::kUInt64},
+      {"service_name", L::kKey},
+      {"attr_keys", L::kKeyArray},
+      {"attr_types", L::kUInt8Array},
+      {"attr_values", L::kStringArray},
+      {"dropped_attributes_count", L::kUInt32},
+      {"schema_url", L::kKey},
+      {"last_seen", L::kDateTimeSec},
   };
   return cols;
 }
@@ -171,6 +241,19 @@ std::vector<std::string> SchemaDdl(const Capabilities& caps) {
       "ENGINE = MergeTree ORDER BY version",
       kDatabase));
   ddl.push_back(SpansDdl(caps));
+  // One row per distinct resource (per fingerprint); a resource sent again
+  // after a restart is inserted again and merges keep the latest.
+  {
+    std::string cols;
+    for (const auto& [name, logical] : ResourceColumns()) {
+      if (!cols.empty()) cols += ", ";
+      cols += fmt::format("{} {}", name, TableType(logical, caps));
+    }
+    ddl.push_back(fmt::format(
+        "CREATE TABLE IF NOT EXISTS {}.resources ({}) ENGINE = ReplacingMergeTree(last_seen) "
+        "ORDER BY resource_id",
+        kDatabase, cols));
+  }
   // Trace id -> (first start, last end), so a lookup by id knows which hours
   // of the spans table to read. Fed by a view; merges keep one row per
   // (day, trace).
@@ -193,6 +276,43 @@ std::vector<std::string> SchemaDdl(const Capabilities& caps) {
       kDatabase, agg_min, agg_max, start_ns));
   return ddl;
 }
+
+namespace {
+
+// Schema 1 -> 2: each distinct resource of the old rows goes to `resources`
+// (its id a hash computed here by ClickHouse: any stable function will do,
+// ids only have to agree between a span and its resource row), the rows get
+// that id, and the per-row resource columns are dropped. Every step is
+// synchronous, so a crash part-way leaves either the old columns (and this
+// runs again) or a finished upgrade.
+Status MoveResourcesOutOfSpans(ChdbConnection& conn) {
+  const std::string id =
+      "cityHash64(resource_attr_keys, resource_attr_types, resource_attr_values, "
+      "resource_schema_url, resource_dropped_attributes_count)";
+  std::vector<std::string> steps = {
+      fmt::format("INSERT INTO {0}.resources SELECT {1} AS rid, any(service_name), "
+                  "any(resource_attr_keys), any(resource_attr_types), any(resource_attr_values), "
+                  "any(resource_dropped_attributes_count), any(resource_schema_url), "
+                  "max(timestamp) FROM {0}.spans WHERE resource_id = 0 GROUP BY rid",
+                  kDatabase, id),
+      fmt::format("ALTER TABLE {}.spans UPDATE resource_id = {} WHERE resource_id = 0 "
+                  "SETTINGS mutations_sync = 2",
+                  kDatabase, id),
+  };
+  std::string drop;
+  for (const char* c : kV1ResourceColumns) {
+    drop += drop.empty() ? "" : ", ";
+    drop += fmt::format("DROP COLUMN {}", c);
+  }
+  steps.push_back(
+      fmt::format("ALTER TABLE {}.spans {} SETTINGS mutations_sync = 2", kDatabase, drop));
+  for (const auto& sql : steps) {
+    if (Status st = conn.Query(sql, ""); !st.ok()) return st;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
 
 Status EnsureSchema(ChdbConnection& conn, Capabilities* caps_out) {
   QueryResult r;
@@ -229,6 +349,11 @@ Status EnsureSchema(ChdbConnection& conn, Capabilities* caps_out) {
       return Status::Internal("schema upgrade: " + st.message());
     }
   }
+  if (have.count(kV1ResourceColumns[0]) != 0) {
+    if (Status st = MoveResourcesOutOfSpans(conn); !st.ok()) {
+      return Status::Internal("schema upgrade (resources table): " + st.message());
+    }
+  }
   if (Status st =
           conn.Query(fmt::format("INSERT INTO {0}.schema_version SELECT {1}, now() WHERE (SELECT "
                                  "count() FROM {0}.schema_version WHERE version = {1}) = 0",
@@ -248,6 +373,26 @@ std::string SpanSelectList(const Capabilities& caps) {
     s += fmt::format("CAST({0} AS {1}) AS {0}", c.name, WireType(c.logical, caps));
   }
   return s;
+}
+
+std::string SpanReadQuery(const Capabilities& caps, std::string_view where,
+                          std::string_view order_by) {
+  std::string list;
+  for (const auto& c : ReadColumns()) {
+    if (!list.empty()) list += ", ";
+    const char* from = ResourceSource(c.id);
+    list += fmt::format("CAST({}.{} AS {}) AS {}", from == nullptr ? "s" : "r",
+                        from == nullptr ? c.name : from, WireType(c.logical, caps), c.name);
+  }
+  // The resources of the matching spans only, one row per id (merges may
+  // not have collapsed repeated inserts yet).
+  return fmt::format(
+      "SELECT {0} FROM (SELECT * FROM {1}.spans WHERE {2}) AS s LEFT JOIN (SELECT resource_id, "
+      "attr_keys, attr_types, attr_values, dropped_attributes_count, schema_url FROM "
+      "{1}.resources WHERE resource_id IN (SELECT resource_id FROM {1}.spans WHERE {2}) "
+      "ORDER BY last_seen DESC LIMIT 1 BY resource_id) AS r ON s.resource_id = r.resource_id "
+      "ORDER BY {3}",
+      list, kDatabase, where, order_by);
 }
 
 }  // namespace spanhouse::storage

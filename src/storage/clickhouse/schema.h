@@ -2,13 +2,18 @@
 //
 // One logical row per span on every ClickHouse version; the physical types
 // follow what the server supports, read once from `SELECT version()`.
-// The column list below is the single definition used by the DDL, the
+// The column lists below are the single definition used by the DDL, the
 // Native encoder, the Native decoder and the SELECT of the span reader.
+//
+// Resources are stored once: a span row holds its resource's fingerprint
+// (resource_id) and the `resources` table holds each resource's attributes.
+// A read joins them back, so a read row has the resource columns again.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -99,6 +104,7 @@ enum class Col : uint8_t {
   kLinkAttrValues,
   kLinkDroppedAttrs,
   kDroppedLinks,
+  kResourceId,  // stored in spans; the kResource* columns above are read from `resources`
   kCount
 };
 
@@ -108,7 +114,11 @@ struct ColumnSpec {
   Logical logical;
 };
 
+// Columns of the spans table, in table and block order.
 const std::vector<ColumnSpec>& SpanColumns();
+// Columns of a span as read back (SpanReadQuery): the stored ones plus the
+// resource's, joined from the resources table.
+const std::vector<ColumnSpec>& ReadColumns();
 
 // Type of a column in a Native block (no LowCardinality, no codecs).
 std::string WireType(Logical l, const Capabilities& caps);
@@ -116,7 +126,8 @@ std::string WireType(Logical l, const Capabilities& caps);
 std::string TableType(Logical l, const Capabilities& caps);
 
 inline constexpr std::string_view kDatabase = "spanhouse";
-inline constexpr uint32_t kSchemaVersion = 1;
+// 1: resource attributes in every span row. 2: resources stored once, by id.
+inline constexpr uint32_t kSchemaVersion = 2;
 
 // All DDL statements, in order, for a fresh database (idempotent: IF NOT EXISTS).
 std::vector<std::string> SchemaDdl(const Capabilities& caps);
@@ -125,7 +136,17 @@ std::vector<std::string> SchemaDdl(const Capabilities& caps);
 // schema lacks, and records the schema version. Safe to run at every start.
 Status EnsureSchema(ChdbConnection& conn, Capabilities* caps_out);
 
-// "CAST(col AS wire) AS col, ..." for reading spans back as a Native block.
+// "CAST(col AS wire) AS col, ..." over the stored columns (a table in the
+// spans table's layout, without the resource join).
 std::string SpanSelectList(const Capabilities& caps);
+
+// A query returning the spans that match `where` (a condition on the spans
+// table, which may use {name:Type} parameters) as Native blocks in
+// ReadColumns() layout, resource columns joined in, ordered by `order_by`.
+std::string SpanReadQuery(const Capabilities& caps, std::string_view where,
+                          std::string_view order_by);
+
+// Columns of the resources table's Native blocks: (name, logical type).
+const std::vector<std::pair<const char*, Logical>>& ResourceColumns();
 
 }  // namespace spanhouse::storage

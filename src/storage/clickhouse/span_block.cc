@@ -19,7 +19,8 @@ struct AttrSource {
 
 class Encoder {
  public:
-  Encoder(const SpanBatch& b, Writer& w) : b_(b), w_(w), n_(b.span_count()) {}
+  Encoder(const SpanBatch& b, Writer& w, const std::vector<uint64_t>& resource_ids)
+      : b_(b), w_(w), n_(b.span_count()), resource_ids_(resource_ids) {}
 
   uint32_t Owner(const AttrSource& s, size_t span) const {
     return s.index == nullptr ? static_cast<uint32_t>(span) : (*s.index)[span];
@@ -85,7 +86,6 @@ class Encoder {
 
   void Column(Col id) {
     const auto& s = b_.spans;
-    const AttrSource res{&b_.resource_attrs, &b_.resources.attrs, &s.resource};
     const AttrSource scope{&b_.scope_attrs, &b_.scopes.attrs, &s.scope};
     const AttrSource span{&b_.span_attrs, &s.attrs, nullptr};
     switch (id) {
@@ -131,21 +131,11 @@ class Encoder {
       case Col::kServiceName:
         for (size_t i = 0; i < n_; ++i) w_.String(b_.Str(b_.resources.service_name[s.resource[i]]));
         break;
-      case Col::kResourceAttrKeys:
-        Attrs(res, Part::kKey);
-        break;
+      case Col::kResourceAttrKeys:  // not in the spans table: EncodeResourceBlock
       case Col::kResourceAttrTypes:
-        Attrs(res, Part::kType);
-        break;
       case Col::kResourceAttrValues:
-        Attrs(res, Part::kValue);
-        break;
       case Col::kResourceDroppedAttrs:
-        for (size_t i = 0; i < n_; ++i)
-          w_.Fixed<uint32_t>(b_.resources.dropped_attributes_count[s.resource[i]]);
-        break;
       case Col::kResourceSchemaUrl:
-        for (size_t i = 0; i < n_; ++i) w_.String(b_.Str(b_.resources.schema_url[s.resource[i]]));
         break;
       case Col::kScopeName:
         for (size_t i = 0; i < n_; ++i) w_.String(b_.Str(b_.scopes.name[s.scope[i]]));
@@ -231,6 +221,9 @@ class Encoder {
       case Col::kDroppedLinks:
         for (size_t i = 0; i < n_; ++i) w_.Fixed<uint32_t>(s.dropped_links_count[i]);
         break;
+      case Col::kResourceId:
+        for (size_t i = 0; i < n_; ++i) w_.Fixed<uint64_t>(resource_ids_[s.resource[i]]);
+        break;
       case Col::kCount:
         break;
     }
@@ -240,6 +233,7 @@ class Encoder {
   const SpanBatch& b_;
   Writer& w_;
   size_t n_;
+  const std::vector<uint64_t>& resource_ids_;
 };
 
 #define SH_TRY(expr)           \
@@ -273,7 +267,7 @@ class Decoder {
   }
   template <typename T, typename U>
   Status Num(U* out) {
-    T v;
+    T v{};
     SH_TRY(r_.Fixed(&v));
     *out = static_cast<U>(v);
     return Status::Ok();
@@ -509,6 +503,11 @@ class Decoder {
             [&](uint32_t l) { return Num<uint32_t>(&b_.links.dropped_attributes_count[l]); });
       case Col::kDroppedLinks:
         return each([&](uint32_t i) { return Num<uint32_t>(&s.dropped_links_count[i]); });
+      case Col::kResourceId:  // the resource's own columns, when joined in, say the rest
+        return each([&](uint32_t) {
+          uint64_t id;
+          return r_.Fixed(&id);
+        });
       case Col::kCount:
         break;
     }
@@ -524,21 +523,75 @@ class Decoder {
 
 }  // namespace
 
-void EncodeSpanBlock(const SpanBatch& batch, const Capabilities& caps, std::string* out) {
+std::vector<uint64_t> ResourceIds(const SpanBatch& batch) {
+  std::vector<uint64_t> ids(batch.resources.attrs.size());
+  for (uint32_t r = 0; r < ids.size(); ++r) ids[r] = ResourceFingerprint(batch, r);
+  return ids;
+}
+
+void EncodeSpanBlock(const SpanBatch& batch, const Capabilities& caps, std::string* out,
+                     const std::vector<uint64_t>* resource_ids) {
+  std::vector<uint64_t> computed;
+  if (resource_ids == nullptr) {
+    computed = ResourceIds(batch);
+    resource_ids = &computed;
+  }
   Writer w(out);
   const auto& cols = SpanColumns();
   w.BlockHeader(cols.size(), batch.span_count());
-  Encoder enc(batch, w);
+  Encoder enc(batch, w, *resource_ids);
   for (const auto& c : cols) {
     w.ColumnHeader(c.name, WireType(c.logical, caps));
     enc.Column(c.id);
   }
 }
 
+void EncodeResourceBlock(const SpanBatch& batch, const std::vector<uint32_t>& which,
+                         const std::vector<uint64_t>& resource_ids, uint32_t last_seen,
+                         const Capabilities& caps, std::string* out) {
+  Writer w(out);
+  const auto& cols = ResourceColumns();
+  w.BlockHeader(cols.size(), which.size());
+  const auto& res = batch.resources;
+  const AttrColumns& attrs = batch.resource_attrs;
+  for (const auto& [name, logical] : cols) {
+    w.ColumnHeader(name, WireType(logical, caps));
+    const std::string_view col = name;
+    if (col == "resource_id") {
+      for (uint32_t r : which) w.Fixed<uint64_t>(resource_ids[r]);
+    } else if (col == "service_name") {
+      for (uint32_t r : which) w.String(batch.Str(res.service_name[r]));
+    } else if (col == "attr_keys" || col == "attr_types" || col == "attr_values") {
+      uint64_t total = 0;
+      for (uint32_t r : which) {
+        total += res.attrs[r].size();
+        w.Fixed<uint64_t>(total);
+      }
+      for (uint32_t r : which) {
+        for (uint32_t a = res.attrs[r].begin; a < res.attrs[r].end; ++a) {
+          if (col == "attr_keys") {
+            w.String(batch.Str(attrs.key[a]));
+          } else if (col == "attr_types") {
+            w.Fixed<uint8_t>(static_cast<uint8_t>(attrs.type[a]));
+          } else {
+            w.String(batch.Str(attrs.value[a]));
+          }
+        }
+      }
+    } else if (col == "dropped_attributes_count") {
+      for (uint32_t r : which) w.Fixed<uint32_t>(res.dropped_attributes_count[r]);
+    } else if (col == "schema_url") {
+      for (uint32_t r : which) w.String(batch.Str(res.schema_url[r]));
+    } else {  // last_seen
+      for (size_t i = 0; i < which.size(); ++i) w.Fixed<uint32_t>(last_seen);
+    }
+  }
+}
+
 Status DecodeSpanBlocks(std::string_view data, SpanBatch* out) {
   static const std::unordered_map<std::string_view, Col> by_name = [] {
     std::unordered_map<std::string_view, Col> m;
-    for (const auto& c : SpanColumns()) m.emplace(c.name, c.id);
+    for (const auto& c : ReadColumns()) m.emplace(c.name, c.id);
     return m;
   }();
   Reader r(data);

@@ -3,6 +3,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 #include "model/span_batch.h"
@@ -11,11 +12,23 @@
 
 namespace spanhouse::storage {
 
-// Appends one Native block holding every span of `batch`, one row each, to `out`.
-void EncodeSpanBlock(const SpanBatch& batch, const Capabilities& caps, std::string* out);
+// ResourceFingerprint of every resource of `batch`, by resource index.
+std::vector<uint64_t> ResourceIds(const SpanBatch& batch);
+
+// Appends one Native block holding every span of `batch`, one row each, to
+// `out`, in the spans table's layout (SpanColumns). `resource_ids` are the
+// batch's ResourceIds, computed here when null.
+void EncodeSpanBlock(const SpanBatch& batch, const Capabilities& caps, std::string* out,
+                     const std::vector<uint64_t>* resource_ids = nullptr);
+
+// Appends one Native block of the resources table (ResourceColumns) with
+// one row per resource index in `which`.
+void EncodeResourceBlock(const SpanBatch& batch, const std::vector<uint32_t>& which,
+                         const std::vector<uint64_t>& resource_ids, uint32_t last_seen,
+                         const Capabilities& caps, std::string* out);
 
 // Appends the spans of one or more Native blocks (as written by
-// EncodeSpanBlock or selected with SpanSelectList) to `out`. Each row gets
+// EncodeSpanBlock, or selected with SpanSelectList or SpanReadQuery) to `out`. Each row gets
 // its own resource and scope entry.
 Status DecodeSpanBlocks(std::string_view data, SpanBatch* out);
 

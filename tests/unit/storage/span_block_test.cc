@@ -11,14 +11,39 @@ Capabilities Modern() {
   return Capabilities::FromVersion("26.5.1.1");
 }
 
-TEST(SpanBlock, RoundTripsEveryField) {
+TEST(SpanBlock, RoundTripsEveryStoredField) {
   SpanBatch in = testdata::SampleBatch(3);
   std::string block;
   EncodeSpanBlock(in, Modern(), &block);
   SpanBatch out;
   ASSERT_TRUE(DecodeSpanBlocks(block, &out).ok());
   std::string why;
-  EXPECT_TRUE(in.LogicallyEquals(out, &why)) << why;
+  EXPECT_TRUE(testdata::StoredPart(in).LogicallyEquals(out, &why)) << why;
+  // Nothing of the resource but the service name went into the block.
+  SpanBatch full = testdata::SampleBatch(3);
+  ASSERT_FALSE(full.LogicallyEquals(out, &why));
+}
+
+TEST(SpanBlock, ResourceIdsIdentifyContentNotLayout) {
+  SpanBatch a = testdata::SampleBatch(2);
+  SpanBatch b;
+  b.AddString("unrelated bytes first, so every offset differs");
+  b.Append(a);
+  const auto ia = ResourceIds(a);
+  const auto ib = ResourceIds(b);
+  ASSERT_EQ(ia.size(), ib.size());
+  for (size_t r = 0; r < ia.size(); ++r) EXPECT_EQ(ia[r], ib[r]) << r;
+  // One changed value, type or the schema URL makes another resource.
+  ASSERT_GT(a.resources.attrs[0].size(), 0u);
+  SpanBatch c = a;
+  c.resource_attrs.value[c.resources.attrs[0].begin] = c.AddString("another value");
+  EXPECT_NE(ResourceIds(c)[0], ia[0]);
+  SpanBatch d = a;
+  d.resource_attrs.type[d.resources.attrs[0].begin] = ValueType::kBytes;
+  EXPECT_NE(ResourceIds(d)[0], ia[0]);
+  SpanBatch e = a;
+  e.resources.schema_url[0] = e.AddString("https://opentelemetry.io/schemas/9.9.9");
+  EXPECT_NE(ResourceIds(e)[0], ia[0]);
 }
 
 TEST(SpanBlock, SeveralBlocksConcatenate) {
@@ -32,7 +57,7 @@ TEST(SpanBlock, SeveralBlocksConcatenate) {
   SpanBatch both = a;
   both.Append(b);
   std::string why;
-  EXPECT_TRUE(both.LogicallyEquals(out, &why)) << why;
+  EXPECT_TRUE(testdata::StoredPart(both).LogicallyEquals(out, &why)) << why;
 }
 
 TEST(SpanBlock, EmptyBatchIsAnEmptyBlock) {
@@ -72,9 +97,16 @@ TEST(Schema, WireTypesFollowCapabilities) {
 }
 
 TEST(Schema, ColumnListIsInEnumOrder) {
-  const auto& cols = SpanColumns();
-  ASSERT_EQ(cols.size(), static_cast<size_t>(Col::kCount));
-  for (size_t i = 0; i < cols.size(); ++i) EXPECT_EQ(static_cast<size_t>(cols[i].id), i);
+  const auto& read = ReadColumns();
+  ASSERT_EQ(read.size(), static_cast<size_t>(Col::kCount));
+  for (size_t i = 0; i < read.size(); ++i) EXPECT_EQ(static_cast<size_t>(read[i].id), i);
+  // The stored columns are the read ones less the resource's own.
+  const auto& stored = SpanColumns();
+  EXPECT_EQ(stored.size(), read.size() - 5);
+  for (size_t i = 1; i < stored.size(); ++i) EXPECT_LT(stored[i - 1].id, stored[i].id);
+  for (const auto& c : stored) {
+    EXPECT_EQ(std::string(c.name).rfind("resource_attr", 0), std::string::npos) << c.name;
+  }
 }
 
 }  // namespace
