@@ -15,7 +15,13 @@
 namespace spanhouse::codec {
 
 // opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest, protobuf wire format.
+// Strings are copied into the batch's arena, unless `body` is the batch's
+// source (SpanBatch::AdoptSource), in which case they are referenced there.
 Status DecodeOtlpProto(std::string_view body, SpanBatch& out);
+// The same, the batch taking the body as its source (when it has none yet)
+// so names, keys and string values are not copied but pointed to: the
+// receiver's path, where the body would be freed right after anyway.
+Status DecodeOtlpProtoOwned(std::string body, SpanBatch& out);
 
 // The same message in the OTLP/JSON mapping: lowerCamelCase field names
 // (snake_case accepted too), hex trace/span ids, enums as numbers or names,

@@ -158,32 +158,39 @@ class Decoder {
 
   // Reads the next field of the message whose remaining bytes are `in`.
   // Unknown wire types and groups are errors: their length cannot be known
-  // (groups) or they are not protobuf at all (6, 7).
-  Step Next(std::string_view& in, const char* msg, Field& f) {
+  // (groups) or they are not protobuf at all (6, 7). Called for every field
+  // of every span and attribute, so the error text is built out of line.
+  [[gnu::always_inline]] Step Next(std::string_view& in, const char* msg, Field& f) {
     if (in.empty()) return Step::kEnd;
     const size_t at = Offset(in);
     uint64_t tag;
-    if (!ReadVarint(in, tag)) return Step::kError;
+    if (!ReadVarint(in, tag)) [[unlikely]]
+      return Step::kError;
     f.number = static_cast<uint32_t>(tag >> 3);
     f.wire = static_cast<uint32_t>(tag & 7);
-    if (tag >> 3 == 0 || tag >> 3 > 0x1fffffff) {
-      Fail("invalid field number " + std::to_string(tag >> 3) + " in " + msg + " at offset " +
-           std::to_string(at));
-      return Step::kError;
-    }
+    if (tag >> 3 == 0 || tag >> 3 > 0x1fffffff) [[unlikely]]
+      return BadFieldNumber(tag >> 3, msg, at);
     switch (f.wire) {
+      case kLen: {
+        const size_t len_at = Offset(in);
+        uint64_t len;
+        if (!ReadVarint(in, len)) [[unlikely]]
+          return Step::kError;
+        if (len > in.size()) [[unlikely]]
+          return LengthTooLong(len, f.number, msg, len_at, in.size());
+        f.bytes = in.substr(0, static_cast<size_t>(len));
+        in.remove_prefix(static_cast<size_t>(len));
+        return Step::kField;
+      }
       case kVarint:
-        if (!ReadVarint(in, f.num)) return Step::kError;
+        if (!ReadVarint(in, f.num)) [[unlikely]]
+          return Step::kError;
         return Step::kField;
       case kFixed64:
       case kFixed32: {
         const size_t n = f.wire == kFixed64 ? 8 : 4;
-        if (in.size() < n) {
-          Fail(std::string("truncated ") + (n == 8 ? "fixed64" : "fixed32") + " for field " +
-               std::to_string(f.number) + " in " + msg + " at offset " +
-               std::to_string(Offset(in)));
-          return Step::kError;
-        }
+        if (in.size() < n) [[unlikely]]
+          return TruncatedFixed(n, f.number, msg, Offset(in));
         // Little-endian on the wire, whatever the host.
         f.num = 0;
         for (size_t i = 0; i < n; ++i) {
@@ -192,30 +199,43 @@ class Decoder {
         in.remove_prefix(n);
         return Step::kField;
       }
-      case kLen: {
-        const size_t len_at = Offset(in);
-        uint64_t len;
-        if (!ReadVarint(in, len)) return Step::kError;
-        if (len > in.size()) {
-          Fail("length " + std::to_string(len) + " of field " + std::to_string(f.number) + " in " +
-               msg + " at offset " + std::to_string(len_at) + " exceeds the " +
-               std::to_string(in.size()) + " bytes left");
-          return Step::kError;
-        }
-        f.bytes = in.substr(0, static_cast<size_t>(len));
-        in.remove_prefix(static_cast<size_t>(len));
-        return Step::kField;
-      }
       default:
-        Fail("invalid wire type " + std::to_string(f.wire) + " for field " +
-             std::to_string(f.number) + " in " + msg +
-             (f.wire == 3 || f.wire == 4 ? " (groups are not supported)" : ""));
-        return Step::kError;
+        return BadWireType(f.wire, f.number, msg);
     }
   }
 
-  bool Expect(const Field& f, uint32_t wire, const char* msg, const char* name) {
-    if (f.wire == wire) return true;
+  [[gnu::noinline, gnu::cold]] Step BadFieldNumber(uint64_t number, const char* msg, size_t at) {
+    Fail("invalid field number " + std::to_string(number) + " in " + msg + " at offset " +
+         std::to_string(at));
+    return Step::kError;
+  }
+  [[gnu::noinline, gnu::cold]] Step LengthTooLong(uint64_t len, uint32_t number, const char* msg,
+                                                  size_t len_at, size_t left) {
+    Fail("length " + std::to_string(len) + " of field " + std::to_string(number) + " in " + msg +
+         " at offset " + std::to_string(len_at) + " exceeds the " + std::to_string(left) +
+         " bytes left");
+    return Step::kError;
+  }
+  [[gnu::noinline, gnu::cold]] Step TruncatedFixed(size_t n, uint32_t number, const char* msg,
+                                                   size_t at) {
+    Fail(std::string("truncated ") + (n == 8 ? "fixed64" : "fixed32") + " for field " +
+         std::to_string(number) + " in " + msg + " at offset " + std::to_string(at));
+    return Step::kError;
+  }
+  [[gnu::noinline, gnu::cold]] Step BadWireType(uint32_t wire, uint32_t number, const char* msg) {
+    Fail("invalid wire type " + std::to_string(wire) + " for field " + std::to_string(number) +
+         " in " + msg + (wire == 3 || wire == 4 ? " (groups are not supported)" : ""));
+    return Step::kError;
+  }
+
+  [[gnu::always_inline]] bool Expect(const Field& f, uint32_t wire, const char* msg,
+                                     const char* name) {
+    if (f.wire == wire) [[likely]]
+      return true;
+    return WrongWire(f, wire, msg, name);
+  }
+  [[gnu::noinline, gnu::cold]] bool WrongWire(const Field& f, uint32_t wire, const char* msg,
+                                              const char* name) {
     return Fail("wrong wire type " + std::to_string(f.wire) + " for field " +
                 std::to_string(f.number) + " (" + name + ") in " + msg + ", expected " +
                 std::to_string(wire));
@@ -248,7 +268,7 @@ class Decoder {
           break;
         case 3:
           if (!Expect(f, kLen, "ResourceSpans", "schema_url")) return false;
-          out_.resources.schema_url[r] = out_.AddString(f.bytes);
+          out_.resources.schema_url[r] = out_.RefString(f.bytes);
           break;
         default:
           break;
@@ -302,7 +322,7 @@ class Decoder {
           break;
         case 3:
           if (!Expect(f, kLen, msg, "schema_url")) return false;
-          out_.scopes.schema_url[s] = out_.AddString(f.bytes);
+          out_.scopes.schema_url[s] = out_.RefString(f.bytes);
           break;
         default:
           break;
@@ -322,11 +342,11 @@ class Decoder {
       switch (f.number) {
         case 1:
           if (!Expect(f, kLen, msg, "name")) return false;
-          out_.scopes.name[s] = out_.AddString(f.bytes);
+          out_.scopes.name[s] = out_.RefString(f.bytes);
           break;
         case 2:
           if (!Expect(f, kLen, msg, "version")) return false;
-          out_.scopes.version[s] = out_.AddString(f.bytes);
+          out_.scopes.version[s] = out_.RefString(f.bytes);
           break;
         case 3:
           if (legacy) break;
@@ -375,7 +395,7 @@ class Decoder {
           break;
         case 3:
           if (!Expect(f, kLen, "Span", "trace_state")) return false;
-          sp.trace_state[i] = out_.AddString(f.bytes);
+          sp.trace_state[i] = out_.RefString(f.bytes);
           break;
         case 4:
           if (!Expect(f, kLen, "Span", "parent_span_id")) return false;
@@ -390,7 +410,7 @@ class Decoder {
           break;
         case 5:
           if (!Expect(f, kLen, "Span", "name")) return false;
-          sp.name[i] = out_.AddString(f.bytes);
+          sp.name[i] = out_.RefString(f.bytes);
           break;
         case 6:
           if (!Expect(f, kVarint, "Span", "kind")) return false;
@@ -469,7 +489,7 @@ class Decoder {
       switch (f.number) {
         case 2:
           if (!Expect(f, kLen, "Status", "message")) return false;
-          out_.spans.status_message[i] = out_.AddString(f.bytes);
+          out_.spans.status_message[i] = out_.RefString(f.bytes);
           break;
         case 3:
           if (!Expect(f, kVarint, "Status", "code")) return false;
@@ -501,7 +521,7 @@ class Decoder {
           break;
         case 2:
           if (!Expect(f, kLen, "Span.Event", "name")) return false;
-          ev.name[e] = out_.AddString(f.bytes);
+          ev.name[e] = out_.RefString(f.bytes);
           break;
         case 3:
           if (!Expect(f, kLen, "Span.Event", "attributes") ||
@@ -547,7 +567,7 @@ class Decoder {
           break;
         case 3:
           if (!Expect(f, kLen, "Span.Link", "trace_state")) return false;
-          ln.trace_state[l] = out_.AddString(f.bytes);
+          ln.trace_state[l] = out_.RefString(f.bytes);
           break;
         case 4:
           if (!Expect(f, kLen, "Span.Link", "attributes") ||
@@ -616,15 +636,98 @@ class Decoder {
     }
   }
 
+  // A varint of at most two bytes (a length below 16 KiB) at `p`.
+  static bool ShortVarint(const uint8_t* u, size_t n, size_t& p, size_t& v) {
+    if (p >= n) return false;
+    if (u[p] < 0x80) {
+      v = u[p++];
+      return true;
+    }
+    if (p + 1 >= n || u[p + 1] >= 0x80) return false;
+    v = (u[p] & 0x7fu) | (static_cast<size_t>(u[p + 1]) << 7);
+    p += 2;
+    return true;
+  }
+
+  // The layout every SDK writes for an attribute: the key, then a value
+  // holding one string, int, bool or double. Read here without the general
+  // field loop (most of a span's bytes are attributes); false, having added
+  // nothing, for anything else (other field order, repeated or unknown
+  // fields, arrays, kvlists, bytes, malformed input), which the general path
+  // then reads, to the same result for the layouts taken here.
+  bool FastKeyValue(std::string_view in, AttrColumns& cols) {
+    const auto* u = reinterpret_cast<const uint8_t*>(in.data());
+    const size_t n = in.size();
+    if (n < 4 || u[0] != 0x0a) return false;  // key = 1, length-delimited
+    size_t p = 1;
+    size_t klen;
+    if (!ShortVarint(u, n, p, klen) || klen >= n - p) return false;
+    const std::string_view key = in.substr(p, klen);
+    p += klen;
+    if (u[p] != 0x12) return false;  // value = 2, length-delimited
+    ++p;
+    size_t vlen;
+    if (!ShortVarint(u, n, p, vlen) || vlen != n - p || vlen < 2) return false;
+    const uint8_t tag = u[p++];
+    ValueType type;
+    StrRef value;
+    switch (tag) {
+      case 0x0a: {  // string_value = 1
+        size_t slen;
+        if (!ShortVarint(u, n, p, slen) || slen != n - p) return false;
+        type = ValueType::kString;
+        value = out_.RefString(in.substr(p, slen));
+        break;
+      }
+      case 0x18: {  // int_value = 3, varint
+        uint64_t v = 0;
+        size_t i = 0;
+        for (;; ++i) {
+          if (p + i >= n || i == 10) return false;
+          v |= static_cast<uint64_t>(u[p + i] & 0x7f) << (7 * i);
+          if (u[p + i] < 0x80) break;
+        }
+        if (p + i + 1 != n) return false;
+        std::string& text = Scratch();
+        text.clear();
+        AppendInt(text, static_cast<int64_t>(v));
+        type = ValueType::kInt;
+        value = out_.AddString(text);
+        break;
+      }
+      case 0x10:  // bool_value = 2, one-byte varint
+        if (p + 1 != n || u[p] >= 0x80) return false;
+        type = ValueType::kBool;
+        value = out_.AddString(u[p] != 0 ? "true" : "false");
+        break;
+      case 0x21: {  // double_value = 4, fixed64
+        if (n - p != 8) return false;
+        uint64_t bits = 0;
+        for (size_t i = 0; i < 8; ++i) bits |= static_cast<uint64_t>(u[p + i]) << (8 * i);
+        std::string& text = Scratch();
+        text.clear();
+        AppendDouble(text, std::bit_cast<double>(bits));
+        type = ValueType::kDouble;
+        value = out_.AddString(text);
+        break;
+      }
+      default:
+        return false;
+    }
+    SpanBatch::AddAttr(cols, out_.RefString(key), type, value);
+    return true;
+  }
+
   // Appends one KeyValue to `cols`, its value as text per value_text.h.
   bool KeyValue(std::string_view in, AttrColumns& cols, const Owner& owner) {
+    if (FastKeyValue(in, cols)) return true;
     std::string_view key, value_bytes;
     bool has_value;
     if (!ScanKeyValue(in, key, value_bytes, has_value)) return false;
     Field v;
     bool set = false;
     if (has_value && !ScanAnyValue(value_bytes, v, set)) return false;
-    const StrRef key_ref = out_.AddString(key);
+    const StrRef key_ref = out_.RefString(key);
     if (!set) {
       SpanBatch::AddAttr(cols, key_ref, ValueType::kEmpty, StrRef{});
       return true;
@@ -634,7 +737,7 @@ class Decoder {
     switch (v.number) {
       case 1:
         type = ValueType::kString;
-        value_ref = out_.AddString(v.bytes);
+        value_ref = out_.RefString(v.bytes);
         break;
       case 2:
         type = ValueType::kBool;
@@ -669,7 +772,7 @@ class Decoder {
       }
       default:  // 7
         type = ValueType::kBytes;
-        value_ref = out_.AddString(v.bytes);
+        value_ref = out_.RefString(v.bytes);
         break;
     }
     SpanBatch::AddAttr(cols, key_ref, type, value_ref);
@@ -807,15 +910,22 @@ void PutVarint(std::string& out, uint64_t v) {
 }  // namespace
 
 Status DecodeOtlpProto(std::string_view body, SpanBatch& out) {
-  // StrRef offsets are 32-bit. Rendered attribute text is at most ~6x the
-  // bytes it came from (\u00XX escapes), so refuse a body that could push the
-  // arena past 4 GiB rather than hand out wrapped offsets.
+  // StrRef offsets into the arena are 31-bit. Rendered attribute text is at
+  // most ~6x the bytes it came from (\u00XX escapes), so refuse a body that
+  // could push the arena past 2 GiB rather than hand out wrapped offsets.
   const uint64_t arena = out.BeginString();
-  if (static_cast<uint64_t>(body.size()) > (UINT32_MAX - arena) / 8) {
+  if (static_cast<uint64_t>(body.size()) > (SpanBatch::kSourceBit - 1 - arena) / 8) {
     return Status::TooLarge("request of " + std::to_string(body.size()) +
                             " bytes is too large to decode into one batch");
   }
   return Decoder(body, out).Run();
+}
+
+Status DecodeOtlpProtoOwned(std::string body, SpanBatch& out) {
+  if (out.source().empty() && !body.empty() && out.AdoptSource(body)) {
+    return DecodeOtlpProto(out.source(), out);
+  }
+  return DecodeOtlpProto(body, out);
 }
 
 std::string EncodeExportResponseProto(int64_t rejected_spans, std::string_view error_message) {

@@ -159,8 +159,14 @@ uint64_t ResourceFingerprint(const SpanBatch& b, uint32_t resource) {
   return h.Done();
 }
 
+bool SpanBatch::AdoptSource(std::string& body) {
+  if (!source_.empty() || body.size() >= kSourceBit) return false;
+  source_ = std::move(body);
+  return true;
+}
+
 size_t SpanBatch::MemoryBytes() const {
-  size_t n = arena_.capacity();
+  size_t n = arena_.capacity() + source_.capacity();
   n += AttrBytes(resource_attrs) + AttrBytes(scope_attrs) + AttrBytes(span_attrs) +
        AttrBytes(event_attrs) + AttrBytes(link_attrs);
   n += Cap(resources.attrs) + Cap(resources.dropped_attributes_count) + Cap(resources.schema_url) +

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -74,8 +75,29 @@ enum class StatusCodeOtlp : uint8_t { kUnset = 0, kOk = 1, kError = 2 };
 class SpanBatch {
  public:
   // ---- strings ----
+  // A string lives in the batch's arena or, with kSourceBit set in its
+  // offset, in the source: the request body the batch was decoded from,
+  // kept whole so the decoder points into it instead of copying every name,
+  // key and value (AdoptSource, RefString).
+  static constexpr uint32_t kSourceBit = 1u << 31;
   StrRef AddString(std::string_view s);
-  std::string_view Str(StrRef r) const { return {arena_.data() + r.off, r.len}; }
+  std::string_view Str(StrRef r) const {
+    const char* base = (r.off & kSourceBit) != 0 ? source_.data() - kSourceBit : arena_.data();
+    return {base + r.off, r.len};
+  }
+  // Takes `body` (moved from) as the batch's source if the batch has none
+  // yet and it is shorter than 2 GiB; otherwise false, `body` untouched.
+  bool AdoptSource(std::string& body);
+  std::string_view source() const { return source_; }
+  // `s` by reference if it lies inside the source, else copied to the arena.
+  StrRef RefString(std::string_view s) {
+    const auto b = reinterpret_cast<uintptr_t>(source_.data());
+    const auto p = reinterpret_cast<uintptr_t>(s.data());
+    if (p >= b && p - b <= source_.size() - s.size() && s.size() <= source_.size()) {
+      return {static_cast<uint32_t>(p - b) | kSourceBit, static_cast<uint32_t>(s.size())};
+    }
+    return AddString(s);
+  }
   // Append to the arena piecewise: BeginString(); AppendToString(..)*; EndString().
   uint32_t BeginString() const { return static_cast<uint32_t>(arena_.size()); }
   void AppendToString(std::string_view s) { arena_.append(s); }
@@ -175,6 +197,7 @@ class SpanBatch {
 
  private:
   std::string arena_;
+  std::string source_;
 };
 
 // A resource's identity: a 64-bit hash of everything stored about it (its

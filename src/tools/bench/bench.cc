@@ -8,6 +8,7 @@ void AddBenchCommand(CLI::App& app, std::function<int()>* run) {
   CLI::App* bench = app.add_subcommand("bench", "Measurements printed side by side");
   bench->require_subcommand(1);
   AddFormatsCommand(*bench, run);
+  AddPipelineCommand(*bench, run);
 }
 
 }  // namespace spanhouse::bench

@@ -17,4 +17,8 @@ void AddBenchCommand(CLI::App& app, std::function<int()>* run);
 // (bench_formats.cc). Added to `bench` by AddBenchCommand.
 void AddFormatsCommand(CLI::App& bench, std::function<int()>* run);
 
+// `bench pipeline`: CPU per span of each pipeline stage in one process
+// (bench_pipeline.cc). Added to `bench` by AddBenchCommand.
+void AddPipelineCommand(CLI::App& bench, std::function<int()>* run);
+
 }  // namespace spanhouse::bench

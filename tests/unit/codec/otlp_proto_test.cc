@@ -384,6 +384,49 @@ TEST(OtlpProtoValues, Scalars) {
   EXPECT_EQ(DecodeOneValue(AStr(raw)), (Attr{"k", ValueType::kString, raw}));
 }
 
+// The common layout (key, then a value with one scalar) is read by a fast
+// path; the same attribute with an unknown field appended to the KeyValue
+// must take the general path and decode identically, at every boundary the
+// fast path checks (1- and 2-byte lengths, 10-byte varints, long keys).
+TEST(OtlpProtoValues, FastAndGeneralPathsAgree) {
+  const std::string long_key(200, 'k');
+  const std::string long_value(20000, 'v');  // a 3-byte length: general path only
+  const std::vector<std::pair<std::string, Pb>> cases = {
+      {"k", AStr("hello")},
+      {"k", AStr("")},
+      {"", AStr("empty key")},
+      {long_key, AStr(std::string(300, 'x'))},
+      {"k", AStr(long_value)},
+      {"k", AInt(0)},
+      {"k", AInt(-1)},
+      {"k", AInt(std::numeric_limits<int64_t>::min())},
+      {"k", AInt(std::numeric_limits<int64_t>::max())},
+      {"k", ABool(true)},
+      {"k", ABool(false)},
+      {"k", Pb().Varint(2, 2)},    // a bool sent as 2 is true
+      {"k", Pb().Varint(2, 300)},  // ... also with a 2-byte varint
+      {"k", ADouble(0.1)},
+      {"k", ADouble(-INFINITY)},
+      {"k", ABytes("raw")},
+      {"k", AEmpty()},
+  };
+  for (const auto& [key, value] : cases) {
+    SpanBatch fast;
+    SpanBatch general;
+    ASSERT_TRUE(Decode(Request({MinSpan(1).Msg(9, KV(key, value))}), fast).ok());
+    ASSERT_TRUE(
+        Decode(Request({MinSpan(1).Msg(9, KV(key, value).Varint(15, 1))}), general).ok());
+    EXPECT_EQ(Attrs(fast, fast.span_attrs, fast.spans.attrs[0]),
+              Attrs(general, general.span_attrs, general.spans.attrs[0]))
+        << key.substr(0, 8);
+  }
+  // Spot-check the fast path's own answers.
+  SpanBatch b;
+  ASSERT_TRUE(Decode(Request({MinSpan(1).Msg(9, KV("n", Pb().Varint(2, 300)))}), b).ok());
+  EXPECT_EQ(Attrs(b, b.span_attrs, b.spans.attrs[0]),
+            (std::vector<Attr>{{"n", ValueType::kBool, "true"}}));
+}
+
 TEST(OtlpProtoValues, EmptyValues) {
   // An AnyValue with nothing set, and a KeyValue without a value at all.
   EXPECT_EQ(DecodeOneValue(AEmpty()), (Attr{"k", ValueType::kEmpty, ""}));

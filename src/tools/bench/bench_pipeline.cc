@@ -1,0 +1,152 @@
+// `spanhouse bench pipeline`: the CPU the pipeline spends per span, stage by
+// stage, in one process and without the network: the loadgen's OTLP
+// payloads are decoded into SpanBatches, pushed through a sharded queue and
+// popped, and encoded as the writer's Native blocks (resource fingerprints
+// included), the work between the socket and the insert. Two decoders take
+// turns payload by payload (strings referenced in the kept body, and copied
+// into the arena), so machine noise spreads over both.
+#include <time.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include "codec/otlp.h"
+#include "model/span_batch.h"
+#include "pipeline/memory_budget.h"
+#include "pipeline/queue/sharded_queue.h"
+#include "storage/clickhouse/schema.h"
+#include "storage/clickhouse/span_block.h"
+#include "tools/bench/bench.h"
+#include "tools/loadgen/payload.h"
+
+namespace spanhouse::bench {
+namespace {
+
+struct PipelineOptions {
+  size_t spans_per_request = 500;
+  size_t requests = 200;  // distinct payloads, cycled
+  size_t total_spans = 2000000;
+  size_t shards = 1;
+  uint64_t seed = 1;
+};
+
+// CPU time of the calling thread: the stages run on it alone.
+double ThreadCpu() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
+
+int RunPipeline(const PipelineOptions& o) {
+  if (o.spans_per_request == 0 || o.requests == 0 || o.total_spans == 0 || o.shards == 0) {
+    fmt::print(stderr, "bench pipeline: every count must be > 0\n");
+    return 2;
+  }
+  fmt::print("building {} payloads of ~{} spans (seed {})...\n", o.requests, o.spans_per_request,
+             o.seed);
+  const std::vector<loadgen::Payload> payloads = loadgen::BuildPayloads(
+      o.seed, "bench", o.requests, o.spans_per_request, 1700000000000000000ull);
+  size_t body_bytes = 0;
+  size_t corpus_spans = 0;
+  for (const auto& p : payloads) {
+    body_bytes += p.body.size();
+    corpus_spans += p.spans;
+  }
+  const auto caps = storage::Capabilities::FromVersion("26.5");
+  pipeline::MemoryBudget budget(size_t{1} << 40);
+  pipeline::ShardedQueue queue(o.shards, size_t{1} << 40);
+  // Two ways to decode, in turns: strings referenced in the request body the
+  // batch keeps (the receiver's way), and strings copied into the arena.
+  struct Variant {
+    const char* name;
+    bool owned;
+    double decode_s = 0, queue_s = 0, encode_s = 0;
+    size_t spans = 0, native_bytes = 0;
+  };
+  Variant variants[] = {{"body kept, strings referenced", true},
+                        {"strings copied to the arena", false}};
+  std::string block;
+  for (size_t i = 0; variants[0].spans < o.total_spans; ++i) {
+    const loadgen::Payload& p = payloads[i % payloads.size()];
+    for (Variant& v : variants) {
+      std::string body = p.body;  // as the HTTP server hands it over (not timed)
+      const double t0 = ThreadCpu();
+      auto batch = std::make_unique<SpanBatch>();
+      Status st = v.owned ? codec::DecodeOtlpProtoOwned(std::move(body), *batch)
+                          : codec::DecodeOtlpProto(body, *batch);
+      if (!st.ok()) {
+        fmt::print(stderr, "bench pipeline: decode failed: {}\n", st.message());
+        return 1;
+      }
+      body = std::string();  // the copying decode frees the body here
+      const double t1 = ThreadCpu();
+      const size_t n = batch->span_count();
+      if (!budget.TryReserve(batch->MemoryBytes())) return 1;
+      pipeline::Reservation res(&budget, batch->MemoryBytes());
+      if (queue.Push(std::move(batch), std::move(res)) != pipeline::SpanQueue::PushResult::kOk) {
+        fmt::print(stderr, "bench pipeline: queue refused a batch\n");
+        return 1;
+      }
+      std::vector<pipeline::QueuedBatch> popped;
+      for (size_t s = 0; s < queue.shards(); ++s) {
+        while (auto item = queue.shard(s).Pop(std::chrono::milliseconds(0))) {
+          popped.push_back(std::move(*item));
+        }
+      }
+      const double t2 = ThreadCpu();
+      for (auto& item : popped) {
+        block.clear();
+        storage::EncodeSpanBlock(*item.batch, caps, &block);
+        v.native_bytes += block.size();
+      }
+      popped.clear();  // batches freed, reservations released: part of the encode stage
+      const double t3 = ThreadCpu();
+      v.decode_s += t1 - t0;
+      v.queue_s += t2 - t1;
+      v.encode_s += t3 - t2;
+      v.spans += n;
+    }
+  }
+  fmt::print("{} spans per variant in requests of ~{} ({:.0f} bytes of OTLP per span), {} "
+             "shard(s), Native {:.0f} bytes per span\n\n",
+             variants[0].spans, o.spans_per_request,
+             static_cast<double>(body_bytes) / static_cast<double>(corpus_spans), o.shards,
+             static_cast<double>(variants[0].native_bytes) / variants[0].spans);
+  fmt::print("CPU-seconds per million spans, one thread:\n");
+  fmt::print("{:<32} {:>9} {:>9} {:>9} {:>9}\n", "decode", "decode", "queue", "encode", "total");
+  for (const Variant& v : variants) {
+    const double m = static_cast<double>(v.spans) / 1e6;
+    fmt::print("{:<32} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f}\n", v.name, v.decode_s / m,
+               v.queue_s / m, v.encode_s / m, (v.decode_s + v.queue_s + v.encode_s) / m);
+  }
+  const auto total = [](const Variant& v) { return v.decode_s + v.queue_s + v.encode_s; };
+  fmt::print("\nreferenced / copied, total CPU: {:.2f}\n", total(variants[0]) / total(variants[1]));
+  return 0;
+}
+
+}  // namespace
+
+void AddPipelineCommand(CLI::App& bench, std::function<int()>* run) {
+  auto opts = std::make_shared<PipelineOptions>();
+  CLI::App* cmd = bench.add_subcommand(
+      "pipeline",
+      "CPU-seconds per million spans of each pipeline stage (decode, queue, Native encode) on "
+      "loadgen payloads, in one thread, without the network or the store");
+  cmd->add_option("--spans-per-request", opts->spans_per_request, "Spans per OTLP request")
+      ->default_val(opts->spans_per_request);
+  cmd->add_option("--requests", opts->requests, "Distinct payloads generated (then cycled)")
+      ->default_val(opts->requests);
+  cmd->add_option("--spans", opts->total_spans, "Spans to push through")
+      ->default_val(opts->total_spans);
+  cmd->add_option("--shards", opts->shards, "Queue shards (writer.threads)")
+      ->default_val(opts->shards);
+  cmd->add_option("--seed", opts->seed, "Corpus seed")->default_val(opts->seed);
+  cmd->callback([opts, run] { *run = [opts] { return RunPipeline(*opts); }; });
+}
+
+}  // namespace spanhouse::bench
