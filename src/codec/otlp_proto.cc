@@ -922,10 +922,35 @@ Status DecodeOtlpProto(std::string_view body, SpanBatch& out) {
 }
 
 Status DecodeOtlpProtoOwned(std::string body, SpanBatch& out) {
-  if (out.source().empty() && !body.empty() && out.AdoptSource(body)) {
-    return DecodeOtlpProto(out.source(), out);
+  // Requests from one client look alike, so this thread's last request says
+  // how many spans, attributes, events and links a byte of body brings:
+  // reserve that much (and a little more) up front instead of growing every
+  // column by doubling while decoding.
+  struct Rates {
+    double spans = 0, span_attrs = 0, events = 0, event_attrs = 0, links = 0, link_attrs = 0;
+  };
+  thread_local Rates rates;
+  const auto bytes = static_cast<double>(body.size());
+  if (out.span_count() == 0 && rates.spans > 0) {
+    auto n = [&](double rate) { return static_cast<size_t>(rate * bytes * 1.1) + 4; };
+    out.Reserve({n(rates.spans), n(rates.span_attrs), n(rates.events), n(rates.event_attrs),
+                 n(rates.links), n(rates.link_attrs)});
   }
-  return DecodeOtlpProto(body, out);
+  const SpanBatch::Shape before = out.shape();
+  Status st;
+  if (out.source().empty() && !body.empty() && out.AdoptSource(body)) {
+    st = DecodeOtlpProto(out.source(), out);
+  } else {
+    st = DecodeOtlpProto(body, out);
+  }
+  if (st.ok() && bytes > 0) {
+    const SpanBatch::Shape after = out.shape();
+    auto rate = [&](size_t a, size_t b) { return static_cast<double>(a - b) / bytes; };
+    rates = {rate(after.spans, before.spans),           rate(after.span_attrs, before.span_attrs),
+             rate(after.events, before.events),         rate(after.event_attrs, before.event_attrs),
+             rate(after.links, before.links),           rate(after.link_attrs, before.link_attrs)};
+  }
+  return st;
 }
 
 std::string EncodeExportResponseProto(int64_t rejected_spans, std::string_view error_message) {

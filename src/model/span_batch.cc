@@ -159,6 +159,53 @@ uint64_t ResourceFingerprint(const SpanBatch& b, uint32_t resource) {
   return h.Done();
 }
 
+void SpanBatch::Reserve(const Shape& shape) {
+  auto attrs = [](AttrColumns& c, size_t n) {
+    c.key.reserve(n);
+    c.type.reserve(n);
+    c.value.reserve(n);
+  };
+  Spans& s = spans;
+  const size_t n = shape.spans;
+  s.trace_id.reserve(n);
+  s.span_id.reserve(n);
+  s.parent_span_id.reserve(n);
+  s.trace_state.reserve(n);
+  s.flags.reserve(n);
+  s.name.reserve(n);
+  s.kind.reserve(n);
+  s.start_ns.reserve(n);
+  s.end_ns.reserve(n);
+  s.status_code.reserve(n);
+  s.status_message.reserve(n);
+  s.resource.reserve(n);
+  s.scope.reserve(n);
+  s.attrs.reserve(n);
+  s.dropped_attributes_count.reserve(n);
+  s.events.reserve(n);
+  s.dropped_events_count.reserve(n);
+  s.links.reserve(n);
+  s.dropped_links_count.reserve(n);
+  attrs(span_attrs, shape.span_attrs);
+  events.time_ns.reserve(shape.events);
+  events.name.reserve(shape.events);
+  events.attrs.reserve(shape.events);
+  events.dropped_attributes_count.reserve(shape.events);
+  attrs(event_attrs, shape.event_attrs);
+  links.trace_id.reserve(shape.links);
+  links.span_id.reserve(shape.links);
+  links.trace_state.reserve(shape.links);
+  links.flags.reserve(shape.links);
+  links.attrs.reserve(shape.links);
+  links.dropped_attributes_count.reserve(shape.links);
+  attrs(link_attrs, shape.link_attrs);
+}
+
+SpanBatch::Shape SpanBatch::shape() const {
+  return {spans.trace_id.size(), span_attrs.size(),    events.time_ns.size(),
+          event_attrs.size(),    links.trace_id.size(), link_attrs.size()};
+}
+
 bool SpanBatch::AdoptSource(std::string& body) {
   if (!source_.empty() || body.size() >= kSourceBit) return false;
   source_ = std::move(body);

@@ -176,6 +176,14 @@ class SpanBatch {
   uint32_t AddLink();
   static void AddAttr(AttrColumns& cols, StrRef key, ValueType type, StrRef value);
 
+  // Capacity for this many rows of each kind, so filling the batch does not
+  // grow its columns step by step (each growth a copy and fresh pages).
+  struct Shape {
+    size_t spans = 0, span_attrs = 0, events = 0, event_attrs = 0, links = 0, link_attrs = 0;
+  };
+  void Reserve(const Shape& shape);
+  Shape shape() const;
+
   // Copies the service.name attribute of resource `r` into resources.service_name.
   void ResolveServiceName(uint32_t r);
 

@@ -17,9 +17,21 @@
 
 namespace spanhouse::storage::native {
 
+// Appends to a std::string through a raw cursor: `out` is grown in chunks
+// (at least kChunk bytes at a time) and each value is stored with a plain
+// copy, not an append with its own capacity check per string or varint
+// byte. The slack past what was written is trimmed when the Writer goes
+// away (or at Trim()), so `out` must not be read while one is writing to it.
 class Writer {
  public:
-  explicit Writer(std::string* out) : out_(out) {}
+  explicit Writer(std::string* out) : out_(out), used_(out->size()) {}
+  ~Writer() { Trim(); }
+  Writer(const Writer&) = delete;
+  Writer& operator=(const Writer&) = delete;
+
+  // Cuts `out` to what was written so far (writing may go on after).
+  void Trim() { out_->resize(used_); }
+
   void BlockHeader(uint64_t columns, uint64_t rows) {
     Varint(columns);
     Varint(rows);
@@ -29,24 +41,46 @@ class Writer {
     String(type);
   }
   void Varint(uint64_t v) {
-    while (v >= 0x80) {
-      out_->push_back(static_cast<char>(v | 0x80));
-      v >>= 7;
-    }
-    out_->push_back(static_cast<char>(v));
+    char* p = Room(10);
+    used_ += static_cast<size_t>(PutVarint(p, v) - p);
   }
   void String(std::string_view s) {
-    Varint(s.size());
-    out_->append(s);
+    char* p = Room(s.size() + 10);
+    char* q = PutVarint(p, s.size());
+    if (!s.empty()) std::memcpy(q, s.data(), s.size());
+    used_ += static_cast<size_t>(q - p) + s.size();
   }
-  void Bytes(const void* p, size_t n) { out_->append(static_cast<const char*>(p), n); }
+  void Bytes(const void* p, size_t n) {
+    if (n == 0) return;
+    std::memcpy(Room(n), p, n);
+    used_ += n;
+  }
   template <typename T>
   void Fixed(T v) {
-    Bytes(&v, sizeof(T));
+    std::memcpy(Room(sizeof(T)), &v, sizeof(T));
+    used_ += sizeof(T);
   }
 
  private:
+  static constexpr size_t kChunk = 64u << 10;
+
+  static char* PutVarint(char* p, uint64_t v) {
+    while (v >= 0x80) {
+      *p++ = static_cast<char>(v | 0x80);
+      v >>= 7;
+    }
+    *p++ = static_cast<char>(v);
+    return p;
+  }
+  // Space for `n` more bytes at the cursor.
+  char* Room(size_t n) {
+    if (out_->size() - used_ < n) [[unlikely]]
+      out_->resize(used_ + (n > kChunk ? n : kChunk));
+    return out_->data() + used_;
+  }
+
   std::string* out_;
+  size_t used_;
 };
 
 class Reader {
