@@ -73,6 +73,11 @@ TEST(ChdbRoundTrip, BatchComesBackExactly) {
 
   SpanBatch none;
   EXPECT_EQ(reader.GetTrace(testdata::MakeTraceId(77), &none).code(), StatusCode::kNotFound);
+  // The writer's parts are compact (one data file, not files per column).
+  EXPECT_EQ(Q(fmt::format("SELECT DISTINCT part_type FROM system.parts WHERE database = '{}' AND "
+                          "table = 'spans' AND active",
+                          kDatabase)),
+            "Compact\n");
 }
 
 TEST(ChdbRoundTrip, TraceIndexHoldsFirstAndLastTime) {

@@ -23,6 +23,7 @@ Capabilities Capabilities::FromVersion(std::string_view version) {
   c.low_cardinality = at_least(19, 1);
   c.simple_aggregate = at_least(19, 8);
   c.if_not_exists_column = at_least(19, 1);
+  c.compact_parts = at_least(20, 3);
   return c;
 }
 
@@ -217,10 +218,16 @@ std::string SpansDdl(const Capabilities& caps) {
   // Sort by hour, then trace id: a trace's spans sit together (a lookup reads
   // one granule range and trace ids compress), and the hour keeps time-range
   // scans cheap. Daily partitions let retention drop whole parts.
+  // Parts the writer inserts (up to a few hundred thousand spans) stay
+  // compact, one data file for all columns instead of two or three per
+  // column: creating ~140 files per insert cost measurable CPU in the engine.
+  // Merges make the large parts wide.
+  const std::string settings =
+      caps.compact_parts ? "\nSETTINGS min_bytes_for_wide_part = 268435456" : "";
   return fmt::format(
       "CREATE TABLE IF NOT EXISTS {}.spans (\n  {}\n) ENGINE = MergeTree\n"
-      "PARTITION BY toDate(timestamp)\nORDER BY (toStartOfHour(timestamp), trace_id)",
-      kDatabase, cols);
+      "PARTITION BY toDate(timestamp)\nORDER BY (toStartOfHour(timestamp), trace_id){}",
+      kDatabase, cols, settings);
 }
 
 }  // namespace

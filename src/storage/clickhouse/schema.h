@@ -29,6 +29,7 @@ struct Capabilities {
   bool low_cardinality = false;       // LowCardinality(String) without experimental settings
   bool simple_aggregate = false;      // SimpleAggregateFunction
   bool if_not_exists_column = false;  // ALTER TABLE ADD COLUMN IF NOT EXISTS
+  bool compact_parts = false;         // MergeTree compact parts (min_bytes_for_wide_part)
 
   static Capabilities FromVersion(std::string_view version);  // e.g. "26.5.1.1"
 };
