@@ -30,7 +30,7 @@ struct Config {
   } queue;
   struct {
     uint64_t max_rows = 200000;
-    uint64_t max_bytes = 64ull << 20;
+    uint64_t max_bytes = 128ull << 20;
     uint64_t max_age_ms = 1000;
     int threads = 1;  // queue shards, one writer thread and chDB connection each
     // "chdb" stores spans; "null" encodes them and throws them away, to

@@ -1,10 +1,10 @@
 // The sink writer for embedded ClickHouse: one thread per queue shard, each
 // draining its shard and inserting in large batches over its own connection.
 //
-// Each dequeued SpanBatch is encoded at once as Native blocks appended to a
-// pending buffer per partition (day), so an insert touches one partition.
-// A buffer is inserted when it holds enough rows or bytes, or when its
-// oldest span has waited long enough. The insert reads the blocks from a
+// Dequeued SpanBatches wait in a pending set per partition (day), so an
+// insert touches one partition. A set is inserted when it holds enough rows
+// or bytes, or when its oldest span has waited long enough: its spans are
+// then encoded as one Native block sorted by the table's key. The insert reads the blocks from a
 // spool file through the file() table function, which design.md measured as
 // far cheaper than data inline in the query text. A failed insert is retried
 // with backoff and the shard is not drained meanwhile, so a slow or failing
@@ -30,12 +30,13 @@
 #include "pipeline/queue/span_queue.h"
 #include "storage/clickhouse/chdb.h"
 #include "storage/clickhouse/schema.h"
+#include "storage/clickhouse/span_block.h"
 
 namespace spanhouse::storage {
 
 struct WriterOptions {
   size_t max_rows = 200000;
-  size_t max_bytes = 64u << 20;
+  size_t max_bytes = 128u << 20;  // of batches in memory (SpanBatch::MemoryBytes)
   std::chrono::milliseconds max_age{1000};
   std::string spool_dir;   // where insert files are written
   std::string name = "0";  // tells shards' spool files and logs apart
@@ -77,17 +78,22 @@ class EmbeddedWriter {
   const WriterStats& stats() const { return stats_; }
 
  private:
+  // Spans waiting for one partition's next insert: whole batches, encoded
+  // only at the flush, so the block can be written in the table's order.
   struct Pending {
-    std::string blocks;  // Native blocks
+    std::vector<std::unique_ptr<SpanBatch>> batches;
+    std::vector<std::vector<uint64_t>> resource_ids;  // per batch, by resource index
     size_t rows = 0;
-    std::string resource_blocks;           // Native blocks of the resources table
-    std::vector<uint64_t> new_resources;   // ids in resource_blocks
+    size_t bytes = 0;                     // the batches' MemoryBytes
+    std::string resource_blocks;          // Native blocks of the resources table
+    std::vector<uint64_t> new_resources;  // ids in resource_blocks
     std::chrono::steady_clock::time_point since;
     std::vector<pipeline::Reservation> reservations;
   };
   void Run();
   void Add(pipeline::QueuedBatch item);
   bool Flush(uint32_t day, Pending& p, bool shutting_down);
+  void Encode(const Pending& p);  // into block_
   Status InsertOnce(const Pending& p);
   Status InsertFile(std::string_view table, const std::string& blocks);
 
@@ -99,7 +105,8 @@ class EmbeddedWriter {
   std::thread thread_;
   WriterStats stats_;
   std::map<uint32_t, Pending> pending_;  // by partition (days since epoch); writer thread only
-  std::string spare_;                    // a flushed buffer kept for reuse; writer thread only
+  std::string block_;                    // the spans block being inserted; writer thread only
+  std::vector<SpanRow> rows_;            // its rows, sorted; writer thread only
   // Resources this writer has stored (writer thread only). Bounded: when it
   // grows past kMaxKnownResources it is cleared, which at worst stores some
   // resources again (merges keep one row per id).

@@ -1,5 +1,7 @@
 #include "storage/clickhouse/span_block.h"
 
+#include <algorithm>
+#include <cstring>
 #include <unordered_map>
 
 namespace spanhouse::storage {
@@ -9,127 +11,148 @@ namespace {
 using native::Reader;
 using native::Writer;
 
-// Per-owner views of a batch's child rows, so one generic routine writes the
-// resource, scope and span attribute columns alike.
-struct AttrSource {
-  const AttrColumns* cols;
-  const std::vector<Range>* ranges;    // per owner
-  const std::vector<uint32_t>* index;  // span -> owner (nullptr: owner == span)
-};
-
+// Writes the spans table's columns for a list of rows, each a span of some
+// batch: one block may gather spans from many batches, in any order (the
+// writer's order is the table's sort key, so the engine need not sort).
 class Encoder {
  public:
-  Encoder(const SpanBatch& b, Writer& w, const std::vector<uint64_t>& resource_ids)
-      : b_(b), w_(w), n_(b.span_count()), resource_ids_(resource_ids) {}
+  Encoder(const std::vector<SpanRow>& rows, Writer& w) : rows_(rows), w_(w) {}
 
-  uint32_t Owner(const AttrSource& s, size_t span) const {
-    return s.index == nullptr ? static_cast<uint32_t>(span) : (*s.index)[span];
-  }
-  // Array offsets of an attribute list per span.
-  void AttrOffsets(const AttrSource& s) {
-    uint64_t total = 0;
-    for (size_t i = 0; i < n_; ++i) {
-      total += (*s.ranges)[Owner(s, i)].size();
-      w_.Fixed<uint64_t>(total);
-    }
-  }
   enum class Part { kKey, kType, kValue };
-  void AttrPart(const AttrColumns& cols, Range r, Part p) {
+
+  void AttrPart(const SpanBatch& b, const AttrColumns& cols, Range r, Part p) {
     for (uint32_t a = r.begin; a < r.end; ++a) {
       switch (p) {
         case Part::kKey:
-          w_.String(b_.Str(cols.key[a]));
+          w_.String(b.Str(cols.key[a]));
           break;
         case Part::kType:
           w_.Fixed<uint8_t>(static_cast<uint8_t>(cols.type[a]));
           break;
         case Part::kValue:
-          w_.String(b_.Str(cols.value[a]));
+          w_.String(b.Str(cols.value[a]));
           break;
       }
     }
   }
-  void Attrs(const AttrSource& s, Part p) {
-    AttrOffsets(s);
-    for (size_t i = 0; i < n_; ++i) AttrPart(*s.cols, (*s.ranges)[Owner(s, i)], p);
-  }
-  // Array(Array(T)) over events or links of each span.
-  void NestedAttrs(const std::vector<Range>& children, const std::vector<Range>& child_attrs,
-                   const AttrColumns& cols, Part p) {
-    ChildOffsets(children);
+  // Array(T) of one attribute list per row; `list(b, i)` gives the row's
+  // attribute columns and range.
+  template <typename List>
+  void Attrs(List&& list, Part p) {
     uint64_t total = 0;
-    for (size_t i = 0; i < n_; ++i) {
-      for (uint32_t c = children[i].begin; c < children[i].end; ++c) {
-        total += child_attrs[c].size();
-        w_.Fixed<uint64_t>(total);
-      }
+    for (const SpanRow& r : rows_) {
+      total += list(*r.batch, r.index).second.size();
+      w_.Fixed<uint64_t>(total);
     }
-    for (size_t i = 0; i < n_; ++i) {
-      for (uint32_t c = children[i].begin; c < children[i].end; ++c)
-        AttrPart(cols, child_attrs[c], p);
+    for (const SpanRow& r : rows_) {
+      const auto [cols, range] = list(*r.batch, r.index);
+      AttrPart(*r.batch, *cols, range, p);
     }
   }
-  void ChildOffsets(const std::vector<Range>& children) {
+  // Array offsets of a row's events or links (`children` picks the ranges).
+  template <typename Children>
+  void ChildOffsets(Children&& children) {
     uint64_t total = 0;
-    for (size_t i = 0; i < n_; ++i) {
-      total += children[i].size();
+    for (const SpanRow& r : rows_) {
+      total += children(*r.batch)[r.index].size();
       w_.Fixed<uint64_t>(total);
     }
   }
-  template <typename Fn>
-  void Children(const std::vector<Range>& children, Fn&& each) {
+  // Array(T) over a row's events or links: `each(batch, child)` writes one.
+  template <typename Children, typename Fn>
+  void Nested(Children&& children, Fn&& each) {
     ChildOffsets(children);
-    for (size_t i = 0; i < n_; ++i) {
-      for (uint32_t c = children[i].begin; c < children[i].end; ++c) each(c);
+    for (const SpanRow& r : rows_) {
+      const Range rg = children(*r.batch)[r.index];
+      for (uint32_t c = rg.begin; c < rg.end; ++c) each(*r.batch, c);
     }
+  }
+  // Array(Array(T)) over the attributes of a row's events or links.
+  template <typename Children, typename ChildAttrs>
+  void NestedAttrs(Children&& children, ChildAttrs&& child_attrs, Part p) {
+    ChildOffsets(children);
+    uint64_t total = 0;
+    for (const SpanRow& r : rows_) {
+      const Range rg = children(*r.batch)[r.index];
+      for (uint32_t c = rg.begin; c < rg.end; ++c) {
+        total += (*child_attrs(*r.batch).second)[c].size();
+        w_.Fixed<uint64_t>(total);
+      }
+    }
+    for (const SpanRow& r : rows_) {
+      const Range rg = children(*r.batch)[r.index];
+      const auto [cols, ranges] = child_attrs(*r.batch);
+      for (uint32_t c = rg.begin; c < rg.end; ++c) AttrPart(*r.batch, *cols, (*ranges)[c], p);
+    }
+  }
+  // One fixed-width or string value per row.
+  template <typename Fn>
+  void Each(Fn&& fn) {
+    for (const SpanRow& r : rows_) fn(*r.batch, r.index, r);
   }
 
   void Column(Col id) {
-    const auto& s = b_.spans;
-    const AttrSource scope{&b_.scope_attrs, &b_.scopes.attrs, &s.scope};
-    const AttrSource span{&b_.span_attrs, &s.attrs, nullptr};
+    using B = const SpanBatch&;
+    using AttrList = std::pair<const AttrColumns*, Range>;
+    auto scope_attrs = [](B b, uint32_t i) {
+      return AttrList{&b.scope_attrs, b.scopes.attrs[b.spans.scope[i]]};
+    };
+    auto span_attrs = [](B b, uint32_t i) { return AttrList{&b.span_attrs, b.spans.attrs[i]}; };
+    auto events = [](B b) -> const std::vector<Range>& { return b.spans.events; };
+    auto links = [](B b) -> const std::vector<Range>& { return b.spans.links; };
+    auto event_attrs = [](B b) { return std::pair{&b.event_attrs, &b.events.attrs}; };
+    auto link_attrs = [](B b) { return std::pair{&b.link_attrs, &b.links.attrs}; };
     switch (id) {
       case Col::kTimestamp:
-        for (size_t i = 0; i < n_; ++i)
-          w_.Fixed<uint32_t>(static_cast<uint32_t>(s.start_ns[i] / 1000000000));
+        Each([&](B b, uint32_t i, const SpanRow&) {
+          w_.Fixed<uint32_t>(static_cast<uint32_t>(b.spans.start_ns[i] / 1000000000));
+        });
         break;
       case Col::kTraceId:
-        for (size_t i = 0; i < n_; ++i) w_.Bytes(s.trace_id[i].data(), 16);
+        Each([&](B b, uint32_t i, const SpanRow&) { w_.Bytes(b.spans.trace_id[i].data(), 16); });
         break;
       case Col::kSpanId:
-        for (size_t i = 0; i < n_; ++i) w_.Bytes(s.span_id[i].data(), 8);
+        Each([&](B b, uint32_t i, const SpanRow&) { w_.Bytes(b.spans.span_id[i].data(), 8); });
         break;
       case Col::kParentSpanId:
-        for (size_t i = 0; i < n_; ++i) w_.Bytes(s.parent_span_id[i].data(), 8);
+        Each([&](B b, uint32_t i, const SpanRow&) {
+          w_.Bytes(b.spans.parent_span_id[i].data(), 8);
+        });
         break;
       case Col::kTraceState:
-        for (size_t i = 0; i < n_; ++i) w_.String(b_.Str(s.trace_state[i]));
+        Each([&](B b, uint32_t i, const SpanRow&) { w_.String(b.Str(b.spans.trace_state[i])); });
         break;
       case Col::kFlags:
-        for (size_t i = 0; i < n_; ++i) w_.Fixed<uint32_t>(s.flags[i]);
+        Each([&](B b, uint32_t i, const SpanRow&) { w_.Fixed<uint32_t>(b.spans.flags[i]); });
         break;
       case Col::kName:
-        for (size_t i = 0; i < n_; ++i) w_.String(b_.Str(s.name[i]));
+        Each([&](B b, uint32_t i, const SpanRow&) { w_.String(b.Str(b.spans.name[i])); });
         break;
       case Col::kKind:
-        for (size_t i = 0; i < n_; ++i) w_.Fixed<uint8_t>(s.kind[i]);
+        Each([&](B b, uint32_t i, const SpanRow&) { w_.Fixed<uint8_t>(b.spans.kind[i]); });
         break;
       case Col::kStartTime:
-        for (size_t i = 0; i < n_; ++i) w_.Fixed<uint64_t>(s.start_ns[i]);
+        Each([&](B b, uint32_t i, const SpanRow&) { w_.Fixed<uint64_t>(b.spans.start_ns[i]); });
         break;
       case Col::kDurationNs:
-        for (size_t i = 0; i < n_; ++i) {
-          w_.Fixed<uint64_t>(s.end_ns[i] >= s.start_ns[i] ? s.end_ns[i] - s.start_ns[i] : 0);
-        }
+        Each([&](B b, uint32_t i, const SpanRow&) {
+          const uint64_t start = b.spans.start_ns[i];
+          const uint64_t end = b.spans.end_ns[i];
+          w_.Fixed<uint64_t>(end >= start ? end - start : 0);
+        });
         break;
       case Col::kStatusCode:
-        for (size_t i = 0; i < n_; ++i) w_.Fixed<uint8_t>(s.status_code[i]);
+        Each([&](B b, uint32_t i, const SpanRow&) { w_.Fixed<uint8_t>(b.spans.status_code[i]); });
         break;
       case Col::kStatusMessage:
-        for (size_t i = 0; i < n_; ++i) w_.String(b_.Str(s.status_message[i]));
+        Each([&](B b, uint32_t i, const SpanRow&) {
+          w_.String(b.Str(b.spans.status_message[i]));
+        });
         break;
       case Col::kServiceName:
-        for (size_t i = 0; i < n_; ++i) w_.String(b_.Str(b_.resources.service_name[s.resource[i]]));
+        Each([&](B b, uint32_t i, const SpanRow&) {
+          w_.String(b.Str(b.resources.service_name[b.spans.resource[i]]));
+        });
         break;
       case Col::kResourceAttrKeys:  // not in the spans table: EncodeResourceBlock
       case Col::kResourceAttrTypes:
@@ -138,91 +161,104 @@ class Encoder {
       case Col::kResourceSchemaUrl:
         break;
       case Col::kScopeName:
-        for (size_t i = 0; i < n_; ++i) w_.String(b_.Str(b_.scopes.name[s.scope[i]]));
+        Each([&](B b, uint32_t i, const SpanRow&) {
+          w_.String(b.Str(b.scopes.name[b.spans.scope[i]]));
+        });
         break;
       case Col::kScopeVersion:
-        for (size_t i = 0; i < n_; ++i) w_.String(b_.Str(b_.scopes.version[s.scope[i]]));
+        Each([&](B b, uint32_t i, const SpanRow&) {
+          w_.String(b.Str(b.scopes.version[b.spans.scope[i]]));
+        });
         break;
       case Col::kScopeAttrKeys:
-        Attrs(scope, Part::kKey);
+        Attrs(scope_attrs, Part::kKey);
         break;
       case Col::kScopeAttrTypes:
-        Attrs(scope, Part::kType);
+        Attrs(scope_attrs, Part::kType);
         break;
       case Col::kScopeAttrValues:
-        Attrs(scope, Part::kValue);
+        Attrs(scope_attrs, Part::kValue);
         break;
       case Col::kScopeDroppedAttrs:
-        for (size_t i = 0; i < n_; ++i)
-          w_.Fixed<uint32_t>(b_.scopes.dropped_attributes_count[s.scope[i]]);
+        Each([&](B b, uint32_t i, const SpanRow&) {
+          w_.Fixed<uint32_t>(b.scopes.dropped_attributes_count[b.spans.scope[i]]);
+        });
         break;
       case Col::kScopeSchemaUrl:
-        for (size_t i = 0; i < n_; ++i) w_.String(b_.Str(b_.scopes.schema_url[s.scope[i]]));
+        Each([&](B b, uint32_t i, const SpanRow&) {
+          w_.String(b.Str(b.scopes.schema_url[b.spans.scope[i]]));
+        });
         break;
       case Col::kAttrKeys:
-        Attrs(span, Part::kKey);
+        Attrs(span_attrs, Part::kKey);
         break;
       case Col::kAttrTypes:
-        Attrs(span, Part::kType);
+        Attrs(span_attrs, Part::kType);
         break;
       case Col::kAttrValues:
-        Attrs(span, Part::kValue);
+        Attrs(span_attrs, Part::kValue);
         break;
       case Col::kDroppedAttrs:
-        for (size_t i = 0; i < n_; ++i) w_.Fixed<uint32_t>(s.dropped_attributes_count[i]);
+        Each([&](B b, uint32_t i, const SpanRow&) {
+          w_.Fixed<uint32_t>(b.spans.dropped_attributes_count[i]);
+        });
         break;
       case Col::kEventTimes:
-        Children(s.events, [&](uint32_t e) { w_.Fixed<uint64_t>(b_.events.time_ns[e]); });
+        Nested(events, [&](B b, uint32_t e) { w_.Fixed<uint64_t>(b.events.time_ns[e]); });
         break;
       case Col::kEventNames:
-        Children(s.events, [&](uint32_t e) { w_.String(b_.Str(b_.events.name[e])); });
+        Nested(events, [&](B b, uint32_t e) { w_.String(b.Str(b.events.name[e])); });
         break;
       case Col::kEventAttrKeys:
-        NestedAttrs(s.events, b_.events.attrs, b_.event_attrs, Part::kKey);
+        NestedAttrs(events, event_attrs, Part::kKey);
         break;
       case Col::kEventAttrTypes:
-        NestedAttrs(s.events, b_.events.attrs, b_.event_attrs, Part::kType);
+        NestedAttrs(events, event_attrs, Part::kType);
         break;
       case Col::kEventAttrValues:
-        NestedAttrs(s.events, b_.events.attrs, b_.event_attrs, Part::kValue);
+        NestedAttrs(events, event_attrs, Part::kValue);
         break;
       case Col::kEventDroppedAttrs:
-        Children(s.events,
-                 [&](uint32_t e) { w_.Fixed<uint32_t>(b_.events.dropped_attributes_count[e]); });
+        Nested(events,
+               [&](B b, uint32_t e) { w_.Fixed<uint32_t>(b.events.dropped_attributes_count[e]); });
         break;
       case Col::kDroppedEvents:
-        for (size_t i = 0; i < n_; ++i) w_.Fixed<uint32_t>(s.dropped_events_count[i]);
+        Each([&](B b, uint32_t i, const SpanRow&) {
+          w_.Fixed<uint32_t>(b.spans.dropped_events_count[i]);
+        });
         break;
       case Col::kLinkTraceIds:
-        Children(s.links, [&](uint32_t l) { w_.Bytes(b_.links.trace_id[l].data(), 16); });
+        Nested(links, [&](B b, uint32_t l) { w_.Bytes(b.links.trace_id[l].data(), 16); });
         break;
       case Col::kLinkSpanIds:
-        Children(s.links, [&](uint32_t l) { w_.Bytes(b_.links.span_id[l].data(), 8); });
+        Nested(links, [&](B b, uint32_t l) { w_.Bytes(b.links.span_id[l].data(), 8); });
         break;
       case Col::kLinkTraceStates:
-        Children(s.links, [&](uint32_t l) { w_.String(b_.Str(b_.links.trace_state[l])); });
+        Nested(links, [&](B b, uint32_t l) { w_.String(b.Str(b.links.trace_state[l])); });
         break;
       case Col::kLinkFlags:
-        Children(s.links, [&](uint32_t l) { w_.Fixed<uint32_t>(b_.links.flags[l]); });
+        Nested(links, [&](B b, uint32_t l) { w_.Fixed<uint32_t>(b.links.flags[l]); });
         break;
       case Col::kLinkAttrKeys:
-        NestedAttrs(s.links, b_.links.attrs, b_.link_attrs, Part::kKey);
+        NestedAttrs(links, link_attrs, Part::kKey);
         break;
       case Col::kLinkAttrTypes:
-        NestedAttrs(s.links, b_.links.attrs, b_.link_attrs, Part::kType);
+        NestedAttrs(links, link_attrs, Part::kType);
         break;
       case Col::kLinkAttrValues:
-        NestedAttrs(s.links, b_.links.attrs, b_.link_attrs, Part::kValue);
+        NestedAttrs(links, link_attrs, Part::kValue);
         break;
       case Col::kLinkDroppedAttrs:
-        Children(s.links,
-                 [&](uint32_t l) { w_.Fixed<uint32_t>(b_.links.dropped_attributes_count[l]); });
+        Nested(links,
+               [&](B b, uint32_t l) { w_.Fixed<uint32_t>(b.links.dropped_attributes_count[l]); });
         break;
       case Col::kDroppedLinks:
-        for (size_t i = 0; i < n_; ++i) w_.Fixed<uint32_t>(s.dropped_links_count[i]);
+        Each([&](B b, uint32_t i, const SpanRow&) {
+          w_.Fixed<uint32_t>(b.spans.dropped_links_count[i]);
+        });
         break;
       case Col::kResourceId:
-        for (size_t i = 0; i < n_; ++i) w_.Fixed<uint64_t>(resource_ids_[s.resource[i]]);
+        Each([&](B, uint32_t, const SpanRow& r) { w_.Fixed<uint64_t>(r.resource_id); });
         break;
       case Col::kCount:
         break;
@@ -230,10 +266,8 @@ class Encoder {
   }
 
  private:
-  const SpanBatch& b_;
+  const std::vector<SpanRow>& rows_;
   Writer& w_;
-  size_t n_;
-  const std::vector<uint64_t>& resource_ids_;
 };
 
 #define SH_TRY(expr)           \
@@ -529,6 +563,29 @@ std::vector<uint64_t> ResourceIds(const SpanBatch& batch) {
   return ids;
 }
 
+void SortByTableKey(std::vector<SpanRow>* rows) {
+  // Hours in UTC, as the engine's toStartOfHour in its default (UTC) zone.
+  std::stable_sort(rows->begin(), rows->end(), [](const SpanRow& x, const SpanRow& y) {
+    const uint64_t hx = x.batch->spans.start_ns[x.index] / 3600000000000ull;
+    const uint64_t hy = y.batch->spans.start_ns[y.index] / 3600000000000ull;
+    if (hx != hy) return hx < hy;
+    return std::memcmp(x.batch->spans.trace_id[x.index].data(),
+                       y.batch->spans.trace_id[y.index].data(), 16) < 0;
+  });
+}
+
+void EncodeSpanRows(const std::vector<SpanRow>& rows, const Capabilities& caps,
+                    std::string* out) {
+  Writer w(out);
+  const auto& cols = SpanColumns();
+  w.BlockHeader(cols.size(), rows.size());
+  Encoder enc(rows, w);
+  for (const auto& c : cols) {
+    w.ColumnHeader(c.name, WireType(c.logical, caps));
+    enc.Column(c.id);
+  }
+}
+
 void EncodeSpanBlock(const SpanBatch& batch, const Capabilities& caps, std::string* out,
                      const std::vector<uint64_t>* resource_ids) {
   std::vector<uint64_t> computed;
@@ -536,14 +593,11 @@ void EncodeSpanBlock(const SpanBatch& batch, const Capabilities& caps, std::stri
     computed = ResourceIds(batch);
     resource_ids = &computed;
   }
-  Writer w(out);
-  const auto& cols = SpanColumns();
-  w.BlockHeader(cols.size(), batch.span_count());
-  Encoder enc(batch, w, *resource_ids);
-  for (const auto& c : cols) {
-    w.ColumnHeader(c.name, WireType(c.logical, caps));
-    enc.Column(c.id);
+  std::vector<SpanRow> rows(batch.span_count());
+  for (uint32_t i = 0; i < rows.size(); ++i) {
+    rows[i] = {&batch, i, (*resource_ids)[batch.spans.resource[i]]};
   }
+  EncodeSpanRows(rows, caps, out);
 }
 
 void EncodeResourceBlock(const SpanBatch& batch, const std::vector<uint32_t>& which,

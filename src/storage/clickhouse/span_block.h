@@ -21,6 +21,24 @@ std::vector<uint64_t> ResourceIds(const SpanBatch& batch);
 void EncodeSpanBlock(const SpanBatch& batch, const Capabilities& caps, std::string* out,
                      const std::vector<uint64_t>* resource_ids = nullptr);
 
+// One row of a spans block: span `index` of `batch`, whose resource has
+// the fingerprint `resource_id`.
+struct SpanRow {
+  const SpanBatch* batch = nullptr;
+  uint32_t index = 0;
+  uint64_t resource_id = 0;
+};
+
+// Orders rows as the spans table's sort key, (toStartOfHour(timestamp),
+// trace_id), stably. An insert whose block is already in key order is not
+// sorted again by the engine.
+void SortByTableKey(std::vector<SpanRow>* rows);
+
+// Appends one Native block with `rows`, in that order, to `out` (spans
+// table layout). The batches must outlive the call.
+void EncodeSpanRows(const std::vector<SpanRow>& rows, const Capabilities& caps,
+                    std::string* out);
+
 // Appends one Native block of the resources table (ResourceColumns) with
 // one row per resource index in `which`.
 void EncodeResourceBlock(const SpanBatch& batch, const std::vector<uint32_t>& which,

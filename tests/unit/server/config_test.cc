@@ -134,7 +134,7 @@ TEST(Config, Defaults) {
   EXPECT_EQ(c.query.listen, "127.0.0.1:16686");
   EXPECT_EQ(c.queue.max_bytes, 512ull << 20);
   EXPECT_EQ(c.writer.max_rows, 200000u);
-  EXPECT_EQ(c.writer.max_bytes, 64ull << 20);
+  EXPECT_EQ(c.writer.max_bytes, 128ull << 20);
   EXPECT_EQ(c.writer.max_age_ms, 1000u);
   EXPECT_EQ(c.writer.threads, 1);
   EXPECT_EQ(c.writer.sink, "chdb");

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
+
 #include "../../testdata/sample_batch.h"
 
 namespace spanhouse::storage {
@@ -76,6 +79,47 @@ TEST(SpanBlock, TruncatedBlockIsAnErrorNotACrash) {
   for (size_t n = 1; n < block.size(); n += 7) {
     SpanBatch out;
     EXPECT_FALSE(DecodeSpanBlocks(std::string_view(block).substr(0, n), &out).ok()) << n;
+  }
+}
+
+TEST(SpanBlock, RowsFromSeveralBatchesInTableKeyOrder) {
+  // Two batches; the second's spans start an hour earlier.
+  const uint64_t t0 = 1700000000000000000ull;
+  SpanBatch late = testdata::SampleBatch(2, t0 + 3600000000000ull);
+  SpanBatch early = testdata::SampleBatch(2, t0);
+  const auto late_ids = ResourceIds(late);
+  const auto early_ids = ResourceIds(early);
+  std::vector<SpanRow> rows;
+  for (uint32_t i = 0; i < late.span_count(); ++i)
+    rows.push_back({&late, i, late_ids[late.spans.resource[i]]});
+  for (uint32_t i = 0; i < early.span_count(); ++i)
+    rows.push_back({&early, i, early_ids[early.spans.resource[i]]});
+  std::reverse(rows.begin(), rows.end());
+  SortByTableKey(&rows);
+  for (size_t k = 1; k < rows.size(); ++k) {
+    const auto& a = rows[k - 1];
+    const auto& b = rows[k];
+    const uint64_t ha = a.batch->spans.start_ns[a.index] / 3600000000000ull;
+    const uint64_t hb = b.batch->spans.start_ns[b.index] / 3600000000000ull;
+    ASSERT_LE(ha, hb) << k;
+    if (ha == hb) {
+      EXPECT_LE(std::memcmp(a.batch->spans.trace_id[a.index].data(),
+                            b.batch->spans.trace_id[b.index].data(), 16),
+                0)
+          << k;
+    }
+  }
+  EXPECT_EQ(rows.front().batch, &early);
+  EXPECT_EQ(rows.back().batch, &late);
+  // Encoded in that order, they decode in that order.
+  std::string block;
+  EncodeSpanRows(rows, Modern(), &block);
+  SpanBatch out;
+  ASSERT_TRUE(DecodeSpanBlocks(block, &out).ok());
+  ASSERT_EQ(out.span_count(), rows.size());
+  for (size_t k = 0; k < rows.size(); ++k) {
+    EXPECT_EQ(out.spans.span_id[k], rows[k].batch->spans.span_id[rows[k].index]) << k;
+    EXPECT_EQ(out.spans.start_ns[k], rows[k].batch->spans.start_ns[rows[k].index]) << k;
   }
 }
 
