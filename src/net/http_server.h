@@ -1,15 +1,16 @@
-// A small HTTP/1.1 server on Boost.Beast shared by every listener (OTLP/HTTP
+// A small HTTP/1.1 server on Linux epoll shared by every listener (OTLP/HTTP
 // receiver, query API). Handlers run on the server's I/O threads and answer
 // synchronously; they must not block on anything slow.
 #pragma once
 
-#include <atomic>
+#include <atomic>  // not needed here; kept for includers that relied on it
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
-#include <thread>
+#include <thread>  // likewise
 #include <utility>
 #include <vector>
 
@@ -36,13 +37,23 @@ struct HttpResponse {
   std::vector<std::pair<std::string, std::string>> headers;
 };
 
-using HttpHandler = std::function<void(const HttpRequest&, HttpResponse&)>;
+// The request is the handler's to consume: it may move the body (or any other
+// field) out instead of copying it. A handler taking `const HttpRequest&`
+// fits as well. Content-Length, Connection and Transfer-Encoding in the
+// response are the server's; the handler sets status, content type, body and
+// any other headers.
+using HttpHandler = std::function<void(HttpRequest&, HttpResponse&)>;
 
 struct HttpServerOptions {
   std::string name;                   // for logs
   std::string address;                // host:port, port 0 picks a free one
   size_t max_body_bytes = 20u << 20;  // on the wire, before decompression
   int threads = 1;
+  // A connection is closed when it has been silent between requests for
+  // longer than this, has spent longer than this sending one request, or has
+  // read nothing of a pending response for this long. Zero or less: never.
+  // Checked about once a second (more often when shorter), not per read.
+  std::chrono::milliseconds idle_timeout{60000};
 };
 
 class HttpServer {
@@ -59,7 +70,7 @@ class HttpServer {
   void Stop(std::chrono::milliseconds grace = std::chrono::milliseconds(2000));
   uint16_t port() const { return port_; }
 
-  struct Impl;  // public so the .cc's session class can name it
+  struct Impl;  // public so the .cc's I/O thread class can name it
 
  private:
   std::unique_ptr<Impl> impl_;

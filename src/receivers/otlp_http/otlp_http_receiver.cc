@@ -74,7 +74,7 @@ OtlpHttpReceiver::OtlpHttpReceiver(OtlpHttpOptions options, pipeline::ShardedQue
       queue_(queue),
       budget_(budget),
       server_({"otlp-http", opts_.address, opts_.max_body_bytes, opts_.threads},
-              [this](const net::HttpRequest& req, net::HttpResponse& resp) { Handle(req, resp); }) {
+              [this](net::HttpRequest& req, net::HttpResponse& resp) { Handle(req, resp); }) {
 }
 
 Status OtlpHttpReceiver::Start() {
@@ -84,7 +84,7 @@ void OtlpHttpReceiver::Stop() {
   server_.Stop();
 }
 
-void OtlpHttpReceiver::Handle(const net::HttpRequest& req, net::HttpResponse& resp) {
+void OtlpHttpReceiver::Handle(net::HttpRequest& req, net::HttpResponse& resp) {
   stats_.requests++;
   if (req.path() != "/v1/traces") {
     resp.status = 404;
@@ -144,8 +144,15 @@ void OtlpHttpReceiver::Handle(const net::HttpRequest& req, net::HttpResponse& re
   }
 
   auto batch = std::make_unique<SpanBatch>();
-  Status st = enc == Encoding::kProto ? codec::DecodeOtlpProto(body, *batch)
-                                      : codec::DecodeOtlpJson(body, *batch);
+  Status st;
+  if (enc == Encoding::kProto) {
+    // The batch keeps the (decompressed) body and points into it rather
+    // than copying every string out of it.
+    st = codec::DecodeOtlpProtoOwned(compressed ? std::move(decompressed) : std::move(req.body),
+                                     *batch);
+  } else {
+    st = codec::DecodeOtlpJson(body, *batch);
+  }
   if (!st.ok()) {
     stats_.rejected_malformed++;
     return ErrorBody(enc, 400, kRpcInvalidArgument, st.message(), resp);

@@ -48,7 +48,7 @@ class OtlpHttpReceiver {
   const OtlpHttpStats& stats() const { return stats_; }
 
   // The request handler, public for tests that bypass the socket.
-  void Handle(const net::HttpRequest& req, net::HttpResponse& resp);
+  void Handle(net::HttpRequest& req, net::HttpResponse& resp);
 
  private:
   OtlpHttpOptions opts_;

@@ -1,0 +1,776 @@
+// net::HttpServer over real sockets on 127.0.0.1, driven by a plain POSIX
+// client: framing (Content-Length, chunked, pipelining, keep-alive), limits,
+// protocol errors, handler failures, slow readers, timeouts and Stop().
+#include "net/http_server.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <thread>
+
+namespace spanhouse::net {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr size_t kBigResponse = 20u << 20;
+
+// Deterministic filler, so a misplaced or lost byte shows.
+std::string Pattern(size_t n, size_t seed = 0) {
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>('a' + (i * 7 + i / 4093 + seed) % 26);
+  return s;
+}
+
+struct Response {
+  int status = 0;
+  std::map<std::string, std::string> headers;  // names lower-cased
+  std::string body;
+
+  std::string header(const std::string& name) const {
+    auto it = headers.find(name);
+    return it == headers.end() ? "<none>" : it->second;
+  }
+};
+
+// A blocking client socket. Receives time out after 10 s, so a server that
+// never answers fails the test instead of hanging it.
+class Client {
+ public:
+  // rcvbuf > 0: a small receive buffer (set before connecting), for slow-reader tests.
+  explicit Client(uint16_t port, int rcvbuf = 0) {
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    timeval tv{10, 0};
+    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    if (rcvbuf > 0) setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+    const int one = 1;
+    setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+  }
+  ~Client() { close(fd_); }
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  bool connected() const { return connected_; }
+
+  bool Send(std::string_view data) {
+    while (!data.empty()) {
+      const ssize_t n = send(fd_, data.data(), data.size(), MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;
+      data.remove_prefix(n);
+    }
+    return true;
+  }
+
+  // Sends `data` in writes of 1 to max_piece bytes.
+  bool SendInPieces(std::string_view data, size_t max_piece) {
+    size_t i = 0;
+    while (!data.empty()) {
+      const size_t n = std::min(data.size(), 1 + (i++ * 7919) % max_piece);
+      if (!Send(data.substr(0, n))) return false;
+      data.remove_prefix(n);
+    }
+    return true;
+  }
+
+  // Reads exactly n bytes.
+  bool ReadExactly(size_t n, std::string* out, size_t chunk = 64 * 1024) {
+    while (buf_.size() < n) {
+      if (!Fill(chunk)) return false;
+    }
+    *out = buf_.substr(0, n);
+    buf_.erase(0, n);
+    return true;
+  }
+
+  // Reads one response with a Content-Length body.
+  bool ReadResponse(Response* r, bool head_request = false) {
+    size_t end;
+    while ((end = buf_.find("\r\n\r\n")) == std::string::npos) {
+      if (!Fill(64 * 1024)) return false;
+    }
+    const std::string head = buf_.substr(0, end + 2);
+    buf_.erase(0, end + 4);
+    // HTTP/1.1 200 OK
+    if (head.compare(0, 9, "HTTP/1.1 ") != 0) return false;
+    r->status = std::stoi(head.substr(9, 3));
+    r->headers.clear();
+    size_t pos = head.find("\r\n") + 2;
+    while (pos < head.size()) {
+      const size_t eol = head.find("\r\n", pos);
+      const std::string line = head.substr(pos, eol - pos);
+      pos = eol + 2;
+      const size_t colon = line.find(':');
+      if (colon == std::string::npos) return false;
+      std::string name = line.substr(0, colon);
+      std::transform(name.begin(), name.end(), name.begin(),
+                     [](unsigned char c) { return std::tolower(c); });
+      std::string value = line.substr(colon + 1);
+      value.erase(0, value.find_first_not_of(' '));
+      if (r->headers.count(name) != 0) return false;  // the server never repeats one
+      r->headers[name] = value;
+    }
+    if (r->headers.count("content-length") == 0) return false;
+    const size_t length = std::stoull(r->headers["content-length"]);
+    r->body.clear();
+    return head_request || ReadExactly(length, &r->body);
+  }
+
+  // True once the server has closed the connection and nothing more is to
+  // be read (false on a timeout or unexpected bytes).
+  bool ReadsEof() {
+    if (!buf_.empty()) return false;
+    char c;
+    const ssize_t n = recv(fd_, &c, 1, 0);
+    return n == 0 || (n < 0 && errno == ECONNRESET);
+  }
+
+  // Bytes received but not consumed yet.
+  const std::string& buffered() const { return buf_; }
+
+ private:
+  bool Fill(size_t chunk) {
+    std::string tmp(chunk, '\0');
+    ssize_t n;
+    do {
+      n = recv(fd_, tmp.data(), tmp.size(), 0);
+    } while (n < 0 && errno == EINTR);
+    if (n <= 0) return false;
+    buf_.append(tmp.data(), n);
+    return true;
+  }
+
+  int fd_ = -1;
+  bool connected_ = false;
+  std::string buf_;
+};
+
+std::string Post(std::string_view target, std::string_view body, std::string_view extra = "") {
+  return "POST " + std::string(target) +
+         " HTTP/1.1\r\nHost: t\r\nContent-Length: " + std::to_string(body.size()) + "\r\n" +
+         std::string(extra) + "\r\n" + std::string(body);
+}
+
+std::string Get(std::string_view target, std::string_view extra = "") {
+  return "GET " + std::string(target) + " HTTP/1.1\r\nHost: t\r\n" + std::string(extra) + "\r\n";
+}
+
+class HttpServerTest : public ::testing::Test {
+ protected:
+  static HttpServerOptions Options() {
+    HttpServerOptions o;
+    o.name = "test";
+    o.address = "127.0.0.1:0";
+    o.max_body_bytes = 8u << 20;
+    o.threads = 2;
+    return o;
+  }
+
+  void StartServer(HttpServerOptions opts = Options()) {
+    server_ = std::make_unique<HttpServer>(
+        std::move(opts), [this](HttpRequest& req, HttpResponse& resp) { Handle(req, resp); });
+    ASSERT_TRUE(server_->Start().ok());
+    ASSERT_NE(server_->port(), 0);
+  }
+  uint16_t port() const { return server_->port(); }
+
+  void Handle(HttpRequest& req, HttpResponse& resp) {
+    requests_++;
+    const std::string_view path = req.path();
+    if (path == "/echo") {
+      // The request, reflected.
+      if (!req.content_type.empty()) resp.content_type = req.content_type;
+      resp.headers.emplace_back("X-Method", req.method);
+      resp.headers.emplace_back("X-Target", req.target);
+      resp.headers.emplace_back("X-Content-Encoding", req.content_encoding);
+      resp.body = std::move(req.body);
+    } else if (path == "/hello") {
+      resp.body = "hello\n";
+    } else if (path == "/throw") {
+      throw std::runtime_error("handler failed on purpose");
+    } else if (path == "/big") {
+      resp.content_type = "application/octet-stream";
+      resp.body = Pattern(kBigResponse);
+    } else if (path == "/move") {
+      const std::string body = std::move(req.body);
+      moved_out_ = req.body.empty();
+      resp.body = std::to_string(body.size()) + ":" + body.substr(0, 5);
+    } else if (path == "/thread") {
+      std::ostringstream id;
+      id << std::this_thread::get_id();
+      resp.body = id.str();
+    } else if (path == "/slow") {
+      slow_started_ = true;
+      std::this_thread::sleep_for(300ms);
+      resp.body = "slow\n";
+    } else {
+      resp.status = 404;
+      resp.body = "not found\n";
+    }
+  }
+
+  std::atomic<int> requests_{0};
+  std::atomic<bool> moved_out_{false};
+  std::atomic<bool> slow_started_{false};
+  std::unique_ptr<HttpServer> server_;  // last: goes first, while the handler's state lives
+};
+
+TEST_F(HttpServerTest, GetAndPostWithContentLength) {
+  StartServer();
+  Client c(port());
+  ASSERT_TRUE(c.connected());
+
+  ASSERT_TRUE(c.Send(Get("/echo?limit=5&q=a%20b")));
+  Response r;
+  ASSERT_TRUE(c.ReadResponse(&r));
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.header("server"), "spanhouse");
+  EXPECT_EQ(r.header("content-type"), "text/plain");
+  EXPECT_EQ(r.header("content-length"), "0");
+  EXPECT_EQ(r.header("connection"), "<none>");
+  EXPECT_EQ(r.header("x-method"), "GET");
+  EXPECT_EQ(r.header("x-target"), "/echo?limit=5&q=a%20b");
+  EXPECT_EQ(r.body, "");
+
+  // Header names in any case, values trimmed.
+  ASSERT_TRUE(c.Send(Post("/echo", "hello, world",
+                          "content-TYPE: \t application/x-protobuf  \r\n"
+                          "Content-Encoding:gzip\r\n")));
+  ASSERT_TRUE(c.ReadResponse(&r));
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.header("content-type"), "application/x-protobuf");
+  EXPECT_EQ(r.header("x-content-encoding"), "gzip");
+  EXPECT_EQ(r.header("x-method"), "POST");
+  EXPECT_EQ(r.header("content-length"), "12");
+  EXPECT_EQ(r.body, "hello, world");
+
+  ASSERT_TRUE(c.Send(Get("/nowhere")));
+  ASSERT_TRUE(c.ReadResponse(&r));
+  EXPECT_EQ(r.status, 404);
+  EXPECT_EQ(r.body, "not found\n");
+}
+
+TEST_F(HttpServerTest, HeadRequestGetsNoBody) {
+  StartServer();
+  Client c(port());
+  ASSERT_TRUE(c.Send("HEAD /hello HTTP/1.1\r\n\r\n"));
+  Response r;
+  ASSERT_TRUE(c.ReadResponse(&r, /*head_request=*/true));
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.header("content-length"), "6");
+  // Had a body been sent, it would come before this response.
+  ASSERT_TRUE(c.Send(Get("/hello")));
+  ASSERT_TRUE(c.ReadResponse(&r));
+  EXPECT_EQ(r.body, "hello\n");
+}
+
+TEST_F(HttpServerTest, LargeBodyInManySmallWrites) {
+  StartServer();
+  Client c(port());
+  const std::string body = Pattern(5u << 20, 3);
+  ASSERT_TRUE(c.SendInPieces(Post("/echo", body), 9000));
+  Response r;
+  ASSERT_TRUE(c.ReadResponse(&r));
+  EXPECT_EQ(r.status, 200);
+  ASSERT_EQ(r.body.size(), body.size());
+  EXPECT_TRUE(r.body == body);
+}
+
+TEST_F(HttpServerTest, ChunkedBody) {
+  StartServer();
+  Client c(port());
+  const std::string big = Pattern(100000, 5);
+  char size_line[32];
+  snprintf(size_line, sizeof(size_line), "%zx\r\n", big.size());
+  const std::string req =
+      "POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Type: text/x-test\r\n\r\n"
+      "5;name=value;flag\r\nhello\r\n"
+      "1A \r\nABCDEFGHIJKLMNOPQRSTUVWXYZ\r\n" +
+      std::string(size_line) + big +
+      "\r\n"
+      "0\r\nX-Trailer: yes\r\nX-Other: 1\r\n\r\n";
+  // In small pieces, so chunk framing is split across reads.
+  ASSERT_TRUE(c.SendInPieces(req, 7));
+  Response r;
+  ASSERT_TRUE(c.ReadResponse(&r));
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.header("content-type"), "text/x-test");
+  EXPECT_TRUE(r.body == "helloABCDEFGHIJKLMNOPQRSTUVWXYZ" + big);
+
+  // The connection is at a request boundary after the trailers.
+  ASSERT_TRUE(c.Send(Get("/hello")));
+  ASSERT_TRUE(c.ReadResponse(&r));
+  EXPECT_EQ(r.body, "hello\n");
+
+  // An empty chunked body.
+  ASSERT_TRUE(c.Send("POST /echo HTTP/1.1\r\ntransfer-encoding: Chunked\r\n\r\n0\r\n\r\n"));
+  ASSERT_TRUE(c.ReadResponse(&r));
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "");
+}
+
+TEST_F(HttpServerTest, ExpectContinue) {
+  StartServer();
+  Client c(port());
+  ASSERT_TRUE(c.Send("POST /echo HTTP/1.1\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n"));
+  std::string interim;
+  ASSERT_TRUE(c.ReadExactly(25, &interim));
+  EXPECT_EQ(interim, "HTTP/1.1 100 Continue\r\n\r\n");
+  ASSERT_TRUE(c.Send("hello"));
+  Response r;
+  ASSERT_TRUE(c.ReadResponse(&r));
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "hello");
+
+  // Chunked too.
+  ASSERT_TRUE(
+      c.Send("POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\nExpect: 100-Continue\r\n\r\n"));
+  ASSERT_TRUE(c.ReadExactly(25, &interim));
+  EXPECT_EQ(interim, "HTTP/1.1 100 Continue\r\n\r\n");
+  ASSERT_TRUE(c.Send("3\r\nabc\r\n0\r\n\r\n"));
+  ASSERT_TRUE(c.ReadResponse(&r));
+  EXPECT_EQ(r.body, "abc");
+}
+
+TEST_F(HttpServerTest, ExpectContinueForTooLargeBodyGets413) {
+  HttpServerOptions o = Options();
+  o.max_body_bytes = 1000;
+  StartServer(o);
+  Client c(port());
+  ASSERT_TRUE(
+      c.Send("POST /echo HTTP/1.1\r\nContent-Length: 1001\r\nExpect: 100-continue\r\n\r\n"));
+  Response r;
+  ASSERT_TRUE(c.ReadResponse(&r));  // not a 100 first
+  EXPECT_EQ(r.status, 413);
+  EXPECT_EQ(r.body, "request body exceeds 1000 bytes\n");
+  EXPECT_EQ(r.header("connection"), "close");
+  EXPECT_TRUE(c.ReadsEof());
+}
+
+TEST_F(HttpServerTest, PipelinedRequestsInOneWrite) {
+  StartServer();
+  Client c(port());
+  ASSERT_TRUE(c.Send(Post("/echo", "first body") + Get("/echo?second") +
+                     "POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+                     "6\r\nthird!\r\n0\r\n\r\n" +
+                     Post("/echo", "fourth")));
+  Response r;
+  ASSERT_TRUE(c.ReadResponse(&r));
+  EXPECT_EQ(r.body, "first body");
+  ASSERT_TRUE(c.ReadResponse(&r));
+  EXPECT_EQ(r.header("x-target"), "/echo?second");
+  EXPECT_EQ(r.body, "");
+  ASSERT_TRUE(c.ReadResponse(&r));
+  EXPECT_EQ(r.body, "third!");
+  ASSERT_TRUE(c.ReadResponse(&r));
+  EXPECT_EQ(r.body, "fourth");
+  EXPECT_EQ(requests_.load(), 4);
+}
+
+TEST_F(HttpServerTest, KeepAliveAcrossRequests) {
+  StartServer();
+  Client c(port());
+  for (int i = 0; i < 20; ++i) {
+    const std::string body = Pattern(1000 + i * 5000, i);
+    ASSERT_TRUE(c.Send(Post("/echo", body)));
+    Response r;
+    ASSERT_TRUE(c.ReadResponse(&r)) << i;
+    EXPECT_EQ(r.status, 200);
+    EXPECT_EQ(r.header("connection"), "<none>");
+    EXPECT_TRUE(r.body == body) << i;
+  }
+  EXPECT_EQ(requests_.load(), 20);
+}
+
+TEST_F(HttpServerTest, ConnectionCloseAndHttp10) {
+  StartServer();
+  Response r;
+  {  // HTTP/1.0 closes by default.
+    Client c(port());
+    ASSERT_TRUE(c.Send("GET /hello HTTP/1.0\r\n\r\n"));
+    ASSERT_TRUE(c.ReadResponse(&r));
+    EXPECT_EQ(r.status, 200);
+    EXPECT_EQ(r.body, "hello\n");
+    EXPECT_EQ(r.header("connection"), "close");
+    EXPECT_TRUE(c.ReadsEof());
+  }
+  {  // ... unless asked to keep alive.
+    Client c(port());
+    ASSERT_TRUE(c.Send("GET /hello HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n"));
+    ASSERT_TRUE(c.ReadResponse(&r));
+    EXPECT_EQ(r.header("connection"), "keep-alive");
+    ASSERT_TRUE(c.Send("GET /hello HTTP/1.0\r\n\r\n"));
+    ASSERT_TRUE(c.ReadResponse(&r));
+    EXPECT_EQ(r.body, "hello\n");
+    EXPECT_EQ(r.header("connection"), "close");
+    EXPECT_TRUE(c.ReadsEof());
+  }
+  {  // HTTP/1.1 with Connection: close.
+    Client c(port());
+    ASSERT_TRUE(c.Send(Get("/hello", "Connection: foo, close\r\n")));
+    ASSERT_TRUE(c.ReadResponse(&r));
+    EXPECT_EQ(r.body, "hello\n");
+    EXPECT_EQ(r.header("connection"), "close");
+    EXPECT_TRUE(c.ReadsEof());
+  }
+}
+
+TEST_F(HttpServerTest, BodyOverLimitWithContentLengthIs413) {
+  HttpServerOptions o = Options();
+  o.max_body_bytes = 1u << 20;
+  StartServer(o);
+  Client c(port());
+  // Only the head: the server must answer without waiting for the body.
+  ASSERT_TRUE(c.Send("POST /echo HTTP/1.1\r\nContent-Length: 1048577\r\n\r\n"));
+  Response r;
+  ASSERT_TRUE(c.ReadResponse(&r));
+  EXPECT_EQ(r.status, 413);
+  EXPECT_EQ(r.header("content-type"), "text/plain");
+  EXPECT_EQ(r.body, "request body exceeds 1048576 bytes\n");
+  EXPECT_EQ(r.header("connection"), "close");
+  EXPECT_TRUE(c.ReadsEof());
+  EXPECT_EQ(requests_.load(), 0);
+
+  // Exactly at the limit is fine.
+  Client ok(port());
+  const std::string body = Pattern(1u << 20);
+  ASSERT_TRUE(ok.Send(Post("/echo", body)));
+  ASSERT_TRUE(ok.ReadResponse(&r));
+  EXPECT_EQ(r.status, 200);
+  EXPECT_TRUE(r.body == body);
+}
+
+TEST_F(HttpServerTest, BodyOverLimitWhileDechunkingIs413) {
+  HttpServerOptions o = Options();
+  o.max_body_bytes = 1u << 20;
+  StartServer(o);
+  Client c(port());
+  // 576 KiB fits; another 576 KiB does not.
+  ASSERT_TRUE(c.Send("POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n90000\r\n" +
+                     Pattern(0x90000) + "\r\n90000\r\n"));
+  Response r;
+  ASSERT_TRUE(c.ReadResponse(&r));
+  EXPECT_EQ(r.status, 413);
+  EXPECT_EQ(r.body, "request body exceeds 1048576 bytes\n");
+  EXPECT_EQ(r.header("connection"), "close");
+  EXPECT_TRUE(c.ReadsEof());
+  EXPECT_EQ(requests_.load(), 0);
+}
+
+TEST_F(HttpServerTest, MalformedRequestsAre400AndClose) {
+  StartServer();
+  const std::pair<std::string, std::string> cases[] = {
+      {"GARBAGE\r\n\r\n", "bad request line"},
+      {"GET /\r\n\r\n", "bad request line"},
+      {"GET / HTTP/2.0\r\n\r\n", "unsupported HTTP version"},
+      {"GET / HTTP/1.1 extra\r\n\r\n", "unsupported HTTP version"},
+      {"GET  / HTTP/1.1\r\n\r\n", "bad request target"},
+      {"G(T / HTTP/1.1\r\n\r\n", "bad method"},
+      {"GET / HTTP/1.1\r\nNo colon here\r\n\r\n", "header line without a colon"},
+      {"GET / HTTP/1.1\r\nBad Name: x\r\n\r\n", "bad header name"},
+      {"GET / HTTP/1.1\r\nX: 1\r\n folded\r\n\r\n", "obsolete header line folding"},
+      {"POST / HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
+       "both Content-Length and Transfer-Encoding"},
+      {"POST / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
+       "bad or conflicting Content-Length"},
+      {"POST / HTTP/1.1\r\nContent-Length: 5, 6\r\n\r\n", "bad or conflicting Content-Length"},
+      {"POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n", "bad or conflicting Content-Length"},
+      {"POST / HTTP/1.1\r\nContent-Length: 99999999999999999999999\r\n\r\n",
+       "bad or conflicting Content-Length"},
+      {"POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+       "unsupported Transfer-Encoding"},
+      {"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "bad chunk size"},
+      {"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcX\r\n",
+       "chunk data longer than its size"},
+  };
+  for (const auto& [request, what] : cases) {
+    Client c(port());
+    ASSERT_TRUE(c.Send(request));
+    Response r;
+    ASSERT_TRUE(c.ReadResponse(&r)) << request;
+    EXPECT_EQ(r.status, 400) << request;
+    EXPECT_EQ(r.body, "malformed HTTP request: " + what + "\n") << request;
+    EXPECT_EQ(r.header("connection"), "close") << request;
+    EXPECT_TRUE(c.ReadsEof()) << request;
+  }
+  EXPECT_EQ(requests_.load(), 0);
+
+  // Identical repeated Content-Length values are allowed, as are empty
+  // lines before the request line.
+  Client c(port());
+  ASSERT_TRUE(
+      c.Send("\r\n\r\nPOST /echo HTTP/1.1\r\nContent-Length: 3, 3\r\n"
+             "Content-Length: 3\r\n\r\nabc"));
+  Response r;
+  ASSERT_TRUE(c.ReadResponse(&r));
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "abc");
+}
+
+TEST_F(HttpServerTest, OversizeHeadIs431) {
+  StartServer();
+  Client c(port());
+  // 64 KiB of head with no end in sight.
+  ASSERT_TRUE(c.Send("GET / HTTP/1.1\r\nX-Big: " + std::string(64 * 1024, 'a')));
+  Response r;
+  ASSERT_TRUE(c.ReadResponse(&r));
+  EXPECT_EQ(r.status, 431);
+  EXPECT_EQ(r.body, "request head exceeds 65536 bytes\n");
+  EXPECT_EQ(r.header("connection"), "close");
+  EXPECT_TRUE(c.ReadsEof());
+
+  // A large head that fits is fine.
+  Client ok(port());
+  ASSERT_TRUE(ok.Send(Get("/hello", "X-Big: " + std::string(60 * 1024, 'b') + "\r\n")));
+  ASSERT_TRUE(ok.ReadResponse(&r));
+  EXPECT_EQ(r.status, 200);
+}
+
+TEST_F(HttpServerTest, HandlerThrowsIs500AndServingGoesOn) {
+  StartServer();
+  Client c(port());
+  ASSERT_TRUE(c.Send(Post("/throw", "x")));
+  Response r;
+  ASSERT_TRUE(c.ReadResponse(&r));
+  EXPECT_EQ(r.status, 500);
+  EXPECT_EQ(r.body, "internal error\n");
+  // Same connection, and a new one.
+  ASSERT_TRUE(c.Send(Get("/hello")));
+  ASSERT_TRUE(c.ReadResponse(&r));
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "hello\n");
+  Client other(port());
+  ASSERT_TRUE(other.Send(Get("/hello")));
+  ASSERT_TRUE(other.ReadResponse(&r));
+  EXPECT_EQ(r.body, "hello\n");
+}
+
+TEST_F(HttpServerTest, LargeResponseToSlowReader) {
+  StartServer();
+  Client c(port(), /*rcvbuf=*/16 * 1024);
+  ASSERT_TRUE(c.Send(Get("/big")));
+  Response r;
+  // Read the head, then the body slowly at first, in small pieces, so the
+  // server's writes are partial and it must wait for EPOLLOUT.
+  std::string first;
+  ASSERT_TRUE(c.ReadExactly(512, &first, 512));
+  const size_t head_end = first.find("\r\n\r\n");
+  ASSERT_NE(head_end, std::string::npos);
+  EXPECT_EQ(first.substr(0, 17), "HTTP/1.1 200 OK\r\n");
+  EXPECT_NE(first.find("Content-Length: " + std::to_string(kBigResponse) + "\r\n"),
+            std::string::npos);
+  std::string body = first.substr(head_end + 4);
+  for (int i = 0; i < 50; ++i) {
+    std::this_thread::sleep_for(2ms);
+    std::string piece;
+    ASSERT_TRUE(c.ReadExactly(4096, &piece, 4096));
+    body += piece;
+  }
+  std::string rest;
+  ASSERT_TRUE(c.ReadExactly(kBigResponse - body.size(), &rest));
+  body += rest;
+  ASSERT_EQ(body.size(), kBigResponse);
+  EXPECT_TRUE(body == Pattern(kBigResponse));
+
+  // And the connection goes on.
+  ASSERT_TRUE(c.Send(Get("/hello")));
+  ASSERT_TRUE(c.ReadResponse(&r));
+  EXPECT_EQ(r.body, "hello\n");
+}
+
+TEST_F(HttpServerTest, IdleTimeoutClosesSilentAndStuckConnections) {
+  HttpServerOptions o = Options();
+  o.idle_timeout = 300ms;
+  StartServer(o);
+  Client silent(port());
+  Client stuck_head(port());
+  Client stuck_body(port());
+  ASSERT_TRUE(stuck_head.Send("POST /echo HTTP/1.1\r\nContent-Le"));
+  ASSERT_TRUE(stuck_body.Send("POST /echo HTTP/1.1\r\nContent-Length: 10\r\n\r\nabc"));
+  const auto start = std::chrono::steady_clock::now();
+  // Each recv() gives up after 10 s.
+  EXPECT_TRUE(silent.ReadsEof());
+  EXPECT_TRUE(stuck_head.ReadsEof());
+  EXPECT_TRUE(stuck_body.ReadsEof());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 9s);
+  EXPECT_EQ(requests_.load(), 0);
+
+  // New connections are still served.
+  Client c(port());
+  ASSERT_TRUE(c.Send(Get("/hello")));
+  Response r;
+  ASSERT_TRUE(c.ReadResponse(&r));
+  EXPECT_EQ(r.body, "hello\n");
+}
+
+TEST_F(HttpServerTest, StopClosesConnectionsAndJoins) {
+  StartServer();
+  const uint16_t p = port();
+  Client idle(p);
+  Client partial(p);
+  Client served(p);
+  ASSERT_TRUE(partial.Send("POST /echo HTTP/1.1\r\nContent-Length: 100\r\n\r\nabc"));
+  ASSERT_TRUE(served.Send(Get("/hello")));
+  Response r;
+  ASSERT_TRUE(served.ReadResponse(&r));
+
+  server_->Stop(100ms);
+  EXPECT_TRUE(idle.ReadsEof());
+  EXPECT_TRUE(partial.ReadsEof());
+  EXPECT_TRUE(served.ReadsEof());
+  server_->Stop();  // idempotent
+  Client late(p);
+  EXPECT_FALSE(late.connected());
+}
+
+TEST_F(HttpServerTest, StopWaitsForHandlersInFlight) {
+  StartServer();
+  Client c(port());
+  ASSERT_TRUE(c.Send(Get("/slow")));
+  while (!slow_started_.load()) std::this_thread::sleep_for(1ms);
+  server_->Stop(5s);
+  // The handler finished and its answer went out, telling the client the
+  // connection closes.
+  Response r;
+  ASSERT_TRUE(c.ReadResponse(&r));
+  EXPECT_EQ(r.body, "slow\n");
+  EXPECT_EQ(r.header("connection"), "close");
+  EXPECT_TRUE(c.ReadsEof());
+}
+
+TEST_F(HttpServerTest, HandlerMayMoveTheBodyOut) {
+  StartServer();
+  Client c(port());
+  ASSERT_TRUE(c.Send(Post("/move", "abcdefgh")));
+  Response r;
+  ASSERT_TRUE(c.ReadResponse(&r));
+  EXPECT_EQ(r.body, "8:abcde");
+  EXPECT_TRUE(moved_out_.load());
+  // The next request on the connection gets a body of its own.
+  ASSERT_TRUE(c.Send(Post("/move", "xyz")));
+  ASSERT_TRUE(c.ReadResponse(&r));
+  EXPECT_EQ(r.body, "3:xyz");
+}
+
+TEST_F(HttpServerTest, ManyConnectionsAtOnce) {
+  StartServer();
+  std::vector<std::unique_ptr<Client>> clients;
+  clients.reserve(50);
+  for (int i = 0; i < 50; ++i) clients.push_back(std::make_unique<Client>(port()));
+  for (int round = 0; round < 3; ++round) {
+    for (size_t i = 0; i < clients.size(); ++i) {
+      ASSERT_TRUE(clients[i]->Send(Post("/echo", "client " + std::to_string(i))));
+    }
+    for (size_t i = 0; i < clients.size(); ++i) {
+      Response r;
+      ASSERT_TRUE(clients[i]->ReadResponse(&r));
+      EXPECT_EQ(r.body, "client " + std::to_string(i));
+    }
+  }
+  EXPECT_EQ(requests_.load(), 150);
+}
+
+// Connections opened one after another spread over the I/O threads rather
+// than all going to the thread that happens to be woken first.
+TEST_F(HttpServerTest, ConnectionsSpreadOverThreads) {
+  HttpServerOptions o = Options();
+  o.threads = 2;
+  StartServer(o);
+  std::vector<std::unique_ptr<Client>> clients;
+  std::vector<std::string> thread_of;  // per client
+  std::map<std::string, int> per_thread;
+  for (int i = 0; i < 6; ++i) {
+    clients.push_back(std::make_unique<Client>(port()));
+    ASSERT_TRUE(clients.back()->Send(Get("/thread")));
+    Response r;
+    ASSERT_TRUE(clients.back()->ReadResponse(&r));
+    thread_of.push_back(r.body);
+    per_thread[r.body]++;
+  }
+  ASSERT_EQ(per_thread.size(), 2u);
+  for (const auto& [id, n] : per_thread) EXPECT_EQ(n, 3) << id;
+  // And each connection stays with the thread that accepted it.
+  for (size_t i = 0; i < clients.size(); ++i) {
+    ASSERT_TRUE(clients[i]->Send(Get("/thread")));
+    Response r;
+    ASSERT_TRUE(clients[i]->ReadResponse(&r));
+    EXPECT_EQ(r.body, thread_of[i]) << i;
+  }
+}
+
+TEST(HttpServerStartTest, AddressesAndErrors) {
+  auto handler = [](const HttpRequest&, HttpResponse& resp) { resp.body = "ok"; };
+  {
+    HttpServer s({"t", "nonsense", 1024, 1}, handler);
+    Status st = s.Start();
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.message();
+  }
+  {
+    HttpServer s({"t", "example.com:80", 1024, 1}, handler);
+    Status st = s.Start();
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.message();
+  }
+  {
+    HttpServer a({"t", "localhost:0", 1024, 1}, handler);
+    ASSERT_TRUE(a.Start().ok());
+    Client c(a.port());
+    ASSERT_TRUE(c.connected());
+    ASSERT_TRUE(c.Send(Get("/")));
+    Response r;
+    ASSERT_TRUE(c.ReadResponse(&r));
+    EXPECT_EQ(r.body, "ok");
+    // The same port again cannot be bound.
+    HttpServer b({"t", "127.0.0.1:" + std::to_string(a.port()), 1024, 1}, handler);
+    Status st = b.Start();
+    EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.message();
+  }
+  {
+    HttpServer s({"t", "[::1]:0", 1024, 1}, handler);
+    Status st = s.Start();
+    if (st.ok()) {
+      EXPECT_NE(s.port(), 0);
+    } else {
+      // No IPv6 loopback here; what matters is that it was not refused as an address.
+      EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.message();
+    }
+  }
+}
+
+TEST(SplitHostPortTest, Forms) {
+  std::string host;
+  uint16_t port = 0;
+  EXPECT_TRUE(SplitHostPort("127.0.0.1:4318", &host, &port));
+  EXPECT_EQ(host, "127.0.0.1");
+  EXPECT_EQ(port, 4318);
+  EXPECT_TRUE(SplitHostPort("[::1]:0", &host, &port));
+  EXPECT_EQ(host, "::1");
+  EXPECT_EQ(port, 0);
+  EXPECT_FALSE(SplitHostPort("4318", &host, &port));
+  EXPECT_FALSE(SplitHostPort(":4318", &host, &port));
+  EXPECT_FALSE(SplitHostPort("h:65536", &host, &port));
+  EXPECT_FALSE(SplitHostPort("h:", &host, &port));
+}
+
+}  // namespace
+}  // namespace spanhouse::net
