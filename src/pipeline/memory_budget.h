@@ -9,7 +9,10 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstddef>
+#include <mutex>
 #include <utility>
 
 namespace spanhouse::pipeline {
@@ -27,9 +30,31 @@ class MemoryBudget {
       if (used_.compare_exchange_weak(cur, cur + bytes, std::memory_order_acq_rel)) return true;
     }
   }
+  // TryReserve, waiting up to `max_wait` for releases to make room. A short
+  // wait smooths over the moments when the writer is busy with one insert:
+  // refused at once, a client backs off for a second or more (Retry-After,
+  // SDK backoff) although the room comes back within milliseconds.
+  bool ReserveWithin(size_t bytes, std::chrono::milliseconds max_wait) {
+    if (TryReserve(bytes)) return true;
+    if (max_wait.count() <= 0) return false;
+    std::unique_lock<std::mutex> lock(wait_mu_);
+    waiters_.fetch_add(1);
+    const bool ok = wait_cv_.wait_for(lock, max_wait, [&] { return TryReserve(bytes); });
+    waiters_.fetch_sub(1);
+    return ok;
+  }
   // Unconditional: for growing a reservation that is already admitted.
   void ForceReserve(size_t bytes) { used_.fetch_add(bytes, std::memory_order_acq_rel); }
-  void Release(size_t bytes) { used_.fetch_sub(bytes, std::memory_order_acq_rel); }
+  void Release(size_t bytes) {
+    used_.fetch_sub(bytes);
+    // A waiter counts itself (under wait_mu_) before it tests for room, and
+    // both sides use sequentially consistent operations: either it sees
+    // this release, or this sees it waiting and wakes it.
+    if (waiters_.load() > 0) {
+      std::lock_guard<std::mutex> lock(wait_mu_);
+      wait_cv_.notify_all();
+    }
+  }
 
   size_t used() const { return used_.load(std::memory_order_relaxed); }
   size_t limit() const { return limit_; }
@@ -37,6 +62,9 @@ class MemoryBudget {
  private:
   const size_t limit_;
   std::atomic<size_t> used_{0};
+  std::atomic<int> waiters_{0};
+  std::mutex wait_mu_;
+  std::condition_variable wait_cv_;
 };
 
 // Owns `bytes` of a budget until destroyed or released; movable.

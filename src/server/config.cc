@@ -69,6 +69,8 @@ const std::vector<Key>& Keys() {
       SH_STRING_KEY("query.listen", query.listen, IsAddress(v), "host:port"),
       SH_UINT_KEY("queue.max_bytes", queue.max_bytes, ParseBytes, 1ull << 20, 1ull << 40,
                   "a size of at least 1MiB, e.g. 256MiB"),
+      SH_UINT_KEY("queue.wait_ms", queue.wait_ms, ParseUint, 0, 10000,
+                  "milliseconds, 0 to 10000"),
       SH_UINT_KEY("writer.max_rows", writer.max_rows, ParseUint, 1, 100000000, "1 to 100000000"),
       SH_UINT_KEY("writer.max_bytes", writer.max_bytes, ParseBytes, 1024, 1ull << 32,
                   "a size from 1KiB to 4GiB"),

@@ -27,6 +27,8 @@ struct Config {
     // Memory for spans in flight: being decoded, queued, or waiting in a
     // writer for their insert. Full -> 429 + Retry-After.
     uint64_t max_bytes = 512ull << 20;
+    // How long a request waits for room in max_bytes before that 429.
+    uint64_t wait_ms = 250;
   } queue;
   struct {
     uint64_t max_rows = 200000;

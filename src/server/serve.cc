@@ -181,7 +181,9 @@ int Serve(const Config& cfg) {
 
   storage::ChdbSpanReader reader(*read_conn, caps);
   receivers::OtlpHttpReceiver receiver(
-      {cfg.otlp_http.listen, cfg.otlp_http.max_body_bytes, cfg.otlp_http.threads}, queue, budget);
+      {cfg.otlp_http.listen, cfg.otlp_http.max_body_bytes, cfg.otlp_http.threads,
+       std::chrono::milliseconds(cfg.queue.wait_ms)},
+      queue, budget);
   query::AdminHooks hooks;
   hooks.metrics = [&] { return RenderMetrics(receiver.stats(), budget, queue, writers); };
   if (cfg.debug.fault_injection) {

@@ -46,6 +46,11 @@ bool SpanQueue::closed_and_empty() const {
   return closed_ && items_.empty();
 }
 
+bool SpanQueue::closed() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return closed_;
+}
+
 size_t SpanQueue::bytes() const {
   std::lock_guard<std::mutex> lock(mu_);
   return bytes_;

@@ -43,6 +43,7 @@ class SpanQueue {
   // No more pushes; Pop keeps returning what is left.
   void Close();
   bool closed_and_empty() const;
+  bool closed() const;
 
   size_t bytes() const;
   size_t max_bytes() const { return max_bytes_; }

@@ -113,7 +113,7 @@ void OtlpHttpReceiver::Handle(net::HttpRequest& req, net::HttpResponse& resp) {
   const size_t estimate = compressed
                               ? std::min<size_t>(req.body.size() * 8, opts_.max_body_bytes) * 2
                               : req.body.size() * 2;
-  if (!budget_.TryReserve(estimate)) {
+  if (!budget_.ReserveWithin(estimate, opts_.memory_wait)) {
     stats_.rejected_queue_full++;
     resp.headers.emplace_back("Retry-After", "1");
     return ErrorBody(enc, 429, kRpcResourceExhausted,

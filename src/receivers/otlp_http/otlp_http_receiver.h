@@ -11,6 +11,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -25,6 +26,8 @@ struct OtlpHttpOptions {
   std::string address = "127.0.0.1:4318";
   size_t max_body_bytes = 20u << 20;  // after decompression
   int threads = 2;
+  // How long a request may wait for memory before it is answered 429.
+  std::chrono::milliseconds memory_wait{250};
 };
 
 struct OtlpHttpStats {

@@ -34,10 +34,12 @@ EmbeddedWriter::~EmbeddedWriter() {
 void EmbeddedWriter::Start() {
   std::filesystem::create_directories(opts_.spool_dir);
   thread_ = std::thread([this] { Run(); });
+  inserter_ = std::thread([this] { InsertLoop(); });
 }
 
 void EmbeddedWriter::Join() {
   if (thread_.joinable()) thread_.join();
+  if (inserter_.joinable()) inserter_.join();
 }
 
 void EmbeddedWriter::Add(pipeline::QueuedBatch item) {
@@ -106,18 +108,55 @@ void EmbeddedWriter::Run() {
       const bool due = p.rows >= opts_.max_rows || p.bytes >= opts_.max_bytes ||
                        Clock::now() - p.since >= opts_.max_age;
       if (p.rows > 0 && (due || done)) {
-        if (Flush(it->first, p, done)) {
-          if (known_resources_.size() + p.new_resources.size() > kMaxKnownResources) {
-            known_resources_.clear();
-          }
-          known_resources_.insert(p.new_resources.begin(), p.new_resources.end());
-        }
-        it = pending_.erase(it);  // frees the batches and releases their reservations
+        HandOff(it->first, p);
+        it = pending_.erase(it);  // frees the batches (their reservations went with the block)
       } else {
         ++it;
       }
     }
-    if (done) return;
+    if (done) {
+      std::lock_guard<std::mutex> lock(mu_);
+      encoding_done_ = true;
+      cv_.notify_all();
+      return;
+    }
+  }
+}
+
+void EmbeddedWriter::HandOff(uint32_t day, Pending& p) {
+  Encode(p);
+  Flight f{day, p.rows, std::move(p.resource_blocks), std::move(block_),
+           std::move(p.reservations)};
+  // Counted as stored from here: blocks are inserted in order and each is
+  // retried until stored (or given up at shutdown, spans counted as lost),
+  // so a later block never stores a span whose resource was not stored.
+  if (known_resources_.size() + p.new_resources.size() > kMaxKnownResources) {
+    known_resources_.clear();
+  }
+  known_resources_.insert(p.new_resources.begin(), p.new_resources.end());
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return !flight_.has_value(); });
+  flight_ = std::move(f);
+  block_ = std::move(spare_block_);
+  cv_.notify_all();
+}
+
+void EmbeddedWriter::InsertLoop() {
+  for (;;) {
+    Flight f;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return flight_.has_value() || encoding_done_; });
+      if (!flight_) return;
+      f = std::move(*flight_);
+      flight_.reset();
+      cv_.notify_all();  // the slot is free: the next block may be handed over
+    }
+    Insert(f);
+    f.reservations.clear();  // stored (or given up): the memory goes back to the receivers
+    f.block.clear();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (f.block.capacity() > spare_block_.capacity()) spare_block_ = std::move(f.block);
   }
 }
 
@@ -139,7 +178,7 @@ void EmbeddedWriter::Encode(const Pending& p) {
   EncodeSpanRows(rows_, caps_, &block_);
 }
 
-Status EmbeddedWriter::InsertOnce(const Pending& p) {
+Status EmbeddedWriter::InsertOnce(const Flight& p) {
   if (faults_ != nullptr) {
     std::this_thread::sleep_for(std::chrono::milliseconds(faults_->insert_delay_ms.load()));
     if (faults_->fail_inserts.load()) return Status::Unavailable("injected insert failure");
@@ -149,7 +188,7 @@ Status EmbeddedWriter::InsertOnce(const Pending& p) {
   if (!p.resource_blocks.empty()) {
     if (Status st = InsertFile("resources", p.resource_blocks); !st.ok()) return st;
   }
-  return InsertFile("spans", block_);
+  return InsertFile("spans", p.block);
 }
 
 Status EmbeddedWriter::InsertFile(std::string_view table, const std::string& blocks) {
@@ -168,27 +207,28 @@ Status EmbeddedWriter::InsertFile(std::string_view table, const std::string& blo
   return st;
 }
 
-bool EmbeddedWriter::Flush(uint32_t day, Pending& p, bool shutting_down) {
-  Encode(p);
+void EmbeddedWriter::Insert(Flight& f) {
   auto backoff = std::chrono::milliseconds(100);
   for (int attempt = 0;; ++attempt) {
     const auto t0 = Clock::now();
-    Status st = InsertOnce(p);
+    Status st = InsertOnce(f);
     stats_.insert_seconds.Record(std::chrono::duration<double>(Clock::now() - t0).count());
     if (st.ok()) {
-      stats_.rows_written += p.rows;
-      stats_.pending_rows -= p.rows;
+      stats_.rows_written += f.rows;
+      stats_.pending_rows -= f.rows;
       stats_.inserts += 1;
-      return true;  // the caller drops `p`, releasing its reservations
+      return;
     }
     stats_.insert_errors += 1;
     spdlog::warn("writer {}: insert of {} spans (day {}) failed (attempt {}): {}", opts_.name,
-                 p.rows, day, attempt + 1, st.message());
-    if (shutting_down && attempt + 1 >= opts_.shutdown_retries) {
-      spdlog::error("writer {}: giving up on {} spans at shutdown", opts_.name, p.rows);
-      stats_.rows_lost += p.rows;
-      stats_.pending_rows -= p.rows;
-      return false;
+                 f.rows, f.day, attempt + 1, st.message());
+    // Once the service is stopping (the queue closed), a failing insert is
+    // retried a bounded number of times, not forever.
+    if (queue_.closed() && attempt + 1 >= opts_.shutdown_retries) {
+      spdlog::error("writer {}: giving up on {} spans at shutdown", opts_.name, f.rows);
+      stats_.rows_lost += f.rows;
+      stats_.pending_rows -= f.rows;
+      return;
     }
     std::this_thread::sleep_for(std::min(backoff, opts_.max_backoff));
     backoff = std::min(backoff * 2, opts_.max_backoff);

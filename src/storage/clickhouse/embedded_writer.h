@@ -8,7 +8,9 @@
 // spool file through the file() table function, which design.md measured as
 // far cheaper than data inline in the query text. A failed insert is retried
 // with backoff and the shard is not drained meanwhile, so a slow or failing
-// store fills the memory budget and turns into back-pressure (429s). The
+// store fills the memory budget and turns into back-pressure (429s).
+// Two threads per shard: one drains the queue and encodes, the other
+// inserts, so the next block is encoded while the engine stores this one. The
 // memory reserved for a batch is released once its spans are stored.
 //
 // Resources (schema.h) are written once per fingerprint: a pending buffer
@@ -22,6 +24,9 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_set>
 #include <vector>
@@ -90,11 +95,21 @@ class EmbeddedWriter {
     std::chrono::steady_clock::time_point since;
     std::vector<pipeline::Reservation> reservations;
   };
-  void Run();
+  // An encoded insert, handed from the encoding thread to the inserting one.
+  struct Flight {
+    uint32_t day = 0;
+    size_t rows = 0;
+    std::string resource_blocks;
+    std::string block;
+    std::vector<pipeline::Reservation> reservations;  // released once stored (or given up)
+  };
+  void Run();  // the encoding thread
   void Add(pipeline::QueuedBatch item);
-  bool Flush(uint32_t day, Pending& p, bool shutting_down);
+  void HandOff(uint32_t day, Pending& p);
   void Encode(const Pending& p);  // into block_
-  Status InsertOnce(const Pending& p);
+  void InsertLoop();              // the inserting thread
+  void Insert(Flight& f);         // with retries
+  Status InsertOnce(const Flight& f);
   Status InsertFile(std::string_view table, const std::string& blocks);
 
   ChdbConnection* conn_;
@@ -102,8 +117,16 @@ class EmbeddedWriter {
   pipeline::SpanQueue& queue_;
   const WriterOptions opts_;
   const SinkFaults* faults_;
-  std::thread thread_;
+  std::thread thread_;    // encodes: drains the queue, sorts and encodes blocks
+  std::thread inserter_;  // inserts the encoded blocks, one at a time, in order
   WriterStats stats_;
+  // The hand-off: one block may wait while another is being inserted, so
+  // encoding the next insert overlaps the engine's work on this one.
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::optional<Flight> flight_;  // guarded by mu_
+  bool encoding_done_ = false;    // guarded by mu_
+  std::string spare_block_;       // guarded by mu_: an inserted block's buffer, for reuse
   std::map<uint32_t, Pending> pending_;  // by partition (days since epoch); writer thread only
   std::string block_;                    // the spans block being inserted; writer thread only
   std::vector<SpanRow> rows_;            // its rows, sorted; writer thread only

@@ -27,6 +27,7 @@ void ExpectSameConfig(const Config& a, const Config& b) {
   EXPECT_EQ(a.otlp_http.threads, b.otlp_http.threads);
   EXPECT_EQ(a.query.listen, b.query.listen);
   EXPECT_EQ(a.queue.max_bytes, b.queue.max_bytes);
+  EXPECT_EQ(a.queue.wait_ms, b.queue.wait_ms);
   EXPECT_EQ(a.writer.max_rows, b.writer.max_rows);
   EXPECT_EQ(a.writer.max_bytes, b.writer.max_bytes);
   EXPECT_EQ(a.writer.max_age_ms, b.writer.max_age_ms);
@@ -45,6 +46,7 @@ const std::map<std::string, std::string>& ValidValues() {
       {"otlp_http.threads", "4"},
       {"query.listen", "0.0.0.0:26686"},
       {"queue.max_bytes", "768MiB"},
+      {"queue.wait_ms", "40"},
       {"writer.max_rows", "5000"},
       {"writer.max_bytes", "32MiB"},
       {"writer.max_age_ms", "250"},
@@ -154,6 +156,7 @@ query:
   listen: "0.0.0.0:26686"
 queue:
   max_bytes: 768MiB
+  wait_ms: 40
 writer:
   max_rows: 5000
   max_bytes: 32MiB
@@ -173,6 +176,7 @@ debug:
   EXPECT_EQ(c.otlp_http.threads, 4);
   EXPECT_EQ(c.query.listen, "0.0.0.0:26686");
   EXPECT_EQ(c.queue.max_bytes, 768ull << 20);
+  EXPECT_EQ(c.queue.wait_ms, 40u);
   EXPECT_EQ(c.writer.max_rows, 5000u);
   EXPECT_EQ(c.writer.max_bytes, 32ull << 20);
   EXPECT_EQ(c.writer.max_age_ms, 250u);
