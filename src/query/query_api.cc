@@ -78,14 +78,19 @@ bool QueryParam(std::string_view target, std::string_view name, std::string* val
 void QueryApi::CountSpans(const net::HttpRequest& req, net::HttpResponse& resp) {
   std::string key;
   std::string value;
-  if (!QueryParam(req.target, "resource_attr", &key) || key.empty() ||
-      !QueryParam(req.target, "value", &value)) {
+  SpanReader::AttrOwner owner = SpanReader::AttrOwner::kResource;
+  bool have_key = QueryParam(req.target, "resource_attr", &key) && !key.empty();
+  if (!have_key) {
+    owner = SpanReader::AttrOwner::kSpan;
+    have_key = QueryParam(req.target, "attr", &key) && !key.empty();
+  }
+  if (!have_key || !QueryParam(req.target, "value", &value)) {
     resp.status = 400;
-    resp.body = RenderJaegerError(400, "want ?resource_attr=KEY&value=VALUE");
+    resp.body = RenderJaegerError(400, "want ?resource_attr=KEY&value=VALUE or ?attr=KEY&value=VALUE");
     return;
   }
   uint64_t n = 0;
-  Status st = reader_.CountSpansWithResourceAttr(key, value, &n);
+  Status st = reader_.CountSpansWithAttr(owner, key, value, &n);
   if (!st.ok()) {
     resp.status = st.retryable() ? 503 : 500;
     resp.body = RenderJaegerError(resp.status, st.message());

@@ -15,10 +15,12 @@ class SpanReader {
   virtual ~SpanReader() = default;
   // Appends every stored span of the trace to `out`; kNotFound if none.
   virtual Status GetTrace(const TraceId& id, SpanBatch* out) = 0;
-  // Counts stored spans whose resource has attribute `key` equal to `value`
-  // (a full scan: for verification by loadgen and tests, not for dashboards).
-  virtual Status CountSpansWithResourceAttr(const std::string& key, const std::string& value,
-                                            uint64_t* count) = 0;
+  // Counts stored spans whose resource (or, for kSpan, the span itself) has
+  // attribute `key` equal to `value`. For verification by loadgen, tests and
+  // benchmarks: a span attribute is a full scan of the spans table.
+  enum class AttrOwner { kResource, kSpan };
+  virtual Status CountSpansWithAttr(AttrOwner owner, const std::string& key,
+                                    const std::string& value, uint64_t* count) = 0;
 };
 
 }  // namespace spanhouse::query

@@ -192,7 +192,8 @@ TEST(ChdbSchema, Version1ResourceColumnsMoveToTheResourcesTable) {
     EXPECT_EQ(out.resource_attrs.type[r.begin + 1], i < 2 ? ValueType::kString : ValueType::kInt);
   }
   uint64_t n = 0;
-  ASSERT_TRUE(reader.CountSpansWithResourceAttr("pod", "cart-1", &n).ok());
+  ASSERT_TRUE(reader.CountSpansWithAttr(ChdbSpanReader::AttrOwner::kResource, "pod", "cart-1", &n)
+                  .ok());
   EXPECT_EQ(n, 2u);
   // Running it again finds nothing to move.
   ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
@@ -233,6 +234,19 @@ TEST(ChdbRoundTrip, EachResourceIsStoredOncePerWriter) {
   ASSERT_TRUE(reader.GetTrace(testdata::MakeTraceId(0), &out).ok());
   EXPECT_EQ(out.span_count(), 9u);  // three writes of the trace's 3 spans
   EXPECT_EQ(out.resource_attrs.size(), 9u * 2);
+  // Counting by a resource and by a span attribute: 3 writes x 2 traces x
+  // 2 "frontend" spans, and every span has http.method = GET.
+  uint64_t n = 0;
+  ASSERT_TRUE(
+      reader.CountSpansWithAttr(ChdbSpanReader::AttrOwner::kResource, "service.name", "frontend", &n)
+          .ok());
+  EXPECT_EQ(n, 12u);
+  ASSERT_TRUE(
+      reader.CountSpansWithAttr(ChdbSpanReader::AttrOwner::kSpan, "http.method", "GET", &n).ok());
+  EXPECT_EQ(n, 18u);
+  ASSERT_TRUE(
+      reader.CountSpansWithAttr(ChdbSpanReader::AttrOwner::kSpan, "http.method", "PUT", &n).ok());
+  EXPECT_EQ(n, 0u);
 }
 
 }  // namespace

@@ -47,16 +47,20 @@ Status ChdbSpanReader::GetTrace(const TraceId& id, SpanBatch* out) {
   return Status::Ok();
 }
 
-Status ChdbSpanReader::CountSpansWithResourceAttr(const std::string& key, const std::string& value,
-                                                  uint64_t* count) {
+Status ChdbSpanReader::CountSpansWithAttr(AttrOwner owner, const std::string& key,
+                                          const std::string& value, uint64_t* count) {
+  const std::string sql =
+      owner == AttrOwner::kResource
+          // Matching resources first (a small table), then the spans that carry them.
+          ? fmt::format("SELECT count() FROM {0}.spans WHERE resource_id IN (SELECT resource_id "
+                        "FROM {0}.resources WHERE has(attr_keys, {{k:String}}) AND "
+                        "attr_values[indexOf(attr_keys, {{k:String}})] = {{v:String}})",
+                        kDatabase)
+          : fmt::format("SELECT count() FROM {}.spans WHERE has(attr_keys, {{k:String}}) AND "
+                        "attr_values[indexOf(attr_keys, {{k:String}})] = {{v:String}}",
+                        kDatabase);
   QueryResult r;
-  Status st = conn_.Query(
-      // Matching resources first (a small table), then the spans that carry them.
-      fmt::format("SELECT count() FROM {0}.spans WHERE resource_id IN (SELECT resource_id FROM "
-                  "{0}.resources WHERE has(attr_keys, {{k:String}}) AND "
-                  "attr_values[indexOf(attr_keys, {{k:String}})] = {{v:String}})",
-                  kDatabase),
-      "TSV", &r, {{"k", key}, {"v", value}});
+  Status st = conn_.Query(sql, "TSV", &r, {{"k", key}, {"v", value}});
   if (!st.ok()) return st;
   *count = 0;
   std::from_chars(r.data.data(), r.data.data() + r.data.size(), *count);

@@ -11,8 +11,8 @@ class ChdbSpanReader : public query::SpanReader {
  public:
   ChdbSpanReader(ChdbConnection& conn, Capabilities caps) : conn_(conn), caps_(caps) {}
   Status GetTrace(const TraceId& id, SpanBatch* out) override;
-  Status CountSpansWithResourceAttr(const std::string& key, const std::string& value,
-                                    uint64_t* count) override;
+  Status CountSpansWithAttr(AttrOwner owner, const std::string& key, const std::string& value,
+                            uint64_t* count) override;
 
  private:
   ChdbConnection& conn_;

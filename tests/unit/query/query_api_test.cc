@@ -35,9 +35,10 @@ class FakeReader : public SpanReader {
     out->Append(stored);
     return Status::Ok();
   }
-  Status CountSpansWithResourceAttr(const std::string& key, const std::string& value,
-                                    uint64_t* count) override {
+  Status CountSpansWithAttr(AttrOwner owner, const std::string& key, const std::string& value,
+                            uint64_t* count) override {
     counted.emplace_back(key, value);
+    owners.push_back(owner);
     if (!error.ok()) return error;
     *count = 42;
     return Status::Ok();
@@ -47,6 +48,7 @@ class FakeReader : public SpanReader {
   Status error;
   std::vector<TraceId> asked;
   std::vector<std::pair<std::string, std::string>> counted;
+  std::vector<AttrOwner> owners;
 };
 
 std::string HexOf(const TraceId& id) {
@@ -302,13 +304,23 @@ TEST(QueryApi, SpanCountDecodesItsParameters) {
   EXPECT_EQ(f.reader.counted[0].second, "a b+c");
   resp = f.Do(Get("/api/spans/count?resource_attr=k&value="));  // empty value is a value
   EXPECT_EQ(resp.status, 200) << resp.body;
+  resp = f.Do(Get("/api/spans/count?attr=http.route&value=%2Fcart"));  // a span attribute
+  EXPECT_EQ(resp.status, 200) << resp.body;
+  ASSERT_EQ(f.reader.counted.size(), 3u);
+  EXPECT_EQ(f.reader.counted[2].first, "http.route");
+  EXPECT_EQ(f.reader.counted[2].second, "/cart");
+  EXPECT_EQ(f.reader.owners,
+            (std::vector<SpanReader::AttrOwner>{SpanReader::AttrOwner::kResource,
+                                                SpanReader::AttrOwner::kResource,
+                                                SpanReader::AttrOwner::kSpan}));
 }
 
 TEST(QueryApi, SpanCountWithoutParametersIs400) {
   Fixture f;
   for (const char* target :
        {"/api/spans/count", "/api/spans/count?resource_attr=k", "/api/spans/count?value=v",
-        "/api/spans/count?resource_attr=&value=v", "/api/spans/count?resource_attr=k&value=%zz"}) {
+        "/api/spans/count?resource_attr=&value=v", "/api/spans/count?resource_attr=k&value=%zz",
+        "/api/spans/count?attr=&value=v", "/api/spans/count?attr=k"}) {
     ExpectEnvelope(f.Do(Get(target)), 400, "resource_attr");
   }
   EXPECT_TRUE(f.reader.counted.empty());
