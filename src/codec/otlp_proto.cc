@@ -946,9 +946,9 @@ Status DecodeOtlpProtoOwned(std::string body, SpanBatch& out) {
   if (st.ok() && bytes > 0) {
     const SpanBatch::Shape after = out.shape();
     auto rate = [&](size_t a, size_t b) { return static_cast<double>(a - b) / bytes; };
-    rates = {rate(after.spans, before.spans),           rate(after.span_attrs, before.span_attrs),
-             rate(after.events, before.events),         rate(after.event_attrs, before.event_attrs),
-             rate(after.links, before.links),           rate(after.link_attrs, before.link_attrs)};
+    rates = {rate(after.spans, before.spans),   rate(after.span_attrs, before.span_attrs),
+             rate(after.events, before.events), rate(after.event_attrs, before.event_attrs),
+             rate(after.links, before.links),   rate(after.link_attrs, before.link_attrs)};
   }
   return st;
 }

@@ -202,7 +202,7 @@ void SpanBatch::Reserve(const Shape& shape) {
 }
 
 SpanBatch::Shape SpanBatch::shape() const {
-  return {spans.trace_id.size(), span_attrs.size(),    events.time_ns.size(),
+  return {spans.trace_id.size(), span_attrs.size(),     events.time_ns.size(),
           event_attrs.size(),    links.trace_id.size(), link_attrs.size()};
 }
 

@@ -86,7 +86,8 @@ void QueryApi::CountSpans(const net::HttpRequest& req, net::HttpResponse& resp) 
   }
   if (!have_key || !QueryParam(req.target, "value", &value)) {
     resp.status = 400;
-    resp.body = RenderJaegerError(400, "want ?resource_attr=KEY&value=VALUE or ?attr=KEY&value=VALUE");
+    resp.body =
+        RenderJaegerError(400, "want ?resource_attr=KEY&value=VALUE or ?attr=KEY&value=VALUE");
     return;
   }
   uint64_t n = 0;

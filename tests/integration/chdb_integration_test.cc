@@ -192,8 +192,8 @@ TEST(ChdbSchema, Version1ResourceColumnsMoveToTheResourcesTable) {
     EXPECT_EQ(out.resource_attrs.type[r.begin + 1], i < 2 ? ValueType::kString : ValueType::kInt);
   }
   uint64_t n = 0;
-  ASSERT_TRUE(reader.CountSpansWithAttr(ChdbSpanReader::AttrOwner::kResource, "pod", "cart-1", &n)
-                  .ok());
+  ASSERT_TRUE(
+      reader.CountSpansWithAttr(ChdbSpanReader::AttrOwner::kResource, "pod", "cart-1", &n).ok());
   EXPECT_EQ(n, 2u);
   // Running it again finds nothing to move.
   ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
@@ -238,7 +238,8 @@ TEST(ChdbRoundTrip, EachResourceIsStoredOncePerWriter) {
   // 2 "frontend" spans, and every span has http.method = GET.
   uint64_t n = 0;
   ASSERT_TRUE(
-      reader.CountSpansWithAttr(ChdbSpanReader::AttrOwner::kResource, "service.name", "frontend", &n)
+      reader
+          .CountSpansWithAttr(ChdbSpanReader::AttrOwner::kResource, "service.name", "frontend", &n)
           .ok());
   EXPECT_EQ(n, 12u);
   ASSERT_TRUE(

@@ -74,8 +74,7 @@ OtlpHttpReceiver::OtlpHttpReceiver(OtlpHttpOptions options, pipeline::ShardedQue
       queue_(queue),
       budget_(budget),
       server_({"otlp-http", opts_.address, opts_.max_body_bytes, opts_.threads},
-              [this](net::HttpRequest& req, net::HttpResponse& resp) { Handle(req, resp); }) {
-}
+              [this](net::HttpRequest& req, net::HttpResponse& resp) { Handle(req, resp); }) {}
 
 Status OtlpHttpReceiver::Start() {
   return server_.Start();

@@ -52,13 +52,15 @@ Status ChdbSpanReader::CountSpansWithAttr(AttrOwner owner, const std::string& ke
   const std::string sql =
       owner == AttrOwner::kResource
           // Matching resources first (a small table), then the spans that carry them.
-          ? fmt::format("SELECT count() FROM {0}.spans WHERE resource_id IN (SELECT resource_id "
-                        "FROM {0}.resources WHERE has(attr_keys, {{k:String}}) AND "
-                        "attr_values[indexOf(attr_keys, {{k:String}})] = {{v:String}})",
-                        kDatabase)
-          : fmt::format("SELECT count() FROM {}.spans WHERE has(attr_keys, {{k:String}}) AND "
-                        "attr_values[indexOf(attr_keys, {{k:String}})] = {{v:String}}",
-                        kDatabase);
+          ? fmt::format(
+                "SELECT count() FROM {0}.spans WHERE resource_id IN (SELECT resource_id "
+                "FROM {0}.resources WHERE has(attr_keys, {{k:String}}) AND "
+                "attr_values[indexOf(attr_keys, {{k:String}})] = {{v:String}})",
+                kDatabase)
+          : fmt::format(
+                "SELECT count() FROM {}.spans WHERE has(attr_keys, {{k:String}}) AND "
+                "attr_values[indexOf(attr_keys, {{k:String}})] = {{v:String}}",
+                kDatabase);
   QueryResult r;
   Status st = conn_.Query(sql, "TSV", &r, {{"k", key}, {"v", value}});
   if (!st.ok()) return st;

@@ -65,10 +65,10 @@ void EmbeddedWriter::Add(pipeline::QueuedBatch item) {
       fresh.push_back(r);
     }
     if (!fresh.empty()) {
-      const auto now = static_cast<uint32_t>(
-          std::chrono::duration_cast<std::chrono::seconds>(
-              std::chrono::system_clock::now().time_since_epoch())
-              .count());
+      const auto now =
+          static_cast<uint32_t>(std::chrono::duration_cast<std::chrono::seconds>(
+                                    std::chrono::system_clock::now().time_since_epoch())
+                                    .count());
       EncodeResourceBlock(*part, fresh, ids, now, caps_, &p.resource_blocks);
       for (uint32_t r : fresh) p.new_resources.push_back(ids[r]);
     }
@@ -125,8 +125,7 @@ void EmbeddedWriter::Run() {
 
 void EmbeddedWriter::HandOff(uint32_t day, Pending& p) {
   Encode(p);
-  Flight f{day, p.rows, std::move(p.resource_blocks), std::move(block_),
-           std::move(p.reservations)};
+  Flight f{day, p.rows, std::move(p.resource_blocks), std::move(block_), std::move(p.reservations)};
   // Counted as stored from here: blocks are inserted in order and each is
   // retried until stored (or given up at shutdown, spans counted as lost),
   // so a later block never stores a span whose resource was not stored.
@@ -192,7 +191,8 @@ Status EmbeddedWriter::InsertOnce(const Flight& p) {
 }
 
 Status EmbeddedWriter::InsertFile(std::string_view table, const std::string& blocks) {
-  const std::string path = fmt::format("{}/insert-{}-{}.native", opts_.spool_dir, opts_.name, table);
+  const std::string path =
+      fmt::format("{}/insert-{}-{}.native", opts_.spool_dir, opts_.name, table);
   FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr) return Status::Internal("cannot write " + path);
   bool ok = std::fwrite(blocks.data(), 1, blocks.size(), f) == blocks.size();

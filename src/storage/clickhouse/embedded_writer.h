@@ -21,12 +21,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
-#include <string>
-#include <condition_variable>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
 #include <unordered_set>
 #include <vector>
@@ -124,9 +124,9 @@ class EmbeddedWriter {
   // encoding the next insert overlaps the engine's work on this one.
   std::mutex mu_;
   std::condition_variable cv_;
-  std::optional<Flight> flight_;  // guarded by mu_
-  bool encoding_done_ = false;    // guarded by mu_
-  std::string spare_block_;       // guarded by mu_: an inserted block's buffer, for reuse
+  std::optional<Flight> flight_;         // guarded by mu_
+  bool encoding_done_ = false;           // guarded by mu_
+  std::string spare_block_;              // guarded by mu_: an inserted block's buffer, for reuse
   std::map<uint32_t, Pending> pending_;  // by partition (days since epoch); writer thread only
   std::string block_;                    // the spans block being inserted; writer thread only
   std::vector<SpanRow> rows_;            // its rows, sorted; writer thread only

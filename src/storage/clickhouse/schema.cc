@@ -108,10 +108,9 @@ const char* ResourceSource(Col id) {
 }
 
 // The columns of schema version 1 that version 2 moved to `resources`.
-constexpr const char* kV1ResourceColumns[] = {"resource_attr_keys", "resource_attr_types",
-                                              "resource_attr_values",
-                                              "resource_dropped_attributes_count",
-                                              "resource_schema_url"};
+constexpr const char* kV1ResourceColumns[] = {
+    "resource_attr_keys", "resource_attr_types", "resource_attr_values",
+    "resource_dropped_attributes_count", "resource_schema_url"};
 
 }  // namespace
 
@@ -137,14 +136,10 @@ const std::vector<ColumnSpec>& ReadColumns() {
 const std::vector<std::pair<const char*, Logical>>& ResourceColumns() {
   using L = Logical;
   static const std::vector<std::pair<const char*, Logical>> cols = {
-      {"resource_id", L::kUInt64},
-      {"service_name", L::kKey},
-      {"attr_keys", L::kKeyArray},
-      {"attr_types", L::kUInt8Array},
-      {"attr_values", L::kStringArray},
-      {"dropped_attributes_count", L::kUInt32},
-      {"schema_url", L::kKey},
-      {"last_seen", L::kDateTimeSec},
+      {"resource_id", L::kUInt64},      {"service_name", L::kKey},
+      {"attr_keys", L::kKeyArray},      {"attr_types", L::kUInt8Array},
+      {"attr_values", L::kStringArray}, {"dropped_attributes_count", L::kUInt32},
+      {"schema_url", L::kKey},          {"last_seen", L::kDateTimeSec},
   };
   return cols;
 }

@@ -145,9 +145,7 @@ class Encoder {
         Each([&](B b, uint32_t i, const SpanRow&) { w_.Fixed<uint8_t>(b.spans.status_code[i]); });
         break;
       case Col::kStatusMessage:
-        Each([&](B b, uint32_t i, const SpanRow&) {
-          w_.String(b.Str(b.spans.status_message[i]));
-        });
+        Each([&](B b, uint32_t i, const SpanRow&) { w_.String(b.Str(b.spans.status_message[i])); });
         break;
       case Col::kServiceName:
         Each([&](B b, uint32_t i, const SpanRow&) {
@@ -574,8 +572,7 @@ void SortByTableKey(std::vector<SpanRow>* rows) {
   });
 }
 
-void EncodeSpanRows(const std::vector<SpanRow>& rows, const Capabilities& caps,
-                    std::string* out) {
+void EncodeSpanRows(const std::vector<SpanRow>& rows, const Capabilities& caps, std::string* out) {
   Writer w(out);
   const auto& cols = SpanColumns();
   w.BlockHeader(cols.size(), rows.size());

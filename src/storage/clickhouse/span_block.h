@@ -36,8 +36,7 @@ void SortByTableKey(std::vector<SpanRow>* rows);
 
 // Appends one Native block with `rows`, in that order, to `out` (spans
 // table layout). The batches must outlive the call.
-void EncodeSpanRows(const std::vector<SpanRow>& rows, const Capabilities& caps,
-                    std::string* out);
+void EncodeSpanRows(const std::vector<SpanRow>& rows, const Capabilities& caps, std::string* out);
 
 // Appends one Native block of the resources table (ResourceColumns) with
 // one row per resource index in `which`.

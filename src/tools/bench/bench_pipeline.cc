@@ -134,14 +134,15 @@ int RunPipeline(const PipelineOptions& o) {
       v.spans += n;
     }
   }
-  fmt::print("{} spans per variant in requests of ~{} ({:.0f} bytes of OTLP per span), {} "
-             "shard(s), Native {:.0f} bytes per span\n\n",
-             variants[0].spans, o.spans_per_request,
-             static_cast<double>(body_bytes) / static_cast<double>(corpus_spans), o.shards,
-             static_cast<double>(variants[0].native_bytes) / variants[0].spans);
+  fmt::print(
+      "{} spans per variant in requests of ~{} ({:.0f} bytes of OTLP per span), {} "
+      "shard(s), Native {:.0f} bytes per span\n\n",
+      variants[0].spans, o.spans_per_request,
+      static_cast<double>(body_bytes) / static_cast<double>(corpus_spans), o.shards,
+      static_cast<double>(variants[0].native_bytes) / variants[0].spans);
   fmt::print("CPU-seconds per million spans, one thread:\n");
-  fmt::print("{:<32} {:>9} {:>9} {:>13} {:>9}\n", "decode", "decode", "queue",
-             "sort+encode", "total");
+  fmt::print("{:<32} {:>9} {:>9} {:>13} {:>9}\n", "decode", "decode", "queue", "sort+encode",
+             "total");
   for (const Variant& v : variants) {
     const double m = static_cast<double>(v.spans) / 1e6;
     fmt::print("{:<32} {:>9.3f} {:>9.3f} {:>13.3f} {:>9.3f}\n", v.name, v.decode_s / m,

@@ -414,8 +414,7 @@ TEST(OtlpProtoValues, FastAndGeneralPathsAgree) {
     SpanBatch fast;
     SpanBatch general;
     ASSERT_TRUE(Decode(Request({MinSpan(1).Msg(9, KV(key, value))}), fast).ok());
-    ASSERT_TRUE(
-        Decode(Request({MinSpan(1).Msg(9, KV(key, value).Varint(15, 1))}), general).ok());
+    ASSERT_TRUE(Decode(Request({MinSpan(1).Msg(9, KV(key, value).Varint(15, 1))}), general).ok());
     EXPECT_EQ(Attrs(fast, fast.span_attrs, fast.spans.attrs[0]),
               Attrs(general, general.span_attrs, general.spans.attrs[0]))
         << key.substr(0, 8);

@@ -309,10 +309,9 @@ TEST(QueryApi, SpanCountDecodesItsParameters) {
   ASSERT_EQ(f.reader.counted.size(), 3u);
   EXPECT_EQ(f.reader.counted[2].first, "http.route");
   EXPECT_EQ(f.reader.counted[2].second, "/cart");
-  EXPECT_EQ(f.reader.owners,
-            (std::vector<SpanReader::AttrOwner>{SpanReader::AttrOwner::kResource,
-                                                SpanReader::AttrOwner::kResource,
-                                                SpanReader::AttrOwner::kSpan}));
+  EXPECT_EQ(f.reader.owners, (std::vector<SpanReader::AttrOwner>{SpanReader::AttrOwner::kResource,
+                                                                 SpanReader::AttrOwner::kResource,
+                                                                 SpanReader::AttrOwner::kSpan}));
 }
 
 TEST(QueryApi, SpanCountWithoutParametersIs400) {
