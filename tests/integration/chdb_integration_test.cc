@@ -2,7 +2,11 @@
 // the writer's insert path and the span reader, end to end below HTTP.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
+#include <map>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -13,6 +17,7 @@
 #include "storage/clickhouse/chdb_span_reader.h"
 #include "storage/clickhouse/embedded_writer.h"
 #include "storage/clickhouse/schema.h"
+#include "tools/loadgen/generator.h"
 
 namespace spanhouse::storage {
 namespace {
@@ -248,6 +253,116 @@ TEST(ChdbRoundTrip, EachResourceIsStoredOncePerWriter) {
   ASSERT_TRUE(
       reader.CountSpansWithAttr(ChdbSpanReader::AttrOwner::kSpan, "http.method", "PUT", &n).ok());
   EXPECT_EQ(n, 0u);
+}
+
+// Loadgen traces (3-30 spans, ~1% errors, long-tailed durations) over a few
+// minutes of the last hour (the RED views drop rows older than their
+// retention), in two writes: the views see two inserts.
+void WriteCorpus(const Capabilities& caps, size_t traces) {
+  loadgen::TraceGenerator gen(loadgen::CorpusOptions{7});
+  const auto now = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                             std::chrono::system_clock::now().time_since_epoch())
+                                             .count());
+  const uint64_t base = now - 3600ull * 1000000000ull;
+  SpanBatch a;
+  SpanBatch b;
+  for (size_t t = 0; t < traces; ++t) {
+    gen.AppendTrace(base + t * 150000000ull, t % 2 == 0 ? &a : &b);
+  }
+  WriteAll(a, caps);
+  WriteAll(b, caps);
+}
+
+TEST(ChdbViews, RedPerMinuteEqualsTheSpansTable) {
+  Reset();
+  Capabilities caps;
+  ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
+  WriteCorpus(caps, 1200);  // ~3 minutes of spans
+  const std::string key =
+      "toStartOfMinute(timestamp) AS m, service_name AS s, name AS n, kind AS k";
+  const std::string from_spans = Q(fmt::format(
+      "SELECT {}, count(), countIf(status_code = 2), sum(duration_ns) FROM {}.spans "
+      "GROUP BY m, s, n, k ORDER BY m, s, n, k",
+      key, kDatabase));
+  const std::string from_view =
+      Q(fmt::format("SELECT minute AS m, service_name AS s, name AS n, kind AS k, sum(calls), "
+                    "sum(errors), sum(duration_sum_ns) FROM {}.red_1m GROUP BY m, s, n, k "
+                    "ORDER BY m, s, n, k",
+                    kDatabase));
+  EXPECT_EQ(from_view, from_spans);
+  EXPECT_GT(std::count(from_spans.begin(), from_spans.end(), '\n'), 50);
+  // Errors exist in the corpus, so the error column is really compared.
+  EXPECT_NE(Q(fmt::format("SELECT sum(errors) FROM {}.red_1m", kDatabase)), "0\n");
+
+  // Quantiles per service over the whole range: the merged t-digest states
+  // against exact quantiles of the stored durations, within 5% or 1 ms (a
+  // t-digest is approximate by design; long tails make p99 the hard one).
+  const auto per_service = [](const std::string& tsv) {
+    std::map<std::string, std::vector<double>> out;
+    for (size_t pos = 0; pos < tsv.size();) {
+      size_t nl = tsv.find('\n', pos);
+      if (nl == std::string::npos) nl = tsv.size();
+      const std::string line = tsv.substr(pos, nl - pos);
+      pos = nl + 1;
+      const size_t tab = line.find('\t');
+      std::vector<double>& qs = out[line.substr(0, tab)];
+      std::string arr = line.substr(tab + 2, line.size() - tab - 3);  // inside [ ]
+      for (size_t p = 0; p < arr.size();) {
+        size_t comma = arr.find(',', p);
+        if (comma == std::string::npos) comma = arr.size();
+        qs.push_back(std::stod(arr.substr(p, comma - p)));
+        p = comma + 1;
+      }
+    }
+    return out;
+  };
+  const auto view_q = per_service(Q(fmt::format(
+      "SELECT service_name, quantilesTDigestMerge({})(duration_quantiles) FROM {}.red_1m "
+      "GROUP BY service_name ORDER BY service_name",
+      kRedQuantiles, kDatabase)));
+  const auto exact_q = per_service(Q(fmt::format(
+      "SELECT service_name, quantilesExact({})(duration_ns) FROM {}.spans GROUP BY service_name "
+      "ORDER BY service_name",
+      kRedQuantiles, kDatabase)));
+  ASSERT_EQ(view_q.size(), exact_q.size());
+  EXPECT_GT(view_q.size(), 5u);
+  for (const auto& [service, exact] : exact_q) {
+    const std::vector<double>& approx = view_q.at(service);
+    ASSERT_EQ(approx.size(), 4u) << service;
+    ASSERT_EQ(exact.size(), 4u) << service;
+    for (size_t i = 0; i < 4; ++i) {
+      EXPECT_NEAR(approx[i], exact[i], std::max(0.05 * exact[i], 1e6)) << service << " q" << i;
+    }
+  }
+
+  // The catalog has every (service, operation, kind) stored, once.
+  EXPECT_EQ(
+      Q(fmt::format("SELECT service_name, name, kind FROM {}.operations FINAL ORDER BY 1, 2, 3",
+                    kDatabase)),
+      Q(fmt::format("SELECT DISTINCT service_name, name, kind FROM {}.spans ORDER BY 1, 2, 3",
+                    kDatabase)));
+}
+
+TEST(ChdbViews, ViewsAddedByAnUpgradeAreFilledFromStoredSpans) {
+  Reset();
+  Capabilities caps;
+  ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
+  WriteCorpus(caps, 200);
+  // As a schema-2 data directory: no RED views or catalog yet.
+  for (const char* t : {"red_1m_mv", "red_1m", "operations_mv", "operations"}) {
+    Q(fmt::format("DROP TABLE {}.{}", kDatabase, t));
+  }
+  ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
+  EXPECT_EQ(Q(fmt::format("SELECT sum(calls), sum(errors) FROM {}.red_1m", kDatabase)),
+            Q(fmt::format("SELECT count(), countIf(status_code = 2) FROM {}.spans", kDatabase)));
+  EXPECT_EQ(Q(fmt::format("SELECT count() FROM {}.operations FINAL", kDatabase)),
+            Q(fmt::format("SELECT count() FROM (SELECT DISTINCT service_name, name, kind FROM "
+                          "{}.spans)",
+                          kDatabase)));
+  // And a restart fills nothing twice.
+  ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
+  EXPECT_EQ(Q(fmt::format("SELECT sum(calls) FROM {}.red_1m", kDatabase)),
+            Q(fmt::format("SELECT count() FROM {}.spans", kDatabase)));
 }
 
 }  // namespace

@@ -24,6 +24,7 @@ Capabilities Capabilities::FromVersion(std::string_view version) {
   c.simple_aggregate = at_least(19, 8);
   c.if_not_exists_column = at_least(19, 1);
   c.compact_parts = at_least(20, 3);
+  c.ttl = at_least(19, 6);
   return c;
 }
 
@@ -235,6 +236,11 @@ std::string TableType(Logical l, const Capabilities& caps) {
   return Wrap(Scalar(l, caps, true), Depth(l));
 }
 
+// Where SchemaDdl puts the spans table: what comes before it does not read
+// it, what comes after may (views), so EnsureSchema upgrades the table's
+// columns in between.
+constexpr size_t kSpansDdlIndex = 3;
+
 std::vector<std::string> SchemaDdl(const Capabilities& caps) {
   std::vector<std::string> ddl;
   ddl.push_back(fmt::format("CREATE DATABASE IF NOT EXISTS {}", kDatabase));
@@ -242,7 +248,6 @@ std::vector<std::string> SchemaDdl(const Capabilities& caps) {
       "CREATE TABLE IF NOT EXISTS {}.schema_version (version UInt32, applied_at DateTime) "
       "ENGINE = MergeTree ORDER BY version",
       kDatabase));
-  ddl.push_back(SpansDdl(caps));
   // One row per distinct resource (per fingerprint); a resource sent again
   // after a restart is inserted again and merges keep the latest.
   {
@@ -256,6 +261,7 @@ std::vector<std::string> SchemaDdl(const Capabilities& caps) {
         "ORDER BY resource_id",
         kDatabase, cols));
   }
+  ddl.push_back(SpansDdl(caps));  // at kSpansDdlIndex
   // Trace id -> (first start, last end), so a lookup by id knows which hours
   // of the spans table to read. Fed by a view; merges keep one row per
   // (day, trace).
@@ -276,6 +282,47 @@ std::vector<std::string> SchemaDdl(const Capabilities& caps) {
       "SELECT toDate(timestamp) AS day, trace_id, {1}(toUInt64({3})) AS start_ns, "
       "{2}(toUInt64({3}) + duration_ns) AS end_ns FROM {0}.spans GROUP BY day, trace_id",
       kDatabase, agg_min, agg_max, start_ns));
+
+  // RED metrics per minute x service x operation x span kind: calls, errors
+  // (status code ERROR), the duration sum and a t-digest of durations from
+  // which p50/p90/p95/p99 are recovered by merging states. Fed by a view on
+  // every insert; merges fold the rows of one key together. Ordered by
+  // service first, so a service's series over days is one range read.
+  const auto sum_t = [&](const char* type) {
+    return caps.simple_aggregate ? fmt::format("SimpleAggregateFunction(sum, {})", type)
+                                 : fmt::format("AggregateFunction(sum, {})", type);
+  };
+  const std::string sum_f = caps.simple_aggregate ? "sum" : "sumState";
+  const std::string key_t = caps.low_cardinality ? "LowCardinality(String)" : "String";
+  const std::string ttl =
+      caps.ttl ? fmt::format(" TTL minute + INTERVAL {} DAY", kRedRetentionDays) : "";
+  ddl.push_back(fmt::format(
+      "CREATE TABLE IF NOT EXISTS {0}.red_1m (minute DateTime, service_name {1}, name {1}, "
+      "kind UInt8, calls {2}, errors {2}, duration_sum_ns {2}, duration_quantiles "
+      "AggregateFunction(quantilesTDigest({3}), UInt64)) ENGINE = AggregatingMergeTree "
+      "PARTITION BY toDate(minute) ORDER BY (service_name, minute, name, kind){4}",
+      kDatabase, key_t, sum_t("UInt64"), kRedQuantiles, ttl));
+  ddl.push_back(fmt::format(
+      "CREATE MATERIALIZED VIEW IF NOT EXISTS {0}.red_1m_mv TO {0}.red_1m AS SELECT "
+      "toStartOfMinute(timestamp) AS minute, service_name, name, kind, "
+      "{1}(toUInt64(1)) AS calls, {1}(toUInt64(status_code = 2)) AS errors, "
+      "{1}(duration_ns) AS duration_sum_ns, "
+      "quantilesTDigestState({2})(duration_ns) AS duration_quantiles "
+      "FROM {0}.spans GROUP BY minute, service_name, name, kind",
+      kDatabase, sum_f, kRedQuantiles));
+  // The service catalog: every (service, operation, kind) seen, and when
+  // last. One row per key after merges.
+  const std::string max_t = caps.simple_aggregate ? "SimpleAggregateFunction(max, DateTime)"
+                                                  : "AggregateFunction(max, DateTime)";
+  ddl.push_back(fmt::format(
+      "CREATE TABLE IF NOT EXISTS {0}.operations (service_name {1}, name {1}, kind UInt8, "
+      "last_seen {2}) ENGINE = AggregatingMergeTree ORDER BY (service_name, name, kind)",
+      kDatabase, key_t, max_t));
+  ddl.push_back(fmt::format(
+      "CREATE MATERIALIZED VIEW IF NOT EXISTS {0}.operations_mv TO {0}.operations AS SELECT "
+      "service_name, name, kind, {1}(timestamp) AS last_seen FROM {0}.spans "
+      "GROUP BY service_name, name, kind",
+      kDatabase, caps.simple_aggregate ? "max" : "maxState"));
   return ddl;
 }
 
@@ -314,20 +361,10 @@ Status MoveResourcesOutOfSpans(ChdbConnection& conn) {
   return Status::Ok();
 }
 
-}  // namespace
-
-Status EnsureSchema(ChdbConnection& conn, Capabilities* caps_out) {
+// Upgrade in place: adds any column an older spans table lacks, and moves
+// schema 1's per-span resource columns to the resources table.
+Status AddMissingColumns(ChdbConnection& conn, const Capabilities& caps) {
   QueryResult r;
-  if (Status st = conn.Query("SELECT version()", "TSV", &r); !st.ok()) return st;
-  std::string version = r.data;
-  while (!version.empty() && (version.back() == '\n' || version.back() == '\r')) version.pop_back();
-  Capabilities caps = Capabilities::FromVersion(version);
-  for (const auto& sql : SchemaDdl(caps)) {
-    if (Status st = conn.Query(sql, ""); !st.ok()) {
-      return Status::Internal("schema: " + st.message() + "\nin: " + sql);
-    }
-  }
-  // Upgrade in place: add any column an older spans table lacks.
   if (Status st = conn.Query(
           fmt::format("SELECT name FROM system.columns WHERE database = '{}' AND table = 'spans'",
                       kDatabase),
@@ -356,6 +393,72 @@ Status EnsureSchema(ChdbConnection& conn, Capabilities* caps_out) {
       return Status::Internal("schema upgrade (resources table): " + st.message());
     }
   }
+  return Status::Ok();
+}
+
+// Runs the SELECT of view `<table>_mv` over every stored span into `table`.
+Status BackfillView(ChdbConnection& conn, std::string_view table) {
+  QueryResult r;
+  if (Status st = conn.Query(fmt::format("SELECT as_select FROM system.tables WHERE database = "
+                                         "'{}' AND name = '{}_mv'",
+                                         kDatabase, table),
+                             "TSVRaw", &r);
+      !st.ok()) {
+    return st;
+  }
+  std::string select = r.data;
+  while (!select.empty() && (select.back() == '\n' || select.back() == '\r')) select.pop_back();
+  if (select.empty()) return Status::Internal(fmt::format("no view {}_mv", table));
+  return conn.Query(fmt::format("INSERT INTO {}.{} {}", kDatabase, table, select), "");
+}
+
+}  // namespace
+
+Status EnsureSchema(ChdbConnection& conn, Capabilities* caps_out) {
+  QueryResult r;
+  if (Status st = conn.Query("SELECT version()", "TSV", &r); !st.ok()) return st;
+  std::string version = r.data;
+  while (!version.empty() && (version.back() == '\n' || version.back() == '\r')) version.pop_back();
+  Capabilities caps = Capabilities::FromVersion(version);
+  // Which tables were there before, to fill views added since from old rows.
+  if (Status st = conn.Query(
+          fmt::format("SELECT name FROM system.tables WHERE database = '{}'", kDatabase), "TSV",
+          &r);
+      !st.ok()) {
+    return st;
+  }
+  std::set<std::string> existed;
+  for (size_t pos = 0; pos < r.data.size();) {
+    size_t nl = r.data.find('\n', pos);
+    if (nl == std::string::npos) nl = r.data.size();
+    existed.insert(r.data.substr(pos, nl - pos));
+    pos = nl + 1;
+  }
+  // The tables up to the spans table first, then the columns an older spans
+  // table lacks, then what reads the spans table (views need its columns).
+  const std::vector<std::string> ddl = SchemaDdl(caps);
+  const size_t spans_at = kSpansDdlIndex;
+  if (ddl.size() <= spans_at || ddl[spans_at].find(".spans (") == std::string::npos) {
+    return Status::Internal("schema: the spans table is not where EnsureSchema expects it");
+  }
+  for (size_t i = 0; i < ddl.size(); ++i) {
+    if (Status st = conn.Query(ddl[i], ""); !st.ok()) {
+      return Status::Internal("schema: " + st.message() + "\nin: " + ddl[i]);
+    }
+    if (i == spans_at) {
+      if (Status st = AddMissingColumns(conn, caps); !st.ok()) return st;
+    }
+  }
+  // A view created now sees only new inserts: give it the stored spans once.
+  if (existed.count("spans") != 0) {
+    for (const char* view : {"red_1m", "operations"}) {
+      if (existed.count(view) != 0) continue;
+      if (Status st = BackfillView(conn, view); !st.ok()) {
+        return Status::Internal(fmt::format("schema upgrade (filling {}): {}", view, st.message()));
+      }
+    }
+  }
+
   if (Status st =
           conn.Query(fmt::format("INSERT INTO {0}.schema_version SELECT {1}, now() WHERE (SELECT "
                                  "count() FROM {0}.schema_version WHERE version = {1}) = 0",

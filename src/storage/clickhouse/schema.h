@@ -30,6 +30,7 @@ struct Capabilities {
   bool simple_aggregate = false;      // SimpleAggregateFunction
   bool if_not_exists_column = false;  // ALTER TABLE ADD COLUMN IF NOT EXISTS
   bool compact_parts = false;         // MergeTree compact parts (min_bytes_for_wide_part)
+  bool ttl = false;                   // table TTL expressions
 
   static Capabilities FromVersion(std::string_view version);  // e.g. "26.5.1.1"
 };
@@ -128,7 +129,14 @@ std::string TableType(Logical l, const Capabilities& caps);
 
 inline constexpr std::string_view kDatabase = "spanhouse";
 // 1: resource attributes in every span row. 2: resources stored once, by id.
-inline constexpr uint32_t kSchemaVersion = 2;
+// 3: per-minute RED views and the operations catalog.
+inline constexpr uint32_t kSchemaVersion = 3;
+
+// How long the per-minute RED series are kept.
+inline constexpr uint32_t kRedRetentionDays = 7;
+// The duration quantiles the RED views keep recoverable, in the order of
+// the array their state merges into.
+inline constexpr std::string_view kRedQuantiles = "0.5, 0.9, 0.95, 0.99";
 
 // All DDL statements, in order, for a fresh database (idempotent: IF NOT EXISTS).
 std::vector<std::string> SchemaDdl(const Capabilities& caps);
