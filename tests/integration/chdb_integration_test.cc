@@ -280,10 +280,10 @@ TEST(ChdbViews, RedPerMinuteEqualsTheSpansTable) {
   WriteCorpus(caps, 1200);  // ~3 minutes of spans
   const std::string key =
       "toStartOfMinute(timestamp) AS m, service_name AS s, name AS n, kind AS k";
-  const std::string from_spans = Q(fmt::format(
-      "SELECT {}, count(), countIf(status_code = 2), sum(duration_ns) FROM {}.spans "
-      "GROUP BY m, s, n, k ORDER BY m, s, n, k",
-      key, kDatabase));
+  const std::string from_spans =
+      Q(fmt::format("SELECT {}, count(), countIf(status_code = 2), sum(duration_ns) FROM {}.spans "
+                    "GROUP BY m, s, n, k ORDER BY m, s, n, k",
+                    key, kDatabase));
   const std::string from_view =
       Q(fmt::format("SELECT minute AS m, service_name AS s, name AS n, kind AS k, sum(calls), "
                     "sum(errors), sum(duration_sum_ns) FROM {}.red_1m GROUP BY m, s, n, k "

@@ -302,14 +302,14 @@ std::vector<std::string> SchemaDdl(const Capabilities& caps) {
       "AggregateFunction(quantilesTDigest({3}), UInt64)) ENGINE = AggregatingMergeTree "
       "PARTITION BY toDate(minute) ORDER BY (service_name, minute, name, kind){4}",
       kDatabase, key_t, sum_t("UInt64"), kRedQuantiles, ttl));
-  ddl.push_back(fmt::format(
-      "CREATE MATERIALIZED VIEW IF NOT EXISTS {0}.red_1m_mv TO {0}.red_1m AS SELECT "
-      "toStartOfMinute(timestamp) AS minute, service_name, name, kind, "
-      "{1}(toUInt64(1)) AS calls, {1}(toUInt64(status_code = 2)) AS errors, "
-      "{1}(duration_ns) AS duration_sum_ns, "
-      "quantilesTDigestState({2})(duration_ns) AS duration_quantiles "
-      "FROM {0}.spans GROUP BY minute, service_name, name, kind",
-      kDatabase, sum_f, kRedQuantiles));
+  ddl.push_back(
+      fmt::format("CREATE MATERIALIZED VIEW IF NOT EXISTS {0}.red_1m_mv TO {0}.red_1m AS SELECT "
+                  "toStartOfMinute(timestamp) AS minute, service_name, name, kind, "
+                  "{1}(toUInt64(1)) AS calls, {1}(toUInt64(status_code = 2)) AS errors, "
+                  "{1}(duration_ns) AS duration_sum_ns, "
+                  "quantilesTDigestState({2})(duration_ns) AS duration_quantiles "
+                  "FROM {0}.spans GROUP BY minute, service_name, name, kind",
+                  kDatabase, sum_f, kRedQuantiles));
   // The service catalog: every (service, operation, kind) seen, and when
   // last. One row per key after merges.
   const std::string max_t = caps.simple_aggregate ? "SimpleAggregateFunction(max, DateTime)"
@@ -421,9 +421,9 @@ Status EnsureSchema(ChdbConnection& conn, Capabilities* caps_out) {
   while (!version.empty() && (version.back() == '\n' || version.back() == '\r')) version.pop_back();
   Capabilities caps = Capabilities::FromVersion(version);
   // Which tables were there before, to fill views added since from old rows.
-  if (Status st = conn.Query(
-          fmt::format("SELECT name FROM system.tables WHERE database = '{}'", kDatabase), "TSV",
-          &r);
+  if (Status st =
+          conn.Query(fmt::format("SELECT name FROM system.tables WHERE database = '{}'", kDatabase),
+                     "TSV", &r);
       !st.ok()) {
     return st;
   }
