@@ -37,16 +37,21 @@ bool ParseUint(const std::string& s, uint64_t* out) {
         },                                              \
         [](const Config& c) { return c.FIELD; }         \
   }
-#define SH_UINT_KEY(NAME, FIELD, PARSE, MIN, MAX, WANT)                                \
-  Key {                                                                                \
-    NAME,                                                                              \
-        [](const std::string& v, Config* c) -> Status {                                \
-          uint64_t n = 0;                                                              \
-          if (!PARSE(v, &n) || n < (MIN) || n > (MAX)) return BadValue(NAME, v, WANT); \
-          c->FIELD = static_cast<decltype(c->FIELD)>(n);                               \
-          return Status::Ok();                                                         \
-        },                                                                             \
-        [](const Config& c) { return std::to_string(c.FIELD); }                        \
+// A function, not an inline comparison, so a minimum of 0 does not warn.
+bool InRange(uint64_t n, uint64_t min, uint64_t max) {
+  return n >= min && n <= max;
+}
+
+#define SH_UINT_KEY(NAME, FIELD, PARSE, MIN, MAX, WANT)                               \
+  Key {                                                                               \
+    NAME,                                                                             \
+        [](const std::string& v, Config* c) -> Status {                               \
+          uint64_t n = 0;                                                             \
+          if (!PARSE(v, &n) || !InRange(n, MIN, MAX)) return BadValue(NAME, v, WANT); \
+          c->FIELD = static_cast<decltype(c->FIELD)>(n);                              \
+          return Status::Ok();                                                        \
+        },                                                                            \
+        [](const Config& c) { return std::to_string(c.FIELD); }                       \
   }
 
 bool IsAddress(const std::string& v) {

@@ -17,6 +17,7 @@
 #include "server/data_dir_lock.h"
 #include "storage/clickhouse/chdb.h"
 #include "storage/clickhouse/chdb_span_reader.h"
+#include "storage/clickhouse/dependencies.h"
 #include "storage/clickhouse/embedded_writer.h"
 #include "storage/clickhouse/schema.h"
 
@@ -159,6 +160,16 @@ int Serve(const Config& cfg) {
       return Fail(st);
     }
   }
+  // The dependency job's joins get a connection of their own, so they
+  // delay neither inserts nor API queries.
+  std::unique_ptr<storage::ChdbConnection> job_conn;
+  if (Status st = storage::ChdbConnection::Open(lib, ch_path, {}, &job_conn); !st.ok()) {
+    read_conn->Close();
+    for (auto& c : write_conns) c->Close();
+    return Fail(st);
+  }
+  storage::DependencyJob dependency_job(*job_conn, storage::DependencyJobOptions{});
+  dependency_job.Start();
   spdlog::info("embedded ClickHouse {}.{} ready in {}", caps.major, caps.minor, ch_path);
 
   storage::SinkFaults faults;
@@ -197,6 +208,8 @@ int Serve(const Config& cfg) {
   auto shutdown_storage = [&] {
     queue.Close();
     for (auto& w : writers) w->Join();
+    dependency_job.Stop();
+    job_conn->Close();
     read_conn->Close();
     for (auto& c : write_conns) c->Close();
   };
@@ -230,7 +243,9 @@ int Serve(const Config& cfg) {
     lost += w->stats().rows_lost.load();
   }
   query_api.Stop();
+  dependency_job.Stop();
   spdlog::info("flushed: {} spans written in {} inserts, {} lost", written, inserts, lost);
+  job_conn->Close();
   read_conn->Close();
   for (auto& c : write_conns) c->Close();
   spdlog::info("stopped");

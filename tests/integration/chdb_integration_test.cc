@@ -6,6 +6,8 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <thread>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
@@ -15,6 +17,7 @@
 #include "pipeline/queue/span_queue.h"
 #include "storage/clickhouse/chdb.h"
 #include "storage/clickhouse/chdb_span_reader.h"
+#include "storage/clickhouse/dependencies.h"
 #include "storage/clickhouse/embedded_writer.h"
 #include "storage/clickhouse/schema.h"
 #include "tools/loadgen/generator.h"
@@ -363,6 +366,85 @@ TEST(ChdbViews, ViewsAddedByAnUpgradeAreFilledFromStoredSpans) {
   ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
   EXPECT_EQ(Q(fmt::format("SELECT sum(calls) FROM {}.red_1m", kDatabase)),
             Q(fmt::format("SELECT count() FROM {}.spans", kDatabase)));
+}
+
+TEST(ChdbDependencies, EdgesEqualTheGeneratedTracesEvenAcrossInserts) {
+  Reset();
+  Capabilities caps;
+  ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
+  loadgen::TraceGenerator gen(loadgen::CorpusOptions{11});
+  const auto now = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::seconds>(
+                                             std::chrono::system_clock::now().time_since_epoch())
+                                             .count());
+  const uint64_t base_s = (now - 3600) / 60 * 60;
+  SpanBatch all;
+  for (size_t t = 0; t < 600; ++t) {
+    gen.AppendTrace(base_s * 1000000000ull + t * 250000000ull, &all);  // 2.5 minutes
+  }
+  // Expected edges from the generated traces: (minute of the child, parent
+  // service, child service) -> calls, errors.
+  std::map<std::tuple<uint64_t, std::string, std::string>, std::pair<uint64_t, uint64_t>> want;
+  std::map<std::pair<TraceId, SpanId>, std::string> service_of;
+  auto service = [&](uint32_t i) {
+    return std::string(all.Str(all.resources.service_name[all.spans.resource[i]]));
+  };
+  for (uint32_t i = 0; i < all.span_count(); ++i) {
+    service_of[{all.spans.trace_id[i], all.spans.span_id[i]}] = service(i);
+  }
+  for (uint32_t i = 0; i < all.span_count(); ++i) {
+    if (IsZero(all.spans.parent_span_id[i])) continue;
+    const auto parent = service_of.find({all.spans.trace_id[i], all.spans.parent_span_id[i]});
+    ASSERT_NE(parent, service_of.end());
+    if (parent->second == service(i)) continue;
+    auto& e = want[{all.spans.start_ns[i] / 1000000000ull / 60 * 60, parent->second, service(i)}];
+    e.first++;
+    if (all.spans.status_code[i] == 2) e.second++;
+  }
+  ASSERT_GT(want.size(), 20u);
+  // Parents and children in different inserts: odd and even spans apart.
+  std::vector<uint32_t> odd;
+  std::vector<uint32_t> even;
+  for (uint32_t i = 0; i < all.span_count(); ++i) (i % 2 == 0 ? even : odd).push_back(i);
+  SpanBatch first;
+  SpanBatch second;
+  first.AppendSpans(all, even.data(), even.size());
+  second.AppendSpans(all, odd.data(), odd.size());
+  WriteAll(first, caps);
+  WriteAll(second, caps);
+
+  const auto from = static_cast<uint32_t>(base_s);
+  const auto to = static_cast<uint32_t>(base_s + 240);
+  ASSERT_TRUE(ComputeDependencies(*Engine::conn, from, to).ok());
+  // Run again over part of the range: the recomputed minutes replace theirs.
+  ASSERT_TRUE(ComputeDependencies(*Engine::conn, from + 60, from + 120).ok());
+  std::string expected;
+  for (const auto& [k, v] : want) {
+    expected += fmt::format("{}\t{}\t{}\t{}\t{}\n", std::get<0>(k), std::get<1>(k), std::get<2>(k),
+                            v.first, v.second);
+  }
+  const std::string edges_sql = fmt::format(
+      "SELECT toUInt32(minute), parent, child, calls, errors FROM {}.dependencies_1m FINAL "
+      "ORDER BY minute, parent, child",
+      kDatabase);
+  EXPECT_EQ(Q(edges_sql), expected);
+
+  // The job finds the same edges on its own, catching up from its look-back
+  // in steps.
+  Q(fmt::format("TRUNCATE TABLE {}.dependencies_1m", kDatabase));
+  DependencyJobOptions opts;
+  opts.interval = std::chrono::seconds(1);
+  opts.lag = std::chrono::seconds(0);
+  opts.first_lookback = std::chrono::seconds(7200);
+  opts.max_minutes_per_query = 7;
+  DependencyJob job(*Engine::conn, opts);
+  job.Start();
+  for (int i = 0; i < 600 && job.runs() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  job.Stop();
+  EXPECT_GE(job.runs(), 1u);
+  EXPECT_EQ(job.errors(), 0u);
+  EXPECT_EQ(Q(edges_sql), expected);
 }
 
 }  // namespace

@@ -310,6 +310,16 @@ std::vector<std::string> SchemaDdl(const Capabilities& caps) {
                   "quantilesTDigestState({2})(duration_ns) AS duration_quantiles "
                   "FROM {0}.spans GROUP BY minute, service_name, name, kind",
                   kDatabase, sum_f, kRedQuantiles));
+  // Service dependency edges per minute, written by the dependency job
+  // (dependencies.h: the two ends of an edge arrive in different inserts,
+  // so a view cannot see them together). A recomputed minute replaces its
+  // rows: the latest computed_at wins.
+  ddl.push_back(fmt::format(
+      "CREATE TABLE IF NOT EXISTS {0}.dependencies_1m (minute DateTime, parent {1}, child {1}, "
+      "calls UInt64, errors UInt64, computed_at DateTime) ENGINE = "
+      "ReplacingMergeTree(computed_at) PARTITION BY toDate(minute) ORDER BY (minute, parent, "
+      "child){2}",
+      kDatabase, key_t, ttl));
   // The service catalog: every (service, operation, kind) seen, and when
   // last. One row per key after merges.
   const std::string max_t = caps.simple_aggregate ? "SimpleAggregateFunction(max, DateTime)"

@@ -129,7 +129,7 @@ std::string TableType(Logical l, const Capabilities& caps);
 
 inline constexpr std::string_view kDatabase = "spanhouse";
 // 1: resource attributes in every span row. 2: resources stored once, by id.
-// 3: per-minute RED views and the operations catalog.
+// 3: per-minute RED views, the operations catalog, dependency edges.
 inline constexpr uint32_t kSchemaVersion = 3;
 
 // How long the per-minute RED series are kept.

@@ -65,6 +65,7 @@ int RunPipeline(const PipelineOptions& o) {
   // Two ways to decode, in turns: strings referenced in the request body the
   // batch keeps (the receiver's way), and strings copied into the arena.
   struct Variant {
+    Variant(const char* n, bool o) : name(n), owned(o) {}
     const char* name;
     bool owned;
     double decode_s = 0, queue_s = 0, encode_s = 0;

@@ -1,0 +1,104 @@
+#include "storage/clickhouse/dependencies.h"
+
+#include <algorithm>
+#include <charconv>
+#include <string>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "storage/clickhouse/chdb.h"
+#include "storage/clickhouse/schema.h"
+
+namespace spanhouse::storage {
+
+Status ComputeDependencies(ChdbConnection& conn, uint32_t from_s, uint32_t to_s,
+                           uint32_t before_s, uint32_t after_s) {
+  if (to_s <= from_s) return Status::Ok();
+  // An edge is a parent-child pair of spans in different services; its
+  // errors are the child's (the callee's answer).
+  const std::string sql = fmt::format(
+      "INSERT INTO {0}.dependencies_1m SELECT toStartOfMinute(c.timestamp) AS minute, "
+      "p.service_name AS parent, c.service_name AS child, count() AS calls, "
+      "countIf(c.status_code = 2) AS errors, now() AS computed_at FROM (SELECT trace_id, span_id, "
+      "service_name FROM {0}.spans WHERE timestamp >= toDateTime({{lo:UInt32}}) AND timestamp < "
+      "toDateTime({{hi:UInt32}})) AS p INNER JOIN (SELECT trace_id, parent_span_id, service_name, "
+      "status_code, timestamp FROM {0}.spans WHERE timestamp >= toDateTime({{from:UInt32}}) AND "
+      "timestamp < toDateTime({{to:UInt32}}) AND parent_span_id != "
+      "toFixedString(unhex('0000000000000000'), 8)) AS c ON p.trace_id = c.trace_id AND "
+      "p.span_id = c.parent_span_id WHERE p.service_name != c.service_name "
+      "GROUP BY minute, parent, child",
+      kDatabase);
+  return conn.Query(sql, "", nullptr,
+                    {{"from", std::to_string(from_s)},
+                     {"to", std::to_string(to_s)},
+                     {"lo", std::to_string(from_s - std::min(before_s, from_s))},
+                     {"hi", std::to_string(to_s + after_s)}});
+}
+
+DependencyJob::DependencyJob(ChdbConnection& conn, DependencyJobOptions options)
+    : conn_(conn), opts_(options) {}
+
+DependencyJob::~DependencyJob() {
+  Stop();
+}
+
+void DependencyJob::Start() {
+  thread_ = std::thread([this] { Run(); });
+}
+
+void DependencyJob::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+Status DependencyJob::RunOnce(uint32_t* done_until) {
+  const auto now = static_cast<uint32_t>(std::chrono::duration_cast<std::chrono::seconds>(
+                                              std::chrono::system_clock::now().time_since_epoch())
+                                              .count());
+  const uint32_t ready = (now - static_cast<uint32_t>(opts_.lag.count())) / 60 * 60;
+  if (*done_until == 0) {
+    // Where the table left off (a restart), else a bounded look back.
+    QueryResult r;
+    if (Status st = conn_.Query(fmt::format("SELECT toUInt32(max(minute)) FROM {}.dependencies_1m",
+                                            kDatabase),
+                                "TSV", &r);
+        !st.ok()) {
+      return st;
+    }
+    uint32_t last = 0;
+    std::from_chars(r.data.data(), r.data.data() + r.data.size(), last);
+    const uint32_t floor = (now - static_cast<uint32_t>(opts_.first_lookback.count())) / 60 * 60;
+    *done_until = last == 0 ? floor : std::max(last + 60, floor);
+  }
+  while (*done_until < ready) {
+    const uint32_t to = std::min(ready, *done_until + opts_.max_minutes_per_query * 60);
+    if (Status st = ComputeDependencies(conn_, *done_until, to); !st.ok()) return st;
+    *done_until = to;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) break;
+  }
+  return Status::Ok();
+}
+
+void DependencyJob::Run() {
+  uint32_t done_until = 0;
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    lock.unlock();
+    Status st = RunOnce(&done_until);
+    runs_++;
+    if (!st.ok()) {
+      errors_++;
+      spdlog::warn("dependency job: {}", st.message());
+    }
+    lock.lock();
+    cv_.wait_for(lock, opts_.interval, [&] { return stop_; });
+  }
+}
+
+}  // namespace spanhouse::storage

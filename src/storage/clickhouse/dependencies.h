@@ -1,0 +1,67 @@
+// Service dependency edges per minute (caller service -> callee service,
+// calls, errors), computed by a periodic job rather than a view.
+//
+// Why a job: the two ends of an edge, a client span in one service and its
+// child server span in another, come from different processes, so they
+// arrive in different requests and usually in different inserts; a
+// materialized view sees one insert block at a time and would miss most
+// edges. The job joins child spans to their parents over stored spans, one
+// interval at a time, late enough (a lag) that both ends have arrived; a
+// minute recomputed later replaces its earlier rows (ReplacingMergeTree by
+// (minute, parent, child)), so running it twice never counts twice.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+
+#include "common/status.h"
+
+namespace spanhouse::storage {
+
+class ChdbConnection;
+
+// Edges of the child spans that started in [from_s, to_s) (unix seconds,
+// whole minutes), their parents looked up from `before_s` before that range
+// to `after_s` after it (a parent starts before its child; clocks skew).
+// The children of the range are the join's hash table, the parents stream
+// past it, so memory follows the range, not the look-around.
+Status ComputeDependencies(ChdbConnection& conn, uint32_t from_s, uint32_t to_s,
+                           uint32_t before_s = 60, uint32_t after_s = 10);
+
+struct DependencyJobOptions {
+  std::chrono::seconds interval{60};  // how often the job runs
+  std::chrono::seconds lag{120};      // how long after a minute ends it is computed
+  std::chrono::seconds first_lookback{900};  // on a fresh start, how far back to begin
+  uint32_t max_minutes_per_query = 5;         // catching up goes in steps of this
+};
+
+// Runs ComputeDependencies every interval over the minutes that have become
+// old enough, on its own connection, from where the table left off.
+class DependencyJob {
+ public:
+  DependencyJob(ChdbConnection& conn, DependencyJobOptions options);
+  ~DependencyJob();
+  void Start();
+  void Stop();
+  uint64_t runs() const { return runs_.load(); }
+  uint64_t errors() const { return errors_.load(); }
+
+ private:
+  void Run();
+  Status RunOnce(uint32_t* done_until);
+
+  ChdbConnection& conn_;
+  const DependencyJobOptions opts_;
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;  // guarded by mu_
+  std::atomic<uint64_t> runs_{0};
+  std::atomic<uint64_t> errors_{0};
+};
+
+}  // namespace spanhouse::storage
