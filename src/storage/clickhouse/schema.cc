@@ -371,6 +371,18 @@ Status MoveResourcesOutOfSpans(ChdbConnection& conn) {
   return Status::Ok();
 }
 
+// The lines of a one-column TSV result.
+std::set<std::string> LineSet(const std::string& tsv) {
+  std::set<std::string> out;
+  for (size_t pos = 0; pos < tsv.size();) {
+    size_t nl = tsv.find('\n', pos);
+    if (nl == std::string::npos) nl = tsv.size();
+    out.insert(tsv.substr(pos, nl - pos));
+    pos = nl + 1;
+  }
+  return out;
+}
+
 // Upgrade in place: adds any column an older spans table lacks, and moves
 // schema 1's per-span resource columns to the resources table.
 Status AddMissingColumns(ChdbConnection& conn, const Capabilities& caps) {
@@ -382,14 +394,7 @@ Status AddMissingColumns(ChdbConnection& conn, const Capabilities& caps) {
       !st.ok()) {
     return st;
   }
-  std::set<std::string> have;
-  size_t pos = 0;
-  while (pos < r.data.size()) {
-    size_t nl = r.data.find('\n', pos);
-    if (nl == std::string::npos) nl = r.data.size();
-    have.insert(r.data.substr(pos, nl - pos));
-    pos = nl + 1;
-  }
+  const std::set<std::string> have = LineSet(r.data);
   for (const auto& c : SpanColumns()) {
     if (have.count(c.name) != 0) continue;
     std::string sql = fmt::format("ALTER TABLE {}.spans ADD COLUMN {} {}", kDatabase, c.name,
@@ -437,13 +442,7 @@ Status EnsureSchema(ChdbConnection& conn, Capabilities* caps_out) {
       !st.ok()) {
     return st;
   }
-  std::set<std::string> existed;
-  for (size_t pos = 0; pos < r.data.size();) {
-    size_t nl = r.data.find('\n', pos);
-    if (nl == std::string::npos) nl = r.data.size();
-    existed.insert(r.data.substr(pos, nl - pos));
-    pos = nl + 1;
-  }
+  const std::set<std::string> existed = LineSet(r.data);
   // The tables up to the spans table first, then the columns an older spans
   // table lacks, then what reads the spans table (views need its columns).
   const std::vector<std::string> ddl = SchemaDdl(caps);
