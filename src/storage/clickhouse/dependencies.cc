@@ -12,8 +12,8 @@
 
 namespace spanhouse::storage {
 
-Status ComputeDependencies(ChdbConnection& conn, uint32_t from_s, uint32_t to_s,
-                           uint32_t before_s, uint32_t after_s) {
+Status ComputeDependencies(ChdbConnection& conn, uint32_t from_s, uint32_t to_s, uint32_t before_s,
+                           uint32_t after_s) {
   if (to_s <= from_s) return Status::Ok();
   // An edge is a parent-child pair of spans in different services; its
   // errors are the child's (the callee's answer).
@@ -58,15 +58,15 @@ void DependencyJob::Stop() {
 
 Status DependencyJob::RunOnce(uint32_t* done_until) {
   const auto now = static_cast<uint32_t>(std::chrono::duration_cast<std::chrono::seconds>(
-                                              std::chrono::system_clock::now().time_since_epoch())
-                                              .count());
+                                             std::chrono::system_clock::now().time_since_epoch())
+                                             .count());
   const uint32_t ready = (now - static_cast<uint32_t>(opts_.lag.count())) / 60 * 60;
   if (*done_until == 0) {
     // Where the table left off (a restart), else a bounded look back.
     QueryResult r;
-    if (Status st = conn_.Query(fmt::format("SELECT toUInt32(max(minute)) FROM {}.dependencies_1m",
-                                            kDatabase),
-                                "TSV", &r);
+    if (Status st = conn_.Query(
+            fmt::format("SELECT toUInt32(max(minute)) FROM {}.dependencies_1m", kDatabase), "TSV",
+            &r);
         !st.ok()) {
       return st;
     }

@@ -33,10 +33,10 @@ Status ComputeDependencies(ChdbConnection& conn, uint32_t from_s, uint32_t to_s,
                            uint32_t before_s = 60, uint32_t after_s = 10);
 
 struct DependencyJobOptions {
-  std::chrono::seconds interval{60};  // how often the job runs
-  std::chrono::seconds lag{120};      // how long after a minute ends it is computed
+  std::chrono::seconds interval{60};         // how often the job runs
+  std::chrono::seconds lag{120};             // how long after a minute ends it is computed
   std::chrono::seconds first_lookback{900};  // on a fresh start, how far back to begin
-  uint32_t max_minutes_per_query = 5;         // catching up goes in steps of this
+  uint32_t max_minutes_per_query = 5;        // catching up goes in steps of this
 };
 
 // Runs ComputeDependencies every interval over the minutes that have become
