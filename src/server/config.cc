@@ -82,6 +82,12 @@ const std::vector<Key>& Keys() {
                   "milliseconds, 1 to 3600000"),
       SH_UINT_KEY("writer.threads", writer.threads, ParseUint, 1, 16, "1 to 16"),
       SH_STRING_KEY("writer.sink", writer.sink, v == "chdb" || v == "null", "chdb or null"),
+      SH_UINT_KEY("metrics.retention_days", metrics.retention_days, ParseUint, 1, 3650,
+                  "days, 1 to 3650"),
+      SH_UINT_KEY("dependencies.interval_s", dependencies.interval_s, ParseUint, 1, 3600,
+                  "seconds, 1 to 3600"),
+      SH_UINT_KEY("dependencies.lag_s", dependencies.lag_s, ParseUint, 0, 3600,
+                  "seconds, 0 to 3600"),
       Key{"debug.fault_injection",
           [](const std::string& v, Config* c) -> Status {
             if (v != "true" && v != "false") {

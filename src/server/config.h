@@ -40,6 +40,14 @@ struct Config {
     std::string sink = "chdb";
   } writer;
   struct {
+    // How long the per-minute RED series and dependency edges are kept.
+    uint64_t retention_days = 7;
+  } metrics;
+  struct {
+    uint64_t interval_s = 60;  // how often the dependency job runs
+    uint64_t lag_s = 120;      // how long after a minute ends its edges are computed
+  } dependencies;
+  struct {
     // Enables POST /debug/sink on the query listener (slow or failing
     // inserts on demand). For tests; never in production.
     bool fault_injection = false;

@@ -148,7 +148,9 @@ int Serve(const Config& cfg) {
     return Fail(st);
   }
   storage::Capabilities caps;
-  if (Status st = storage::EnsureSchema(*read_conn, &caps); !st.ok()) {
+  storage::SchemaOptions schema_opts;
+  schema_opts.metrics_retention_days = static_cast<uint32_t>(cfg.metrics.retention_days);
+  if (Status st = storage::EnsureSchema(*read_conn, &caps, schema_opts); !st.ok()) {
     read_conn->Close();
     return Fail(st);
   }
@@ -168,7 +170,10 @@ int Serve(const Config& cfg) {
     for (auto& c : write_conns) c->Close();
     return Fail(st);
   }
-  storage::DependencyJob dependency_job(*job_conn, storage::DependencyJobOptions{});
+  storage::DependencyJobOptions job_opts;
+  job_opts.interval = std::chrono::seconds(cfg.dependencies.interval_s);
+  job_opts.lag = std::chrono::seconds(cfg.dependencies.lag_s);
+  storage::DependencyJob dependency_job(*job_conn, job_opts);
   dependency_job.Start();
   spdlog::info("embedded ClickHouse {}.{} ready in {}", caps.major, caps.minor, ch_path);
 

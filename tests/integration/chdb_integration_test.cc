@@ -368,6 +368,27 @@ TEST(ChdbViews, ViewsAddedByAnUpgradeAreFilledFromStoredSpans) {
             Q(fmt::format("SELECT count() FROM {}.spans", kDatabase)));
 }
 
+TEST(ChdbViews, RetentionFollowsTheConfigurationAtEveryStart) {
+  Reset();
+  Capabilities caps;
+  SchemaOptions opts;
+  opts.metrics_retention_days = 30;
+  ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps, opts).ok());
+  const std::string ttl_sql = fmt::format(
+      "SELECT name, extract(create_table_query, 'TTL minute \\+ toIntervalDay\\(\\d+\\)') "
+      "FROM system.tables WHERE database = '{}' AND name IN ('red_1m', 'dependencies_1m') "
+      "ORDER BY name",
+      kDatabase);
+  EXPECT_EQ(Q(ttl_sql),
+            "dependencies_1m\tTTL minute + toIntervalDay(30)\nred_1m\tTTL minute + "
+            "toIntervalDay(30)\n");
+  opts.metrics_retention_days = 3;  // a restart with another setting
+  ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps, opts).ok());
+  EXPECT_EQ(Q(ttl_sql),
+            "dependencies_1m\tTTL minute + toIntervalDay(3)\nred_1m\tTTL minute + "
+            "toIntervalDay(3)\n");
+}
+
 TEST(ChdbDependencies, EdgesEqualTheGeneratedTracesEvenAcrossInserts) {
   Reset();
   Capabilities caps;

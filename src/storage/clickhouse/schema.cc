@@ -241,7 +241,7 @@ std::string TableType(Logical l, const Capabilities& caps) {
 // columns in between.
 constexpr size_t kSpansDdlIndex = 3;
 
-std::vector<std::string> SchemaDdl(const Capabilities& caps) {
+std::vector<std::string> SchemaDdl(const Capabilities& caps, const SchemaOptions& options) {
   std::vector<std::string> ddl;
   ddl.push_back(fmt::format("CREATE DATABASE IF NOT EXISTS {}", kDatabase));
   ddl.push_back(fmt::format(
@@ -295,7 +295,7 @@ std::vector<std::string> SchemaDdl(const Capabilities& caps) {
   const std::string sum_f = caps.simple_aggregate ? "sum" : "sumState";
   const std::string key_t = caps.low_cardinality ? "LowCardinality(String)" : "String";
   const std::string ttl =
-      caps.ttl ? fmt::format(" TTL minute + INTERVAL {} DAY", kRedRetentionDays) : "";
+      caps.ttl ? fmt::format(" TTL minute + INTERVAL {} DAY", options.metrics_retention_days) : "";
   ddl.push_back(fmt::format(
       "CREATE TABLE IF NOT EXISTS {0}.red_1m (minute DateTime, service_name {1}, name {1}, "
       "kind UInt8, calls {2}, errors {2}, duration_sum_ns {2}, duration_quantiles "
@@ -429,7 +429,7 @@ Status BackfillView(ChdbConnection& conn, std::string_view table) {
 
 }  // namespace
 
-Status EnsureSchema(ChdbConnection& conn, Capabilities* caps_out) {
+Status EnsureSchema(ChdbConnection& conn, Capabilities* caps_out, const SchemaOptions& options) {
   QueryResult r;
   if (Status st = conn.Query("SELECT version()", "TSV", &r); !st.ok()) return st;
   std::string version = r.data;
@@ -445,7 +445,7 @@ Status EnsureSchema(ChdbConnection& conn, Capabilities* caps_out) {
   const std::set<std::string> existed = LineSet(r.data);
   // The tables up to the spans table first, then the columns an older spans
   // table lacks, then what reads the spans table (views need its columns).
-  const std::vector<std::string> ddl = SchemaDdl(caps);
+  const std::vector<std::string> ddl = SchemaDdl(caps, options);
   const size_t spans_at = kSpansDdlIndex;
   if (ddl.size() <= spans_at || ddl[spans_at].find(".spans (") == std::string::npos) {
     return Status::Internal("schema: the spans table is not where EnsureSchema expects it");
@@ -456,6 +456,19 @@ Status EnsureSchema(ChdbConnection& conn, Capabilities* caps_out) {
     }
     if (i == spans_at) {
       if (Status st = AddMissingColumns(conn, caps); !st.ok()) return st;
+    }
+  }
+  // Tables made with another retention take this one (metadata only: the
+  // TTL applies as parts merge, rather than rewriting every part now).
+  if (caps.ttl) {
+    for (const char* table : {"red_1m", "dependencies_1m"}) {
+      const std::string sql = fmt::format(
+          "ALTER TABLE {}.{} MODIFY TTL minute + INTERVAL {} DAY SETTINGS "
+          "materialize_ttl_after_modify = 0",
+          kDatabase, table, options.metrics_retention_days);
+      if (Status st = conn.Query(sql, ""); !st.ok()) {
+        return Status::Internal("schema: " + st.message() + "\nin: " + sql);
+      }
     }
   }
   // A view created now sees only new inserts: give it the stored spans once.

@@ -132,18 +132,24 @@ inline constexpr std::string_view kDatabase = "spanhouse";
 // 3: per-minute RED views, the operations catalog, dependency edges.
 inline constexpr uint32_t kSchemaVersion = 3;
 
-// How long the per-minute RED series are kept.
-inline constexpr uint32_t kRedRetentionDays = 7;
+// Choices the schema takes from the configuration.
+struct SchemaOptions {
+  // How long the per-minute RED series and dependency edges are kept.
+  uint32_t metrics_retention_days = 7;
+};
 // The duration quantiles the RED views keep recoverable, in the order of
 // the array their state merges into.
 inline constexpr std::string_view kRedQuantiles = "0.5, 0.9, 0.95, 0.99";
 
 // All DDL statements, in order, for a fresh database (idempotent: IF NOT EXISTS).
-std::vector<std::string> SchemaDdl(const Capabilities& caps);
+std::vector<std::string> SchemaDdl(const Capabilities& caps, const SchemaOptions& options = {});
 
 // Reads the server version, creates what is missing, adds columns an older
 // schema lacks, and records the schema version. Safe to run at every start.
-Status EnsureSchema(ChdbConnection& conn, Capabilities* caps_out);
+// The retention of the per-minute tables follows `options` at every start
+// (TTL changed in place, applied as parts merge).
+Status EnsureSchema(ChdbConnection& conn, Capabilities* caps_out,
+                    const SchemaOptions& options = {});
 
 // "CAST(col AS wire) AS col, ..." over the stored columns (a table in the
 // spans table's layout, without the resource join).

@@ -33,6 +33,9 @@ void ExpectSameConfig(const Config& a, const Config& b) {
   EXPECT_EQ(a.writer.max_age_ms, b.writer.max_age_ms);
   EXPECT_EQ(a.writer.threads, b.writer.threads);
   EXPECT_EQ(a.writer.sink, b.writer.sink);
+  EXPECT_EQ(a.metrics.retention_days, b.metrics.retention_days);
+  EXPECT_EQ(a.dependencies.interval_s, b.dependencies.interval_s);
+  EXPECT_EQ(a.dependencies.lag_s, b.dependencies.lag_s);
   EXPECT_EQ(a.debug.fault_injection, b.debug.fault_injection);
 }
 
@@ -52,6 +55,9 @@ const std::map<std::string, std::string>& ValidValues() {
       {"writer.max_age_ms", "250"},
       {"writer.threads", "4"},
       {"writer.sink", "null"},
+      {"metrics.retention_days", "30"},
+      {"dependencies.interval_s", "15"},
+      {"dependencies.lag_s", "45"},
       {"debug.fault_injection", "true"},
   };
   return v;
@@ -163,6 +169,11 @@ writer:
   max_age_ms: 250
   threads: 4
   sink: "null"
+metrics:
+  retention_days: 30
+dependencies:
+  interval_s: 15
+  lag_s: 45
 debug:
   fault_injection: true
 )";
@@ -182,6 +193,9 @@ debug:
   EXPECT_EQ(c.writer.max_age_ms, 250u);
   EXPECT_EQ(c.writer.threads, 4);
   EXPECT_EQ(c.writer.sink, "null");
+  EXPECT_EQ(c.metrics.retention_days, 30u);
+  EXPECT_EQ(c.dependencies.interval_s, 15u);
+  EXPECT_EQ(c.dependencies.lag_s, 45u);
   EXPECT_TRUE(c.debug.fault_injection);
   EXPECT_TRUE(Validate(c).ok()) << Validate(c).message();
 
