@@ -88,6 +88,32 @@ TEST(ChdbRoundTrip, BatchComesBackExactly) {
             "Compact\n");
 }
 
+// Key columns go to the engine as LowCardinality with the writer's own
+// dictionaries; with more than 256 and more than 65536 distinct values the
+// indexes are two and four bytes wide. The engine must read every width.
+TEST(ChdbRoundTrip, LowCardinalityKeysOfEveryIndexWidthAreStoredExactly) {
+  Reset();
+  Capabilities caps;
+  ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
+  ASSERT_TRUE(caps.low_cardinality);
+  SpanBatch in;
+  const SpanBatch one = testdata::SampleBatch(1);
+  while (in.span_count() < 70000) in.Append(one);
+  for (uint32_t i = 0; i < in.span_count(); ++i) {
+    in.spans.name[i] = in.AddString(fmt::format("op-{}", i));
+    in.span_attrs.key[in.spans.attrs[i].begin] = in.AddString(fmt::format("k{}", i % 300));
+  }
+  WriteAll(in, caps);
+  const size_t n = in.span_count();
+  EXPECT_EQ(Q(fmt::format("SELECT count(), uniqExact(name), min(name), max(name) FROM {}.spans",
+                          kDatabase)),
+            fmt::format("{0}\t{0}\top-0\top-9999\n", n));
+  EXPECT_EQ(Q(fmt::format("SELECT uniqExact(attr_keys[1]), countIf(attr_keys[1] = 'k299') FROM "
+                          "{}.spans",
+                          kDatabase)),
+            fmt::format("300\t{}\n", (n + 300 - 299 - 1) / 300));
+}
+
 TEST(ChdbRoundTrip, TraceIndexHoldsFirstAndLastTime) {
   Reset();
   Capabilities caps;

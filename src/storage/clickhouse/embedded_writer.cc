@@ -153,9 +153,8 @@ void EmbeddedWriter::InsertLoop() {
     }
     Insert(f);
     f.reservations.clear();  // stored (or given up): the memory goes back to the receivers
-    f.block.clear();
     std::lock_guard<std::mutex> lock(mu_);
-    if (f.block.capacity() > spare_block_.capacity()) spare_block_ = std::move(f.block);
+    spare_block_ = std::move(f.block);  // its buffers keep their capacity for the next block
   }
 }
 
@@ -173,7 +172,6 @@ void EmbeddedWriter::Encode(const Pending& p) {
     }
   }
   SortByTableKey(&rows_);
-  block_.clear();
   EncodeSpanRows(rows_, caps_, &block_);
 }
 
@@ -185,17 +183,20 @@ Status EmbeddedWriter::InsertOnce(const Flight& p) {
   if (opts_.null_sink) return Status::Ok();
   // Resources first: a span is never stored before its resource.
   if (!p.resource_blocks.empty()) {
-    if (Status st = InsertFile("resources", p.resource_blocks); !st.ok()) return st;
+    if (Status st = InsertFile("resources", {&p.resource_blocks, 1}); !st.ok()) return st;
   }
-  return InsertFile("spans", p.block);
+  return InsertFile("spans", p.block.pieces);
 }
 
-Status EmbeddedWriter::InsertFile(std::string_view table, const std::string& blocks) {
+Status EmbeddedWriter::InsertFile(std::string_view table, std::span<const std::string> pieces) {
   const std::string path =
       fmt::format("{}/insert-{}-{}.native", opts_.spool_dir, opts_.name, table);
   FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr) return Status::Internal("cannot write " + path);
-  bool ok = std::fwrite(blocks.data(), 1, blocks.size(), f) == blocks.size();
+  bool ok = true;
+  for (const std::string& piece : pieces) {
+    ok = ok && std::fwrite(piece.data(), 1, piece.size(), f) == piece.size();
+  }
   ok = (std::fclose(f) == 0) && ok;
   if (!ok) return Status::Internal("short write to " + path);
   // Columns are matched by name (the file carries them), so the block and

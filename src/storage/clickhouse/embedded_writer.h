@@ -26,6 +26,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <unordered_set>
@@ -100,7 +101,7 @@ class EmbeddedWriter {
     uint32_t day = 0;
     size_t rows = 0;
     std::string resource_blocks;
-    std::string block;
+    EncodedBlock block;
     std::vector<pipeline::Reservation> reservations;  // released once stored (or given up)
   };
   void Run();  // the encoding thread
@@ -110,7 +111,7 @@ class EmbeddedWriter {
   void InsertLoop();              // the inserting thread
   void Insert(Flight& f);         // with retries
   Status InsertOnce(const Flight& f);
-  Status InsertFile(std::string_view table, const std::string& blocks);
+  Status InsertFile(std::string_view table, std::span<const std::string> pieces);
 
   ChdbConnection* conn_;
   const Capabilities caps_;
@@ -126,9 +127,9 @@ class EmbeddedWriter {
   std::condition_variable cv_;
   std::optional<Flight> flight_;         // guarded by mu_
   bool encoding_done_ = false;           // guarded by mu_
-  std::string spare_block_;              // guarded by mu_: an inserted block's buffer, for reuse
+  EncodedBlock spare_block_;             // guarded by mu_: an inserted block's buffers, for reuse
   std::map<uint32_t, Pending> pending_;  // by partition (days since epoch); writer thread only
-  std::string block_;                    // the spans block being inserted; writer thread only
+  EncodedBlock block_;                   // the spans block being encoded; writer thread only
   std::vector<SpanRow> rows_;            // its rows, sorted; writer thread only
   // Resources this writer has stored (writer thread only). Bounded: when it
   // grows past kMaxKnownResources it is cleared, which at worst stores some

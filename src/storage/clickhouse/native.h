@@ -88,6 +88,7 @@ class Reader {
   explicit Reader(std::string_view in) : in_(in) {}
   bool eof() const { return pos_ >= in_.size(); }
   size_t pos() const { return pos_; }
+  size_t left() const { return in_.size() - pos_; }
 
   Status Varint(uint64_t* v) {
     uint64_t r = 0;

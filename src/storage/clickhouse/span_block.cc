@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <unordered_map>
 
 namespace spanhouse::storage {
@@ -11,146 +12,266 @@ namespace {
 using native::Reader;
 using native::Writer;
 
+// The dictionary of one LowCardinality(String) column of a block: each
+// distinct string once, each value an index into it. The engine stores such
+// a column this way; sent as plain strings, it would hash every value itself
+// to build the dictionary.
+class LcDict {
+ public:
+  LcDict() : slots_(64) { Find(std::string_view()); }  // key 0: the default value
+
+  void Add(std::string_view s) { index_.push_back(Find(s)); }
+  size_t values() const { return index_.size(); }
+
+  // The column's data after its array offsets, in the engine's layout
+  // (keys as "additional keys" of the block, no shared dictionary): flags
+  // (index width | has additional keys | dictionary update), the keys, then
+  // the rows' indexes. Nothing when the column has no values.
+  void Write(native::Writer& w) const {
+    if (index_.empty()) return;
+    const size_t n = keys_.size();
+    const uint64_t width = n <= 0x100 ? 0 : n <= 0x10000 ? 1 : 2;  // UInt8, UInt16, UInt32
+    w.Fixed<uint64_t>(width | (1u << 9) | (1u << 10));
+    w.Fixed<uint64_t>(n);
+    for (std::string_view k : keys_) w.String(k);
+    w.Fixed<uint64_t>(index_.size());
+    for (uint32_t i : index_) {
+      if (width == 0) {
+        w.Fixed<uint8_t>(static_cast<uint8_t>(i));
+      } else if (width == 1) {
+        w.Fixed<uint16_t>(static_cast<uint16_t>(i));
+      } else {
+        w.Fixed<uint32_t>(i);
+      }
+    }
+  }
+
+ private:
+  struct Slot {
+    uint32_t hash = 0;
+    uint32_t key = kEmpty;
+  };
+  static constexpr uint32_t kEmpty = ~0u;
+
+  uint32_t Find(std::string_view s) {
+    const auto h = static_cast<uint32_t>(std::hash<std::string_view>()(s));
+    const size_t mask = slots_.size() - 1;
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
+      Slot& slot = slots_[i];
+      if (slot.key == kEmpty) {
+        slot = {h, static_cast<uint32_t>(keys_.size())};
+        keys_.push_back(s);
+        if (keys_.size() * 2 > slots_.size()) Grow();
+        return static_cast<uint32_t>(keys_.size() - 1);
+      }
+      if (slot.hash == h && keys_[slot.key] == s) return slot.key;
+    }
+  }
+  void Grow() {
+    std::vector<Slot> old(slots_.size() * 2);
+    old.swap(slots_);
+    const size_t mask = slots_.size() - 1;
+    for (const Slot& o : old) {
+      if (o.key == kEmpty) continue;
+      size_t i = o.hash & mask;
+      while (slots_[i].key != kEmpty) i = (i + 1) & mask;
+      slots_[i] = o;
+    }
+  }
+
+  std::vector<std::string_view> keys_;
+  std::vector<uint32_t> index_;
+  std::vector<Slot> slots_;
+};
+
 // Writes the spans table's columns for a list of rows, each a span of some
 // batch: one block may gather spans from many batches, in any order (the
 // writer's order is the table's sort key, so the engine need not sort).
+//
+// Row by row, not column by column: each column's streams (array offsets,
+// values) are separate buffers, and one pass over the rows appends a row to
+// all of them while its span is in cache. In the table's order, consecutive
+// rows come from different batches; walking them once per column, as a
+// columnar encoder would, fetched every span's data from memory ~40 times.
 class Encoder {
  public:
-  Encoder(const std::vector<SpanRow>& rows, Writer& w) : rows_(rows), w_(w) {}
+  Encoder(const Capabilities& caps, EncodedBlock* out, size_t rows) : out_(out) {
+    const auto& cols = SpanColumns();
+    // Pieces: the block header, then per column its header and streams.
+    size_t n = 1;
+    for (const auto& c : cols) n += 1 + static_cast<size_t>(Depth(c.logical)) + 1;
+    out_->pieces.resize(n);
+    for (auto& p : out_->pieces) p.clear();
+    {
+      native::Writer h(&out_->pieces[0]);
+      h.BlockHeader(cols.size(), rows);
+    }
+    size_t at = 1;
+    cols_.reserve(cols.size());
+    for (const auto& c : cols) {
+      // Key columns go as the table stores them: LowCardinality where the
+      // engine has it.
+      const std::string type = TableType(c.logical, caps);
+      const bool lc = type.find("LowCardinality(") != std::string::npos;
+      {
+        native::Writer h(&out_->pieces[at]);
+        h.ColumnHeader(c.name, type);
+        if (lc && rows > 0) h.Fixed<uint64_t>(1);  // keys serialization version
+      }
+      ColumnOut co;
+      co.id = c.id;
+      co.logical = c.logical;
+      if (lc) {
+        dicts_.push_back(std::make_unique<LcDict>());
+        co.dict = dicts_.back().get();
+      }
+      const int streams = Depth(c.logical) + 1;
+      for (int s = 0; s < streams; ++s) {
+        writers_.push_back(std::make_unique<native::Writer>(&out_->pieces[at + 1 + s]));
+        co.w[s] = writers_.back().get();
+      }
+      at += 1 + static_cast<size_t>(streams);
+      cols_.push_back(co);
+    }
+  }
 
+  void Row(const SpanRow& r) {
+    for (ColumnOut& c : cols_) Column(c, *r.batch, r.index, r.resource_id);
+  }
+
+  // After the last row: the LowCardinality columns' dictionaries and indexes.
+  void Finish() {
+    for (ColumnOut& c : cols_) {
+      if (c.dict != nullptr) c.dict->Write(*c.w[Depth(c.logical)]);
+    }
+  }
+
+ private:
+  // A column's streams: w[0] is the only one of a scalar column; an
+  // Array(T) has its offsets in w[0] and values in w[1]; Array(Array(T))
+  // outer offsets, inner offsets, values. `total` are the running offsets.
+  struct ColumnOut {
+    Col id = Col::kCount;
+    Logical logical = Logical::kString;
+    native::Writer* w[3] = {nullptr, nullptr, nullptr};
+    uint64_t total[2] = {0, 0};
+    LcDict* dict = nullptr;  // a LowCardinality column: values go here
+  };
   enum class Part { kKey, kType, kValue };
 
-  void AttrPart(const SpanBatch& b, const AttrColumns& cols, Range r, Part p) {
+  static int Depth(Logical l) {
+    switch (l) {
+      case Logical::kKeyArray:
+      case Logical::kUInt8Array:
+      case Logical::kUInt32Array:
+      case Logical::kStringArray:
+      case Logical::kTimeNsArray:
+      case Logical::kTraceIdArray:
+      case Logical::kSpanIdArray:
+        return 1;
+      case Logical::kKeyArray2:
+      case Logical::kUInt8Array2:
+      case Logical::kStringArray2:
+        return 2;
+      default:
+        return 0;
+    }
+  }
+
+  // A value of a column that may be LowCardinality.
+  static void Key(const ColumnOut& c, native::Writer& w, std::string_view s) {
+    if (c.dict != nullptr) {
+      c.dict->Add(s);
+    } else {
+      w.String(s);
+    }
+  }
+
+  static void AttrValues(const ColumnOut& c, native::Writer& w, const SpanBatch& b,
+                         const AttrColumns& cols, Range r, Part p) {
     for (uint32_t a = r.begin; a < r.end; ++a) {
       switch (p) {
         case Part::kKey:
-          w_.String(b.Str(cols.key[a]));
+          Key(c, w, b.Str(cols.key[a]));
           break;
         case Part::kType:
-          w_.Fixed<uint8_t>(static_cast<uint8_t>(cols.type[a]));
+          w.Fixed<uint8_t>(static_cast<uint8_t>(cols.type[a]));
           break;
         case Part::kValue:
-          w_.String(b.Str(cols.value[a]));
+          w.String(b.Str(cols.value[a]));
           break;
       }
     }
   }
-  // Array(T) of one attribute list per row; `list(b, i)` gives the row's
-  // attribute columns and range.
-  template <typename List>
-  void Attrs(List&& list, Part p) {
-    uint64_t total = 0;
-    for (const SpanRow& r : rows_) {
-      total += list(*r.batch, r.index).second.size();
-      w_.Fixed<uint64_t>(total);
-    }
-    for (const SpanRow& r : rows_) {
-      const auto [cols, range] = list(*r.batch, r.index);
-      AttrPart(*r.batch, *cols, range, p);
-    }
+  // Array(T) of one attribute list.
+  static void Attrs(ColumnOut& c, const SpanBatch& b, const AttrColumns& cols, Range r, Part p) {
+    c.total[0] += r.size();
+    c.w[0]->Fixed<uint64_t>(c.total[0]);
+    AttrValues(c, *c.w[1], b, cols, r, p);
   }
-  // Array offsets of a row's events or links (`children` picks the ranges).
-  template <typename Children>
-  void ChildOffsets(Children&& children) {
-    uint64_t total = 0;
-    for (const SpanRow& r : rows_) {
-      total += children(*r.batch)[r.index].size();
-      w_.Fixed<uint64_t>(total);
-    }
-  }
-  // Array(T) over a row's events or links: `each(batch, child)` writes one.
-  template <typename Children, typename Fn>
-  void Nested(Children&& children, Fn&& each) {
-    ChildOffsets(children);
-    for (const SpanRow& r : rows_) {
-      const Range rg = children(*r.batch)[r.index];
-      for (uint32_t c = rg.begin; c < rg.end; ++c) each(*r.batch, c);
-    }
-  }
-  // Array(Array(T)) over the attributes of a row's events or links.
-  template <typename Children, typename ChildAttrs>
-  void NestedAttrs(Children&& children, ChildAttrs&& child_attrs, Part p) {
-    ChildOffsets(children);
-    uint64_t total = 0;
-    for (const SpanRow& r : rows_) {
-      const Range rg = children(*r.batch)[r.index];
-      for (uint32_t c = rg.begin; c < rg.end; ++c) {
-        total += (*child_attrs(*r.batch).second)[c].size();
-        w_.Fixed<uint64_t>(total);
-      }
-    }
-    for (const SpanRow& r : rows_) {
-      const Range rg = children(*r.batch)[r.index];
-      const auto [cols, ranges] = child_attrs(*r.batch);
-      for (uint32_t c = rg.begin; c < rg.end; ++c) AttrPart(*r.batch, *cols, (*ranges)[c], p);
-    }
-  }
-  // One fixed-width or string value per row.
+  // Array(T) over a span's events or links: `each(child)` writes one.
   template <typename Fn>
-  void Each(Fn&& fn) {
-    for (const SpanRow& r : rows_) fn(*r.batch, r.index, r);
+  static void Nested(ColumnOut& c, Range children, Fn&& each) {
+    c.total[0] += children.size();
+    c.w[0]->Fixed<uint64_t>(c.total[0]);
+    for (uint32_t k = children.begin; k < children.end; ++k) each(*c.w[1], k);
+  }
+  // Array(Array(T)) over the attributes of a span's events or links.
+  static void NestedAttrs(ColumnOut& c, const SpanBatch& b, Range children,
+                          const std::vector<Range>& child_attrs, const AttrColumns& cols, Part p) {
+    c.total[0] += children.size();
+    c.w[0]->Fixed<uint64_t>(c.total[0]);
+    for (uint32_t k = children.begin; k < children.end; ++k) {
+      c.total[1] += child_attrs[k].size();
+      c.w[1]->Fixed<uint64_t>(c.total[1]);
+    }
+    for (uint32_t k = children.begin; k < children.end; ++k) {
+      AttrValues(c, *c.w[2], b, cols, child_attrs[k], p);
+    }
   }
 
-  void Column(Col id) {
-    using B = const SpanBatch&;
-    using AttrList = std::pair<const AttrColumns*, Range>;
-    auto scope_attrs = [](B b, uint32_t i) {
-      return AttrList{&b.scope_attrs, b.scopes.attrs[b.spans.scope[i]]};
-    };
-    auto span_attrs = [](B b, uint32_t i) { return AttrList{&b.span_attrs, b.spans.attrs[i]}; };
-    auto events = [](B b) -> const std::vector<Range>& { return b.spans.events; };
-    auto links = [](B b) -> const std::vector<Range>& { return b.spans.links; };
-    auto event_attrs = [](B b) { return std::pair{&b.event_attrs, &b.events.attrs}; };
-    auto link_attrs = [](B b) { return std::pair{&b.link_attrs, &b.links.attrs}; };
-    switch (id) {
+  static void Column(ColumnOut& c, const SpanBatch& b, uint32_t i, uint64_t resource_id) {
+    native::Writer& w = *c.w[0];
+    const auto& s = b.spans;
+    switch (c.id) {
       case Col::kTimestamp:
-        Each([&](B b, uint32_t i, const SpanRow&) {
-          w_.Fixed<uint32_t>(static_cast<uint32_t>(b.spans.start_ns[i] / 1000000000));
-        });
+        w.Fixed<uint32_t>(static_cast<uint32_t>(s.start_ns[i] / 1000000000));
         break;
       case Col::kTraceId:
-        Each([&](B b, uint32_t i, const SpanRow&) { w_.Bytes(b.spans.trace_id[i].data(), 16); });
+        w.Bytes(s.trace_id[i].data(), 16);
         break;
       case Col::kSpanId:
-        Each([&](B b, uint32_t i, const SpanRow&) { w_.Bytes(b.spans.span_id[i].data(), 8); });
+        w.Bytes(s.span_id[i].data(), 8);
         break;
       case Col::kParentSpanId:
-        Each([&](B b, uint32_t i, const SpanRow&) {
-          w_.Bytes(b.spans.parent_span_id[i].data(), 8);
-        });
+        w.Bytes(s.parent_span_id[i].data(), 8);
         break;
       case Col::kTraceState:
-        Each([&](B b, uint32_t i, const SpanRow&) { w_.String(b.Str(b.spans.trace_state[i])); });
+        w.String(b.Str(s.trace_state[i]));
         break;
       case Col::kFlags:
-        Each([&](B b, uint32_t i, const SpanRow&) { w_.Fixed<uint32_t>(b.spans.flags[i]); });
+        w.Fixed<uint32_t>(s.flags[i]);
         break;
       case Col::kName:
-        Each([&](B b, uint32_t i, const SpanRow&) { w_.String(b.Str(b.spans.name[i])); });
+        Key(c, w, b.Str(s.name[i]));
         break;
       case Col::kKind:
-        Each([&](B b, uint32_t i, const SpanRow&) { w_.Fixed<uint8_t>(b.spans.kind[i]); });
+        w.Fixed<uint8_t>(s.kind[i]);
         break;
       case Col::kStartTime:
-        Each([&](B b, uint32_t i, const SpanRow&) { w_.Fixed<uint64_t>(b.spans.start_ns[i]); });
+        w.Fixed<uint64_t>(s.start_ns[i]);
         break;
       case Col::kDurationNs:
-        Each([&](B b, uint32_t i, const SpanRow&) {
-          const uint64_t start = b.spans.start_ns[i];
-          const uint64_t end = b.spans.end_ns[i];
-          w_.Fixed<uint64_t>(end >= start ? end - start : 0);
-        });
+        w.Fixed<uint64_t>(s.end_ns[i] >= s.start_ns[i] ? s.end_ns[i] - s.start_ns[i] : 0);
         break;
       case Col::kStatusCode:
-        Each([&](B b, uint32_t i, const SpanRow&) { w_.Fixed<uint8_t>(b.spans.status_code[i]); });
+        w.Fixed<uint8_t>(s.status_code[i]);
         break;
       case Col::kStatusMessage:
-        Each([&](B b, uint32_t i, const SpanRow&) { w_.String(b.Str(b.spans.status_message[i])); });
+        w.String(b.Str(s.status_message[i]));
         break;
       case Col::kServiceName:
-        Each([&](B b, uint32_t i, const SpanRow&) {
-          w_.String(b.Str(b.resources.service_name[b.spans.resource[i]]));
-        });
+        Key(c, w, b.Str(b.resources.service_name[s.resource[i]]));
         break;
       case Col::kResourceAttrKeys:  // not in the spans table: EncodeResourceBlock
       case Col::kResourceAttrTypes:
@@ -159,113 +280,109 @@ class Encoder {
       case Col::kResourceSchemaUrl:
         break;
       case Col::kScopeName:
-        Each([&](B b, uint32_t i, const SpanRow&) {
-          w_.String(b.Str(b.scopes.name[b.spans.scope[i]]));
-        });
+        Key(c, w, b.Str(b.scopes.name[s.scope[i]]));
         break;
       case Col::kScopeVersion:
-        Each([&](B b, uint32_t i, const SpanRow&) {
-          w_.String(b.Str(b.scopes.version[b.spans.scope[i]]));
-        });
+        Key(c, w, b.Str(b.scopes.version[s.scope[i]]));
         break;
       case Col::kScopeAttrKeys:
-        Attrs(scope_attrs, Part::kKey);
+        Attrs(c, b, b.scope_attrs, b.scopes.attrs[s.scope[i]], Part::kKey);
         break;
       case Col::kScopeAttrTypes:
-        Attrs(scope_attrs, Part::kType);
+        Attrs(c, b, b.scope_attrs, b.scopes.attrs[s.scope[i]], Part::kType);
         break;
       case Col::kScopeAttrValues:
-        Attrs(scope_attrs, Part::kValue);
+        Attrs(c, b, b.scope_attrs, b.scopes.attrs[s.scope[i]], Part::kValue);
         break;
       case Col::kScopeDroppedAttrs:
-        Each([&](B b, uint32_t i, const SpanRow&) {
-          w_.Fixed<uint32_t>(b.scopes.dropped_attributes_count[b.spans.scope[i]]);
-        });
+        w.Fixed<uint32_t>(b.scopes.dropped_attributes_count[s.scope[i]]);
         break;
       case Col::kScopeSchemaUrl:
-        Each([&](B b, uint32_t i, const SpanRow&) {
-          w_.String(b.Str(b.scopes.schema_url[b.spans.scope[i]]));
-        });
+        Key(c, w, b.Str(b.scopes.schema_url[s.scope[i]]));
         break;
       case Col::kAttrKeys:
-        Attrs(span_attrs, Part::kKey);
+        Attrs(c, b, b.span_attrs, s.attrs[i], Part::kKey);
         break;
       case Col::kAttrTypes:
-        Attrs(span_attrs, Part::kType);
+        Attrs(c, b, b.span_attrs, s.attrs[i], Part::kType);
         break;
       case Col::kAttrValues:
-        Attrs(span_attrs, Part::kValue);
+        Attrs(c, b, b.span_attrs, s.attrs[i], Part::kValue);
         break;
       case Col::kDroppedAttrs:
-        Each([&](B b, uint32_t i, const SpanRow&) {
-          w_.Fixed<uint32_t>(b.spans.dropped_attributes_count[i]);
-        });
+        w.Fixed<uint32_t>(s.dropped_attributes_count[i]);
         break;
       case Col::kEventTimes:
-        Nested(events, [&](B b, uint32_t e) { w_.Fixed<uint64_t>(b.events.time_ns[e]); });
+        Nested(c, s.events[i],
+               [&](native::Writer& v, uint32_t e) { v.Fixed<uint64_t>(b.events.time_ns[e]); });
         break;
       case Col::kEventNames:
-        Nested(events, [&](B b, uint32_t e) { w_.String(b.Str(b.events.name[e])); });
+        Nested(c, s.events[i],
+               [&](native::Writer& v, uint32_t e) { Key(c, v, b.Str(b.events.name[e])); });
         break;
       case Col::kEventAttrKeys:
-        NestedAttrs(events, event_attrs, Part::kKey);
+        NestedAttrs(c, b, s.events[i], b.events.attrs, b.event_attrs, Part::kKey);
         break;
       case Col::kEventAttrTypes:
-        NestedAttrs(events, event_attrs, Part::kType);
+        NestedAttrs(c, b, s.events[i], b.events.attrs, b.event_attrs, Part::kType);
         break;
       case Col::kEventAttrValues:
-        NestedAttrs(events, event_attrs, Part::kValue);
+        NestedAttrs(c, b, s.events[i], b.events.attrs, b.event_attrs, Part::kValue);
         break;
       case Col::kEventDroppedAttrs:
-        Nested(events,
-               [&](B b, uint32_t e) { w_.Fixed<uint32_t>(b.events.dropped_attributes_count[e]); });
+        Nested(c, s.events[i], [&](native::Writer& v, uint32_t e) {
+          v.Fixed<uint32_t>(b.events.dropped_attributes_count[e]);
+        });
         break;
       case Col::kDroppedEvents:
-        Each([&](B b, uint32_t i, const SpanRow&) {
-          w_.Fixed<uint32_t>(b.spans.dropped_events_count[i]);
-        });
+        w.Fixed<uint32_t>(s.dropped_events_count[i]);
         break;
       case Col::kLinkTraceIds:
-        Nested(links, [&](B b, uint32_t l) { w_.Bytes(b.links.trace_id[l].data(), 16); });
+        Nested(c, s.links[i],
+               [&](native::Writer& v, uint32_t l) { v.Bytes(b.links.trace_id[l].data(), 16); });
         break;
       case Col::kLinkSpanIds:
-        Nested(links, [&](B b, uint32_t l) { w_.Bytes(b.links.span_id[l].data(), 8); });
+        Nested(c, s.links[i],
+               [&](native::Writer& v, uint32_t l) { v.Bytes(b.links.span_id[l].data(), 8); });
         break;
       case Col::kLinkTraceStates:
-        Nested(links, [&](B b, uint32_t l) { w_.String(b.Str(b.links.trace_state[l])); });
+        Nested(c, s.links[i],
+               [&](native::Writer& v, uint32_t l) { v.String(b.Str(b.links.trace_state[l])); });
         break;
       case Col::kLinkFlags:
-        Nested(links, [&](B b, uint32_t l) { w_.Fixed<uint32_t>(b.links.flags[l]); });
+        Nested(c, s.links[i],
+               [&](native::Writer& v, uint32_t l) { v.Fixed<uint32_t>(b.links.flags[l]); });
         break;
       case Col::kLinkAttrKeys:
-        NestedAttrs(links, link_attrs, Part::kKey);
+        NestedAttrs(c, b, s.links[i], b.links.attrs, b.link_attrs, Part::kKey);
         break;
       case Col::kLinkAttrTypes:
-        NestedAttrs(links, link_attrs, Part::kType);
+        NestedAttrs(c, b, s.links[i], b.links.attrs, b.link_attrs, Part::kType);
         break;
       case Col::kLinkAttrValues:
-        NestedAttrs(links, link_attrs, Part::kValue);
+        NestedAttrs(c, b, s.links[i], b.links.attrs, b.link_attrs, Part::kValue);
         break;
       case Col::kLinkDroppedAttrs:
-        Nested(links,
-               [&](B b, uint32_t l) { w_.Fixed<uint32_t>(b.links.dropped_attributes_count[l]); });
-        break;
-      case Col::kDroppedLinks:
-        Each([&](B b, uint32_t i, const SpanRow&) {
-          w_.Fixed<uint32_t>(b.spans.dropped_links_count[i]);
+        Nested(c, s.links[i], [&](native::Writer& v, uint32_t l) {
+          v.Fixed<uint32_t>(b.links.dropped_attributes_count[l]);
         });
         break;
+      case Col::kDroppedLinks:
+        w.Fixed<uint32_t>(s.dropped_links_count[i]);
+        break;
       case Col::kResourceId:
-        Each([&](B, uint32_t, const SpanRow& r) { w_.Fixed<uint64_t>(r.resource_id); });
+        w.Fixed<uint64_t>(resource_id);
         break;
       case Col::kCount:
         break;
     }
   }
 
- private:
-  const std::vector<SpanRow>& rows_;
-  Writer& w_;
+  EncodedBlock* out_;
+  std::vector<ColumnOut> cols_;
+  std::vector<std::unique_ptr<LcDict>> dicts_;
+  // Declared last: destroyed first, trimming each piece to what was written.
+  std::vector<std::unique_ptr<native::Writer>> writers_;
 };
 
 #define SH_TRY(expr)           \
@@ -293,8 +410,62 @@ class Decoder {
   }
   Status Str(StrRef* out) {
     std::string_view s;
-    SH_TRY(r_.String(&s));
+    if (lc_) {
+      SH_TRY(LcNext(&s));
+    } else {
+      SH_TRY(r_.String(&s));
+    }
     *out = b_.AddString(s);
+    return Status::Ok();
+  }
+
+  // A LowCardinality(String) column (or array of them) comes next: its
+  // version prefix now, its dictionary and indexes after the column's array
+  // offsets, at the first value (a column with no values has none).
+  Status BeginColumn(bool low_cardinality) {
+    if (lc_ && lc_loaded_ && lc_next_ != lc_index_.size()) {
+      return Status::Internal("native: LowCardinality column longer than its rows");
+    }
+    lc_ = low_cardinality;
+    lc_loaded_ = false;
+    if (!lc_ || n_ == 0) return Status::Ok();
+    uint64_t version = 0;
+    SH_TRY(r_.Fixed(&version));
+    if (version != 1) return Status::Internal("native: unknown LowCardinality version");
+    return Status::Ok();
+  }
+  Status LcNext(std::string_view* s) {
+    if (!lc_loaded_) {
+      uint64_t flags = 0;
+      uint64_t nkeys = 0;
+      SH_TRY(r_.Fixed(&flags));
+      if ((flags & (1u << 8)) != 0 || (flags & (1u << 9)) == 0 || (flags & 0xff) > 3) {
+        return Status::Internal("native: unsupported LowCardinality layout");
+      }
+      SH_TRY(r_.Fixed(&nkeys));
+      if (nkeys > r_.left()) return Status::Internal("native: LowCardinality keys past the end");
+      lc_keys_.resize(nkeys);
+      for (auto& k : lc_keys_) SH_TRY(r_.String(&k));
+      uint64_t nidx = 0;
+      SH_TRY(r_.Fixed(&nidx));
+      const unsigned width = 1u << (flags & 0xff);
+      if (nidx > r_.left() / width)
+        return Status::Internal("native: LowCardinality indexes past the end");
+      lc_index_.resize(nidx);
+      for (auto& i : lc_index_) {
+        uint64_t v = 0;
+        std::string_view bytes;
+        SH_TRY(r_.Bytes(width, &bytes));
+        std::memcpy(&v, bytes.data(), width);  // little-endian
+        if (v >= nkeys) return Status::Internal("native: LowCardinality index out of range");
+        i = v;
+      }
+      lc_next_ = 0;
+      lc_loaded_ = true;
+    }
+    if (lc_next_ >= lc_index_.size())
+      return Status::Internal("native: LowCardinality column too short");
+    *s = lc_keys_[lc_index_[lc_next_++]];
     return Status::Ok();
   }
   template <typename T, typename U>
@@ -551,6 +722,11 @@ class Decoder {
   SpanBatch& b_;
   uint32_t base_;
   uint64_t n_;
+  bool lc_ = false;  // the current column is LowCardinality
+  bool lc_loaded_ = false;
+  std::vector<std::string_view> lc_keys_;
+  std::vector<uint64_t> lc_index_;
+  size_t lc_next_ = 0;
 };
 
 }  // namespace
@@ -572,15 +748,27 @@ void SortByTableKey(std::vector<SpanRow>* rows) {
   });
 }
 
+size_t EncodedBlock::size() const {
+  size_t n = 0;
+  for (const auto& p : pieces) n += p.size();
+  return n;
+}
+
+void EncodedBlock::AppendTo(std::string* out) const {
+  out->reserve(out->size() + size());
+  for (const auto& p : pieces) out->append(p);
+}
+
+void EncodeSpanRows(const std::vector<SpanRow>& rows, const Capabilities& caps, EncodedBlock* out) {
+  Encoder enc(caps, out, rows.size());
+  for (const SpanRow& r : rows) enc.Row(r);
+  enc.Finish();
+}
+
 void EncodeSpanRows(const std::vector<SpanRow>& rows, const Capabilities& caps, std::string* out) {
-  Writer w(out);
-  const auto& cols = SpanColumns();
-  w.BlockHeader(cols.size(), rows.size());
-  Encoder enc(rows, w);
-  for (const auto& c : cols) {
-    w.ColumnHeader(c.name, WireType(c.logical, caps));
-    enc.Column(c.id);
-  }
+  EncodedBlock block;
+  EncodeSpanRows(rows, caps, &block);
+  block.AppendTo(out);
 }
 
 void EncodeSpanBlock(const SpanBatch& batch, const Capabilities& caps, std::string* out,
@@ -667,8 +855,10 @@ Status DecodeSpanBlocks(std::string_view data, SpanBatch* out) {
       auto it = by_name.find(name);
       if (it == by_name.end())
         return Status::Internal("native: unexpected column " + std::string(name));
+      SH_TRY(dec.BeginColumn(type.find("LowCardinality(") != std::string_view::npos));
       SH_TRY(dec.Column(it->second));
     }
+    SH_TRY(dec.BeginColumn(false));  // checks the last column
   }
   return Status::Ok();
 }

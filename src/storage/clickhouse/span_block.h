@@ -34,8 +34,21 @@ struct SpanRow {
 // sorted again by the engine.
 void SortByTableKey(std::vector<SpanRow>* rows);
 
-// Appends one Native block with `rows`, in that order, to `out` (spans
-// table layout). The batches must outlive the call.
+// One Native block in pieces (the block header, then per column its header
+// and its streams: array offsets, values), which concatenated in order are
+// the block. Kept apart so the encoder can fill every column in one pass
+// over the rows, and so they can be written out without joining them.
+// Reusing one keeps the pieces' capacity.
+struct EncodedBlock {
+  std::vector<std::string> pieces;
+  size_t size() const;  // bytes, all pieces
+  void AppendTo(std::string* out) const;
+};
+
+// One Native block with `rows`, in that order, in the spans table's layout:
+// replaces `out`'s content. The batches must outlive the call.
+void EncodeSpanRows(const std::vector<SpanRow>& rows, const Capabilities& caps, EncodedBlock* out);
+// The same, appended to `out`.
 void EncodeSpanRows(const std::vector<SpanRow>& rows, const Capabilities& caps, std::string* out);
 
 // Appends one Native block of the resources table (ResourceColumns) with

@@ -77,7 +77,7 @@ int RunPipeline(const PipelineOptions& o) {
   };
   Variant variants[] = {{"body kept, strings referenced", true},
                         {"strings copied to the arena", false}};
-  std::string block;
+  storage::EncodedBlock block;  // reused, as the writer does
   for (size_t i = 0; variants[0].spans < o.total_spans; ++i) {
     const loadgen::Payload& p = payloads[i % payloads.size()];
     for (Variant& v : variants) {
@@ -122,7 +122,6 @@ int RunPipeline(const PipelineOptions& o) {
           }
         }
         storage::SortByTableKey(&rows);
-        block.clear();
         storage::EncodeSpanRows(rows, caps, &block);
         v.native_bytes += block.size();
         v.pending.clear();  // batches freed, reservations released: part of this stage

@@ -63,6 +63,31 @@ TEST(SpanBlock, SeveralBlocksConcatenate) {
   EXPECT_TRUE(testdata::StoredPart(both).LogicallyEquals(out, &why)) << why;
 }
 
+// Key columns go as LowCardinality, with dictionaries whose indexes are one,
+// two or four bytes wide by the number of distinct values; servers without
+// LowCardinality get plain strings. Each way decodes to the same spans.
+TEST(SpanBlock, KeyColumnsRoundTripAsLowCardinalityOfEveryIndexWidth) {
+  for (int distinct : {3, 300, 70000}) {
+    SpanBatch in;
+    SpanBatch one = testdata::SampleBatch(1);
+    while (in.span_count() < static_cast<size_t>(distinct)) in.Append(one);
+    for (uint32_t i = 0; i < in.span_count(); ++i) {
+      in.spans.name[i] = in.AddString("op-" + std::to_string(i % distinct));
+    }
+    for (const Capabilities& caps : {Modern(), Capabilities::FromVersion("18.16.1")}) {
+      std::string block;
+      EncodeSpanBlock(in, caps, &block);
+      EXPECT_EQ(block.find("LowCardinality(String)") != std::string::npos, caps.low_cardinality);
+      SpanBatch out;
+      Status st = DecodeSpanBlocks(block, &out);
+      ASSERT_TRUE(st.ok()) << distinct << ": " << st.message();
+      ASSERT_EQ(out.span_count(), in.span_count());
+      std::string why;
+      EXPECT_TRUE(testdata::StoredPart(in).LogicallyEquals(out, &why)) << distinct << ": " << why;
+    }
+  }
+}
+
 TEST(SpanBlock, EmptyBatchIsAnEmptyBlock) {
   SpanBatch in;
   std::string block;
