@@ -47,6 +47,39 @@ class LcDict {
   }
 
  private:
+  // Keys are short (names, attribute keys) and a slot is confirmed by
+  // comparing the string, so the hash is a few loads and multiplies, not a
+  // general-purpose byte loop.
+  static uint32_t Hash(std::string_view s) {
+    const size_t n = s.size();
+    const char* p = s.data();
+    uint64_t a = 0;
+    uint64_t b = 0;
+    if (n >= 8) {
+      std::memcpy(&a, p, 8);
+      std::memcpy(&b, p + n - 8, 8);
+      if (n > 16) {
+        uint64_t m = 0;
+        std::memcpy(&m, p + n / 2 - 4, 8);
+        a ^= m * 0xc2b2ae3d27d4eb4full;
+      }
+    } else if (n >= 4) {
+      uint32_t x = 0;
+      uint32_t y = 0;
+      std::memcpy(&x, p, 4);
+      std::memcpy(&y, p + n - 4, 4);
+      a = x;
+      b = y;
+    } else if (n > 0) {
+      a = static_cast<uint8_t>(p[0]) | static_cast<uint64_t>(static_cast<uint8_t>(p[n / 2])) << 8 |
+          static_cast<uint64_t>(static_cast<uint8_t>(p[n - 1])) << 16;
+    }
+    uint64_t h = (a ^ 0x9e3779b97f4a7c15ull) * 0xff51afd7ed558ccdull;
+    h ^= (b + n) * 0xc4ceb9fe1a85ec53ull;
+    h ^= h >> 29;
+    return static_cast<uint32_t>(h ^ (h >> 32));
+  }
+
   struct Slot {
     uint32_t hash = 0;
     uint32_t key = kEmpty;
@@ -54,7 +87,7 @@ class LcDict {
   static constexpr uint32_t kEmpty = ~0u;
 
   uint32_t Find(std::string_view s) {
-    const auto h = static_cast<uint32_t>(std::hash<std::string_view>()(s));
+    const uint32_t h = Hash(s);
     const size_t mask = slots_.size() - 1;
     for (size_t i = h & mask;; i = (i + 1) & mask) {
       Slot& slot = slots_[i];
