@@ -84,10 +84,16 @@ void QueryApi::CountSpans(const net::HttpRequest& req, net::HttpResponse& resp) 
     owner = SpanReader::AttrOwner::kSpan;
     have_key = QueryParam(req.target, "attr", &key) && !key.empty();
   }
-  if (!have_key || !QueryParam(req.target, "value", &value)) {
+  if (!have_key) {
+    owner = SpanReader::AttrOwner::kUserField;
+    have_key = QueryParam(req.target, "user_field", &key) && !key.empty();
+  }
+  const bool have_value = QueryParam(req.target, "value", &value);
+  if (!have_key || (!have_value && owner != SpanReader::AttrOwner::kUserField)) {
     resp.status = 400;
-    resp.body =
-        RenderJaegerError(400, "want ?resource_attr=KEY&value=VALUE or ?attr=KEY&value=VALUE");
+    resp.body = RenderJaegerError(400,
+                                  "want ?resource_attr=KEY&value=VALUE, ?attr=KEY&value=VALUE or "
+                                  "?user_field=PATH[&value=VALUE]");
     return;
   }
   uint64_t n = 0;

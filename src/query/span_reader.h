@@ -18,7 +18,9 @@ class SpanReader {
   // Counts stored spans whose resource (or, for kSpan, the span itself) has
   // attribute `key` equal to `value`. For verification by loadgen, tests and
   // benchmarks: a span attribute is a full scan of the spans table.
-  enum class AttrOwner { kResource, kSpan };
+  // kUserField: a path in the user_fields JSON column (the span's and its
+  // resource's user-defined attributes); an empty value matches any value.
+  enum class AttrOwner { kResource, kSpan, kUserField };
   virtual Status CountSpansWithAttr(AttrOwner owner, const std::string& key,
                                     const std::string& value, uint64_t* count) = 0;
 };

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -300,6 +301,72 @@ void WriteCorpus(const Capabilities& caps, size_t traces) {
   }
   WriteAll(a, caps);
   WriteAll(b, caps);
+}
+
+// The user_fields JSON column: a query by a path returns exactly the spans
+// whose own or resource attributes carry that user-defined key (with that
+// value), and well-known semantic-convention keys are not in it.
+TEST(ChdbUserFields, QueryByPathReturnsExactlyTheSpansThatCarryIt) {
+  Reset();
+  Capabilities caps;
+  ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
+  loadgen::TraceGenerator gen(loadgen::CorpusOptions{11});
+  const auto now = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                             std::chrono::system_clock::now().time_since_epoch())
+                                             .count());
+  SpanBatch in;
+  for (size_t t = 0; t < 400; ++t) gen.AppendTrace(now - 600000000000ull + t * 1000000ull, &in);
+  WriteAll(in, caps);
+
+  // Expected, from the batch: the value of `key` on span i (its own
+  // attribute first, else its resource's), or nullopt.
+  const auto value_of = [&](uint32_t i, std::string_view key) -> std::optional<std::string> {
+    for (uint32_t a = in.spans.attrs[i].begin; a < in.spans.attrs[i].end; ++a) {
+      if (in.Str(in.span_attrs.key[a]) == key) return std::string(in.Str(in.span_attrs.value[a]));
+    }
+    const Range r = in.resources.attrs[in.spans.resource[i]];
+    for (uint32_t a = r.begin; a < r.end; ++a) {
+      if (in.Str(in.resource_attrs.key[a]) == key) {
+        return std::string(in.Str(in.resource_attrs.value[a]));
+      }
+    }
+    return std::nullopt;
+  };
+  const auto expect = [&](std::string_view key, const std::string& value) {
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < in.span_count(); ++i) {
+      const auto v = value_of(i, key);
+      if (v && (value.empty() || *v == value)) ++n;
+    }
+    return n;
+  };
+  ChdbSpanReader reader(*Engine::conn, caps);
+  const auto count = [&](const std::string& key, const std::string& value) {
+    uint64_t n = 0;
+    Status st = reader.CountSpansWithAttr(ChdbSpanReader::AttrOwner::kUserField, key, value, &n);
+    EXPECT_TRUE(st.ok()) << st.message();
+    return n;
+  };
+  // A string, an int (compared as its text) and presence alone.
+  const uint64_t android = expect("app.channel", "android");
+  EXPECT_GT(android, 0u);
+  EXPECT_LT(android, in.span_count());
+  EXPECT_EQ(count("app.channel", "android"), android);
+  std::string store;
+  for (uint32_t i = 0; i < in.span_count() && store.empty(); ++i) {
+    store = value_of(i, "app.store_id").value_or("");
+  }
+  ASSERT_FALSE(store.empty());
+  EXPECT_EQ(count("app.store_id", store), expect("app.store_id", store));
+  const uint64_t orders = expect("app.order_id", "");
+  EXPECT_GT(orders, 0u);
+  EXPECT_EQ(count("app.order_id", ""), orders);
+  // Well-known keys stay out of user_fields.
+  EXPECT_GT(expect("http.request.method", ""), 0u);
+  EXPECT_EQ(count("http.request.method", ""), 0u);
+  EXPECT_EQ(count("no.such.field", ""), 0u);
+  // The path is a bound parameter, not SQL.
+  EXPECT_EQ(count("x') OR 1=1 --", ""), 0u);
 }
 
 TEST(ChdbViews, RedPerMinuteEqualsTheSpansTable) {

@@ -49,8 +49,18 @@ Status ChdbSpanReader::GetTrace(const TraceId& id, SpanBatch* out) {
 
 Status ChdbSpanReader::CountSpansWithAttr(AttrOwner owner, const std::string& key,
                                           const std::string& value, uint64_t* count) {
+  // A user field by its path: the JSON type reads just that path's
+  // subcolumn; on engines without it, the JSON text is parsed per row.
+  const std::string user_field = caps_.json_type ? "toString(getSubcolumn(user_fields, {k:String}))"
+                                                 : "JSONExtractString(user_fields, {k:String})";
+  const std::string user_field_present = caps_.json_type
+                                             ? "isNotNull(getSubcolumn(user_fields, {k:String}))"
+                                             : "JSONHas(user_fields, {k:String})";
   const std::string sql =
-      owner == AttrOwner::kResource
+      owner == AttrOwner::kUserField
+          ? fmt::format("SELECT count() FROM {}.spans WHERE {}", kDatabase,
+                        value.empty() ? user_field_present : user_field + " = {v:String}")
+      : owner == AttrOwner::kResource
           // Matching resources first (a small table), then the spans that carry them.
           ? fmt::format(
                 "SELECT count() FROM {0}.spans WHERE resource_id IN (SELECT resource_id "

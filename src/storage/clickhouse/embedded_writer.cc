@@ -25,7 +25,12 @@ uint32_t DayOf(uint64_t start_ns) {
 
 EmbeddedWriter::EmbeddedWriter(ChdbConnection* conn, Capabilities caps, pipeline::SpanQueue& queue,
                                WriterOptions options, const SinkFaults* faults)
-    : conn_(conn), caps_(caps), queue_(queue), opts_(std::move(options)), faults_(faults) {}
+    : conn_(conn),
+      caps_(caps),
+      queue_(queue),
+      opts_(std::move(options)),
+      faults_(faults),
+      user_fields_(opts_.well_known) {}
 
 EmbeddedWriter::~EmbeddedWriter() {
   Join();
@@ -172,7 +177,7 @@ void EmbeddedWriter::Encode(const Pending& p) {
     }
   }
   SortByTableKey(&rows_);
-  EncodeSpanRows(rows_, caps_, &block_);
+  EncodeSpanRows(rows_, caps_, &block_, user_fields_);
 }
 
 Status EmbeddedWriter::InsertOnce(const Flight& p) {
@@ -201,9 +206,14 @@ Status EmbeddedWriter::InsertFile(std::string_view table, std::span<const std::s
   if (!ok) return Status::Internal("short write to " + path);
   // Columns are matched by name (the file carries them), so the block and
   // the table cannot silently disagree on order.
-  Status st = conn_->Query(InsertFromFileSql(fmt::format("{}.{}", kDatabase, table),
-                                             RowFormat::kNative, caps_, FileStructure::kTable),
-                           "", nullptr, {{"path", path}});
+  std::string sql = InsertFromFileSql(fmt::format("{}.{}", kDatabase, table), RowFormat::kNative,
+                                      caps_, FileStructure::kTable);
+  if (table == "spans" && caps_.json_type) {
+    // A user field both on the span and its resource: the first (the
+    // span's) is kept, rather than the whole insert failing.
+    sql.insert(sql.find(" SELECT "), " SETTINGS type_json_skip_duplicated_paths = 1");
+  }
+  Status st = conn_->Query(sql, "", nullptr, {{"path", path}});
   if (st.ok()) std::remove(path.c_str());
   return st;
 }

@@ -54,6 +54,8 @@ struct WriterOptions {
   // At shutdown, how many times a failing insert is retried before the
   // pending spans are given up (and logged and counted as lost).
   int shutdown_retries = 5;
+  // Attribute keys outside these namespaces are copied to user_fields.
+  std::vector<std::string> well_known = UserFields::DefaultWellKnown();
 };
 
 // Fault injection for tests (`debug.fault_injection` in the config): set at
@@ -129,8 +131,9 @@ class EmbeddedWriter {
   bool encoding_done_ = false;           // guarded by mu_
   EncodedBlock spare_block_;             // guarded by mu_: an inserted block's buffers, for reuse
   std::map<uint32_t, Pending> pending_;  // by partition (days since epoch); writer thread only
-  EncodedBlock block_;                   // the spans block being encoded; writer thread only
-  std::vector<SpanRow> rows_;            // its rows, sorted; writer thread only
+  UserFields user_fields_;
+  EncodedBlock block_;         // the spans block being encoded; writer thread only
+  std::vector<SpanRow> rows_;  // its rows, sorted; writer thread only
   // Resources this writer has stored (writer thread only). Bounded: when it
   // grows past kMaxKnownResources it is cleared, which at worst stores some
   // resources again (merges keep one row per id).

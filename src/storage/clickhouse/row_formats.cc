@@ -19,7 +19,8 @@ namespace {
 template <typename Sink>
 class CellWalker {
  public:
-  CellWalker(const SpanBatch& b, Sink& out) : b_(b), out_(out), resource_ids_(ResourceIds(b)) {}
+  CellWalker(const SpanBatch& b, Sink& out)
+      : b_(b), out_(out), resource_ids_(ResourceIds(b)), user_fields_(UserFields::Default()) {}
 
   void Rows() {
     const auto& cols = SpanColumns();
@@ -202,6 +203,9 @@ class CellWalker {
       case Col::kDroppedLinks:
         out_.UInt(s.dropped_links_count[i]);
         break;
+      case Col::kUserFields:
+        out_.Str(user_fields_.Of(b_, static_cast<uint32_t>(i)));
+        break;
       case Col::kCount:
         break;
     }
@@ -210,6 +214,7 @@ class CellWalker {
   const SpanBatch& b_;
   Sink& out_;
   std::vector<uint64_t> resource_ids_;
+  UserFieldsJson user_fields_;
 };
 
 // How a byte is written inside a text value: as itself, as a named escape
@@ -408,8 +413,13 @@ std::string InsertFromFileSql(std::string_view table, RowFormat f, const Capabil
                               FileStructure s) {
   std::string structure;
   if (s == FileStructure::kWire) structure = fmt::format(", '{}'", RowStructure(caps));
-  return fmt::format("INSERT INTO {} SELECT * FROM file({{path:String}}, '{}'{})", table,
-                     FormatName(f), structure);
+  // user_fields goes as JSON text; RowBinary read with the table's types
+  // would expect the JSON type's binary form.
+  const char* settings = f == RowFormat::kRowBinary && caps.json_type
+                             ? " SETTINGS input_format_binary_read_json_as_string = 1"
+                             : "";
+  return fmt::format("INSERT INTO {} SELECT * FROM file({{path:String}}, '{}'{}){}", table,
+                     FormatName(f), structure, settings);
 }
 
 }  // namespace spanhouse::storage

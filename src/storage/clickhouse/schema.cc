@@ -25,6 +25,7 @@ Capabilities Capabilities::FromVersion(std::string_view version) {
   c.if_not_exists_column = at_least(19, 1);
   c.compact_parts = at_least(20, 3);
   c.ttl = at_least(19, 6);
+  c.json_type = at_least(25, 3);
   return c;
 }
 
@@ -86,6 +87,7 @@ const std::vector<MasterColumn>& Master() {
       {{Col::kLinkDroppedAttrs, "link_dropped_attributes_counts", L::kUInt32Array}, true},
       {{Col::kDroppedLinks, "dropped_links_count", L::kUInt32}, true},
       {{Col::kResourceId, "resource_id", L::kUInt64}, true},
+      {{Col::kUserFields, "user_fields", L::kJson}, true},
   };
   return cols;
 }
@@ -177,6 +179,8 @@ std::string Scalar(Logical l, const Capabilities& caps, bool table) {
     case Logical::kTimeNs:
     case Logical::kTimeNsArray:
       return caps.datetime64 ? "DateTime64(9)" : "UInt64";
+    case Logical::kJson:  // sent and read as text; the engine parses it into the JSON type
+      return table && caps.json_type ? "JSON" : "String";
   }
   return "String";
 }

@@ -31,6 +31,7 @@ struct Capabilities {
   bool if_not_exists_column = false;  // ALTER TABLE ADD COLUMN IF NOT EXISTS
   bool compact_parts = false;         // MergeTree compact parts (min_bytes_for_wide_part)
   bool ttl = false;                   // table TTL expressions
+  bool json_type = false;             // the JSON column type (production-ready in 25.3)
 
   static Capabilities FromVersion(std::string_view version);  // e.g. "26.5.1.1"
 };
@@ -56,6 +57,7 @@ enum class Logical : uint8_t {
   kKeyArray2,  // Array(Array(key))
   kUInt8Array2,
   kStringArray2,
+  kJson,  // JSON text: the JSON type where the engine has it, else String
 };
 
 // Span columns, in table and block order. Never reorder or rename: new
@@ -107,6 +109,7 @@ enum class Col : uint8_t {
   kLinkDroppedAttrs,
   kDroppedLinks,
   kResourceId,  // stored in spans; the kResource* columns above are read from `resources`
+  kUserFields,  // JSON object of the span's and its resource's user-defined attributes
   kCount
 };
 
@@ -130,7 +133,7 @@ std::string TableType(Logical l, const Capabilities& caps);
 inline constexpr std::string_view kDatabase = "spanhouse";
 // 1: resource attributes in every span row. 2: resources stored once, by id.
 // 3: per-minute RED views, the operations catalog, dependency edges.
-inline constexpr uint32_t kSchemaVersion = 3;
+inline constexpr uint32_t kSchemaVersion = 4;
 
 // Choices the schema takes from the configuration.
 struct SchemaOptions {

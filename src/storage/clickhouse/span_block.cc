@@ -5,6 +5,8 @@
 #include <memory>
 #include <unordered_map>
 
+#include "codec/value_text.h"
+
 namespace spanhouse::storage {
 
 namespace {
@@ -12,39 +14,32 @@ namespace {
 using native::Reader;
 using native::Writer;
 
-// The dictionary of one LowCardinality(String) column of a block: each
-// distinct string once, each value an index into it. The engine stores such
-// a column this way; sent as plain strings, it would hash every value itself
-// to build the dictionary.
-class LcDict {
+// Distinct strings of a block, each with a dense index (0, 1, 2, ... in
+// order of first sight). The strings are not copied: they must outlive it.
+class KeyIndex {
  public:
-  LcDict() : slots_(64) { Find(std::string_view()); }  // key 0: the default value
+  KeyIndex() : slots_(64) {}
 
-  void Add(std::string_view s) { index_.push_back(Find(s)); }
-  size_t values() const { return index_.size(); }
-
-  // The column's data after its array offsets, in the engine's layout
-  // (keys as "additional keys" of the block, no shared dictionary): flags
-  // (index width | has additional keys | dictionary update), the keys, then
-  // the rows' indexes. Nothing when the column has no values.
-  void Write(native::Writer& w) const {
-    if (index_.empty()) return;
-    const size_t n = keys_.size();
-    const uint64_t width = n <= 0x100 ? 0 : n <= 0x10000 ? 1 : 2;  // UInt8, UInt16, UInt32
-    w.Fixed<uint64_t>(width | (1u << 9) | (1u << 10));
-    w.Fixed<uint64_t>(n);
-    for (std::string_view k : keys_) w.String(k);
-    w.Fixed<uint64_t>(index_.size());
-    for (uint32_t i : index_) {
-      if (width == 0) {
-        w.Fixed<uint8_t>(static_cast<uint8_t>(i));
-      } else if (width == 1) {
-        w.Fixed<uint16_t>(static_cast<uint16_t>(i));
-      } else {
-        w.Fixed<uint32_t>(i);
+  // The index of `s`, new ones appended; `added` says whether it was new.
+  uint32_t Find(std::string_view s, bool* added = nullptr) {
+    const uint32_t h = Hash(s);
+    const size_t mask = slots_.size() - 1;
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
+      Slot& slot = slots_[i];
+      if (slot.key == kEmpty) {
+        slot = {h, static_cast<uint32_t>(keys_.size())};
+        keys_.push_back(s);
+        if (keys_.size() * 2 > slots_.size()) Grow();
+        if (added != nullptr) *added = true;
+        return static_cast<uint32_t>(keys_.size() - 1);
+      }
+      if (slot.hash == h && keys_[slot.key] == s) {
+        if (added != nullptr) *added = false;
+        return slot.key;
       }
     }
   }
+  const std::vector<std::string_view>& keys() const { return keys_; }
 
  private:
   // Keys are short (names, attribute keys) and a slot is confirmed by
@@ -79,27 +74,6 @@ class LcDict {
     h ^= h >> 29;
     return static_cast<uint32_t>(h ^ (h >> 32));
   }
-
-  struct Slot {
-    uint32_t hash = 0;
-    uint32_t key = kEmpty;
-  };
-  static constexpr uint32_t kEmpty = ~0u;
-
-  uint32_t Find(std::string_view s) {
-    const uint32_t h = Hash(s);
-    const size_t mask = slots_.size() - 1;
-    for (size_t i = h & mask;; i = (i + 1) & mask) {
-      Slot& slot = slots_[i];
-      if (slot.key == kEmpty) {
-        slot = {h, static_cast<uint32_t>(keys_.size())};
-        keys_.push_back(s);
-        if (keys_.size() * 2 > slots_.size()) Grow();
-        return static_cast<uint32_t>(keys_.size() - 1);
-      }
-      if (slot.hash == h && keys_[slot.key] == s) return slot.key;
-    }
-  }
   void Grow() {
     std::vector<Slot> old(slots_.size() * 2);
     old.swap(slots_);
@@ -112,10 +86,139 @@ class LcDict {
     }
   }
 
+  struct Slot {
+    uint32_t hash = 0;
+    uint32_t key = kEmpty;
+  };
+  static constexpr uint32_t kEmpty = ~0u;
+
   std::vector<std::string_view> keys_;
-  std::vector<uint32_t> index_;
   std::vector<Slot> slots_;
 };
+
+// The dictionary of one LowCardinality(String) column of a block: each
+// distinct string once, each value an index into it. The engine stores such
+// a column this way; sent as plain strings, it would hash every value itself
+// to build the dictionary.
+class LcDict {
+ public:
+  LcDict() { keys_.Find(std::string_view()); }  // key 0: the default value
+
+  void Add(std::string_view s) { index_.push_back(keys_.Find(s)); }
+
+  // The column's data after its array offsets, in the engine's layout
+  // (keys as "additional keys" of the block, no shared dictionary): flags
+  // (index width | has additional keys | dictionary update), the keys, then
+  // the rows' indexes. Nothing when the column has no values.
+  void Write(native::Writer& w) const {
+    if (index_.empty()) return;
+    const size_t n = keys_.keys().size();
+    const uint64_t width = n <= 0x100 ? 0 : n <= 0x10000 ? 1 : 2;  // UInt8, UInt16, UInt32
+    w.Fixed<uint64_t>(width | (1u << 9) | (1u << 10));
+    w.Fixed<uint64_t>(n);
+    for (std::string_view k : keys_.keys()) w.String(k);
+    w.Fixed<uint64_t>(index_.size());
+    for (uint32_t i : index_) {
+      if (width == 0) {
+        w.Fixed<uint8_t>(static_cast<uint8_t>(i));
+      } else if (width == 1) {
+        w.Fixed<uint16_t>(static_cast<uint16_t>(i));
+      } else {
+        w.Fixed<uint32_t>(i);
+      }
+    }
+  }
+
+ private:
+  KeyIndex keys_;
+  std::vector<uint32_t> index_;
+};
+
+}  // namespace
+
+// The user_fields column: per row a JSON object of the span's user-defined
+// attributes, then its resource's (a key in both: the span's wins, the
+// engine skipping the repeated path). Which keys are user fields is decided
+// once per distinct key of the block; a resource's part once per batch.
+struct UserFieldsJson::Impl {
+  explicit Impl(const UserFields& filter) : filter_(filter) {}
+
+  std::string_view Of(const SpanBatch& b, uint32_t i) {
+    json_.assign(1, '{');
+    bool first = true;
+    Append(b, b.span_attrs, b.spans.attrs[i], &json_, &first);
+    const std::string& res = ResourcePart(b, b.spans.resource[i]);
+    if (!res.empty()) {
+      if (!first) json_ += ',';
+      json_ += res;
+    }
+    json_ += '}';
+    return json_;
+  }
+
+  bool IsUserField(std::string_view key) {
+    bool added = false;
+    const uint32_t k = keys_.Find(key, &added);
+    if (added) user_.push_back(!key.empty() && filter_.IsUserField(key) ? 1 : 0);
+    return user_[k] != 0;
+  }
+  // `"key":value` pairs, comma-separated, of the user fields in `r`.
+  void Append(const SpanBatch& b, const AttrColumns& cols, Range r, std::string* out, bool* first) {
+    for (uint32_t a = r.begin; a < r.end; ++a) {
+      const std::string_view key = b.Str(cols.key[a]);
+      if (!IsUserField(key)) continue;
+      if (!*first) *out += ',';
+      *first = false;
+      codec::AppendJsonString(*out, key);
+      *out += ':';
+      const std::string_view v = b.Str(cols.value[a]);
+      switch (cols.type[a]) {
+        case ValueType::kBool:
+        case ValueType::kInt:
+          out->append(v);  // true / false, decimal: JSON as they are
+          break;
+        case ValueType::kDouble:
+          if (!v.empty() && (v.back() >= '0' && v.back() <= '9')) {
+            out->append(v);
+          } else {
+            codec::AppendJsonString(*out, v);  // NaN, Infinity: not JSON numbers
+          }
+          break;
+        case ValueType::kBytes: {
+          std::string b64;
+          codec::AppendBase64(b64, v);
+          codec::AppendJsonString(*out, b64);
+          break;
+        }
+        case ValueType::kEmpty:
+          *out += "null";
+          break;
+        default:  // strings; arrays and kvlists as their JSON text, one value
+          codec::AppendJsonString(*out, v);
+          break;
+      }
+    }
+  }
+  const std::string& ResourcePart(const SpanBatch& b, uint32_t r) {
+    std::vector<std::string>& parts = resources_[&b];
+    if (parts.empty()) {
+      parts.resize(b.resources.attrs.size());
+      for (uint32_t k = 0; k < parts.size(); ++k) {
+        bool first = true;
+        Append(b, b.resource_attrs, b.resources.attrs[k], &parts[k], &first);
+      }
+    }
+    return parts[r];
+  }
+
+  const UserFields& filter_;
+  KeyIndex keys_;
+  std::vector<uint8_t> user_;  // by key index: 1 = user field
+  std::unordered_map<const SpanBatch*, std::vector<std::string>> resources_;
+  std::string json_;
+};
+
+namespace {
 
 // Writes the spans table's columns for a list of rows, each a span of some
 // batch: one block may gather spans from many batches, in any order (the
@@ -128,7 +231,8 @@ class LcDict {
 // columnar encoder would, fetched every span's data from memory ~40 times.
 class Encoder {
  public:
-  Encoder(const Capabilities& caps, EncodedBlock* out, size_t rows) : out_(out) {
+  Encoder(const Capabilities& caps, EncodedBlock* out, size_t rows, const UserFields& user_fields)
+      : out_(out), user_fields_(user_fields) {
     const auto& cols = SpanColumns();
     // Pieces: the block header, then per column its header and streams.
     size_t n = 1;
@@ -144,7 +248,8 @@ class Encoder {
     for (const auto& c : cols) {
       // Key columns go as the table stores them: LowCardinality where the
       // engine has it.
-      const std::string type = TableType(c.logical, caps);
+      const std::string type =
+          c.logical == Logical::kJson ? WireType(c.logical, caps) : TableType(c.logical, caps);
       const bool lc = type.find("LowCardinality(") != std::string::npos;
       {
         native::Writer h(&out_->pieces[at]);
@@ -169,7 +274,13 @@ class Encoder {
   }
 
   void Row(const SpanRow& r) {
-    for (ColumnOut& c : cols_) Column(c, *r.batch, r.index, r.resource_id);
+    for (ColumnOut& c : cols_) {
+      if (c.id == Col::kUserFields) {
+        c.w[0]->String(user_fields_.Of(*r.batch, r.index));
+      } else {
+        Column(c, *r.batch, r.index, r.resource_id);
+      }
+    }
   }
 
   // After the last row: the LowCardinality columns' dictionaries and indexes.
@@ -406,12 +517,14 @@ class Encoder {
       case Col::kResourceId:
         w.Fixed<uint64_t>(resource_id);
         break;
+      case Col::kUserFields:  // Row()
       case Col::kCount:
         break;
     }
   }
 
   EncodedBlock* out_;
+  UserFieldsJson user_fields_;
   std::vector<ColumnOut> cols_;
   std::vector<std::unique_ptr<LcDict>> dicts_;
   // Declared last: destroyed first, trimming each piece to what was written.
@@ -744,6 +857,11 @@ class Decoder {
           uint64_t id;
           return r_.Fixed(&id);
         });
+      case Col::kUserFields:  // a copy of attributes the span already has
+        return each([&](uint32_t) {
+          std::string_view json;
+          return r_.String(&json);
+        });
       case Col::kCount:
         break;
     }
@@ -763,6 +881,49 @@ class Decoder {
 };
 
 }  // namespace
+
+UserFields::UserFields(const std::vector<std::string>& well_known)
+    : well_known_(well_known.begin(), well_known.end()) {}
+
+const std::vector<std::string>& UserFields::DefaultWellKnown() {
+  // The namespaces of the OpenTelemetry semantic conventions (attribute
+  // registry), and the SDK's own.
+  static const std::vector<std::string> names = {
+      "android",       "artifact",     "aws",       "az",           "azure",
+      "browser",       "cassandra",    "cicd",      "client",       "cloud",
+      "cloudevents",   "code",         "container", "cpu",          "db",
+      "deployment",    "destination",  "device",    "disk",         "dns",
+      "elasticsearch", "enduser",      "error",     "event",        "exception",
+      "faas",          "feature_flag", "file",      "gcp",          "gen_ai",
+      "geo",           "graphql",      "heroku",    "host",         "http",
+      "ios",           "jvm",          "k8s",       "linux",        "log",
+      "message",       "messaging",    "net",       "network",      "oci",
+      "opentracing",   "os",           "otel",      "peer",         "process",
+      "profile",       "rpc",          "server",    "service",      "session",
+      "signalr",       "source",       "system",    "telemetry",    "test",
+      "thread",        "tls",          "url",       "user",         "user_agent",
+      "v8js",          "vcs",          "webengine", "opentelemetry"};
+  return names;
+}
+
+const UserFields& UserFields::Default() {
+  static const UserFields def(DefaultWellKnown());
+  return def;
+}
+
+bool UserFields::IsUserField(std::string_view key) const {
+  // Every prefix that ends before a dot, then the whole key.
+  for (size_t dot = key.find('.'); dot != std::string_view::npos; dot = key.find('.', dot + 1)) {
+    if (well_known_.count(std::string(key.substr(0, dot))) != 0) return false;
+  }
+  return well_known_.count(std::string(key)) == 0;
+}
+
+UserFieldsJson::UserFieldsJson(const UserFields& filter) : impl_(std::make_unique<Impl>(filter)) {}
+UserFieldsJson::~UserFieldsJson() = default;
+std::string_view UserFieldsJson::Of(const SpanBatch& b, uint32_t i) {
+  return impl_->Of(b, i);
+}
 
 std::vector<uint64_t> ResourceIds(const SpanBatch& batch) {
   std::vector<uint64_t> ids(batch.resources.attrs.size());
@@ -792,20 +953,22 @@ void EncodedBlock::AppendTo(std::string* out) const {
   for (const auto& p : pieces) out->append(p);
 }
 
-void EncodeSpanRows(const std::vector<SpanRow>& rows, const Capabilities& caps, EncodedBlock* out) {
-  Encoder enc(caps, out, rows.size());
+void EncodeSpanRows(const std::vector<SpanRow>& rows, const Capabilities& caps, EncodedBlock* out,
+                    const UserFields& user_fields) {
+  Encoder enc(caps, out, rows.size(), user_fields);
   for (const SpanRow& r : rows) enc.Row(r);
   enc.Finish();
 }
 
-void EncodeSpanRows(const std::vector<SpanRow>& rows, const Capabilities& caps, std::string* out) {
+void EncodeSpanRows(const std::vector<SpanRow>& rows, const Capabilities& caps, std::string* out,
+                    const UserFields& user_fields) {
   EncodedBlock block;
-  EncodeSpanRows(rows, caps, &block);
+  EncodeSpanRows(rows, caps, &block, user_fields);
   block.AppendTo(out);
 }
 
 void EncodeSpanBlock(const SpanBatch& batch, const Capabilities& caps, std::string* out,
-                     const std::vector<uint64_t>* resource_ids) {
+                     const std::vector<uint64_t>* resource_ids, const UserFields& user_fields) {
   std::vector<uint64_t> computed;
   if (resource_ids == nullptr) {
     computed = ResourceIds(batch);
@@ -815,7 +978,7 @@ void EncodeSpanBlock(const SpanBatch& batch, const Capabilities& caps, std::stri
   for (uint32_t i = 0; i < rows.size(); ++i) {
     rows[i] = {&batch, i, (*resource_ids)[batch.spans.resource[i]]};
   }
-  EncodeSpanRows(rows, caps, out);
+  EncodeSpanRows(rows, caps, out, user_fields);
 }
 
 void EncodeResourceBlock(const SpanBatch& batch, const std::vector<uint32_t>& which,

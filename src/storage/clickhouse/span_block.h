@@ -1,8 +1,10 @@
 // SpanBatch <-> Native block of the spans table (columns as in schema.h).
 #pragma once
 
+#include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "common/status.h"
@@ -12,6 +14,43 @@
 
 namespace spanhouse::storage {
 
+// Which attribute keys are user-defined fields, copied into the spans
+// table's `user_fields` JSON column: those outside the well-known
+// semantic-convention namespaces. A key is well-known when it equals a listed
+// namespace or starts with one followed by a dot ("http" covers
+// "http.request.method"; "app.internal" covers "app.internal.x").
+class UserFields {
+ public:
+  explicit UserFields(const std::vector<std::string>& well_known);
+  // The OpenTelemetry semantic-convention namespaces (http, db, rpc, k8s, ...).
+  static const std::vector<std::string>& DefaultWellKnown();
+  static const UserFields& Default();
+
+  bool IsUserField(std::string_view key) const;
+
+ private:
+  std::unordered_set<std::string> well_known_;
+};
+
+// The user_fields value of spans: a JSON object of the span's user-defined
+// attributes, then its resource's (a key in both: the span's comes first,
+// and the engine keeps the first). Which keys are user fields is decided once
+// per distinct key it has seen. The batches' strings must outlive it.
+class UserFieldsJson {
+ public:
+  explicit UserFieldsJson(const UserFields& filter);
+  ~UserFieldsJson();
+  UserFieldsJson(const UserFieldsJson&) = delete;
+  UserFieldsJson& operator=(const UserFieldsJson&) = delete;
+
+  // Span `i` of `b`; valid until the next call.
+  std::string_view Of(const SpanBatch& b, uint32_t i);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 // ResourceFingerprint of every resource of `batch`, by resource index.
 std::vector<uint64_t> ResourceIds(const SpanBatch& batch);
 
@@ -19,7 +58,8 @@ std::vector<uint64_t> ResourceIds(const SpanBatch& batch);
 // `out`, in the spans table's layout (SpanColumns). `resource_ids` are the
 // batch's ResourceIds, computed here when null.
 void EncodeSpanBlock(const SpanBatch& batch, const Capabilities& caps, std::string* out,
-                     const std::vector<uint64_t>* resource_ids = nullptr);
+                     const std::vector<uint64_t>* resource_ids = nullptr,
+                     const UserFields& user_fields = UserFields::Default());
 
 // One row of a spans block: span `index` of `batch`, whose resource has
 // the fingerprint `resource_id`.
@@ -47,9 +87,11 @@ struct EncodedBlock {
 
 // One Native block with `rows`, in that order, in the spans table's layout:
 // replaces `out`'s content. The batches must outlive the call.
-void EncodeSpanRows(const std::vector<SpanRow>& rows, const Capabilities& caps, EncodedBlock* out);
+void EncodeSpanRows(const std::vector<SpanRow>& rows, const Capabilities& caps, EncodedBlock* out,
+                    const UserFields& user_fields = UserFields::Default());
 // The same, appended to `out`.
-void EncodeSpanRows(const std::vector<SpanRow>& rows, const Capabilities& caps, std::string* out);
+void EncodeSpanRows(const std::vector<SpanRow>& rows, const Capabilities& caps, std::string* out,
+                    const UserFields& user_fields = UserFields::Default());
 
 // Appends one Native block of the resources table (ResourceColumns) with
 // one row per resource index in `which`.

@@ -309,9 +309,18 @@ TEST(QueryApi, SpanCountDecodesItsParameters) {
   ASSERT_EQ(f.reader.counted.size(), 3u);
   EXPECT_EQ(f.reader.counted[2].first, "http.route");
   EXPECT_EQ(f.reader.counted[2].second, "/cart");
-  EXPECT_EQ(f.reader.owners, (std::vector<SpanReader::AttrOwner>{SpanReader::AttrOwner::kResource,
-                                                                 SpanReader::AttrOwner::kResource,
-                                                                 SpanReader::AttrOwner::kSpan}));
+  // A user-field path, with a value or (presence) without one.
+  resp = f.Do(Get("/api/spans/count?user_field=app.channel&value=android"));
+  EXPECT_EQ(resp.status, 200) << resp.body;
+  resp = f.Do(Get("/api/spans/count?user_field=app.order_id"));
+  EXPECT_EQ(resp.status, 200) << resp.body;
+  ASSERT_EQ(f.reader.counted.size(), 5u);
+  EXPECT_EQ(f.reader.counted[3], (std::pair<std::string, std::string>{"app.channel", "android"}));
+  EXPECT_EQ(f.reader.counted[4], (std::pair<std::string, std::string>{"app.order_id", ""}));
+  EXPECT_EQ(f.reader.owners, (std::vector<SpanReader::AttrOwner>{
+                                 SpanReader::AttrOwner::kResource, SpanReader::AttrOwner::kResource,
+                                 SpanReader::AttrOwner::kSpan, SpanReader::AttrOwner::kUserField,
+                                 SpanReader::AttrOwner::kUserField}));
 }
 
 TEST(QueryApi, SpanCountWithoutParametersIs400) {

@@ -88,6 +88,48 @@ TEST(SpanBlock, KeyColumnsRoundTripAsLowCardinalityOfEveryIndexWidth) {
   }
 }
 
+TEST(UserFields, KeysOutsideTheWellKnownNamespacesAreUserFields) {
+  const UserFields& d = UserFields::Default();
+  EXPECT_FALSE(d.IsUserField("http.request.method"));
+  EXPECT_FALSE(d.IsUserField("http"));
+  EXPECT_FALSE(d.IsUserField("k8s.pod.name"));
+  EXPECT_TRUE(d.IsUserField("httpx.method"));
+  EXPECT_TRUE(d.IsUserField("app.channel"));
+  EXPECT_TRUE(d.IsUserField("order_id"));
+  UserFields custom({"app.internal", "db"});
+  EXPECT_FALSE(custom.IsUserField("app.internal.flag"));
+  EXPECT_TRUE(custom.IsUserField("app.channel"));
+  EXPECT_TRUE(custom.IsUserField("http.request.method"));
+  EXPECT_FALSE(custom.IsUserField("db.system"));
+}
+
+// Each span's user fields as one JSON object: its own first, then its
+// resource's; each value typed as JSON can say it (arrays and maps as their
+// JSON text, bytes as base64, non-finite doubles as strings).
+TEST(UserFields, JsonOfASpanAndItsResource) {
+  SpanBatch b = testdata::SampleBatch(2);
+  UserFieldsJson uf(UserFields::Default());
+  const std::string span_part =
+      R"("ratio":0.25,"cached":false,"blob":"AP8B","list":"[1,2,3]","map":"{\"k\":\"v\"}",)"
+      R"("nothing":null)";
+  for (uint32_t i = 0; i < b.span_count(); ++i) {
+    const std::string_view res_service = b.Str(b.resources.service_name[b.spans.resource[i]]);
+    const std::string want = res_service == "db" ? "{" + span_part + R"(,"tags":"[\"a\",1,true]"})"
+                                                 : "{" + span_part + "}";
+    EXPECT_EQ(uf.Of(b, i), want) << i;
+  }
+  // Nothing user-defined: an empty object. (The filter must outlive the writer.)
+  std::vector<std::string> known = UserFields::DefaultWellKnown();
+  known.insert(known.end(), {"ratio", "cached", "blob", "list", "map", "nothing", "tags"});
+  const UserFields all_known(known);
+  UserFieldsJson none(all_known);
+  EXPECT_EQ(none.Of(b, 0), std::string_view("{}"));
+  SpanBatch inf = testdata::SampleBatch(1);
+  inf.span_attrs.value[inf.spans.attrs[0].begin + 2] = inf.AddString("-Infinity");
+  UserFieldsJson uf2(UserFields::Default());
+  EXPECT_NE(std::string(uf2.Of(inf, 0)).find(R"("ratio":"-Infinity")"), std::string::npos);
+}
+
 TEST(SpanBlock, EmptyBatchIsAnEmptyBlock) {
   SpanBatch in;
   std::string block;
