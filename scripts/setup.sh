@@ -3,7 +3,8 @@
 # it. Idempotent: a second run installs nothing and rebuilds only what changed.
 #   scripts/setup.sh            build deps, libchdb, release build in ./build
 #   scripts/setup.sh --tests    also the test tools (Python venv with the real
-#                               OpenTelemetry SDK)
+#                               OpenTelemetry SDK; gofakes3, a real S3-compatible
+#                               server, from the Go module proxy)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -51,5 +52,18 @@ if ((want_tests)); then
   if ! cmp -s tests/e2e/requirements.txt .venv/.requirements 2>/dev/null; then
     .venv/bin/pip install -q --disable-pip-version-check -r tests/e2e/requirements.txt
     cp tests/e2e/requirements.txt .venv/.requirements
+  fi
+  # The S3 cold volume's test (tests/e2e/test_tiering.py) runs against gofakes3,
+  # pinned; installed into $(go env GOPATH)/bin unless that version is there.
+  GOFAKES3_VERSION=v1.2.0
+  if command -v go >/dev/null; then
+    gofakes3="$(go env GOPATH | cut -d: -f1)/bin/gofakes3"
+    if ! go version -m "$gofakes3" 2>/dev/null |
+        grep -qE "^\s*mod\s+github.com/johannesboyne/gofakes3\s+$GOFAKES3_VERSION\s"; then
+      echo "setup: installing gofakes3 $GOFAKES3_VERSION"
+      go install "github.com/johannesboyne/gofakes3/cmd/gofakes3@$GOFAKES3_VERSION"
+    fi
+  else
+    echo "setup: no Go toolchain; the S3 cold-volume test will be skipped"
   fi
 fi

@@ -79,7 +79,14 @@ int main(int argc, char** argv) {
 
   if (*schema) {
     auto caps = spanhouse::storage::Capabilities::FromVersion(server_version);
-    for (const auto& sql : spanhouse::storage::SchemaDdl(caps)) std::cout << sql << ";\n\n";
+    // As `serve` creates it with the default configuration.
+    const Config defaults;
+    spanhouse::storage::SchemaOptions opts;
+    opts.metrics_retention_days = static_cast<uint32_t>(defaults.metrics.retention_days);
+    opts.tiered = true;
+    opts.move_after_s = defaults.storage.move_after_s;
+    opts.retention_s = defaults.storage.retention_s;
+    for (const auto& sql : spanhouse::storage::SchemaDdl(caps, opts)) std::cout << sql << ";\n\n";
     return 0;
   }
 

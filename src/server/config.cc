@@ -63,6 +63,26 @@ bool IsLevel(const std::string& v) {
   return v == "trace" || v == "debug" || v == "info" || v == "warn" || v == "error" || v == "off";
 }
 
+// An S3 endpoint names the bucket in its path (ClickHouse's S3 disk form):
+// http(s)://host[:port]/bucket[/prefix]/. Empty means "no S3".
+bool IsS3Endpoint(const std::string& v) {
+  if (v.empty()) return true;
+  size_t scheme = 0;
+  if (v.rfind("http://", 0) == 0) {
+    scheme = 7;
+  } else if (v.rfind("https://", 0) == 0) {
+    scheme = 8;
+  } else {
+    return false;
+  }
+  const size_t slash = v.find('/', scheme);
+  if (slash == scheme || slash == std::string::npos) return false;  // no host, or no bucket
+  if (v.find_first_of(" \t\r\n") != std::string::npos) return false;
+  return slash + 1 < v.size() && v[slash + 1] != '/';  // a bucket name follows
+}
+
+constexpr uint64_t kMaxSeconds = 10ull * 365 * 24 * 3600;
+
 const std::vector<Key>& Keys() {
   static const std::vector<Key> keys = {
       SH_STRING_KEY("data_dir", data_dir, !v.empty(), "a directory path"),
@@ -84,6 +104,17 @@ const std::vector<Key>& Keys() {
       SH_STRING_KEY("writer.sink", writer.sink, v == "chdb" || v == "null", "chdb or null"),
       SH_UINT_KEY("metrics.retention_days", metrics.retention_days, ParseUint, 1, 3650,
                   "days, 1 to 3650"),
+      SH_STRING_KEY("storage.cold_path", storage.cold_path, true,
+                    "a directory path; empty for <data_dir>/cold"),
+      SH_UINT_KEY("storage.move_after_s", storage.move_after_s, ParseUint, 1, kMaxSeconds,
+                  "seconds, 1 to 315360000 (10 years)"),
+      SH_UINT_KEY("storage.retention_s", storage.retention_s, ParseUint, 1, kMaxSeconds,
+                  "seconds, 1 to 315360000 (10 years)"),
+      SH_STRING_KEY("storage.s3_endpoint", storage.s3_endpoint, IsS3Endpoint(v),
+                    "empty, or http(s)://host[:port]/bucket[/prefix]/"),
+      SH_STRING_KEY("storage.s3_access_key_id", storage.s3_access_key_id, true, "text"),
+      SH_STRING_KEY("storage.s3_secret_access_key", storage.s3_secret_access_key, true, "text"),
+      SH_STRING_KEY("storage.s3_region", storage.s3_region, true, "text"),
       SH_UINT_KEY("dependencies.interval_s", dependencies.interval_s, ParseUint, 1, 3600,
                   "seconds, 1 to 3600"),
       SH_UINT_KEY("dependencies.lag_s", dependencies.lag_s, ParseUint, 0, 3600,
@@ -164,6 +195,9 @@ const std::map<std::string, std::string>& ConfigEnvVars() {
       {"SPANHOUSE_LOG_LEVEL", "log_level"},
       {"SPANHOUSE_OTLP_HTTP_LISTEN", "otlp_http.listen"},
       {"SPANHOUSE_QUERY_LISTEN", "query.listen"},
+      // Credentials are better kept out of a YAML file.
+      {"SPANHOUSE_STORAGE_S3_ACCESS_KEY_ID", "storage.s3_access_key_id"},
+      {"SPANHOUSE_STORAGE_S3_SECRET_ACCESS_KEY", "storage.s3_secret_access_key"},
   };
   return vars;
 }
@@ -198,7 +232,25 @@ Status Validate(const Config& cfg) {
     return Status::Invalid(
         "config key 'queue.max_bytes': must be at least otlp_http.max_body_bytes");
   }
+  if (cfg.storage.move_after_s >= cfg.storage.retention_s) {
+    return Status::Invalid(
+        "config key 'storage.move_after_s': must be less than storage.retention_s (spans move to "
+        "the cold volume before they are deleted)");
+  }
+  if (cfg.storage.s3_access_key_id.empty() != cfg.storage.s3_secret_access_key.empty()) {
+    return Status::Invalid(
+        "config keys 'storage.s3_access_key_id' and 'storage.s3_secret_access_key': give both "
+        "or neither");
+  }
+  if (cfg.storage.s3_endpoint.empty() && !cfg.storage.s3_access_key_id.empty()) {
+    return Status::Invalid(
+        "config key 'storage.s3_access_key_id': set, but storage.s3_endpoint is empty");
+  }
   return Status::Ok();
+}
+
+std::string ColdPath(const Config& cfg) {
+  return cfg.storage.cold_path.empty() ? cfg.data_dir + "/cold" : cfg.storage.cold_path;
 }
 
 std::string ToYaml(const Config& cfg) {

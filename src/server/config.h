@@ -44,6 +44,20 @@ struct Config {
     uint64_t retention_days = 7;
   } metrics;
   struct {
+    // Hot/cold tiers: spans move from the hot volume (data_dir) to the cold
+    // one move_after_s after their timestamp and are deleted retention_s
+    // after it. The cold volume is a directory (cold_path, by default
+    // <data_dir>/cold), or an S3-compatible bucket when s3_endpoint is set.
+    std::string cold_path;  // empty: <data_dir>/cold
+    uint64_t move_after_s = 8 * 3600;
+    uint64_t retention_s = 7 * 24 * 3600;
+    // "http(s)://host:port/bucket/prefix/"; empty: the cold volume is cold_path.
+    std::string s3_endpoint;
+    std::string s3_access_key_id;  // both or neither; neither: anonymous access
+    std::string s3_secret_access_key;
+    std::string s3_region;  // empty: the endpoint's default
+  } storage;
+  struct {
     uint64_t interval_s = 60;  // how often the dependency job runs
     uint64_t lag_s = 120;      // how long after a minute ends its edges are computed
   } dependencies;
@@ -63,6 +77,8 @@ Status ApplyYaml(const std::string& yaml_text, Config* cfg);
 Status ApplySetting(const std::string& key, const std::string& value, Config* cfg);
 // Checks cross-field rules (addresses parse, sizes sensible).
 Status Validate(const Config& cfg);
+// The cold volume's directory: storage.cold_path, or <data_dir>/cold.
+std::string ColdPath(const Config& cfg);
 // The effective configuration as YAML (for `spanhouse serve --print-config`).
 std::string ToYaml(const Config& cfg);
 

@@ -19,6 +19,7 @@
 #include "storage/clickhouse/chdb_span_reader.h"
 #include "storage/clickhouse/dependencies.h"
 #include "storage/clickhouse/embedded_writer.h"
+#include "storage/clickhouse/engine_config.h"
 #include "storage/clickhouse/schema.h"
 
 namespace spanhouse::server {
@@ -88,6 +89,45 @@ std::string RenderMetrics(const receivers::OtlpHttpStats& rs, const pipeline::Me
   return out;
 }
 
+// Where the stored data lies: active parts, rows and bytes per table and
+// disk ("default" is the hot volume, "cold" or "cold_s3" the cold one).
+// Asked of the engine at each scrape (system.parts, metadata only).
+void AppendStorageMetrics(storage::ChdbConnection& conn, std::string& out) {
+  storage::QueryResult r;
+  const Status st = conn.Query(
+      fmt::format("SELECT table, disk_name, count(), sum(rows), sum(bytes_on_disk) FROM "
+                  "system.parts WHERE database = '{}' AND active GROUP BY table, disk_name "
+                  "ORDER BY table, disk_name",
+                  storage::kDatabase),
+      "TSV", &r);
+  if (!st.ok()) {
+    spdlog::warn("storage metrics: {}", st.message());
+    return;
+  }
+  std::string parts = "# TYPE spanhouse_storage_parts gauge\n";
+  std::string rows = "# TYPE spanhouse_storage_rows gauge\n";
+  std::string bytes = "# TYPE spanhouse_storage_bytes gauge\n";
+  for (size_t pos = 0; pos < r.data.size();) {
+    size_t nl = r.data.find('\n', pos);
+    if (nl == std::string::npos) nl = r.data.size();
+    const std::string line = r.data.substr(pos, nl - pos);
+    pos = nl + 1;
+    std::vector<std::string> f;
+    for (size_t a = 0;;) {
+      const size_t tab = line.find('\t', a);
+      f.push_back(line.substr(a, tab == std::string::npos ? std::string::npos : tab - a));
+      if (tab == std::string::npos) break;
+      a = tab + 1;
+    }
+    if (f.size() != 5) continue;
+    const std::string labels = fmt::format("{{table=\"{}\",disk=\"{}\"}}", f[0], f[1]);
+    parts += fmt::format("spanhouse_storage_parts{} {}\n", labels, f[2]);
+    rows += fmt::format("spanhouse_storage_rows{} {}\n", labels, f[3]);
+    bytes += fmt::format("spanhouse_storage_bytes{} {}\n", labels, f[4]);
+  }
+  out += parts + rows + bytes;
+}
+
 // POST /debug/sink?insert_delay_ms=N&fail_inserts=true|false
 void HandleDebugSink(const net::HttpRequest& req, net::HttpResponse& resp,
                      storage::SinkFaults& faults) {
@@ -141,15 +181,31 @@ int Serve(const Config& cfg) {
   std::shared_ptr<storage::ChdbLibrary> lib;
   if (Status st = storage::ChdbLibrary::Load(&lib); !st.ok()) return Fail(st);
   const std::string ch_path = dir + "/clickhouse";
+  // The engine's disks and storage policy (hot: the data directory; cold: a
+  // directory or an S3 bucket), written anew at every start so it follows
+  // the configuration. The engine reads it when it boots, at the first
+  // connection; every connection gets the same arguments.
+  storage::TieringOptions tiering;
+  tiering.cold_path = std::filesystem::absolute(ColdPath(cfg)).lexically_normal().string();
+  tiering.s3_endpoint = cfg.storage.s3_endpoint;
+  tiering.s3_access_key_id = cfg.storage.s3_access_key_id;
+  tiering.s3_secret_access_key = cfg.storage.s3_secret_access_key;
+  tiering.s3_region = cfg.storage.s3_region;
+  const std::string engine_config = dir + "/clickhouse-config.xml";
+  if (Status st = storage::WriteEngineConfig(engine_config, tiering); !st.ok()) return Fail(st);
+  const std::vector<std::string> engine_args = storage::EngineArgs(engine_config);
   // One connection per writer and one for queries: chDB runs one statement
   // at a time per connection, so inserts never wait behind a slow query.
   std::unique_ptr<storage::ChdbConnection> read_conn;
-  if (Status st = storage::ChdbConnection::Open(lib, ch_path, {}, &read_conn); !st.ok()) {
+  if (Status st = storage::ChdbConnection::Open(lib, ch_path, engine_args, &read_conn); !st.ok()) {
     return Fail(st);
   }
   storage::Capabilities caps;
   storage::SchemaOptions schema_opts;
   schema_opts.metrics_retention_days = static_cast<uint32_t>(cfg.metrics.retention_days);
+  schema_opts.tiered = true;
+  schema_opts.move_after_s = cfg.storage.move_after_s;
+  schema_opts.retention_s = cfg.storage.retention_s;
   if (Status st = storage::EnsureSchema(*read_conn, &caps, schema_opts); !st.ok()) {
     read_conn->Close();
     return Fail(st);
@@ -157,7 +213,7 @@ int Serve(const Config& cfg) {
   const size_t shards = static_cast<size_t>(cfg.writer.threads);
   std::vector<std::unique_ptr<storage::ChdbConnection>> write_conns(shards);
   for (auto& c : write_conns) {
-    if (Status st = storage::ChdbConnection::Open(lib, ch_path, {}, &c); !st.ok()) {
+    if (Status st = storage::ChdbConnection::Open(lib, ch_path, engine_args, &c); !st.ok()) {
       read_conn->Close();
       return Fail(st);
     }
@@ -165,7 +221,7 @@ int Serve(const Config& cfg) {
   // The dependency job's joins get a connection of their own, so they
   // delay neither inserts nor API queries.
   std::unique_ptr<storage::ChdbConnection> job_conn;
-  if (Status st = storage::ChdbConnection::Open(lib, ch_path, {}, &job_conn); !st.ok()) {
+  if (Status st = storage::ChdbConnection::Open(lib, ch_path, engine_args, &job_conn); !st.ok()) {
     read_conn->Close();
     for (auto& c : write_conns) c->Close();
     return Fail(st);
@@ -176,6 +232,9 @@ int Serve(const Config& cfg) {
   storage::DependencyJob dependency_job(*job_conn, job_opts);
   dependency_job.Start();
   spdlog::info("embedded ClickHouse {}.{} ready in {}", caps.major, caps.minor, ch_path);
+  spdlog::info("spans move to the cold volume ({}) after {} s and are deleted after {} s",
+               tiering.s3_endpoint.empty() ? tiering.cold_path : tiering.s3_endpoint,
+               cfg.storage.move_after_s, cfg.storage.retention_s);
 
   storage::SinkFaults faults;
   pipeline::MemoryBudget budget(cfg.queue.max_bytes);
@@ -201,7 +260,11 @@ int Serve(const Config& cfg) {
        std::chrono::milliseconds(cfg.queue.wait_ms)},
       queue, budget);
   query::AdminHooks hooks;
-  hooks.metrics = [&] { return RenderMetrics(receiver.stats(), budget, queue, writers); };
+  hooks.metrics = [&] {
+    std::string out = RenderMetrics(receiver.stats(), budget, queue, writers);
+    AppendStorageMetrics(*read_conn, out);
+    return out;
+  };
   if (cfg.debug.fault_injection) {
     spdlog::warn("fault injection is enabled (debug.fault_injection): POST /debug/sink");
     hooks.debug = [&faults](const net::HttpRequest& req, net::HttpResponse& resp) {

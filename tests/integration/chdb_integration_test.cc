@@ -26,20 +26,6 @@
 namespace spanhouse::storage {
 namespace {
 
-void WriteAll(const SpanBatch& b, const Capabilities& caps) {
-  pipeline::SpanQueue queue(64u << 20);
-  WriterOptions opts;
-  opts.spool_dir = Engine::dir + "/spool";
-  EmbeddedWriter writer(Engine::conn.get(), caps, queue, opts);
-  writer.Start();
-  auto copy = std::make_unique<SpanBatch>(b);
-  ASSERT_EQ(queue.TryPush(copy), pipeline::SpanQueue::PushResult::kOk);
-  queue.Close();
-  writer.Join();
-  EXPECT_EQ(writer.stats().rows_written.load(), b.span_count());
-  EXPECT_EQ(writer.stats().insert_errors.load(), 0u);
-}
-
 TEST(ChdbSchema, CreationIsIdempotent) {
   Reset();
   Capabilities caps;

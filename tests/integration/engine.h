@@ -1,6 +1,8 @@
 // The one chDB engine of the integration_test process, shared by every test
 // file: chDB runs one engine per process, so one global Environment opens it
-// and every test resets the database it uses.
+// and every test resets the database it uses. It boots as `spanhouse serve`
+// boots it, with the engine configuration serve writes (engine_config.h):
+// the tiered storage policy, its cold volume a directory beside the data.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -12,7 +14,10 @@
 
 #include <fmt/format.h>
 
+#include "pipeline/queue/span_queue.h"
 #include "storage/clickhouse/chdb.h"
+#include "storage/clickhouse/embedded_writer.h"
+#include "storage/clickhouse/engine_config.h"
 #include "storage/clickhouse/schema.h"
 
 namespace spanhouse::storage {
@@ -21,16 +26,23 @@ class Engine : public ::testing::Environment {
  public:
   static inline std::unique_ptr<ChdbConnection> conn;
   static inline std::string dir;
+  static inline std::string cold_dir;
 
   void SetUp() override {
     dir = (std::filesystem::temp_directory_path() / ("spanhouse-it-" + std::to_string(::getpid())))
               .string();
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir);
-    std::shared_ptr<ChdbLibrary> lib;
-    Status st = ChdbLibrary::Load(&lib);
+    cold_dir = dir + "/cold";
+    TieringOptions tiering;
+    tiering.cold_path = cold_dir;
+    Status st = WriteEngineConfig(dir + "/clickhouse-config.xml", tiering);
     ASSERT_TRUE(st.ok()) << st.message();
-    st = ChdbConnection::Open(lib, dir + "/clickhouse", {}, &conn);
+    std::shared_ptr<ChdbLibrary> lib;
+    st = ChdbLibrary::Load(&lib);
+    ASSERT_TRUE(st.ok()) << st.message();
+    st = ChdbConnection::Open(lib, dir + "/clickhouse", EngineArgs(dir + "/clickhouse-config.xml"),
+                              &conn);
     ASSERT_TRUE(st.ok()) << st.message();
   }
   void TearDown() override {
@@ -53,6 +65,21 @@ inline std::string Q(const std::string& sql) {
 
 inline void Reset() {
   Q(fmt::format("DROP DATABASE IF EXISTS {}", kDatabase));
+}
+
+// Stores `b` through the real writer path (one EmbeddedWriter, one flush).
+inline void WriteAll(const SpanBatch& b, const Capabilities& caps) {
+  pipeline::SpanQueue queue(64u << 20);
+  WriterOptions opts;
+  opts.spool_dir = Engine::dir + "/spool";
+  EmbeddedWriter writer(Engine::conn.get(), caps, queue, opts);
+  writer.Start();
+  auto copy = std::make_unique<SpanBatch>(b);
+  ASSERT_EQ(queue.TryPush(copy), pipeline::SpanQueue::PushResult::kOk);
+  queue.Close();
+  writer.Join();
+  EXPECT_EQ(writer.stats().rows_written.load(), b.span_count());
+  EXPECT_EQ(writer.stats().insert_errors.load(), 0u);
 }
 
 }  // namespace spanhouse::storage

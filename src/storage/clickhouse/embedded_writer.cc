@@ -51,6 +51,11 @@ void EmbeddedWriter::Add(pipeline::QueuedBatch item) {
   const SpanBatch& b = *item.batch;
   const size_t n = b.span_count();
   if (n == 0) return;
+  if (Clock::now() - known_since_ >= opts_.resource_refresh) {
+    // Batches from now on store their resources again (fresh last_seen).
+    known_resources_.clear();
+    known_since_ = Clock::now();
+  }
   const uint32_t first_day = DayOf(b.spans.start_ns[0]);
   bool one_day = true;
   for (size_t i = 1; i < n && one_day; ++i) one_day = DayOf(b.spans.start_ns[i]) == first_day;
@@ -137,6 +142,7 @@ void EmbeddedWriter::HandOff(uint32_t day, Pending& p) {
   if (known_resources_.size() + p.new_resources.size() > kMaxKnownResources) {
     known_resources_.clear();
   }
+
   known_resources_.insert(p.new_resources.begin(), p.new_resources.end());
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] { return !flight_.has_value(); });

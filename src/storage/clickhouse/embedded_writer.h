@@ -16,7 +16,9 @@
 // Resources (schema.h) are written once per fingerprint: a pending buffer
 // also carries a resources block with the resources its spans use that this
 // writer has not stored yet, inserted before the spans, so a stored span's
-// resource is always there too.
+// resource is always there too. Once a day (resource_refresh) the writer
+// stores the resources in use again, so retention (counted from a resource
+// row's last_seen) never deletes a resource that stored spans still use.
 #pragma once
 
 #include <atomic>
@@ -56,6 +58,11 @@ struct WriterOptions {
   int shutdown_retries = 5;
   // Attribute keys outside these namespaces are copied to user_fields.
   std::vector<std::string> well_known = UserFields::DefaultWellKnown();
+  // How often the writer forgets which resources it has stored and stores
+  // them again (with a fresh last_seen): the resources table's retention
+  // (schema.cc) counts from last_seen, so a resource in use is never older
+  // there than this.
+  std::chrono::seconds resource_refresh{86400};
 };
 
 // Fault injection for tests (`debug.fault_injection` in the config): set at
@@ -138,6 +145,7 @@ class EmbeddedWriter {
   // grows past kMaxKnownResources it is cleared, which at worst stores some
   // resources again (merges keep one row per id).
   std::unordered_set<uint64_t> known_resources_;
+  std::chrono::steady_clock::time_point known_since_ = std::chrono::steady_clock::now();
   static constexpr size_t kMaxKnownResources = 1u << 20;
 };
 

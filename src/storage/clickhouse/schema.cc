@@ -1,11 +1,13 @@
 #include "storage/clickhouse/schema.h"
 
+#include <algorithm>
 #include <charconv>
 #include <set>
 
 #include <fmt/format.h>
 
 #include "storage/clickhouse/chdb.h"
+#include "storage/clickhouse/engine_config.h"
 
 namespace spanhouse::storage {
 
@@ -26,10 +28,20 @@ Capabilities Capabilities::FromVersion(std::string_view version) {
   c.compact_parts = at_least(20, 3);
   c.ttl = at_least(19, 6);
   c.json_type = at_least(25, 3);
+  // All there by 22.1 (the last of them, materialize_ttl_recalculate_only,
+  // came in 21.x).
+  c.ttl_moves = at_least(22, 1);
   return c;
 }
 
 namespace {
+
+// How long after a partition's parts have all expired they are dropped at
+// the latest: the engine's minimum pause between TTL merges in a partition
+// (4 h by default), shortened for short retentions so tests see it.
+uint64_t MergeWithTtlTimeout(const SchemaOptions& options) {
+  return std::clamp<uint64_t>(options.retention_s / 8, 1, 14400);
+}
 
 // Every column of a span as read, in block order; `stored` says whether the
 // spans table has it (the others come from the resources table).
@@ -209,7 +221,62 @@ std::string Wrap(std::string t, int depth) {
   return t;
 }
 
-std::string SpansDdl(const Capabilities& caps) {
+// A table whose TTL and settings follow the configuration: created with
+// them, and changed in place at every start (EnsureSchema).
+struct TtlTable {
+  const char* name;
+  std::string ttl;                    // "" for none
+  std::vector<std::string> settings;  // "k = v", as the engine prints them back
+};
+
+// The spans table, then trace_index and resources.
+std::vector<TtlTable> TtlTables(const Capabilities& caps, const SchemaOptions& options) {
+  const uint64_t retention = options.retention_s;
+  const bool moves = caps.ttl_moves;
+  TtlTable spans{"spans", SpansTtl(caps, options), {}};
+  if (moves && options.tiered) {
+    spans.settings.push_back(fmt::format("storage_policy = '{}'", kTieredPolicy));
+  }
+  TtlTable index{"trace_index", "", {}};
+  TtlTable resources{"resources", "", {}};
+  if (caps.ttl && retention > 0) {
+    // A day's index rows go with the day's spans: those are all gone once
+    // the day's last second is retention_s old.
+    index.ttl = fmt::format("toDateTime(day) + toIntervalSecond({})", retention + 86400);
+    // A resource row is kept two days past the spans' retention: its
+    // last_seen is at most a day older than the newest span using it (the
+    // writer stores resources in use again daily, resource_refresh), and
+    // spans go by whole daily parts, up to a day after their retention.
+    resources.ttl = fmt::format("last_seen + toIntervalSecond({})", retention + 2 * 86400);
+  }
+  for (TtlTable* t : {&spans, &index}) {
+    if (t->ttl.empty()) continue;
+    if (moves) {
+      // A part goes when all its rows are past the retention, dropped whole
+      // rather than rewritten without its expired rows (a rewrite of parts
+      // on the cold volume would read and write them there again).
+      t->settings.emplace_back("ttl_only_drop_parts = 1");
+    }
+    t->settings.push_back(fmt::format("merge_with_ttl_timeout = {}", MergeWithTtlTimeout(options)));
+  }
+  for (TtlTable* t : {&spans, &index, &resources}) {
+    // A changed TTL is applied to stored parts by recomputing their TTL
+    // (reads the TTL's columns), not by rewriting them.
+    if (moves && !t->ttl.empty()) t->settings.emplace_back("materialize_ttl_recalculate_only = 1");
+  }
+  return {spans, index, resources};
+}
+
+// " TTL ... SETTINGS ..." for a CREATE of `t`; `more` are settings that come
+// first (not changed in place).
+std::string TtlClauses(const TtlTable& t, std::vector<std::string> more) {
+  more.insert(more.end(), t.settings.begin(), t.settings.end());
+  std::string out = t.ttl.empty() ? "" : " TTL " + t.ttl;
+  for (size_t i = 0; i < more.size(); ++i) out += (i == 0 ? " SETTINGS " : ", ") + more[i];
+  return out;
+}
+
+std::string SpansDdl(const Capabilities& caps, const SchemaOptions& options) {
   std::string cols;
   for (const auto& c : SpanColumns()) {
     if (!cols.empty()) cols += ",\n  ";
@@ -217,20 +284,41 @@ std::string SpansDdl(const Capabilities& caps) {
   }
   // Sort by hour, then trace id: a trace's spans sit together (a lookup reads
   // one granule range and trace ids compress), and the hour keeps time-range
-  // scans cheap. Daily partitions let retention drop whole parts.
+  // scans cheap.
+  // Daily partitions, and the TTL acts on whole parts: a part moves to the
+  // cold volume once its newest span is move_after_s old, and is dropped
+  // once that span is retention_s old (ttl_only_drop_parts). Merges never
+  // join parts of two partitions, so a part's spans are all of one day, and
+  // a day's spans are all on cold by move_after_s after the day ends and
+  // all gone by retention_s after it. Finer partitions would move data
+  // sooner after move_after_s but multiply parts (and one insert per
+  // partition in the writer); see docs/ARCHITECTURE.md.
   // Parts the writer inserts (up to a few hundred thousand spans) stay
   // compact, one data file for all columns instead of two or three per
   // column: creating ~140 files per insert cost measurable CPU in the engine.
   // Merges make the large parts wide.
-  const std::string settings =
-      caps.compact_parts ? "\nSETTINGS min_bytes_for_wide_part = 268435456" : "";
+  std::vector<std::string> settings;
+  if (caps.compact_parts) settings.emplace_back("min_bytes_for_wide_part = 268435456");
   return fmt::format(
       "CREATE TABLE IF NOT EXISTS {}.spans (\n  {}\n) ENGINE = MergeTree\n"
       "PARTITION BY toDate(timestamp)\nORDER BY (toStartOfHour(timestamp), trace_id){}",
-      kDatabase, cols, settings);
+      kDatabase, cols, TtlClauses(TtlTables(caps, options)[0], settings));
 }
 
 }  // namespace
+
+std::string SpansTtl(const Capabilities& caps, const SchemaOptions& options) {
+  if (!caps.ttl) return "";
+  std::string ttl;
+  if (caps.ttl_moves && options.tiered && options.move_after_s > 0) {
+    ttl = fmt::format("timestamp + toIntervalSecond({}) TO VOLUME 'cold'", options.move_after_s);
+  }
+  if (options.retention_s > 0) {
+    ttl += fmt::format("{}timestamp + toIntervalSecond({})", ttl.empty() ? "" : ", ",
+                       options.retention_s);
+  }
+  return ttl;
+}
 
 std::string WireType(Logical l, const Capabilities& caps) {
   return Wrap(Scalar(l, caps, false), Depth(l));
@@ -262,10 +350,10 @@ std::vector<std::string> SchemaDdl(const Capabilities& caps, const SchemaOptions
     }
     ddl.push_back(fmt::format(
         "CREATE TABLE IF NOT EXISTS {}.resources ({}) ENGINE = ReplacingMergeTree(last_seen) "
-        "ORDER BY resource_id",
-        kDatabase, cols));
+        "ORDER BY resource_id{}",
+        kDatabase, cols, TtlClauses(TtlTables(caps, options)[2], {})));
   }
-  ddl.push_back(SpansDdl(caps));  // at kSpansDdlIndex
+  ddl.push_back(SpansDdl(caps, options));  // at kSpansDdlIndex
   // Trace id -> (first start, last end), so a lookup by id knows which hours
   // of the spans table to read. Fed by a view; merges keep one row per
   // (day, trace).
@@ -276,8 +364,8 @@ std::vector<std::string> SchemaDdl(const Capabilities& caps, const SchemaOptions
   ddl.push_back(
       fmt::format("CREATE TABLE IF NOT EXISTS {}.trace_index (day Date, trace_id FixedString(16), "
                   "start_ns {}, end_ns {}) ENGINE = AggregatingMergeTree PARTITION BY day "
-                  "ORDER BY trace_id",
-                  kDatabase, start_t, end_t));
+                  "ORDER BY trace_id{}",
+                  kDatabase, start_t, end_t, TtlClauses(TtlTables(caps, options)[1], {})));
   std::string start_ns = caps.datetime64 ? "toUnixTimestamp64Nano(start_time)" : "start_time";
   std::string agg_min = caps.simple_aggregate ? "min" : "minState";
   std::string agg_max = caps.simple_aggregate ? "max" : "maxState";
@@ -431,6 +519,80 @@ Status BackfillView(ChdbConnection& conn, std::string_view table) {
   return conn.Query(fmt::format("INSERT INTO {}.{} {}", kDatabase, table, select), "");
 }
 
+// Brings a table made with other settings (an older spanhouse, another
+// configuration) to those of `t`: the storage policy first (the TTL's TO
+// VOLUME needs it), then the other settings, then the TTL. Each only when
+// it differs, so a start with an unchanged configuration changes nothing.
+// The engine allows the switch from the default policy because the tiered
+// policy's hot volume is named "default" and holds the default disk.
+Status ApplyTtlTable(ChdbConnection& conn, const Capabilities& caps, const TtlTable& t) {
+  QueryResult r;
+  if (Status st = conn.Query(fmt::format("SELECT engine_full FROM system.tables WHERE database = "
+                                         "'{}' AND name = '{}'",
+                                         kDatabase, t.name),
+                             "TSVRaw", &r);
+      !st.ok()) {
+    return st;
+  }
+  std::string engine = r.data;
+  while (!engine.empty() && (engine.back() == '\n' || engine.back() == '\r')) engine.pop_back();
+  // "k = v" as a whole item of the SETTINGS list.
+  auto has_setting = [&](const std::string& kv) {
+    for (size_t at = engine.find(kv); at != std::string::npos; at = engine.find(kv, at + 1)) {
+      const size_t end = at + kv.size();
+      if (at > 0 && engine[at - 1] == ' ' && (end == engine.size() || engine[end] == ',')) {
+        return true;
+      }
+    }
+    return false;
+  };
+  auto run = [&](const std::string& sql) -> Status {
+    if (Status st = conn.Query(sql, ""); !st.ok()) {
+      return Status::Internal("schema: " + st.message() + "\nin: " + sql);
+    }
+    return Status::Ok();
+  };
+  std::vector<std::string> changed;
+  for (const auto& kv : t.settings) {
+    if (has_setting(kv)) continue;
+    if (kv.rfind("storage_policy", 0) == 0) {
+      if (Status st =
+              run(fmt::format("ALTER TABLE {}.{} MODIFY SETTING {}", kDatabase, t.name, kv));
+          !st.ok()) {
+        return st;
+      }
+    } else {
+      changed.push_back(kv);
+    }
+  }
+  if (!changed.empty()) {
+    std::string list;
+    for (const auto& kv : changed) list += (list.empty() ? "" : ", ") + kv;
+    if (Status st =
+            run(fmt::format("ALTER TABLE {}.{} MODIFY SETTING {}", kDatabase, t.name, list));
+        !st.ok()) {
+      return st;
+    }
+  }
+  const size_t ttl_at = engine.find(" TTL ");
+  if (t.ttl.empty()) {
+    if (ttl_at == std::string::npos) return Status::Ok();
+    return run(fmt::format("ALTER TABLE {}.{} REMOVE TTL", kDatabase, t.name));
+  }
+  const std::string want = " TTL " + t.ttl;
+  if (ttl_at != std::string::npos && engine.compare(ttl_at, want.size(), want) == 0 &&
+      (ttl_at + want.size() == engine.size() ||
+       engine.compare(ttl_at + want.size(), 10, " SETTINGS ") == 0)) {
+    return Status::Ok();
+  }
+  // Where the engine can recompute only the TTL of stored parts
+  // (materialize_ttl_recalculate_only, set above), it does so now, in the
+  // background: stored parts then move and go by the new TTL. Elsewhere the
+  // new TTL reaches old parts as they merge.
+  return run(fmt::format("ALTER TABLE {}.{} MODIFY TTL {}{}", kDatabase, t.name, t.ttl,
+                         caps.ttl_moves ? "" : " SETTINGS materialize_ttl_after_modify = 0"));
+}
+
 }  // namespace
 
 Status EnsureSchema(ChdbConnection& conn, Capabilities* caps_out, const SchemaOptions& options) {
@@ -460,6 +622,13 @@ Status EnsureSchema(ChdbConnection& conn, Capabilities* caps_out, const SchemaOp
     }
     if (i == spans_at) {
       if (Status st = AddMissingColumns(conn, caps); !st.ok()) return st;
+    }
+  }
+  // The spans table's storage policy and TTL, the retention of trace_index
+  // and resources.
+  if (caps.ttl) {
+    for (const TtlTable& t : TtlTables(caps, options)) {
+      if (Status st = ApplyTtlTable(conn, caps, t); !st.ok()) return st;
     }
   }
   // Tables made with another retention take this one (metadata only: the

@@ -32,6 +32,9 @@ struct Capabilities {
   bool compact_parts = false;         // MergeTree compact parts (min_bytes_for_wide_part)
   bool ttl = false;                   // table TTL expressions
   bool json_type = false;             // the JSON column type (production-ready in 25.3)
+  // Storage policies, TTL ... TO VOLUME, ttl_only_drop_parts,
+  // materialize_ttl_recalculate_only.
+  bool ttl_moves = false;
 
   static Capabilities FromVersion(std::string_view version);  // e.g. "26.5.1.1"
 };
@@ -139,7 +142,19 @@ inline constexpr uint32_t kSchemaVersion = 4;
 struct SchemaOptions {
   // How long the per-minute RED series and dependency edges are kept.
   uint32_t metrics_retention_days = 7;
+  // Spans are deleted this long after their timestamp, whole parts at a
+  // time; trace_index and resources rows follow (SchemaDdl says when).
+  // 0: kept for ever (tests that write fixed old timestamps).
+  uint64_t retention_s = 0;
+  // The engine has the kTieredPolicy storage policy (engine_config.h): the
+  // spans table uses it and its parts move to the cold volume move_after_s
+  // after their newest span (move_after_s < retention_s when both are set).
+  bool tiered = false;
+  uint64_t move_after_s = 0;
 };
+// The spans table's TTL ("" for none), as the engine prints it back in
+// system.tables.engine_full (so a start can tell whether it changed).
+std::string SpansTtl(const Capabilities& caps, const SchemaOptions& options);
 // The duration quantiles the RED views keep recoverable, in the order of
 // the array their state merges into.
 inline constexpr std::string_view kRedQuantiles = "0.5, 0.9, 0.95, 0.99";
@@ -150,7 +165,10 @@ std::vector<std::string> SchemaDdl(const Capabilities& caps, const SchemaOptions
 // Reads the server version, creates what is missing, adds columns an older
 // schema lacks, and records the schema version. Safe to run at every start.
 // The retention of the per-minute tables follows `options` at every start
-// (TTL changed in place, applied as parts merge).
+// (TTL changed in place, applied as parts merge). So do the spans table's
+// storage policy and TTL, trace_index's and resources' retention: a changed
+// TTL is recomputed for the stored parts (only the TTL, nothing rewritten),
+// so parts already stored move and go by the new intervals.
 Status EnsureSchema(ChdbConnection& conn, Capabilities* caps_out,
                     const SchemaOptions& options = {});
 

@@ -34,6 +34,13 @@ void ExpectSameConfig(const Config& a, const Config& b) {
   EXPECT_EQ(a.writer.threads, b.writer.threads);
   EXPECT_EQ(a.writer.sink, b.writer.sink);
   EXPECT_EQ(a.metrics.retention_days, b.metrics.retention_days);
+  EXPECT_EQ(a.storage.cold_path, b.storage.cold_path);
+  EXPECT_EQ(a.storage.move_after_s, b.storage.move_after_s);
+  EXPECT_EQ(a.storage.retention_s, b.storage.retention_s);
+  EXPECT_EQ(a.storage.s3_endpoint, b.storage.s3_endpoint);
+  EXPECT_EQ(a.storage.s3_access_key_id, b.storage.s3_access_key_id);
+  EXPECT_EQ(a.storage.s3_secret_access_key, b.storage.s3_secret_access_key);
+  EXPECT_EQ(a.storage.s3_region, b.storage.s3_region);
   EXPECT_EQ(a.dependencies.interval_s, b.dependencies.interval_s);
   EXPECT_EQ(a.dependencies.lag_s, b.dependencies.lag_s);
   EXPECT_EQ(a.debug.fault_injection, b.debug.fault_injection);
@@ -56,6 +63,13 @@ const std::map<std::string, std::string>& ValidValues() {
       {"writer.threads", "4"},
       {"writer.sink", "null"},
       {"metrics.retention_days", "30"},
+      {"storage.cold_path", "/mnt/slow/spanhouse"},
+      {"storage.move_after_s", "3600"},
+      {"storage.retention_s", "172800"},
+      {"storage.s3_endpoint", "https://s3.example.test/spans/cold/"},
+      {"storage.s3_access_key_id", "AKIAEXAMPLE"},
+      {"storage.s3_secret_access_key", "s3cr3t/with+chars"},
+      {"storage.s3_region", "eu-west-1"},
       {"dependencies.interval_s", "15"},
       {"dependencies.lag_s", "45"},
       {"debug.fault_injection", "true"},
@@ -171,6 +185,14 @@ writer:
   sink: "null"
 metrics:
   retention_days: 30
+storage:
+  cold_path: /mnt/slow/spanhouse
+  move_after_s: 3600
+  retention_s: 172800
+  s3_endpoint: https://s3.example.test/spans/cold/
+  s3_access_key_id: AKIAEXAMPLE
+  s3_secret_access_key: s3cr3t/with+chars
+  s3_region: eu-west-1
 dependencies:
   interval_s: 15
   lag_s: 45
@@ -194,6 +216,13 @@ debug:
   EXPECT_EQ(c.writer.threads, 4);
   EXPECT_EQ(c.writer.sink, "null");
   EXPECT_EQ(c.metrics.retention_days, 30u);
+  EXPECT_EQ(c.storage.cold_path, "/mnt/slow/spanhouse");
+  EXPECT_EQ(c.storage.move_after_s, 3600u);
+  EXPECT_EQ(c.storage.retention_s, 172800u);
+  EXPECT_EQ(c.storage.s3_endpoint, "https://s3.example.test/spans/cold/");
+  EXPECT_EQ(c.storage.s3_access_key_id, "AKIAEXAMPLE");
+  EXPECT_EQ(c.storage.s3_secret_access_key, "s3cr3t/with+chars");
+  EXPECT_EQ(c.storage.s3_region, "eu-west-1");
   EXPECT_EQ(c.dependencies.interval_s, 15u);
   EXPECT_EQ(c.dependencies.lag_s, 45u);
   EXPECT_TRUE(c.debug.fault_injection);
@@ -363,6 +392,59 @@ TEST(Config, BadCounts) {
   for (const std::string v : {"", "clickhouse", "CHDB", "none"}) ExpectBadSetting("writer.sink", v);
   ExpectGoodSetting("writer.sink", "chdb");
   ExpectGoodSetting("writer.sink", "null");
+}
+
+TEST(Config, StorageDefaults) {
+  const Config c;
+  EXPECT_EQ(c.storage.move_after_s, 8u * 3600);      // hot for 8 hours
+  EXPECT_EQ(c.storage.retention_s, 7u * 24 * 3600);  // kept 7 days in all
+  EXPECT_EQ(c.storage.s3_endpoint, "");              // the cold volume is a directory...
+  EXPECT_EQ(ColdPath(c), "./data/cold");             // ...beside the data by default
+  Config d;
+  ASSERT_TRUE(ApplySetting("storage.cold_path", "/mnt/cold", &d).ok());
+  EXPECT_EQ(ColdPath(d), "/mnt/cold");
+  EXPECT_TRUE(Validate(c).ok()) << Validate(c).message();
+}
+
+TEST(Config, BadStorageValues) {
+  for (const std::string key : {"storage.move_after_s", "storage.retention_s"}) {
+    for (const std::string v : {"0", "-1", "8h", "1.5", "", "315360001"}) ExpectBadSetting(key, v);
+    ExpectGoodSetting(key, "1");
+    ExpectGoodSetting(key, "315360000");
+  }
+  for (const std::string v :
+       {"s3.example.test/bucket/", "ftp://host/bucket/", "http://", "http:///bucket/",
+        "http://host", "http://host/", "http://host//x", "https://host:9000", "http://host/b c/"}) {
+    ExpectBadSetting("storage.s3_endpoint", v);
+  }
+  for (const std::string v : {"", "http://127.0.0.1:9000/spans/", "https://s3.example.test/b",
+                              "http://[::1]:9000/spans/cold/"}) {
+    ExpectGoodSetting("storage.s3_endpoint", v);
+  }
+}
+
+TEST(Config, ValidateStorageRules) {
+  Config c;
+  c.storage.move_after_s = c.storage.retention_s;
+  Status st = Validate(c);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("'storage.move_after_s'"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("storage.retention_s"), std::string::npos) << st.message();
+  c.storage.move_after_s = c.storage.retention_s - 1;
+  EXPECT_TRUE(Validate(c).ok()) << Validate(c).message();
+
+  c.storage.s3_endpoint = "http://127.0.0.1:9000/spans/";
+  c.storage.s3_access_key_id = "key";
+  st = Validate(c);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("'storage.s3_access_key_id'"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("storage.s3_secret_access_key"), std::string::npos) << st.message();
+  c.storage.s3_secret_access_key = "secret";
+  EXPECT_TRUE(Validate(c).ok()) << Validate(c).message();
+  c.storage.s3_endpoint.clear();  // credentials for no endpoint
+  st = Validate(c);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("storage.s3_endpoint"), std::string::npos) << st.message();
 }
 
 TEST(Config, SizesWithUnits) {
