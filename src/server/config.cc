@@ -59,6 +59,22 @@ bool IsAddress(const std::string& v) {
   uint16_t p;
   return net::SplitHostPort(v, &h, &p);
 }
+// "a,b.c" (spaces around names allowed), or empty; no empty names.
+bool IsNamespaceList(const std::string& v) {
+  if (v.empty()) return true;
+  size_t start = 0;
+  for (;;) {
+    const size_t comma = v.find(',', start);
+    const std::string name = v.substr(start, comma == std::string::npos ? comma : comma - start);
+    const size_t b = name.find_first_not_of(' ');
+    if (b == std::string::npos) return false;
+    for (char c : name.substr(b, name.find_last_not_of(' ') + 1 - b)) {
+      if (c == ' ' || c == '"' || static_cast<unsigned char>(c) < 0x20) return false;
+    }
+    if (comma == std::string::npos) return true;
+    start = comma + 1;
+  }
+}
 bool IsLevel(const std::string& v) {
   return v == "trace" || v == "debug" || v == "info" || v == "warn" || v == "error" || v == "off";
 }
@@ -115,6 +131,8 @@ const std::vector<Key>& Keys() {
       SH_STRING_KEY("storage.s3_access_key_id", storage.s3_access_key_id, true, "text"),
       SH_STRING_KEY("storage.s3_secret_access_key", storage.s3_secret_access_key, true, "text"),
       SH_STRING_KEY("storage.s3_region", storage.s3_region, true, "text"),
+      SH_STRING_KEY("user_fields.also_well_known", user_fields.also_well_known, IsNamespaceList(v),
+                    "comma-separated namespaces, e.g. shop,app.internal"),
       SH_UINT_KEY("dependencies.interval_s", dependencies.interval_s, ParseUint, 1, 3600,
                   "seconds, 1 to 3600"),
       SH_UINT_KEY("dependencies.lag_s", dependencies.lag_s, ParseUint, 0, 3600,

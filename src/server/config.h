@@ -58,6 +58,14 @@ struct Config {
     std::string s3_region;  // empty: the endpoint's default
   } storage;
   struct {
+    // Attribute keys outside the OpenTelemetry semantic-convention
+    // namespaces (http, db, k8s, ...) are copied to the spans' user_fields
+    // JSON column. Comma-separated namespaces to treat as well-known too,
+    // e.g. "shop,app.internal" (a key is in a namespace when it equals it
+    // or starts with it and a dot).
+    std::string also_well_known;
+  } user_fields;
+  struct {
     uint64_t interval_s = 60;  // how often the dependency job runs
     uint64_t lag_s = 120;      // how long after a minute ends its edges are computed
   } dependencies;

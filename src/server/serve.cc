@@ -26,6 +26,22 @@ namespace spanhouse::server {
 
 namespace {
 
+// The semantic-convention namespaces and user_fields.also_well_known's.
+std::vector<std::string> WellKnownNamespaces(const Config& cfg) {
+  std::vector<std::string> names = storage::UserFields::DefaultWellKnown();
+  const std::string& extra = cfg.user_fields.also_well_known;
+  for (size_t start = 0; start <= extra.size();) {
+    size_t comma = extra.find(',', start);
+    if (comma == std::string::npos) comma = extra.size();
+    std::string name = extra.substr(start, comma - start);
+    name.erase(0, name.find_first_not_of(' '));
+    name.erase(name.find_last_not_of(' ') + 1);
+    if (!name.empty()) names.push_back(name);
+    start = comma + 1;
+  }
+  return names;
+}
+
 sigset_t ShutdownSignals() {
   sigset_t set;
   sigemptyset(&set);
@@ -249,6 +265,7 @@ int Serve(const Config& cfg) {
     wopts.spool_dir = dir + "/spool";
     wopts.name = std::to_string(i);
     wopts.null_sink = cfg.writer.sink == "null";
+    wopts.well_known = WellKnownNamespaces(cfg);
     writers.push_back(std::make_unique<storage::EmbeddedWriter>(write_conns[i].get(), caps,
                                                                 queue.shard(i), wopts, &faults));
     writers.back()->Start();

@@ -41,6 +41,7 @@ void ExpectSameConfig(const Config& a, const Config& b) {
   EXPECT_EQ(a.storage.s3_access_key_id, b.storage.s3_access_key_id);
   EXPECT_EQ(a.storage.s3_secret_access_key, b.storage.s3_secret_access_key);
   EXPECT_EQ(a.storage.s3_region, b.storage.s3_region);
+  EXPECT_EQ(a.user_fields.also_well_known, b.user_fields.also_well_known);
   EXPECT_EQ(a.dependencies.interval_s, b.dependencies.interval_s);
   EXPECT_EQ(a.dependencies.lag_s, b.dependencies.lag_s);
   EXPECT_EQ(a.debug.fault_injection, b.debug.fault_injection);
@@ -70,6 +71,7 @@ const std::map<std::string, std::string>& ValidValues() {
       {"storage.s3_access_key_id", "AKIAEXAMPLE"},
       {"storage.s3_secret_access_key", "s3cr3t/with+chars"},
       {"storage.s3_region", "eu-west-1"},
+      {"user_fields.also_well_known", "shop,app.internal"},
       {"dependencies.interval_s", "15"},
       {"dependencies.lag_s", "45"},
       {"debug.fault_injection", "true"},
@@ -193,6 +195,8 @@ storage:
   s3_access_key_id: AKIAEXAMPLE
   s3_secret_access_key: s3cr3t/with+chars
   s3_region: eu-west-1
+user_fields:
+  also_well_known: shop,app.internal
 dependencies:
   interval_s: 15
   lag_s: 45
@@ -223,6 +227,7 @@ debug:
   EXPECT_EQ(c.storage.s3_access_key_id, "AKIAEXAMPLE");
   EXPECT_EQ(c.storage.s3_secret_access_key, "s3cr3t/with+chars");
   EXPECT_EQ(c.storage.s3_region, "eu-west-1");
+  EXPECT_EQ(c.user_fields.also_well_known, "shop,app.internal");
   EXPECT_EQ(c.dependencies.interval_s, 15u);
   EXPECT_EQ(c.dependencies.lag_s, 45u);
   EXPECT_TRUE(c.debug.fault_injection);
@@ -404,6 +409,15 @@ TEST(Config, StorageDefaults) {
   ASSERT_TRUE(ApplySetting("storage.cold_path", "/mnt/cold", &d).ok());
   EXPECT_EQ(ColdPath(d), "/mnt/cold");
   EXPECT_TRUE(Validate(c).ok()) << Validate(c).message();
+}
+
+TEST(Config, UserFieldNamespaces) {
+  for (const std::string v : {",", "shop,", ",shop", "a,,b", " ", "a b", "a,\"b\""}) {
+    ExpectBadSetting("user_fields.also_well_known", v);
+  }
+  for (const std::string v : {"", "shop", "shop,app.internal", " shop , app.internal "}) {
+    ExpectGoodSetting("user_fields.also_well_known", v);
+  }
 }
 
 TEST(Config, BadStorageValues) {
