@@ -404,7 +404,11 @@ std::string RowStructure(const Capabilities& caps) {
   std::string s;
   for (const auto& c : SpanColumns()) {
     if (!s.empty()) s += ", ";
-    s += fmt::format("{} {}", c.name, WireType(c.logical, caps));
+    // user_fields as the table's type: text formats carry JSON text the
+    // engine parses, Native the JSON type's own columns.
+    s += fmt::format(
+        "{} {}", c.name,
+        c.logical == Logical::kJson ? TableType(c.logical, caps) : WireType(c.logical, caps));
   }
   return s;
 }

@@ -130,6 +130,24 @@ TEST(UserFields, JsonOfASpanAndItsResource) {
   EXPECT_NE(std::string(uf2.Of(inf, 0)).find(R"("ratio":"-Infinity")"), std::string::npos);
 }
 
+// user_fields goes as the JSON type's own (flattened) columns where the
+// engine has the type, as JSON text elsewhere; both decode past it.
+TEST(SpanBlock, UserFieldsAsJsonColumnsOrText) {
+  SpanBatch in = testdata::SampleBatch(2);
+  for (const Capabilities& caps : {Modern(), Capabilities::FromVersion("24.8.1")}) {
+    std::string block;
+    EncodeSpanBlock(in, caps, &block);
+    const bool json = block.find(std::string("\x0buser_fields\x04JSON", 17)) != std::string::npos;
+    EXPECT_EQ(json, caps.json_type);
+    if (!caps.json_type) EXPECT_NE(block.find(R"("ratio":0.25)"), std::string::npos);
+    SpanBatch out;
+    Status st = DecodeSpanBlocks(block, &out);
+    ASSERT_TRUE(st.ok()) << st.message();
+    std::string why;
+    EXPECT_TRUE(testdata::StoredPart(in).LogicallyEquals(out, &why)) << why;
+  }
+}
+
 TEST(SpanBlock, EmptyBatchIsAnEmptyBlock) {
   SpanBatch in;
   std::string block;
