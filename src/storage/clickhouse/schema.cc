@@ -1,6 +1,7 @@
 #include "storage/clickhouse/schema.h"
 
 #include <charconv>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
@@ -25,6 +26,12 @@ Capabilities Capabilities::FromVersion(std::string_view version) {
   c.if_not_exists_column = at_least(19, 1);
   c.compact_parts = at_least(20, 3);
   c.ttl = at_least(19, 6);
+  // ZSTD and Delta codecs came in 19.1, DoubleDelta and T64 later in 19.x;
+  // 20.1 has every codec the schema uses.
+  c.codecs = at_least(20, 1);
+  // auto_statistics_types came in 25.10 with no default; 26.3 made it
+  // "minmax, uniq".
+  c.auto_statistics = at_least(26, 3);
   return c;
 }
 
@@ -147,7 +154,11 @@ const std::vector<std::pair<const char*, Logical>>& ResourceColumns() {
 
 namespace {
 
-std::string Scalar(Logical l, const Capabilities& caps, bool table) {
+// `layout` is null for the wire type (no LowCardinality).
+std::string Scalar(Logical l, const Capabilities& caps, const StorageLayout* layout) {
+  const bool lc_keys = layout != nullptr && caps.low_cardinality && layout->low_cardinality_keys;
+  const bool lc_values =
+      layout != nullptr && caps.low_cardinality && layout->low_cardinality_values;
   switch (l) {
     case Logical::kDateTimeSec:
       return "DateTime";
@@ -158,13 +169,14 @@ std::string Scalar(Logical l, const Capabilities& caps, bool table) {
     case Logical::kSpanIdArray:
       return "FixedString(8)";
     case Logical::kString:
+      return "String";
     case Logical::kStringArray:
     case Logical::kStringArray2:
-      return "String";
+      return lc_values ? "LowCardinality(String)" : "String";
     case Logical::kKey:
     case Logical::kKeyArray:
     case Logical::kKeyArray2:
-      return table && caps.low_cardinality ? "LowCardinality(String)" : "String";
+      return lc_keys ? "LowCardinality(String)" : "String";
     case Logical::kUInt8:
     case Logical::kUInt8Array:
     case Logical::kUInt8Array2:
@@ -205,12 +217,120 @@ std::string Wrap(std::string t, int depth) {
   return t;
 }
 
-std::string SpansDdl(const Capabilities& caps) {
-  std::string cols;
-  for (const auto& c : SpanColumns()) {
-    if (!cols.empty()) cols += ",\n  ";
-    cols += fmt::format("{} {}", c.name, TableType(c.logical, caps));
+// A column of a table: its type and the schema's own codec for it.
+struct TableColumn {
+  std::string name;
+  std::string type;
+  std::string codec;
+};
+
+// Codecs of the tables other than spans (the spans table's are in Master()).
+constexpr const char* kTraceIndexCodec = "";
+constexpr const char* kTraceIndexTimeCodec = "";
+// red_1m, operations, dependencies_1m: a few rows per minute and key.
+constexpr const char* kAggregateCodec = "";
+constexpr const char* kResourceCodec = "";
+
+// The tables with columns, in creation order.
+constexpr const char* kTables[] = {"resources", "spans",           "trace_index",
+                                   "red_1m",    "dependencies_1m", "operations"};
+
+std::string AggregateType(const Capabilities& caps, const char* fn, const char* type) {
+  return fmt::format("{}({}, {})",
+                     caps.simple_aggregate ? "SimpleAggregateFunction" : "AggregateFunction", fn,
+                     type);
+}
+
+// The columns of `table` (one of kTables).
+std::vector<TableColumn> ColumnsOf(std::string_view table, const Capabilities& caps,
+                                   const StorageLayout& layout) {
+  std::vector<TableColumn> cols;
+  if (table == "spans") {
+    for (const auto& c : SpanColumns()) {
+      cols.push_back({c.name, TableType(c.logical, caps, layout), c.codec});
+    }
+    return cols;
   }
+  if (table == "resources") {
+    for (const auto& [name, logical] : ResourceColumns()) {
+      cols.push_back({name, TableType(logical, caps, layout), kResourceCodec});
+    }
+    return cols;
+  }
+  const std::string key_t = TableType(Logical::kKey, caps, layout);
+  const std::string sum_t = AggregateType(caps, "sum", "UInt64");
+  const char* agg = kAggregateCodec;
+  if (table == "trace_index") {
+    return {{"day", "Date", kTraceIndexCodec},
+            {"trace_id", "FixedString(16)", kTraceIndexCodec},
+            {"start_ns", AggregateType(caps, "min", "UInt64"), kTraceIndexTimeCodec},
+            {"end_ns", AggregateType(caps, "max", "UInt64"), kTraceIndexTimeCodec}};
+  }
+  if (table == "red_1m") {
+    return {{"minute", "DateTime", agg},
+            {"service_name", key_t, agg},
+            {"name", key_t, agg},
+            {"kind", "UInt8", agg},
+            {"calls", sum_t, agg},
+            {"errors", sum_t, agg},
+            {"duration_sum_ns", sum_t, agg},
+            {"duration_quantiles",
+             fmt::format("AggregateFunction(quantilesTDigest({}), UInt64)", kRedQuantiles), agg}};
+  }
+  if (table == "dependencies_1m") {
+    return {{"minute", "DateTime", agg}, {"parent", key_t, agg},
+            {"child", key_t, agg},       {"calls", "UInt64", agg},
+            {"errors", "UInt64", agg},   {"computed_at", "DateTime", agg}};
+  }
+  if (table == "operations") {
+    return {{"service_name", key_t, agg},
+            {"name", key_t, agg},
+            {"kind", "UInt8", agg},
+            {"last_seen", AggregateType(caps, "max", "DateTime"), agg}};
+  }
+  return cols;
+}
+
+// The codec a column gets: the layout's choice over the schema's own; ""
+// where the server has no codecs or the server's default is chosen.
+std::string CodecOf(std::string_view table, const TableColumn& c, const Capabilities& caps,
+                    const StorageLayout& layout) {
+  if (!caps.codecs) return "";
+  if (layout.codec) return layout.codec(CodecQuery{table, c.name, c.type, c.codec});
+  return c.codec;
+}
+
+// "name type [CODEC(...)]".
+std::string ColumnDef(std::string_view table, const TableColumn& c, const Capabilities& caps,
+                      const StorageLayout& layout) {
+  const std::string codec = CodecOf(table, c, caps, layout);
+  if (codec.empty()) return fmt::format("{} {}", c.name, c.type);
+  return fmt::format("{} {} CODEC({})", c.name, c.type, codec);
+}
+
+std::string ColumnDefs(std::string_view table, const Capabilities& caps,
+                       const StorageLayout& layout, std::string_view sep = ", ") {
+  std::string out;
+  for (const auto& c : ColumnsOf(table, caps, layout)) {
+    if (!out.empty()) out += sep;
+    out += ColumnDef(table, c, caps, layout);
+  }
+  return out;
+}
+
+// " SETTINGS a = 1, b = 2", or "" for none.
+std::string Settings(std::vector<std::string> settings, const Capabilities& caps,
+                     const StorageLayout& layout) {
+  if (caps.auto_statistics && !layout.column_statistics) {
+    settings.emplace_back("auto_statistics_types = ''");
+  }
+  if (!layout.table_settings.empty()) settings.push_back(layout.table_settings);
+  std::string out;
+  for (const auto& s : settings) out += fmt::format("{}{}", out.empty() ? " SETTINGS " : ", ", s);
+  return out;
+}
+
+std::string SpansDdl(const Capabilities& caps, const StorageLayout& layout) {
   // Sort by hour, then trace id: a trace's spans sit together (a lookup reads
   // one granule range and trace ids compress), and the hour keeps time-range
   // scans cheap. Daily partitions let retention drop whole parts.
@@ -218,22 +338,30 @@ std::string SpansDdl(const Capabilities& caps) {
   // compact, one data file for all columns instead of two or three per
   // column: creating ~140 files per insert cost measurable CPU in the engine.
   // Merges make the large parts wide.
-  const std::string settings =
-      caps.compact_parts ? "\nSETTINGS min_bytes_for_wide_part = 268435456" : "";
+  std::vector<std::string> settings;
+  if (caps.compact_parts) settings.emplace_back("min_bytes_for_wide_part = 268435456");
+  if (layout.index_granularity != 0) {
+    settings.push_back(fmt::format("index_granularity = {}", layout.index_granularity));
+    settings.push_back(fmt::format("index_granularity_bytes = {}",
+                                   uint64_t{10} * 1024 * 1024 * layout.index_granularity / 8192));
+  }
   return fmt::format(
       "CREATE TABLE IF NOT EXISTS {}.spans (\n  {}\n) ENGINE = MergeTree\n"
-      "PARTITION BY toDate(timestamp)\nORDER BY (toStartOfHour(timestamp), trace_id){}",
-      kDatabase, cols, settings);
+      "PARTITION BY toDate(timestamp)\nORDER BY {}{}",
+      kDatabase, ColumnDefs("spans", caps, layout, ",\n  "),
+      layout.spans_order_by.empty() ? "(toStartOfHour(timestamp), trace_id)"
+                                    : layout.spans_order_by,
+      Settings(std::move(settings), caps, layout));
 }
 
 }  // namespace
 
 std::string WireType(Logical l, const Capabilities& caps) {
-  return Wrap(Scalar(l, caps, false), Depth(l));
+  return Wrap(Scalar(l, caps, nullptr), Depth(l));
 }
 
-std::string TableType(Logical l, const Capabilities& caps) {
-  return Wrap(Scalar(l, caps, true), Depth(l));
+std::string TableType(Logical l, const Capabilities& caps, const StorageLayout& layout) {
+  return Wrap(Scalar(l, caps, &layout), Depth(l));
 }
 
 // Where SchemaDdl puts the spans table: what comes before it does not read
@@ -242,6 +370,7 @@ std::string TableType(Logical l, const Capabilities& caps) {
 constexpr size_t kSpansDdlIndex = 3;
 
 std::vector<std::string> SchemaDdl(const Capabilities& caps, const SchemaOptions& options) {
+  const StorageLayout& layout = options.layout;
   std::vector<std::string> ddl;
   ddl.push_back(fmt::format("CREATE DATABASE IF NOT EXISTS {}", kDatabase));
   ddl.push_back(fmt::format(
@@ -250,30 +379,18 @@ std::vector<std::string> SchemaDdl(const Capabilities& caps, const SchemaOptions
       kDatabase));
   // One row per distinct resource (per fingerprint); a resource sent again
   // after a restart is inserted again and merges keep the latest.
-  {
-    std::string cols;
-    for (const auto& [name, logical] : ResourceColumns()) {
-      if (!cols.empty()) cols += ", ";
-      cols += fmt::format("{} {}", name, TableType(logical, caps));
-    }
-    ddl.push_back(fmt::format(
-        "CREATE TABLE IF NOT EXISTS {}.resources ({}) ENGINE = ReplacingMergeTree(last_seen) "
-        "ORDER BY resource_id",
-        kDatabase, cols));
-  }
-  ddl.push_back(SpansDdl(caps));  // at kSpansDdlIndex
+  ddl.push_back(fmt::format(
+      "CREATE TABLE IF NOT EXISTS {}.resources ({}) ENGINE = ReplacingMergeTree(last_seen) "
+      "ORDER BY resource_id{}",
+      kDatabase, ColumnDefs("resources", caps, layout), Settings({}, caps, layout)));
+  ddl.push_back(SpansDdl(caps, layout));  // at kSpansDdlIndex
   // Trace id -> (first start, last end), so a lookup by id knows which hours
   // of the spans table to read. Fed by a view; merges keep one row per
   // (day, trace).
-  std::string start_t = caps.simple_aggregate ? "SimpleAggregateFunction(min, UInt64)"
-                                              : "AggregateFunction(min, UInt64)";
-  std::string end_t = caps.simple_aggregate ? "SimpleAggregateFunction(max, UInt64)"
-                                            : "AggregateFunction(max, UInt64)";
-  ddl.push_back(
-      fmt::format("CREATE TABLE IF NOT EXISTS {}.trace_index (day Date, trace_id FixedString(16), "
-                  "start_ns {}, end_ns {}) ENGINE = AggregatingMergeTree PARTITION BY day "
-                  "ORDER BY trace_id",
-                  kDatabase, start_t, end_t));
+  ddl.push_back(fmt::format(
+      "CREATE TABLE IF NOT EXISTS {}.trace_index ({}) ENGINE = AggregatingMergeTree PARTITION BY "
+      "day ORDER BY trace_id{}",
+      kDatabase, ColumnDefs("trace_index", caps, layout), Settings({}, caps, layout)));
   std::string start_ns = caps.datetime64 ? "toUnixTimestamp64Nano(start_time)" : "start_time";
   std::string agg_min = caps.simple_aggregate ? "min" : "minState";
   std::string agg_max = caps.simple_aggregate ? "max" : "maxState";
@@ -288,20 +405,13 @@ std::vector<std::string> SchemaDdl(const Capabilities& caps, const SchemaOptions
   // which p50/p90/p95/p99 are recovered by merging states. Fed by a view on
   // every insert; merges fold the rows of one key together. Ordered by
   // service first, so a service's series over days is one range read.
-  const auto sum_t = [&](const char* type) {
-    return caps.simple_aggregate ? fmt::format("SimpleAggregateFunction(sum, {})", type)
-                                 : fmt::format("AggregateFunction(sum, {})", type);
-  };
   const std::string sum_f = caps.simple_aggregate ? "sum" : "sumState";
-  const std::string key_t = caps.low_cardinality ? "LowCardinality(String)" : "String";
   const std::string ttl =
       caps.ttl ? fmt::format(" TTL minute + INTERVAL {} DAY", options.metrics_retention_days) : "";
-  ddl.push_back(fmt::format(
-      "CREATE TABLE IF NOT EXISTS {0}.red_1m (minute DateTime, service_name {1}, name {1}, "
-      "kind UInt8, calls {2}, errors {2}, duration_sum_ns {2}, duration_quantiles "
-      "AggregateFunction(quantilesTDigest({3}), UInt64)) ENGINE = AggregatingMergeTree "
-      "PARTITION BY toDate(minute) ORDER BY (service_name, minute, name, kind){4}",
-      kDatabase, key_t, sum_t("UInt64"), kRedQuantiles, ttl));
+  ddl.push_back(
+      fmt::format("CREATE TABLE IF NOT EXISTS {0}.red_1m ({1}) ENGINE = AggregatingMergeTree "
+                  "PARTITION BY toDate(minute) ORDER BY (service_name, minute, name, kind){2}{3}",
+                  kDatabase, ColumnDefs("red_1m", caps, layout), ttl, Settings({}, caps, layout)));
   ddl.push_back(
       fmt::format("CREATE MATERIALIZED VIEW IF NOT EXISTS {0}.red_1m_mv TO {0}.red_1m AS SELECT "
                   "toStartOfMinute(timestamp) AS minute, service_name, name, kind, "
@@ -315,19 +425,16 @@ std::vector<std::string> SchemaDdl(const Capabilities& caps, const SchemaOptions
   // so a view cannot see them together). A recomputed minute replaces its
   // rows: the latest computed_at wins.
   ddl.push_back(fmt::format(
-      "CREATE TABLE IF NOT EXISTS {0}.dependencies_1m (minute DateTime, parent {1}, child {1}, "
-      "calls UInt64, errors UInt64, computed_at DateTime) ENGINE = "
+      "CREATE TABLE IF NOT EXISTS {0}.dependencies_1m ({1}) ENGINE = "
       "ReplacingMergeTree(computed_at) PARTITION BY toDate(minute) ORDER BY (minute, parent, "
-      "child){2}",
-      kDatabase, key_t, ttl));
+      "child){2}{3}",
+      kDatabase, ColumnDefs("dependencies_1m", caps, layout), ttl, Settings({}, caps, layout)));
   // The service catalog: every (service, operation, kind) seen, and when
   // last. One row per key after merges.
-  const std::string max_t = caps.simple_aggregate ? "SimpleAggregateFunction(max, DateTime)"
-                                                  : "AggregateFunction(max, DateTime)";
   ddl.push_back(fmt::format(
-      "CREATE TABLE IF NOT EXISTS {0}.operations (service_name {1}, name {1}, kind UInt8, "
-      "last_seen {2}) ENGINE = AggregatingMergeTree ORDER BY (service_name, name, kind)",
-      kDatabase, key_t, max_t));
+      "CREATE TABLE IF NOT EXISTS {0}.operations ({1}) ENGINE = AggregatingMergeTree ORDER BY "
+      "(service_name, name, kind){2}",
+      kDatabase, ColumnDefs("operations", caps, layout), Settings({}, caps, layout)));
   ddl.push_back(fmt::format(
       "CREATE MATERIALIZED VIEW IF NOT EXISTS {0}.operations_mv TO {0}.operations AS SELECT "
       "service_name, name, kind, {1}(timestamp) AS last_seen FROM {0}.spans "
@@ -385,7 +492,8 @@ std::set<std::string> LineSet(const std::string& tsv) {
 
 // Upgrade in place: adds any column an older spans table lacks, and moves
 // schema 1's per-span resource columns to the resources table.
-Status AddMissingColumns(ChdbConnection& conn, const Capabilities& caps) {
+Status AddMissingColumns(ChdbConnection& conn, const Capabilities& caps,
+                         const StorageLayout& layout) {
   QueryResult r;
   if (Status st = conn.Query(
           fmt::format("SELECT name FROM system.columns WHERE database = '{}' AND table = 'spans'",
@@ -397,8 +505,9 @@ Status AddMissingColumns(ChdbConnection& conn, const Capabilities& caps) {
   const std::set<std::string> have = LineSet(r.data);
   for (const auto& c : SpanColumns()) {
     if (have.count(c.name) != 0) continue;
-    std::string sql = fmt::format("ALTER TABLE {}.spans ADD COLUMN {} {}", kDatabase, c.name,
-                                  TableType(c.logical, caps));
+    const TableColumn col{c.name, TableType(c.logical, caps, layout), c.codec};
+    std::string sql = fmt::format("ALTER TABLE {}.spans ADD COLUMN {}", kDatabase,
+                                  ColumnDef("spans", col, caps, layout));
     if (Status st = conn.Query(sql, ""); !st.ok()) {
       return Status::Internal("schema upgrade: " + st.message());
     }
@@ -406,6 +515,46 @@ Status AddMissingColumns(ChdbConnection& conn, const Capabilities& caps) {
   if (have.count(kV1ResourceColumns[0]) != 0) {
     if (Status st = MoveResourcesOutOfSpans(conn); !st.ok()) {
       return Status::Internal("schema upgrade (resources table): " + st.message());
+    }
+  }
+  return Status::Ok();
+}
+
+// Tables made before a codec was chosen take it: a codec-only MODIFY COLUMN
+// changes metadata alone (measured: no mutation, parts untouched), new
+// parts and merges write the new codec. Types are left as they are (a
+// changed type would rewrite every part), and a column whose codec went
+// back to the server's default keeps the one it has.
+Status SyncCodecs(ChdbConnection& conn, const Capabilities& caps, const StorageLayout& layout) {
+  if (!caps.codecs) return Status::Ok();
+  for (const char* table : kTables) {
+    QueryResult r;
+    if (Status st = conn.Query(fmt::format("SELECT name, compression_codec FROM system.columns "
+                                           "WHERE database = '{}' AND table = '{}'",
+                                           kDatabase, table),
+                               "TSV", &r);
+        !st.ok()) {
+      return st;
+    }
+    std::map<std::string, std::string, std::less<>> have;
+    for (const std::string& line : LineSet(r.data)) {
+      const size_t tab = line.find('\t');
+      if (tab != std::string::npos) have[line.substr(0, tab)] = line.substr(tab + 1);
+    }
+    std::string alter;
+    for (const auto& c : ColumnsOf(table, caps, layout)) {
+      const std::string codec = CodecOf(table, c, caps, layout);
+      auto it = have.find(c.name);
+      if (codec.empty() || it == have.end() || it->second == fmt::format("CODEC({})", codec)) {
+        continue;
+      }
+      alter +=
+          fmt::format("{}MODIFY COLUMN {} CODEC({})", alter.empty() ? "" : ", ", c.name, codec);
+    }
+    if (alter.empty()) continue;
+    const std::string sql = fmt::format("ALTER TABLE {}.{} {}", kDatabase, table, alter);
+    if (Status st = conn.Query(sql, ""); !st.ok()) {
+      return Status::Internal("schema: " + st.message() + "\nin: " + sql);
     }
   }
   return Status::Ok();
@@ -455,9 +604,10 @@ Status EnsureSchema(ChdbConnection& conn, Capabilities* caps_out, const SchemaOp
       return Status::Internal("schema: " + st.message() + "\nin: " + ddl[i]);
     }
     if (i == spans_at) {
-      if (Status st = AddMissingColumns(conn, caps); !st.ok()) return st;
+      if (Status st = AddMissingColumns(conn, caps, options.layout); !st.ok()) return st;
     }
   }
+  if (Status st = SyncCodecs(conn, caps, options.layout); !st.ok()) return st;
   // Tables made with another retention take this one (metadata only: the
   // TTL applies as parts merge, rather than rewriting every part now).
   if (caps.ttl) {
