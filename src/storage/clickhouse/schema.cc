@@ -44,55 +44,65 @@ struct MasterColumn {
   bool stored;
 };
 
+// Codecs, chosen by `spanhouse bench storage` (BENCHMARKS.md, "Storage:
+// bytes per span"): ZSTD(1) by default; ZSTD(3) where the stream is small
+// and level 3 measurably smaller; T64 before ZSTD on durations (integers
+// far below 2^64); Delta, DoubleDelta and T64 on times and ids measured no
+// smaller and are not used.
+constexpr const char* kZstd1 = "ZSTD(1)";
+constexpr const char* kZstd3 = "ZSTD(3)";
+constexpr const char* kT64Zstd = "T64, ZSTD(1)";
+
 const std::vector<MasterColumn>& Master() {
   using L = Logical;
   static const std::vector<MasterColumn> cols = {
-      {{Col::kTimestamp, "timestamp", L::kDateTimeSec}, true},
-      {{Col::kTraceId, "trace_id", L::kTraceId}, true},
-      {{Col::kSpanId, "span_id", L::kSpanId}, true},
-      {{Col::kParentSpanId, "parent_span_id", L::kSpanId}, true},
-      {{Col::kTraceState, "trace_state", L::kString}, true},
-      {{Col::kFlags, "flags", L::kUInt32}, true},
-      {{Col::kName, "name", L::kKey}, true},
-      {{Col::kKind, "kind", L::kUInt8}, true},
-      {{Col::kStartTime, "start_time", L::kTimeNs}, true},
-      {{Col::kDurationNs, "duration_ns", L::kUInt64}, true},
-      {{Col::kStatusCode, "status_code", L::kUInt8}, true},
-      {{Col::kStatusMessage, "status_message", L::kString}, true},
-      {{Col::kServiceName, "service_name", L::kKey}, true},
-      {{Col::kResourceAttrKeys, "resource_attr_keys", L::kKeyArray}, false},
-      {{Col::kResourceAttrTypes, "resource_attr_types", L::kUInt8Array}, false},
-      {{Col::kResourceAttrValues, "resource_attr_values", L::kStringArray}, false},
-      {{Col::kResourceDroppedAttrs, "resource_dropped_attributes_count", L::kUInt32}, false},
-      {{Col::kResourceSchemaUrl, "resource_schema_url", L::kKey}, false},
-      {{Col::kScopeName, "scope_name", L::kKey}, true},
-      {{Col::kScopeVersion, "scope_version", L::kKey}, true},
-      {{Col::kScopeAttrKeys, "scope_attr_keys", L::kKeyArray}, true},
-      {{Col::kScopeAttrTypes, "scope_attr_types", L::kUInt8Array}, true},
-      {{Col::kScopeAttrValues, "scope_attr_values", L::kStringArray}, true},
-      {{Col::kScopeDroppedAttrs, "scope_dropped_attributes_count", L::kUInt32}, true},
-      {{Col::kScopeSchemaUrl, "scope_schema_url", L::kKey}, true},
-      {{Col::kAttrKeys, "attr_keys", L::kKeyArray}, true},
-      {{Col::kAttrTypes, "attr_types", L::kUInt8Array}, true},
-      {{Col::kAttrValues, "attr_values", L::kStringArray}, true},
-      {{Col::kDroppedAttrs, "dropped_attributes_count", L::kUInt32}, true},
-      {{Col::kEventTimes, "event_times", L::kTimeNsArray}, true},
-      {{Col::kEventNames, "event_names", L::kKeyArray}, true},
-      {{Col::kEventAttrKeys, "event_attr_keys", L::kKeyArray2}, true},
-      {{Col::kEventAttrTypes, "event_attr_types", L::kUInt8Array2}, true},
-      {{Col::kEventAttrValues, "event_attr_values", L::kStringArray2}, true},
-      {{Col::kEventDroppedAttrs, "event_dropped_attributes_counts", L::kUInt32Array}, true},
-      {{Col::kDroppedEvents, "dropped_events_count", L::kUInt32}, true},
-      {{Col::kLinkTraceIds, "link_trace_ids", L::kTraceIdArray}, true},
-      {{Col::kLinkSpanIds, "link_span_ids", L::kSpanIdArray}, true},
-      {{Col::kLinkTraceStates, "link_trace_states", L::kStringArray}, true},
-      {{Col::kLinkFlags, "link_flags", L::kUInt32Array}, true},
-      {{Col::kLinkAttrKeys, "link_attr_keys", L::kKeyArray2}, true},
-      {{Col::kLinkAttrTypes, "link_attr_types", L::kUInt8Array2}, true},
-      {{Col::kLinkAttrValues, "link_attr_values", L::kStringArray2}, true},
-      {{Col::kLinkDroppedAttrs, "link_dropped_attributes_counts", L::kUInt32Array}, true},
-      {{Col::kDroppedLinks, "dropped_links_count", L::kUInt32}, true},
-      {{Col::kResourceId, "resource_id", L::kUInt64}, true},
+      {{Col::kTimestamp, "timestamp", L::kDateTimeSec, kZstd1}, true},
+      {{Col::kTraceId, "trace_id", L::kTraceId, kZstd1}, true},
+      {{Col::kSpanId, "span_id", L::kSpanId, kZstd1}, true},
+      {{Col::kParentSpanId, "parent_span_id", L::kSpanId, kZstd1}, true},
+      {{Col::kTraceState, "trace_state", L::kString, kZstd1}, true},
+      {{Col::kFlags, "flags", L::kUInt32, kZstd1}, true},
+      {{Col::kName, "name", L::kKey, kZstd1}, true},
+      {{Col::kKind, "kind", L::kUInt8, kZstd1}, true},
+      {{Col::kStartTime, "start_time", L::kTimeNs, kZstd1}, true},
+      {{Col::kDurationNs, "duration_ns", L::kUInt64, kT64Zstd}, true},
+      {{Col::kStatusCode, "status_code", L::kUInt8, kZstd1}, true},
+      {{Col::kStatusMessage, "status_message", L::kString, kZstd1}, true},
+      {{Col::kServiceName, "service_name", L::kKey, kZstd1}, true},
+      {{Col::kResourceAttrKeys, "resource_attr_keys", L::kKeyArray, kZstd1}, false},
+      {{Col::kResourceAttrTypes, "resource_attr_types", L::kUInt8Array, kZstd1}, false},
+      {{Col::kResourceAttrValues, "resource_attr_values", L::kStringArray, kZstd1}, false},
+      {{Col::kResourceDroppedAttrs, "resource_dropped_attributes_count", L::kUInt32, kZstd1},
+       false},
+      {{Col::kResourceSchemaUrl, "resource_schema_url", L::kKey, kZstd1}, false},
+      {{Col::kScopeName, "scope_name", L::kKey, kZstd1}, true},
+      {{Col::kScopeVersion, "scope_version", L::kKey, kZstd1}, true},
+      {{Col::kScopeAttrKeys, "scope_attr_keys", L::kKeyArray, kZstd1}, true},
+      {{Col::kScopeAttrTypes, "scope_attr_types", L::kUInt8Array, kZstd1}, true},
+      {{Col::kScopeAttrValues, "scope_attr_values", L::kStringArray, kZstd1}, true},
+      {{Col::kScopeDroppedAttrs, "scope_dropped_attributes_count", L::kUInt32, kZstd1}, true},
+      {{Col::kScopeSchemaUrl, "scope_schema_url", L::kKey, kZstd1}, true},
+      {{Col::kAttrKeys, "attr_keys", L::kKeyArray, kZstd3}, true},
+      {{Col::kAttrTypes, "attr_types", L::kUInt8Array, kZstd3}, true},
+      {{Col::kAttrValues, "attr_values", L::kStringArray, kZstd1}, true},
+      {{Col::kDroppedAttrs, "dropped_attributes_count", L::kUInt32, kZstd1}, true},
+      {{Col::kEventTimes, "event_times", L::kTimeNsArray, kZstd1}, true},
+      {{Col::kEventNames, "event_names", L::kKeyArray, kZstd1}, true},
+      {{Col::kEventAttrKeys, "event_attr_keys", L::kKeyArray2, kZstd1}, true},
+      {{Col::kEventAttrTypes, "event_attr_types", L::kUInt8Array2, kZstd1}, true},
+      {{Col::kEventAttrValues, "event_attr_values", L::kStringArray2, kZstd1}, true},
+      {{Col::kEventDroppedAttrs, "event_dropped_attributes_counts", L::kUInt32Array, kZstd1}, true},
+      {{Col::kDroppedEvents, "dropped_events_count", L::kUInt32, kZstd1}, true},
+      {{Col::kLinkTraceIds, "link_trace_ids", L::kTraceIdArray, kZstd1}, true},
+      {{Col::kLinkSpanIds, "link_span_ids", L::kSpanIdArray, kZstd1}, true},
+      {{Col::kLinkTraceStates, "link_trace_states", L::kStringArray, kZstd1}, true},
+      {{Col::kLinkFlags, "link_flags", L::kUInt32Array, kZstd1}, true},
+      {{Col::kLinkAttrKeys, "link_attr_keys", L::kKeyArray2, kZstd1}, true},
+      {{Col::kLinkAttrTypes, "link_attr_types", L::kUInt8Array2, kZstd1}, true},
+      {{Col::kLinkAttrValues, "link_attr_values", L::kStringArray2, kZstd1}, true},
+      {{Col::kLinkDroppedAttrs, "link_dropped_attributes_counts", L::kUInt32Array, kZstd1}, true},
+      {{Col::kDroppedLinks, "dropped_links_count", L::kUInt32, kZstd1}, true},
+      {{Col::kResourceId, "resource_id", L::kUInt64, kZstd1}, true},
   };
   return cols;
 }
@@ -225,11 +235,12 @@ struct TableColumn {
 };
 
 // Codecs of the tables other than spans (the spans table's are in Master()).
-constexpr const char* kTraceIndexCodec = "";
-constexpr const char* kTraceIndexTimeCodec = "";
+constexpr const char* kTraceIndexCodec = kZstd1;
+// Times of one day: T64 drops the high bits they share.
+constexpr const char* kTraceIndexTimeCodec = kT64Zstd;
 // red_1m, operations, dependencies_1m: a few rows per minute and key.
-constexpr const char* kAggregateCodec = "";
-constexpr const char* kResourceCodec = "";
+constexpr const char* kAggregateCodec = kZstd1;
+constexpr const char* kResourceCodec = kZstd1;
 
 // The tables with columns, in creation order.
 constexpr const char* kTables[] = {"resources", "spans",           "trace_index",
@@ -321,6 +332,8 @@ std::string ColumnDefs(std::string_view table, const Capabilities& caps,
 // " SETTINGS a = 1, b = 2", or "" for none.
 std::string Settings(std::vector<std::string> settings, const Capabilities& caps,
                      const StorageLayout& layout) {
+  // The automatic statistics measured ~1.6 bytes per span on disk (spans and
+  // trace_index) and are built in every merge; no query here needs them.
   if (caps.auto_statistics && !layout.column_statistics) {
     settings.emplace_back("auto_statistics_types = ''");
   }

@@ -119,6 +119,7 @@ struct ColumnSpec {
   Logical logical;
   // The column's compression codec in the table where the server has codecs
   // (the argument of CODEC(...)); empty: the server's default, LZ4.
+  // Chosen by measurement: `spanhouse bench storage`, BENCHMARKS.md.
   const char* codec = "";
 };
 
@@ -145,8 +146,11 @@ struct StorageLayout {
   // LZ4). Unset: the schema's own choice. Used only where the server has
   // codecs (Capabilities::codecs).
   std::function<std::string(const CodecQuery&)> codec;
-  bool low_cardinality_keys = true;     // kKey columns LowCardinality(String) where supported
-  bool low_cardinality_values = false;  // String arrays (attribute values) LowCardinality too
+  bool low_cardinality_keys = true;  // kKey columns LowCardinality(String) where supported
+  // String arrays (attribute values) LowCardinality too: high-cardinality
+  // values, but a trace repeats its own (session, request, user ids) in
+  // every span, and the dictionary stores them once per part.
+  bool low_cardinality_values = true;
   // The spans table's ORDER BY; empty: (toStartOfHour(timestamp), trace_id).
   // The writer sorts its blocks by the default key (SortByTableKey).
   std::string spans_order_by;
@@ -156,7 +160,7 @@ struct StorageLayout {
   uint32_t index_granularity = 0;
   // Keep the statistics newer servers (26.3+) build on every column of every
   // part by default; off, the tables are made with auto_statistics_types = ''.
-  bool column_statistics = true;
+  bool column_statistics = false;
   // More settings for every table ("name = value, ...").
   std::string table_settings;
 };
@@ -169,7 +173,9 @@ std::string TableType(Logical l, const Capabilities& caps, const StorageLayout& 
 inline constexpr std::string_view kDatabase = "spanhouse";
 // 1: resource attributes in every span row. 2: resources stored once, by id.
 // 3: per-minute RED views, the operations catalog, dependency edges.
-inline constexpr uint32_t kSchemaVersion = 3;
+// 4: codecs and types chosen by `spanhouse bench storage` (older tables take
+// the codecs in place; their types stay).
+inline constexpr uint32_t kSchemaVersion = 4;
 
 // Choices the schema takes from the configuration.
 struct SchemaOptions {

@@ -140,6 +140,24 @@ TEST(Schema, WireTypesFollowCapabilities) {
   }
 }
 
+TEST(Schema, CodecsOnlyWhereTheServerHasThem) {
+  for (const auto& sql : SchemaDdl(Capabilities::FromVersion("19.16.3"))) {
+    EXPECT_EQ(sql.find("CODEC"), std::string::npos) << sql;
+  }
+  const std::vector<std::string> ddl = SchemaDdl(Modern());
+  std::string all;
+  for (const auto& sql : ddl) all += sql + "\n";
+  EXPECT_NE(all.find("duration_ns UInt64 CODEC(T64, ZSTD(1))"), std::string::npos) << all;
+  EXPECT_NE(all.find("attr_values Array(LowCardinality(String)) CODEC(ZSTD(1))"), std::string::npos)
+      << all;
+  EXPECT_NE(all.find("end_ns SimpleAggregateFunction(max, UInt64) CODEC(T64, ZSTD(1))"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("ORDER BY (toStartOfHour(timestamp), trace_id)"), std::string::npos);
+  // The master list gives every stored column a codec.
+  for (const auto& c : SpanColumns()) EXPECT_STRNE(c.codec, "") << c.name;
+}
+
 TEST(Schema, LayoutChangesCodecsTypesKeyAndSettings) {
   SchemaOptions o;
   o.layout.codec = [](const CodecQuery& q) {
