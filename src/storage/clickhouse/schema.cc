@@ -357,6 +357,9 @@ std::string SpansDdl(const Capabilities& caps, const StorageLayout& layout) {
     settings.push_back(fmt::format("index_granularity = {}", layout.index_granularity));
     settings.push_back(fmt::format("index_granularity_bytes = {}",
                                    uint64_t{10} * 1024 * 1024 * layout.index_granularity / 8192));
+    // Merges write blocks of merge_max_block_size rows (8192), and a granule
+    // never spans two blocks.
+    settings.push_back(fmt::format("merge_max_block_size = {}", layout.index_granularity));
   }
   return fmt::format(
       "CREATE TABLE IF NOT EXISTS {}.spans (\n  {}\n) ENGINE = MergeTree\n"

@@ -155,8 +155,9 @@ struct StorageLayout {
   // The writer sorts its blocks by the default key (SortByTableKey).
   std::string spans_order_by;
   // Rows per granule of the spans table, its cap in bytes
-  // (index_granularity_bytes, 10 MiB for 8192 rows) raised alike; 0: the
-  // server's defaults.
+  // (index_granularity_bytes, 10 MiB for 8192 rows) and the rows per block a
+  // merge writes (merge_max_block_size) raised alike; 0: the server's
+  // defaults.
   uint32_t index_granularity = 0;
   // Keep the statistics newer servers (26.3+) build on every column of every
   // part by default; off, the tables are made with auto_statistics_types = ''.

@@ -112,8 +112,12 @@ std::vector<StorageVariant> Build() {
       chosen([](StorageLayout& l) { l.codec = Everywhere(""); }));
   add("chosen+string-keys", "chosen, keys and names String instead of LowCardinality",
       chosen([](StorageLayout& l) { l.low_cardinality_keys = false; }));
-  add("chosen+granule-32k", "chosen, granules of 32768 rows (40 MiB) instead of 8192 (10 MiB)",
+  add("chosen+granule-32k",
+      "chosen, granules (and merge blocks) of 32768 rows, 40 MiB, instead of 8192, 10 MiB",
       chosen([](StorageLayout& l) { l.index_granularity = 32768; }));
+  add("chosen+merge-blocks-32k",
+      "chosen, merges writing blocks of 32768 rows instead of 8192 (granules stay 8192)",
+      chosen([](StorageLayout& l) { l.table_settings = "merge_max_block_size = 32768"; }));
   add("chosen+sort-service-name", "chosen, ORDER BY (service_name, name, hour, trace_id)",
       chosen([](StorageLayout& l) {
         l.spans_order_by = "(service_name, name, toStartOfHour(timestamp), trace_id)";

@@ -181,7 +181,8 @@ TEST(Schema, LayoutChangesCodecsTypesKeyAndSettings) {
   EXPECT_NE(all.find("ORDER BY (service_name, toStartOfHour(timestamp), trace_id)"),
             std::string::npos);
   EXPECT_NE(all.find("SETTINGS min_bytes_for_wide_part = 268435456, index_granularity = 4096, "
-                     "index_granularity_bytes = 5242880, auto_statistics_types = '', "
+                     "index_granularity_bytes = 5242880, merge_max_block_size = 4096, "
+                     "auto_statistics_types = '', "
                      "merge_with_ttl_timeout = 3600"),
             std::string::npos)
       << all;
