@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
@@ -31,6 +32,12 @@ Capabilities Capabilities::FromVersion(std::string_view version) {
   // All there by 22.1 (the last of them, materialize_ttl_recalculate_only,
   // came in 21.x).
   c.ttl_moves = at_least(22, 1);
+  // ZSTD and Delta codecs came in 19.1, DoubleDelta and T64 later in 19.x;
+  // 20.1 has every codec the schema uses.
+  c.codecs = at_least(20, 1);
+  // auto_statistics_types came in 25.10 with no default; 26.3 made it
+  // "minmax, uniq".
+  c.auto_statistics = at_least(26, 3);
   return c;
 }
 
@@ -50,56 +57,66 @@ struct MasterColumn {
   bool stored;
 };
 
+// Codecs, chosen by `spanhouse bench storage` (BENCHMARKS.md, "Storage:
+// bytes per span"): ZSTD(1) by default; ZSTD(3) where the stream is small
+// and level 3 measurably smaller; T64 before ZSTD on durations (integers
+// far below 2^64); Delta, DoubleDelta and T64 on times and ids measured no
+// smaller and are not used.
+constexpr const char* kZstd1 = "ZSTD(1)";
+constexpr const char* kZstd3 = "ZSTD(3)";
+constexpr const char* kT64Zstd = "T64, ZSTD(1)";
+
 const std::vector<MasterColumn>& Master() {
   using L = Logical;
   static const std::vector<MasterColumn> cols = {
-      {{Col::kTimestamp, "timestamp", L::kDateTimeSec}, true},
-      {{Col::kTraceId, "trace_id", L::kTraceId}, true},
-      {{Col::kSpanId, "span_id", L::kSpanId}, true},
-      {{Col::kParentSpanId, "parent_span_id", L::kSpanId}, true},
-      {{Col::kTraceState, "trace_state", L::kString}, true},
-      {{Col::kFlags, "flags", L::kUInt32}, true},
-      {{Col::kName, "name", L::kKey}, true},
-      {{Col::kKind, "kind", L::kUInt8}, true},
-      {{Col::kStartTime, "start_time", L::kTimeNs}, true},
-      {{Col::kDurationNs, "duration_ns", L::kUInt64}, true},
-      {{Col::kStatusCode, "status_code", L::kUInt8}, true},
-      {{Col::kStatusMessage, "status_message", L::kString}, true},
-      {{Col::kServiceName, "service_name", L::kKey}, true},
-      {{Col::kResourceAttrKeys, "resource_attr_keys", L::kKeyArray}, false},
-      {{Col::kResourceAttrTypes, "resource_attr_types", L::kUInt8Array}, false},
-      {{Col::kResourceAttrValues, "resource_attr_values", L::kStringArray}, false},
-      {{Col::kResourceDroppedAttrs, "resource_dropped_attributes_count", L::kUInt32}, false},
-      {{Col::kResourceSchemaUrl, "resource_schema_url", L::kKey}, false},
-      {{Col::kScopeName, "scope_name", L::kKey}, true},
-      {{Col::kScopeVersion, "scope_version", L::kKey}, true},
-      {{Col::kScopeAttrKeys, "scope_attr_keys", L::kKeyArray}, true},
-      {{Col::kScopeAttrTypes, "scope_attr_types", L::kUInt8Array}, true},
-      {{Col::kScopeAttrValues, "scope_attr_values", L::kStringArray}, true},
-      {{Col::kScopeDroppedAttrs, "scope_dropped_attributes_count", L::kUInt32}, true},
-      {{Col::kScopeSchemaUrl, "scope_schema_url", L::kKey}, true},
-      {{Col::kAttrKeys, "attr_keys", L::kKeyArray}, true},
-      {{Col::kAttrTypes, "attr_types", L::kUInt8Array}, true},
-      {{Col::kAttrValues, "attr_values", L::kStringArray}, true},
-      {{Col::kDroppedAttrs, "dropped_attributes_count", L::kUInt32}, true},
-      {{Col::kEventTimes, "event_times", L::kTimeNsArray}, true},
-      {{Col::kEventNames, "event_names", L::kKeyArray}, true},
-      {{Col::kEventAttrKeys, "event_attr_keys", L::kKeyArray2}, true},
-      {{Col::kEventAttrTypes, "event_attr_types", L::kUInt8Array2}, true},
-      {{Col::kEventAttrValues, "event_attr_values", L::kStringArray2}, true},
-      {{Col::kEventDroppedAttrs, "event_dropped_attributes_counts", L::kUInt32Array}, true},
-      {{Col::kDroppedEvents, "dropped_events_count", L::kUInt32}, true},
-      {{Col::kLinkTraceIds, "link_trace_ids", L::kTraceIdArray}, true},
-      {{Col::kLinkSpanIds, "link_span_ids", L::kSpanIdArray}, true},
-      {{Col::kLinkTraceStates, "link_trace_states", L::kStringArray}, true},
-      {{Col::kLinkFlags, "link_flags", L::kUInt32Array}, true},
-      {{Col::kLinkAttrKeys, "link_attr_keys", L::kKeyArray2}, true},
-      {{Col::kLinkAttrTypes, "link_attr_types", L::kUInt8Array2}, true},
-      {{Col::kLinkAttrValues, "link_attr_values", L::kStringArray2}, true},
-      {{Col::kLinkDroppedAttrs, "link_dropped_attributes_counts", L::kUInt32Array}, true},
-      {{Col::kDroppedLinks, "dropped_links_count", L::kUInt32}, true},
-      {{Col::kResourceId, "resource_id", L::kUInt64}, true},
-      {{Col::kUserFields, "user_fields", L::kJson}, true},
+      {{Col::kTimestamp, "timestamp", L::kDateTimeSec, kZstd1}, true},
+      {{Col::kTraceId, "trace_id", L::kTraceId, kZstd1}, true},
+      {{Col::kSpanId, "span_id", L::kSpanId, kZstd1}, true},
+      {{Col::kParentSpanId, "parent_span_id", L::kSpanId, kZstd1}, true},
+      {{Col::kTraceState, "trace_state", L::kString, kZstd1}, true},
+      {{Col::kFlags, "flags", L::kUInt32, kZstd1}, true},
+      {{Col::kName, "name", L::kKey, kZstd1}, true},
+      {{Col::kKind, "kind", L::kUInt8, kZstd1}, true},
+      {{Col::kStartTime, "start_time", L::kTimeNs, kZstd1}, true},
+      {{Col::kDurationNs, "duration_ns", L::kUInt64, kT64Zstd}, true},
+      {{Col::kStatusCode, "status_code", L::kUInt8, kZstd1}, true},
+      {{Col::kStatusMessage, "status_message", L::kString, kZstd1}, true},
+      {{Col::kServiceName, "service_name", L::kKey, kZstd1}, true},
+      {{Col::kResourceAttrKeys, "resource_attr_keys", L::kKeyArray, kZstd1}, false},
+      {{Col::kResourceAttrTypes, "resource_attr_types", L::kUInt8Array, kZstd1}, false},
+      {{Col::kResourceAttrValues, "resource_attr_values", L::kStringArray, kZstd1}, false},
+      {{Col::kResourceDroppedAttrs, "resource_dropped_attributes_count", L::kUInt32, kZstd1},
+       false},
+      {{Col::kResourceSchemaUrl, "resource_schema_url", L::kKey, kZstd1}, false},
+      {{Col::kScopeName, "scope_name", L::kKey, kZstd1}, true},
+      {{Col::kScopeVersion, "scope_version", L::kKey, kZstd1}, true},
+      {{Col::kScopeAttrKeys, "scope_attr_keys", L::kKeyArray, kZstd1}, true},
+      {{Col::kScopeAttrTypes, "scope_attr_types", L::kUInt8Array, kZstd1}, true},
+      {{Col::kScopeAttrValues, "scope_attr_values", L::kStringArray, kZstd1}, true},
+      {{Col::kScopeDroppedAttrs, "scope_dropped_attributes_count", L::kUInt32, kZstd1}, true},
+      {{Col::kScopeSchemaUrl, "scope_schema_url", L::kKey, kZstd1}, true},
+      {{Col::kAttrKeys, "attr_keys", L::kKeyArray, kZstd3}, true},
+      {{Col::kAttrTypes, "attr_types", L::kUInt8Array, kZstd3}, true},
+      {{Col::kAttrValues, "attr_values", L::kStringArray, kZstd1}, true},
+      {{Col::kDroppedAttrs, "dropped_attributes_count", L::kUInt32, kZstd1}, true},
+      {{Col::kEventTimes, "event_times", L::kTimeNsArray, kZstd1}, true},
+      {{Col::kEventNames, "event_names", L::kKeyArray, kZstd1}, true},
+      {{Col::kEventAttrKeys, "event_attr_keys", L::kKeyArray2, kZstd1}, true},
+      {{Col::kEventAttrTypes, "event_attr_types", L::kUInt8Array2, kZstd1}, true},
+      {{Col::kEventAttrValues, "event_attr_values", L::kStringArray2, kZstd1}, true},
+      {{Col::kEventDroppedAttrs, "event_dropped_attributes_counts", L::kUInt32Array, kZstd1}, true},
+      {{Col::kDroppedEvents, "dropped_events_count", L::kUInt32, kZstd1}, true},
+      {{Col::kLinkTraceIds, "link_trace_ids", L::kTraceIdArray, kZstd1}, true},
+      {{Col::kLinkSpanIds, "link_span_ids", L::kSpanIdArray, kZstd1}, true},
+      {{Col::kLinkTraceStates, "link_trace_states", L::kStringArray, kZstd1}, true},
+      {{Col::kLinkFlags, "link_flags", L::kUInt32Array, kZstd1}, true},
+      {{Col::kLinkAttrKeys, "link_attr_keys", L::kKeyArray2, kZstd1}, true},
+      {{Col::kLinkAttrTypes, "link_attr_types", L::kUInt8Array2, kZstd1}, true},
+      {{Col::kLinkAttrValues, "link_attr_values", L::kStringArray2, kZstd1}, true},
+      {{Col::kLinkDroppedAttrs, "link_dropped_attributes_counts", L::kUInt32Array, kZstd1}, true},
+      {{Col::kDroppedLinks, "dropped_links_count", L::kUInt32, kZstd1}, true},
+      {{Col::kResourceId, "resource_id", L::kUInt64, kZstd1}, true},
+      {{Col::kUserFields, "user_fields", L::kJson, kZstd1}, true},
   };
   return cols;
 }
@@ -161,7 +178,11 @@ const std::vector<std::pair<const char*, Logical>>& ResourceColumns() {
 
 namespace {
 
-std::string Scalar(Logical l, const Capabilities& caps, bool table) {
+// `layout` is null for the wire type (no LowCardinality).
+std::string Scalar(Logical l, const Capabilities& caps, const StorageLayout* layout) {
+  const bool lc_keys = layout != nullptr && caps.low_cardinality && layout->low_cardinality_keys;
+  const bool lc_values =
+      layout != nullptr && caps.low_cardinality && layout->low_cardinality_values;
   switch (l) {
     case Logical::kDateTimeSec:
       return "DateTime";
@@ -172,13 +193,14 @@ std::string Scalar(Logical l, const Capabilities& caps, bool table) {
     case Logical::kSpanIdArray:
       return "FixedString(8)";
     case Logical::kString:
+      return "String";
     case Logical::kStringArray:
     case Logical::kStringArray2:
-      return "String";
+      return lc_values ? "LowCardinality(String)" : "String";
     case Logical::kKey:
     case Logical::kKeyArray:
     case Logical::kKeyArray2:
-      return table && caps.low_cardinality ? "LowCardinality(String)" : "String";
+      return lc_keys ? "LowCardinality(String)" : "String";
     case Logical::kUInt8:
     case Logical::kUInt8Array:
     case Logical::kUInt8Array2:
@@ -191,8 +213,8 @@ std::string Scalar(Logical l, const Capabilities& caps, bool table) {
     case Logical::kTimeNs:
     case Logical::kTimeNsArray:
       return caps.datetime64 ? "DateTime64(9)" : "UInt64";
-    case Logical::kJson:  // sent and read as text; the engine parses it into the JSON type
-      return table && caps.json_type ? "JSON" : "String";
+    case Logical::kJson:  // read back as JSON text; the table's type where the engine has it
+      return layout != nullptr && caps.json_type ? "JSON" : "String";
   }
   return "String";
 }
@@ -267,21 +289,132 @@ std::vector<TtlTable> TtlTables(const Capabilities& caps, const SchemaOptions& o
   return {spans, index, resources};
 }
 
-// " TTL ... SETTINGS ..." for a CREATE of `t`; `more` are settings that come
-// first (not changed in place).
-std::string TtlClauses(const TtlTable& t, std::vector<std::string> more) {
-  more.insert(more.end(), t.settings.begin(), t.settings.end());
-  std::string out = t.ttl.empty() ? "" : " TTL " + t.ttl;
-  for (size_t i = 0; i < more.size(); ++i) out += (i == 0 ? " SETTINGS " : ", ") + more[i];
+// A column of a table: its type and the schema's own codec for it.
+struct TableColumn {
+  std::string name;
+  std::string type;
+  std::string codec;
+};
+
+// Codecs of the tables other than spans (the spans table's are in Master()).
+constexpr const char* kTraceIndexCodec = kZstd1;
+// Times of one day: T64 drops the high bits they share.
+constexpr const char* kTraceIndexTimeCodec = kT64Zstd;
+// red_1m, operations, dependencies_1m: a few rows per minute and key.
+constexpr const char* kAggregateCodec = kZstd1;
+constexpr const char* kResourceCodec = kZstd1;
+
+// The tables with columns, in creation order.
+constexpr const char* kTables[] = {"resources", "spans",           "trace_index",
+                                   "red_1m",    "dependencies_1m", "operations"};
+
+std::string AggregateType(const Capabilities& caps, const char* fn, const char* type) {
+  return fmt::format("{}({}, {})",
+                     caps.simple_aggregate ? "SimpleAggregateFunction" : "AggregateFunction", fn,
+                     type);
+}
+
+// The columns of `table` (one of kTables).
+std::vector<TableColumn> ColumnsOf(std::string_view table, const Capabilities& caps,
+                                   const StorageLayout& layout) {
+  std::vector<TableColumn> cols;
+  if (table == "spans") {
+    for (const auto& c : SpanColumns()) {
+      cols.push_back({c.name, TableType(c.logical, caps, layout), c.codec});
+    }
+    return cols;
+  }
+  if (table == "resources") {
+    for (const auto& [name, logical] : ResourceColumns()) {
+      cols.push_back({name, TableType(logical, caps, layout), kResourceCodec});
+    }
+    return cols;
+  }
+  const std::string key_t = TableType(Logical::kKey, caps, layout);
+  const std::string sum_t = AggregateType(caps, "sum", "UInt64");
+  const char* agg = kAggregateCodec;
+  if (table == "trace_index") {
+    return {{"day", "Date", kTraceIndexCodec},
+            {"trace_id", "FixedString(16)", kTraceIndexCodec},
+            {"start_ns", AggregateType(caps, "min", "UInt64"), kTraceIndexTimeCodec},
+            {"end_ns", AggregateType(caps, "max", "UInt64"), kTraceIndexTimeCodec}};
+  }
+  if (table == "red_1m") {
+    return {{"minute", "DateTime", agg},
+            {"service_name", key_t, agg},
+            {"name", key_t, agg},
+            {"kind", "UInt8", agg},
+            {"calls", sum_t, agg},
+            {"errors", sum_t, agg},
+            {"duration_sum_ns", sum_t, agg},
+            {"duration_quantiles",
+             fmt::format("AggregateFunction(quantilesTDigest({}), UInt64)", kRedQuantiles), agg}};
+  }
+  if (table == "dependencies_1m") {
+    return {{"minute", "DateTime", agg}, {"parent", key_t, agg},
+            {"child", key_t, agg},       {"calls", "UInt64", agg},
+            {"errors", "UInt64", agg},   {"computed_at", "DateTime", agg}};
+  }
+  if (table == "operations") {
+    return {{"service_name", key_t, agg},
+            {"name", key_t, agg},
+            {"kind", "UInt8", agg},
+            {"last_seen", AggregateType(caps, "max", "DateTime"), agg}};
+  }
+  return cols;
+}
+
+// The codec a column gets: the layout's choice over the schema's own; ""
+// where the server has no codecs or the server's default is chosen.
+std::string CodecOf(std::string_view table, const TableColumn& c, const Capabilities& caps,
+                    const StorageLayout& layout) {
+  if (!caps.codecs) return "";
+  if (layout.codec) return layout.codec(CodecQuery{table, c.name, c.type, c.codec});
+  return c.codec;
+}
+
+// "name type [CODEC(...)]".
+std::string ColumnDef(std::string_view table, const TableColumn& c, const Capabilities& caps,
+                      const StorageLayout& layout) {
+  const std::string codec = CodecOf(table, c, caps, layout);
+  if (codec.empty()) return fmt::format("{} {}", c.name, c.type);
+  return fmt::format("{} {} CODEC({})", c.name, c.type, codec);
+}
+
+std::string ColumnDefs(std::string_view table, const Capabilities& caps,
+                       const StorageLayout& layout, std::string_view sep = ", ") {
+  std::string out;
+  for (const auto& c : ColumnsOf(table, caps, layout)) {
+    if (!out.empty()) out += sep;
+    out += ColumnDef(table, c, caps, layout);
+  }
   return out;
 }
 
-std::string SpansDdl(const Capabilities& caps, const SchemaOptions& options) {
-  std::string cols;
-  for (const auto& c : SpanColumns()) {
-    if (!cols.empty()) cols += ",\n  ";
-    cols += fmt::format("{} {}", c.name, TableType(c.logical, caps));
+// " SETTINGS a = 1, b = 2", or "" for none.
+std::string Settings(std::vector<std::string> settings, const Capabilities& caps,
+                     const StorageLayout& layout) {
+  // The automatic statistics measured ~1.6 bytes per span on disk (spans and
+  // trace_index) and are built in every merge; no query here needs them.
+  if (caps.auto_statistics && !layout.column_statistics) {
+    settings.emplace_back("auto_statistics_types = ''");
   }
+  if (!layout.table_settings.empty()) settings.push_back(layout.table_settings);
+  std::string out;
+  for (const auto& s : settings) out += fmt::format("{}{}", out.empty() ? " SETTINGS " : ", ", s);
+  return out;
+}
+
+// " TTL ... SETTINGS ..." for a CREATE of `t`; `more` are settings that come
+// first (not changed in place).
+std::string TtlClauses(const TtlTable& t, std::vector<std::string> more, const Capabilities& caps,
+                       const StorageLayout& layout) {
+  more.insert(more.end(), t.settings.begin(), t.settings.end());
+  return (t.ttl.empty() ? "" : " TTL " + t.ttl) + Settings(std::move(more), caps, layout);
+}
+
+std::string SpansDdl(const Capabilities& caps, const SchemaOptions& options) {
+  const StorageLayout& layout = options.layout;
   // Sort by hour, then trace id: a trace's spans sit together (a lookup reads
   // one granule range and trace ids compress), and the hour keeps time-range
   // scans cheap.
@@ -299,10 +432,21 @@ std::string SpansDdl(const Capabilities& caps, const SchemaOptions& options) {
   // Merges make the large parts wide.
   std::vector<std::string> settings;
   if (caps.compact_parts) settings.emplace_back("min_bytes_for_wide_part = 268435456");
+  if (layout.index_granularity != 0) {
+    settings.push_back(fmt::format("index_granularity = {}", layout.index_granularity));
+    settings.push_back(fmt::format("index_granularity_bytes = {}",
+                                   uint64_t{10} * 1024 * 1024 * layout.index_granularity / 8192));
+    // Merges write blocks of merge_max_block_size rows (8192), and a granule
+    // never spans two blocks.
+    settings.push_back(fmt::format("merge_max_block_size = {}", layout.index_granularity));
+  }
   return fmt::format(
       "CREATE TABLE IF NOT EXISTS {}.spans (\n  {}\n) ENGINE = MergeTree\n"
-      "PARTITION BY toDate(timestamp)\nORDER BY (toStartOfHour(timestamp), trace_id){}",
-      kDatabase, cols, TtlClauses(TtlTables(caps, options)[0], settings));
+      "PARTITION BY toDate(timestamp)\nORDER BY {}{}",
+      kDatabase, ColumnDefs("spans", caps, layout, ",\n  "),
+      layout.spans_order_by.empty() ? "(toStartOfHour(timestamp), trace_id)"
+                                    : layout.spans_order_by,
+      TtlClauses(TtlTables(caps, options)[0], std::move(settings), caps, layout));
 }
 
 }  // namespace
@@ -321,11 +465,11 @@ std::string SpansTtl(const Capabilities& caps, const SchemaOptions& options) {
 }
 
 std::string WireType(Logical l, const Capabilities& caps) {
-  return Wrap(Scalar(l, caps, false), Depth(l));
+  return Wrap(Scalar(l, caps, nullptr), Depth(l));
 }
 
-std::string TableType(Logical l, const Capabilities& caps) {
-  return Wrap(Scalar(l, caps, true), Depth(l));
+std::string TableType(Logical l, const Capabilities& caps, const StorageLayout& layout) {
+  return Wrap(Scalar(l, caps, &layout), Depth(l));
 }
 
 // Where SchemaDdl puts the spans table: what comes before it does not read
@@ -334,6 +478,7 @@ std::string TableType(Logical l, const Capabilities& caps) {
 constexpr size_t kSpansDdlIndex = 3;
 
 std::vector<std::string> SchemaDdl(const Capabilities& caps, const SchemaOptions& options) {
+  const StorageLayout& layout = options.layout;
   std::vector<std::string> ddl;
   ddl.push_back(fmt::format("CREATE DATABASE IF NOT EXISTS {}", kDatabase));
   ddl.push_back(fmt::format(
@@ -342,30 +487,20 @@ std::vector<std::string> SchemaDdl(const Capabilities& caps, const SchemaOptions
       kDatabase));
   // One row per distinct resource (per fingerprint); a resource sent again
   // after a restart is inserted again and merges keep the latest.
-  {
-    std::string cols;
-    for (const auto& [name, logical] : ResourceColumns()) {
-      if (!cols.empty()) cols += ", ";
-      cols += fmt::format("{} {}", name, TableType(logical, caps));
-    }
-    ddl.push_back(fmt::format(
-        "CREATE TABLE IF NOT EXISTS {}.resources ({}) ENGINE = ReplacingMergeTree(last_seen) "
-        "ORDER BY resource_id{}",
-        kDatabase, cols, TtlClauses(TtlTables(caps, options)[2], {})));
-  }
+  ddl.push_back(fmt::format(
+      "CREATE TABLE IF NOT EXISTS {}.resources ({}) ENGINE = ReplacingMergeTree(last_seen) "
+      "ORDER BY resource_id{}",
+      kDatabase, ColumnDefs("resources", caps, layout),
+      TtlClauses(TtlTables(caps, options)[2], {}, caps, layout)));
   ddl.push_back(SpansDdl(caps, options));  // at kSpansDdlIndex
   // Trace id -> (first start, last end), so a lookup by id knows which hours
   // of the spans table to read. Fed by a view; merges keep one row per
   // (day, trace).
-  std::string start_t = caps.simple_aggregate ? "SimpleAggregateFunction(min, UInt64)"
-                                              : "AggregateFunction(min, UInt64)";
-  std::string end_t = caps.simple_aggregate ? "SimpleAggregateFunction(max, UInt64)"
-                                            : "AggregateFunction(max, UInt64)";
-  ddl.push_back(
-      fmt::format("CREATE TABLE IF NOT EXISTS {}.trace_index (day Date, trace_id FixedString(16), "
-                  "start_ns {}, end_ns {}) ENGINE = AggregatingMergeTree PARTITION BY day "
-                  "ORDER BY trace_id{}",
-                  kDatabase, start_t, end_t, TtlClauses(TtlTables(caps, options)[1], {})));
+  ddl.push_back(fmt::format(
+      "CREATE TABLE IF NOT EXISTS {}.trace_index ({}) ENGINE = AggregatingMergeTree PARTITION BY "
+      "day ORDER BY trace_id{}",
+      kDatabase, ColumnDefs("trace_index", caps, layout),
+      TtlClauses(TtlTables(caps, options)[1], {}, caps, layout)));
   std::string start_ns = caps.datetime64 ? "toUnixTimestamp64Nano(start_time)" : "start_time";
   std::string agg_min = caps.simple_aggregate ? "min" : "minState";
   std::string agg_max = caps.simple_aggregate ? "max" : "maxState";
@@ -380,20 +515,13 @@ std::vector<std::string> SchemaDdl(const Capabilities& caps, const SchemaOptions
   // which p50/p90/p95/p99 are recovered by merging states. Fed by a view on
   // every insert; merges fold the rows of one key together. Ordered by
   // service first, so a service's series over days is one range read.
-  const auto sum_t = [&](const char* type) {
-    return caps.simple_aggregate ? fmt::format("SimpleAggregateFunction(sum, {})", type)
-                                 : fmt::format("AggregateFunction(sum, {})", type);
-  };
   const std::string sum_f = caps.simple_aggregate ? "sum" : "sumState";
-  const std::string key_t = caps.low_cardinality ? "LowCardinality(String)" : "String";
   const std::string ttl =
       caps.ttl ? fmt::format(" TTL minute + INTERVAL {} DAY", options.metrics_retention_days) : "";
-  ddl.push_back(fmt::format(
-      "CREATE TABLE IF NOT EXISTS {0}.red_1m (minute DateTime, service_name {1}, name {1}, "
-      "kind UInt8, calls {2}, errors {2}, duration_sum_ns {2}, duration_quantiles "
-      "AggregateFunction(quantilesTDigest({3}), UInt64)) ENGINE = AggregatingMergeTree "
-      "PARTITION BY toDate(minute) ORDER BY (service_name, minute, name, kind){4}",
-      kDatabase, key_t, sum_t("UInt64"), kRedQuantiles, ttl));
+  ddl.push_back(
+      fmt::format("CREATE TABLE IF NOT EXISTS {0}.red_1m ({1}) ENGINE = AggregatingMergeTree "
+                  "PARTITION BY toDate(minute) ORDER BY (service_name, minute, name, kind){2}{3}",
+                  kDatabase, ColumnDefs("red_1m", caps, layout), ttl, Settings({}, caps, layout)));
   ddl.push_back(
       fmt::format("CREATE MATERIALIZED VIEW IF NOT EXISTS {0}.red_1m_mv TO {0}.red_1m AS SELECT "
                   "toStartOfMinute(timestamp) AS minute, service_name, name, kind, "
@@ -407,19 +535,16 @@ std::vector<std::string> SchemaDdl(const Capabilities& caps, const SchemaOptions
   // so a view cannot see them together). A recomputed minute replaces its
   // rows: the latest computed_at wins.
   ddl.push_back(fmt::format(
-      "CREATE TABLE IF NOT EXISTS {0}.dependencies_1m (minute DateTime, parent {1}, child {1}, "
-      "calls UInt64, errors UInt64, computed_at DateTime) ENGINE = "
+      "CREATE TABLE IF NOT EXISTS {0}.dependencies_1m ({1}) ENGINE = "
       "ReplacingMergeTree(computed_at) PARTITION BY toDate(minute) ORDER BY (minute, parent, "
-      "child){2}",
-      kDatabase, key_t, ttl));
+      "child){2}{3}",
+      kDatabase, ColumnDefs("dependencies_1m", caps, layout), ttl, Settings({}, caps, layout)));
   // The service catalog: every (service, operation, kind) seen, and when
   // last. One row per key after merges.
-  const std::string max_t = caps.simple_aggregate ? "SimpleAggregateFunction(max, DateTime)"
-                                                  : "AggregateFunction(max, DateTime)";
   ddl.push_back(fmt::format(
-      "CREATE TABLE IF NOT EXISTS {0}.operations (service_name {1}, name {1}, kind UInt8, "
-      "last_seen {2}) ENGINE = AggregatingMergeTree ORDER BY (service_name, name, kind)",
-      kDatabase, key_t, max_t));
+      "CREATE TABLE IF NOT EXISTS {0}.operations ({1}) ENGINE = AggregatingMergeTree ORDER BY "
+      "(service_name, name, kind){2}",
+      kDatabase, ColumnDefs("operations", caps, layout), Settings({}, caps, layout)));
   ddl.push_back(fmt::format(
       "CREATE MATERIALIZED VIEW IF NOT EXISTS {0}.operations_mv TO {0}.operations AS SELECT "
       "service_name, name, kind, {1}(timestamp) AS last_seen FROM {0}.spans "
@@ -477,7 +602,8 @@ std::set<std::string> LineSet(const std::string& tsv) {
 
 // Upgrade in place: adds any column an older spans table lacks, and moves
 // schema 1's per-span resource columns to the resources table.
-Status AddMissingColumns(ChdbConnection& conn, const Capabilities& caps) {
+Status AddMissingColumns(ChdbConnection& conn, const Capabilities& caps,
+                         const StorageLayout& layout) {
   QueryResult r;
   if (Status st = conn.Query(
           fmt::format("SELECT name FROM system.columns WHERE database = '{}' AND table = 'spans'",
@@ -489,8 +615,9 @@ Status AddMissingColumns(ChdbConnection& conn, const Capabilities& caps) {
   const std::set<std::string> have = LineSet(r.data);
   for (const auto& c : SpanColumns()) {
     if (have.count(c.name) != 0) continue;
-    std::string sql = fmt::format("ALTER TABLE {}.spans ADD COLUMN {} {}", kDatabase, c.name,
-                                  TableType(c.logical, caps));
+    const TableColumn col{c.name, TableType(c.logical, caps, layout), c.codec};
+    std::string sql = fmt::format("ALTER TABLE {}.spans ADD COLUMN {}", kDatabase,
+                                  ColumnDef("spans", col, caps, layout));
     if (Status st = conn.Query(sql, ""); !st.ok()) {
       return Status::Internal("schema upgrade: " + st.message());
     }
@@ -498,6 +625,46 @@ Status AddMissingColumns(ChdbConnection& conn, const Capabilities& caps) {
   if (have.count(kV1ResourceColumns[0]) != 0) {
     if (Status st = MoveResourcesOutOfSpans(conn); !st.ok()) {
       return Status::Internal("schema upgrade (resources table): " + st.message());
+    }
+  }
+  return Status::Ok();
+}
+
+// Tables made before a codec was chosen take it: a codec-only MODIFY COLUMN
+// changes metadata alone (measured: no mutation, parts untouched), new
+// parts and merges write the new codec. Types are left as they are (a
+// changed type would rewrite every part), and a column whose codec went
+// back to the server's default keeps the one it has.
+Status SyncCodecs(ChdbConnection& conn, const Capabilities& caps, const StorageLayout& layout) {
+  if (!caps.codecs) return Status::Ok();
+  for (const char* table : kTables) {
+    QueryResult r;
+    if (Status st = conn.Query(fmt::format("SELECT name, compression_codec FROM system.columns "
+                                           "WHERE database = '{}' AND table = '{}'",
+                                           kDatabase, table),
+                               "TSV", &r);
+        !st.ok()) {
+      return st;
+    }
+    std::map<std::string, std::string, std::less<>> have;
+    for (const std::string& line : LineSet(r.data)) {
+      const size_t tab = line.find('\t');
+      if (tab != std::string::npos) have[line.substr(0, tab)] = line.substr(tab + 1);
+    }
+    std::string alter;
+    for (const auto& c : ColumnsOf(table, caps, layout)) {
+      const std::string codec = CodecOf(table, c, caps, layout);
+      auto it = have.find(c.name);
+      if (codec.empty() || it == have.end() || it->second == fmt::format("CODEC({})", codec)) {
+        continue;
+      }
+      alter +=
+          fmt::format("{}MODIFY COLUMN {} CODEC({})", alter.empty() ? "" : ", ", c.name, codec);
+    }
+    if (alter.empty()) continue;
+    const std::string sql = fmt::format("ALTER TABLE {}.{} {}", kDatabase, table, alter);
+    if (Status st = conn.Query(sql, ""); !st.ok()) {
+      return Status::Internal("schema: " + st.message() + "\nin: " + sql);
     }
   }
   return Status::Ok();
@@ -621,9 +788,10 @@ Status EnsureSchema(ChdbConnection& conn, Capabilities* caps_out, const SchemaOp
       return Status::Internal("schema: " + st.message() + "\nin: " + ddl[i]);
     }
     if (i == spans_at) {
-      if (Status st = AddMissingColumns(conn, caps); !st.ok()) return st;
+      if (Status st = AddMissingColumns(conn, caps, options.layout); !st.ok()) return st;
     }
   }
+  if (Status st = SyncCodecs(conn, caps, options.layout); !st.ok()) return st;
   // The spans table's storage policy and TTL, the retention of trace_index
   // and resources.
   if (caps.ttl) {

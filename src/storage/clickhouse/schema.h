@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -35,6 +36,8 @@ struct Capabilities {
   // Storage policies, TTL ... TO VOLUME, ttl_only_drop_parts,
   // materialize_ttl_recalculate_only.
   bool ttl_moves = false;
+  bool codecs = false;           // column codecs: CODEC(ZSTD(1)), Delta, DoubleDelta, T64
+  bool auto_statistics = false;  // statistics on every column by default (minmax, uniq)
 
   static Capabilities FromVersion(std::string_view version);  // e.g. "26.5.1.1"
 };
@@ -120,6 +123,10 @@ struct ColumnSpec {
   Col id;
   const char* name;
   Logical logical;
+  // The column's compression codec in the table where the server has codecs
+  // (the argument of CODEC(...)); empty: the server's default, LZ4.
+  // Chosen by measurement: `spanhouse bench storage`, BENCHMARKS.md.
+  const char* codec = "";
 };
 
 // Columns of the spans table, in table and block order.
@@ -128,14 +135,54 @@ const std::vector<ColumnSpec>& SpanColumns();
 // resource's, joined from the resources table.
 const std::vector<ColumnSpec>& ReadColumns();
 
+// One column of a table, as StorageLayout::codec sees it.
+struct CodecQuery {
+  std::string_view table;   // "spans", "resources", "trace_index", ...
+  std::string_view column;  // its name
+  std::string_view type;    // its type in the table ("Array(LowCardinality(String))")
+  std::string_view chosen;  // the schema's own codec for it ("" = the server's default)
+};
+
+// How the tables are stored, where that leaves the logical row and every
+// query alone: compression codecs, LowCardinality, the spans table's sort
+// key and granule size. The defaults are the project's schema; `spanhouse
+// bench storage` measures other layouts by changing them.
+struct StorageLayout {
+  // The codec of each column (what goes in CODEC(...); "" for none, i.e.
+  // LZ4). Unset: the schema's own choice. Used only where the server has
+  // codecs (Capabilities::codecs).
+  std::function<std::string(const CodecQuery&)> codec;
+  bool low_cardinality_keys = true;  // kKey columns LowCardinality(String) where supported
+  // String arrays (attribute values) LowCardinality too: high-cardinality
+  // values, but a trace repeats its own (session, request, user ids) in
+  // every span, and the dictionary stores them once per part.
+  bool low_cardinality_values = true;
+  // The spans table's ORDER BY; empty: (toStartOfHour(timestamp), trace_id).
+  // The writer sorts its blocks by the default key (SortByTableKey).
+  std::string spans_order_by;
+  // Rows per granule of the spans table, its cap in bytes
+  // (index_granularity_bytes, 10 MiB for 8192 rows) and the rows per block a
+  // merge writes (merge_max_block_size) raised alike; 0: the server's
+  // defaults.
+  uint32_t index_granularity = 0;
+  // Keep the statistics newer servers (26.3+) build on every column of every
+  // part by default; off, the tables are made with auto_statistics_types = ''.
+  bool column_statistics = false;
+  // More settings for every table ("name = value, ...").
+  std::string table_settings;
+};
+
 // Type of a column in a Native block (no LowCardinality, no codecs).
 std::string WireType(Logical l, const Capabilities& caps);
 // Type of a column in the table.
-std::string TableType(Logical l, const Capabilities& caps);
+std::string TableType(Logical l, const Capabilities& caps, const StorageLayout& layout = {});
 
 inline constexpr std::string_view kDatabase = "spanhouse";
 // 1: resource attributes in every span row. 2: resources stored once, by id.
 // 3: per-minute RED views, the operations catalog, dependency edges.
+// 4: codecs and types chosen by `spanhouse bench storage`, the user_fields
+// JSON column (older tables take the codecs in place and gain the column;
+// their types stay).
 inline constexpr uint32_t kSchemaVersion = 4;
 
 // Choices the schema takes from the configuration.
@@ -151,6 +198,9 @@ struct SchemaOptions {
   // after their newest span (move_after_s < retention_s when both are set).
   bool tiered = false;
   uint64_t move_after_s = 0;
+  // Codecs, LowCardinality, sort key: the project's own unless a benchmark
+  // says otherwise.
+  StorageLayout layout;
 };
 // The spans table's TTL ("" for none), as the engine prints it back in
 // system.tables.engine_full (so a start can tell whether it changed).

@@ -470,7 +470,8 @@ class Encoder {
     }
   }
 
-  // A value of a column that may be LowCardinality.
+  // A value of a column that may be LowCardinality (keys; attribute values
+  // too, by the schema's layout).
   static void Key(const ColumnOut& c, native::Writer& w, std::string_view s) {
     if (c.dict != nullptr) {
       c.dict->Add(s);
@@ -490,7 +491,7 @@ class Encoder {
           w.Fixed<uint8_t>(static_cast<uint8_t>(cols.type[a]));
           break;
         case Part::kValue:
-          w.String(b.Str(cols.value[a]));
+          Key(c, w, b.Str(cols.value[a]));
           break;
       }
     }
@@ -639,7 +640,7 @@ class Encoder {
         break;
       case Col::kLinkTraceStates:
         Nested(c, s.links[i],
-               [&](native::Writer& v, uint32_t l) { v.String(b.Str(b.links.trace_state[l])); });
+               [&](native::Writer& v, uint32_t l) { Key(c, v, b.Str(b.links.trace_state[l])); });
         break;
       case Col::kLinkFlags:
         Nested(c, s.links[i],

@@ -9,6 +9,7 @@ void AddBenchCommand(CLI::App& app, std::function<int()>* run) {
   bench->require_subcommand(1);
   AddFormatsCommand(*bench, run);
   AddPipelineCommand(*bench, run);
+  AddStorageCommand(*bench, run);
 }
 
 }  // namespace spanhouse::bench

@@ -21,4 +21,8 @@ void AddFormatsCommand(CLI::App& bench, std::function<int()>* run);
 // (bench_pipeline.cc). Added to `bench` by AddBenchCommand.
 void AddPipelineCommand(CLI::App& bench, std::function<int()>* run);
 
+// `bench storage`: bytes per span by column and table for the schema and
+// the storage layouts it was chosen against (bench_storage.cc).
+void AddStorageCommand(CLI::App& bench, std::function<int()>* run);
+
 }  // namespace spanhouse::bench

@@ -225,6 +225,67 @@ TEST(Schema, WireTypesFollowCapabilities) {
   }
 }
 
+TEST(Schema, CodecsOnlyWhereTheServerHasThem) {
+  for (const auto& sql : SchemaDdl(Capabilities::FromVersion("19.16.3"))) {
+    EXPECT_EQ(sql.find("CODEC"), std::string::npos) << sql;
+  }
+  const std::vector<std::string> ddl = SchemaDdl(Modern());
+  std::string all;
+  for (const auto& sql : ddl) all += sql + "\n";
+  EXPECT_NE(all.find("duration_ns UInt64 CODEC(T64, ZSTD(1))"), std::string::npos) << all;
+  EXPECT_NE(all.find("attr_values Array(LowCardinality(String)) CODEC(ZSTD(1))"), std::string::npos)
+      << all;
+  EXPECT_NE(all.find("end_ns SimpleAggregateFunction(max, UInt64) CODEC(T64, ZSTD(1))"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("ORDER BY (toStartOfHour(timestamp), trace_id)"), std::string::npos);
+  // The master list gives every stored column a codec.
+  for (const auto& c : SpanColumns()) EXPECT_STRNE(c.codec, "") << c.name;
+}
+
+TEST(Schema, LayoutChangesCodecsTypesKeyAndSettings) {
+  SchemaOptions o;
+  o.layout.codec = [](const CodecQuery& q) {
+    if (q.table == "spans" && q.column == "span_id") return std::string("NONE");
+    return q.table == "trace_index" ? std::string("ZSTD(3)") : std::string();
+  };
+  o.layout.low_cardinality_values = false;
+  o.layout.low_cardinality_keys = false;
+  o.layout.spans_order_by = "(service_name, toStartOfHour(timestamp), trace_id)";
+  o.layout.index_granularity = 4096;
+  o.layout.column_statistics = false;
+  o.layout.table_settings = "merge_with_ttl_timeout = 3600";
+  std::string all;
+  for (const auto& sql : SchemaDdl(Modern(), o)) all += sql + "\n";
+  EXPECT_NE(all.find("span_id FixedString(8) CODEC(NONE)"), std::string::npos) << all;
+  EXPECT_NE(all.find("duration_ns UInt64,"), std::string::npos) << all;
+  EXPECT_NE(all.find("start_ns SimpleAggregateFunction(min, UInt64) CODEC(ZSTD(3))"),
+            std::string::npos)
+      << all;
+  EXPECT_EQ(all.find("LowCardinality"), std::string::npos) << all;
+  EXPECT_NE(all.find("ORDER BY (service_name, toStartOfHour(timestamp), trace_id)"),
+            std::string::npos);
+  EXPECT_NE(all.find("SETTINGS min_bytes_for_wide_part = 268435456, index_granularity = 4096, "
+                     "index_granularity_bytes = 5242880, merge_max_block_size = 4096, "
+                     "auto_statistics_types = '', "
+                     "merge_with_ttl_timeout = 3600"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("ORDER BY resource_id SETTINGS auto_statistics_types = '', "
+                     "merge_with_ttl_timeout = 3600"),
+            std::string::npos)
+      << all;
+  // Statistics are turned off only where the server makes them by default,
+  // and only unless the layout keeps them.
+  for (const auto& sql : SchemaDdl(Capabilities::FromVersion("25.8.1"))) {
+    EXPECT_EQ(sql.find("auto_statistics_types"), std::string::npos) << sql;
+  }
+  o.layout.column_statistics = true;
+  for (const auto& sql : SchemaDdl(Modern(), o)) {
+    EXPECT_EQ(sql.find("auto_statistics_types"), std::string::npos) << sql;
+  }
+}
+
 TEST(Schema, ColumnListIsInEnumOrder) {
   const auto& read = ReadColumns();
   ASSERT_EQ(read.size(), static_cast<size_t>(Col::kCount));

@@ -1,0 +1,38 @@
+// The storage layouts `spanhouse bench storage` compares. Each is a tweak of
+// the project's generated schema (a StorageLayout over schema.cc's column
+// list: codecs by column, LowCardinality, sort key, granule size), never DDL
+// of its own, so a variant cannot drift from the columns the writer sends.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "storage/clickhouse/schema.h"
+#include "storage/clickhouse/span_block.h"
+
+namespace spanhouse::bench {
+
+// The order a variant's blocks are sorted in before the insert: its table
+// key, as the writer does for the real one (an insert in key order is not
+// sorted again by the engine).
+enum class SpanOrder {
+  kHourTrace,             // (toStartOfHour(timestamp), trace_id): SortByTableKey
+  kServiceNameHourTrace,  // (service_name, name, toStartOfHour(timestamp), trace_id)
+  kHourServiceTrace,      // (toStartOfHour(timestamp), service_name, trace_id)
+  kHourTraceStart,        // (toStartOfHour(timestamp), trace_id, start_time)
+};
+
+struct StorageVariant {
+  std::string name;
+  std::string description;
+  storage::StorageLayout layout;
+  SpanOrder order = SpanOrder::kHourTrace;
+};
+
+// Every variant, the project's schema ("chosen") among them.
+const std::vector<StorageVariant>& StorageVariants();
+
+// Sorts `rows` in `order`, stably.
+void SortRows(SpanOrder order, std::vector<storage::SpanRow>* rows);
+
+}  // namespace spanhouse::bench

@@ -1,0 +1,134 @@
+// The storage layouts against real chDB: the project's codecs and types,
+// every layout `spanhouse bench storage` measures (its DDL must be valid and
+// spans must come back unchanged through it), and an older data directory
+// taking the chosen codecs in place.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "../testdata/sample_batch.h"
+#include "integration/engine.h"
+#include "pipeline/queue/span_queue.h"
+#include "storage/clickhouse/chdb_span_reader.h"
+#include "storage/clickhouse/embedded_writer.h"
+#include "storage/clickhouse/schema.h"
+#include "tools/bench/storage_variants.h"
+
+namespace spanhouse::storage {
+namespace {
+
+// Through the writer, as `serve` stores spans.
+void Write(const SpanBatch& b, const Capabilities& caps) {
+  pipeline::SpanQueue queue(64u << 20);
+  WriterOptions opts;
+  opts.spool_dir = Engine::dir + "/spool";
+  EmbeddedWriter writer(Engine::conn.get(), caps, queue, opts);
+  writer.Start();
+  auto copy = std::make_unique<SpanBatch>(b);
+  ASSERT_EQ(queue.TryPush(copy), pipeline::SpanQueue::PushResult::kOk);
+  queue.Close();
+  writer.Join();
+  EXPECT_EQ(writer.stats().rows_written.load(), b.span_count());
+  EXPECT_EQ(writer.stats().insert_errors.load(), 0u);
+}
+
+void ExpectRoundTrip(const Capabilities& caps, const std::string& label) {
+  SpanBatch in = testdata::SampleBatch(2);
+  Write(in, caps);
+  ChdbSpanReader reader(*Engine::conn, caps);
+  SpanBatch out;
+  for (uint8_t t = 0; t < 2; ++t) {
+    Status st = reader.GetTrace(testdata::MakeTraceId(t), &out);
+    ASSERT_TRUE(st.ok()) << label << ": " << st.message();
+  }
+  std::string why;
+  EXPECT_TRUE(in.LogicallyEquals(out, &why)) << label << ": " << why;
+}
+
+std::string Column(const std::string& table, const std::string& column) {
+  return Q(fmt::format(
+      "SELECT type, compression_codec FROM system.columns WHERE database = '{}' AND table = '{}' "
+      "AND name = '{}'",
+      kDatabase, table, column));
+}
+
+TEST(StorageLayout, ChosenCodecsAndTypesAreTheTables) {
+  Reset();
+  Capabilities caps;
+  ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
+  EXPECT_TRUE(caps.codecs);
+  EXPECT_EQ(Column("spans", "attr_values"), "Array(LowCardinality(String))\tCODEC(ZSTD(1))\n");
+  EXPECT_EQ(Column("spans", "duration_ns"), "UInt64\tCODEC(T64, ZSTD(1))\n");
+  EXPECT_EQ(Column("spans", "attr_keys"), "Array(LowCardinality(String))\tCODEC(ZSTD(3))\n");
+  EXPECT_EQ(Column("trace_index", "start_ns"),
+            "SimpleAggregateFunction(min, UInt64)\tCODEC(T64, ZSTD(1))\n");
+  EXPECT_EQ(Column("resources", "attr_values"), "Array(LowCardinality(String))\tCODEC(ZSTD(1))\n");
+  // Every column of every table has a codec.
+  EXPECT_EQ(Q(fmt::format("SELECT groupArray(concat(table, '.', name)) FROM system.columns WHERE "
+                          "database = '{}' AND table != 'schema_version' AND table NOT LIKE "
+                          "'%_mv' AND compression_codec = ''",
+                          kDatabase)),
+            "[]\n");
+  ExpectRoundTrip(caps, "chosen");
+}
+
+// Every layout the storage benchmark measures is valid DDL and stores and
+// returns spans unchanged (the writer sorts by the default key; a layout
+// with another key has the engine sort).
+TEST(StorageLayout, EveryBenchVariantRoundTripsSpans) {
+  for (const auto& v : bench::StorageVariants()) {
+    SCOPED_TRACE(v.name);
+    Reset();
+    Capabilities caps;
+    SchemaOptions options;
+    options.layout = v.layout;
+    Status st = EnsureSchema(*Engine::conn, &caps, options);
+    ASSERT_TRUE(st.ok()) << v.name << ": " << st.message();
+    ExpectRoundTrip(caps, v.name);
+  }
+}
+
+// A data directory made before codecs (schema 3's layout) takes the chosen
+// codecs at the next start without rewriting its parts; its types stay.
+TEST(StorageLayout, OlderTablesTakeTheChosenCodecsInPlace) {
+  Reset();
+  Capabilities caps;
+  SchemaOptions old;
+  old.layout.codec = [](const CodecQuery&) { return std::string(); };
+  old.layout.low_cardinality_values = false;
+  ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps, old).ok());
+  EXPECT_EQ(Column("spans", "attr_values"), "Array(String)\t\n");
+  Write(testdata::SampleBatch(2), caps);
+  // The spans and trace index parts (the metrics tables' TTL may merge
+  // theirs meanwhile).
+  const std::string parts_sql = fmt::format(
+      "SELECT name FROM system.parts WHERE database = '{}' AND table IN ('spans', 'trace_index') "
+      "AND active ORDER BY name",
+      kDatabase);
+  const std::string parts = Q(parts_sql);
+  ASSERT_NE(parts, "");
+
+  ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
+  EXPECT_EQ(Column("spans", "attr_values"), "Array(String)\tCODEC(ZSTD(1))\n");
+  EXPECT_EQ(Column("spans", "duration_ns"), "UInt64\tCODEC(T64, ZSTD(1))\n");
+  EXPECT_EQ(Column("trace_index", "end_ns"),
+            "SimpleAggregateFunction(max, UInt64)\tCODEC(T64, ZSTD(1))\n");
+  EXPECT_EQ(Q(fmt::format("SELECT count() FROM system.mutations WHERE database = '{}'", kDatabase)),
+            "0\n");
+  EXPECT_EQ(parts, Q(parts_sql));
+  // Old rows and new ones read back alike.
+  Write(testdata::SampleBatch(2, 1700000100000000000ull), caps);
+  ChdbSpanReader reader(*Engine::conn, caps);
+  SpanBatch out;
+  ASSERT_TRUE(reader.GetTrace(testdata::MakeTraceId(0), &out).ok());
+  EXPECT_EQ(out.span_count(), 6u);
+  // A third start changes nothing.
+  ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
+  EXPECT_EQ(Column("spans", "attr_values"), "Array(String)\tCODEC(ZSTD(1))\n");
+}
+
+}  // namespace
+}  // namespace spanhouse::storage
