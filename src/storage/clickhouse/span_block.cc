@@ -291,7 +291,10 @@ class UserFieldsColumns {
       if (added) {
         const bool user = !key.empty() && filter_.IsUserField(key) && paths_.size() < kMaxPaths;
         path_of_.push_back(user ? static_cast<int32_t>(paths_.size()) : -1);
-        if (user) paths_.push_back(Path{key});
+        if (user) {
+          paths_.emplace_back();
+          paths_.back().name = key;
+        }
       }
       if (path_of_[k] < 0 || cols.type[a] == ValueType::kEmpty) continue;
       Path& p = paths_[static_cast<size_t>(path_of_[k])];
