@@ -857,7 +857,7 @@ class Decoder {
     if (count != rg.size()) return Status::Internal("native: attribute columns disagree in length");
     for (uint32_t a = rg.begin; a < rg.end; ++a) {
       if (p == Part::kType) {
-        uint8_t t;
+        uint8_t t = 0;
         SH_TRY(r_.Fixed(&t));
         cols.type[a] = static_cast<ValueType>(t);
       } else {

@@ -139,7 +139,9 @@ TEST(SpanBlock, UserFieldsAsJsonColumnsOrText) {
     EncodeSpanBlock(in, caps, &block);
     const bool json = block.find(std::string("\x0buser_fields\x04JSON", 17)) != std::string::npos;
     EXPECT_EQ(json, caps.json_type);
-    if (!caps.json_type) EXPECT_NE(block.find(R"("ratio":0.25)"), std::string::npos);
+    if (!caps.json_type) {
+      EXPECT_NE(block.find(R"("ratio":0.25)"), std::string::npos);
+    }
     SpanBatch out;
     Status st = DecodeSpanBlocks(block, &out);
     ASSERT_TRUE(st.ok()) << st.message();
