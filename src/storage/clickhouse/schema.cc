@@ -219,25 +219,6 @@ std::string Scalar(Logical l, const Capabilities& caps, const StorageLayout* lay
   return "String";
 }
 
-int Depth(Logical l) {
-  switch (l) {
-    case Logical::kKeyArray:
-    case Logical::kUInt8Array:
-    case Logical::kUInt32Array:
-    case Logical::kStringArray:
-    case Logical::kTimeNsArray:
-    case Logical::kTraceIdArray:
-    case Logical::kSpanIdArray:
-      return 1;
-    case Logical::kKeyArray2:
-    case Logical::kUInt8Array2:
-    case Logical::kStringArray2:
-      return 2;
-    default:
-      return 0;
-  }
-}
-
 std::string Wrap(std::string t, int depth) {
   for (int i = 0; i < depth; ++i) t = "Array(" + t + ")";
   return t;
@@ -464,12 +445,31 @@ std::string SpansTtl(const Capabilities& caps, const SchemaOptions& options) {
   return ttl;
 }
 
+int ArrayDepth(Logical l) {
+  switch (l) {
+    case Logical::kKeyArray:
+    case Logical::kUInt8Array:
+    case Logical::kUInt32Array:
+    case Logical::kStringArray:
+    case Logical::kTimeNsArray:
+    case Logical::kTraceIdArray:
+    case Logical::kSpanIdArray:
+      return 1;
+    case Logical::kKeyArray2:
+    case Logical::kUInt8Array2:
+    case Logical::kStringArray2:
+      return 2;
+    default:
+      return 0;
+  }
+}
+
 std::string WireType(Logical l, const Capabilities& caps) {
-  return Wrap(Scalar(l, caps, nullptr), Depth(l));
+  return Wrap(Scalar(l, caps, nullptr), ArrayDepth(l));
 }
 
 std::string TableType(Logical l, const Capabilities& caps, const StorageLayout& layout) {
-  return Wrap(Scalar(l, caps, &layout), Depth(l));
+  return Wrap(Scalar(l, caps, &layout), ArrayDepth(l));
 }
 
 // Where SchemaDdl puts the spans table: what comes before it does not read

@@ -173,6 +173,8 @@ struct StorageLayout {
 };
 
 // Type of a column in a Native block (no LowCardinality, no codecs).
+// How many Array()s wrap the column: 0, 1 or 2.
+int ArrayDepth(Logical l);
 std::string WireType(Logical l, const Capabilities& caps);
 // Type of a column in the table.
 std::string TableType(Logical l, const Capabilities& caps, const StorageLayout& layout = {});

@@ -405,7 +405,7 @@ class Encoder {
     const auto& cols = SpanColumns();
     // Pieces: the block header, then per column its header and streams.
     size_t n = 1;
-    for (const auto& c : cols) n += 1 + static_cast<size_t>(Depth(c.logical)) + 1;
+    for (const auto& c : cols) n += 1 + static_cast<size_t>(ArrayDepth(c.logical)) + 1;
     out_->pieces.resize(n);
     for (auto& p : out_->pieces) p.clear();
     {
@@ -438,7 +438,7 @@ class Encoder {
         dicts_.push_back(std::make_unique<LcDict>());
         co.dict = dicts_.back().get();
       }
-      const int streams = Depth(c.logical) + 1;
+      const int streams = ArrayDepth(c.logical) + 1;
       for (int s = 0; s < streams; ++s) {
         writers_.push_back(std::make_unique<native::Writer>(&out_->pieces[at + 1 + s]));
         co.w[s] = writers_.back().get();
@@ -465,7 +465,7 @@ class Encoder {
   // After the last row: the LowCardinality columns' dictionaries and indexes.
   void Finish() {
     for (ColumnOut& c : cols_) {
-      if (c.dict != nullptr) c.dict->Write(*c.w[Depth(c.logical)]);
+      if (c.dict != nullptr) c.dict->Write(*c.w[ArrayDepth(c.logical)]);
       if (c.id == Col::kUserFields && json_type_) user_field_columns_.Write(*c.w[0]);
     }
   }
@@ -482,25 +482,6 @@ class Encoder {
     LcDict* dict = nullptr;  // a LowCardinality column: values go here
   };
   enum class Part { kKey, kType, kValue };
-
-  static int Depth(Logical l) {
-    switch (l) {
-      case Logical::kKeyArray:
-      case Logical::kUInt8Array:
-      case Logical::kUInt32Array:
-      case Logical::kStringArray:
-      case Logical::kTimeNsArray:
-      case Logical::kTraceIdArray:
-      case Logical::kSpanIdArray:
-        return 1;
-      case Logical::kKeyArray2:
-      case Logical::kUInt8Array2:
-      case Logical::kStringArray2:
-        return 2;
-      default:
-        return 0;
-    }
-  }
 
   // A value of a column that may be LowCardinality (keys; attribute values
   // too, by the schema's layout).

@@ -1,7 +1,12 @@
 // `spanhouse bench ...`: measurements that print ratios measured side by side.
 #pragma once
 
+#include <chrono>
 #include <functional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
 
 namespace CLI {  // NOLINT(readability-identifier-naming): CLI11's namespace
 class App;
@@ -24,5 +29,13 @@ void AddPipelineCommand(CLI::App& bench, std::function<int()>* run);
 // `bench storage`: bytes per span by column and table for the schema and
 // the storage layouts it was chosen against (bench_storage.cc).
 void AddStorageCommand(CLI::App& bench, std::function<int()>* run);
+
+// Helpers the bench subcommands share.
+using Clock = std::chrono::steady_clock;
+double Seconds(Clock::time_point since);  // wall seconds since `since`
+// User + system CPU of the whole process: the engine's threads included.
+double CpuSeconds();
+double Median(std::vector<double> v);
+Status WriteFile(const std::string& path, const std::string& data);
 
 }  // namespace spanhouse::bench

@@ -31,7 +31,6 @@ namespace spanhouse::bench {
 namespace {
 
 using storage::RowFormat;
-using Clock = std::chrono::steady_clock;
 
 constexpr std::string_view kBenchDatabase = "spanhouse_bench";
 constexpr RowFormat kFormats[] = {RowFormat::kValues, RowFormat::kTabSeparated,
@@ -58,33 +57,6 @@ struct Contender {
   std::vector<double> insert_s;
   double cpu_s = 0;
 };
-
-double Seconds(Clock::time_point since) {
-  return std::chrono::duration<double>(Clock::now() - since).count();
-}
-
-// User + system CPU of the whole process: the engine's threads included.
-double CpuSeconds() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  auto tv = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
-  return tv(ru.ru_utime) + tv(ru.ru_stime);
-}
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-Status WriteFile(const std::string& path, const std::string& data) {
-  FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) return Status::Internal("cannot write " + path);
-  const bool ok = std::fwrite(data.data(), 1, data.size(), f) == data.size();
-  if (std::fclose(f) != 0 || !ok) return Status::Internal("short write to " + path);
-  return Status::Ok();
-}
 
 // Whole traces from the load generator until `rows` spans; a trace every
 // millisecond, so a batch stays inside one hour and one daily partition.

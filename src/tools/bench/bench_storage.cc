@@ -55,8 +55,6 @@
 namespace spanhouse::bench {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 struct StorageOptions {
   size_t spans = 1000000;
   size_t block_spans = 200000;  // the writer's writer.max_rows
@@ -123,26 +121,6 @@ struct VariantResult {
     return nullptr;
   }
 };
-
-double Seconds(Clock::time_point since) {
-  return std::chrono::duration<double>(Clock::now() - since).count();
-}
-
-// User + system CPU of the whole process: the engine's threads included.
-double CpuSeconds() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  auto tv = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
-  return tv(ru.ru_utime) + tv(ru.ru_stime);
-}
-
-Status WriteFile(const std::string& path, const std::string& data) {
-  FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) return Status::Internal("cannot write " + path);
-  const bool ok = std::fwrite(data.data(), 1, data.size(), f) == data.size();
-  if (std::fclose(f) != 0 || !ok) return Status::Internal("short write to " + path);
-  return Status::Ok();
-}
 
 bool IsRoot(const SpanBatch& b, uint32_t i) {
   for (uint8_t x : b.spans.parent_span_id[i])
@@ -551,13 +529,6 @@ void PrintVariant(const StorageVariant& v, const VariantResult& r, size_t spans,
       "trace lookup by id (mean of {}): {:.1f} of {:.0f} spans granules read, {:.1f} ms, {:.0f}% "
       "complete\n",
       lookups, r.lookup_granules, r.total_granules, r.lookup_ms, r.lookup_spans_ok * 100);
-}
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 // Sizes from each variant's first run; CPU the median over its runs (one
