@@ -20,24 +20,9 @@
 namespace spanhouse::storage {
 namespace {
 
-// Through the writer, as `serve` stores spans.
-void Write(const SpanBatch& b, const Capabilities& caps) {
-  pipeline::SpanQueue queue(64u << 20);
-  WriterOptions opts;
-  opts.spool_dir = Engine::dir + "/spool";
-  EmbeddedWriter writer(Engine::conn.get(), caps, queue, opts);
-  writer.Start();
-  auto copy = std::make_unique<SpanBatch>(b);
-  ASSERT_EQ(queue.TryPush(copy), pipeline::SpanQueue::PushResult::kOk);
-  queue.Close();
-  writer.Join();
-  EXPECT_EQ(writer.stats().rows_written.load(), b.span_count());
-  EXPECT_EQ(writer.stats().insert_errors.load(), 0u);
-}
-
 void ExpectRoundTrip(const Capabilities& caps, const std::string& label) {
   SpanBatch in = testdata::SampleBatch(2);
-  Write(in, caps);
+  WriteAll(in, caps);
   ChdbSpanReader reader(*Engine::conn, caps);
   SpanBatch out;
   for (uint8_t t = 0; t < 2; ++t) {
@@ -101,7 +86,7 @@ TEST(StorageLayout, OlderTablesTakeTheChosenCodecsInPlace) {
   old.layout.low_cardinality_values = false;
   ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps, old).ok());
   EXPECT_EQ(Column("spans", "attr_values"), "Array(String)\t\n");
-  Write(testdata::SampleBatch(2), caps);
+  WriteAll(testdata::SampleBatch(2), caps);
   // The spans and trace index parts (the metrics tables' TTL may merge
   // theirs meanwhile).
   const std::string parts_sql = fmt::format(
@@ -120,7 +105,7 @@ TEST(StorageLayout, OlderTablesTakeTheChosenCodecsInPlace) {
             "0\n");
   EXPECT_EQ(parts, Q(parts_sql));
   // Old rows and new ones read back alike.
-  Write(testdata::SampleBatch(2, 1700000100000000000ull), caps);
+  WriteAll(testdata::SampleBatch(2, 1700000100000000000ull), caps);
   ChdbSpanReader reader(*Engine::conn, caps);
   SpanBatch out;
   ASSERT_TRUE(reader.GetTrace(testdata::MakeTraceId(0), &out).ok());
