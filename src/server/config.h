@@ -51,6 +51,10 @@ struct Config {
     std::string cold_path;  // empty: <data_dir>/cold
     uint64_t move_after_s = 8 * 3600;
     uint64_t retention_s = 7 * 24 * 3600;
+    // Parts whose compressed size is below this are written with LZ4, larger
+    // ones with ZSTD(1) (fresh inserts and their first merges are rewritten
+    // within seconds at load; the parts that stay are compressed small).
+    uint64_t zstd_min_part_bytes = 64ull << 20;
     // "http(s)://host:port/bucket/prefix/"; empty: the cold volume is cold_path.
     std::string s3_endpoint;
     std::string s3_access_key_id;  // both or neither; neither: anonymous access

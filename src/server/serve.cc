@@ -208,7 +208,11 @@ int Serve(const Config& cfg) {
   tiering.s3_secret_access_key = cfg.storage.s3_secret_access_key;
   tiering.s3_region = cfg.storage.s3_region;
   const std::string engine_config = dir + "/clickhouse-config.xml";
-  if (Status st = storage::WriteEngineConfig(engine_config, tiering); !st.ok()) return Fail(st);
+  storage::CompressionOptions compression;
+  compression.zstd_min_part_bytes = cfg.storage.zstd_min_part_bytes;
+  if (Status st = storage::WriteEngineConfig(engine_config, tiering, compression); !st.ok()) {
+    return Fail(st);
+  }
   const std::vector<std::string> engine_args = storage::EngineArgs(engine_config);
   // One connection per writer and one for queries: chDB runs one statement
   // at a time per connection, so inserts never wait behind a slow query.

@@ -24,6 +24,7 @@ namespace spanhouse::storage {
 
 class Engine : public ::testing::Environment {
  public:
+  static constexpr uint64_t kZstdMinPartBytes = 1u << 20;
   static inline std::unique_ptr<ChdbConnection> conn;
   static inline std::string dir;
   static inline std::string cold_dir;
@@ -36,7 +37,11 @@ class Engine : public ::testing::Environment {
     cold_dir = dir + "/cold";
     TieringOptions tiering;
     tiering.cold_path = cold_dir;
-    Status st = WriteEngineConfig(dir + "/clickhouse-config.xml", tiering);
+    // Parts from kZstdMinPartBytes on are ZSTD, smaller ones LZ4 (serve's
+    // rule, with a threshold a test reaches with a few thousand spans).
+    CompressionOptions compression;
+    compression.zstd_min_part_bytes = kZstdMinPartBytes;
+    Status st = WriteEngineConfig(dir + "/clickhouse-config.xml", tiering, compression);
     ASSERT_TRUE(st.ok()) << st.message();
     std::shared_ptr<ChdbLibrary> lib;
     st = ChdbLibrary::Load(&lib);

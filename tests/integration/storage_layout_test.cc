@@ -1,7 +1,7 @@
 // The storage layouts against real chDB: the project's codecs and types,
 // every layout `spanhouse bench storage` measures (its DDL must be valid and
 // spans must come back unchanged through it), and an older data directory
-// taking the chosen codecs in place.
+// taking the chosen codecs in place; the part size picking LZ4 or ZSTD.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -16,6 +16,7 @@
 #include "storage/clickhouse/embedded_writer.h"
 #include "storage/clickhouse/schema.h"
 #include "tools/bench/storage_variants.h"
+#include "tools/loadgen/generator.h"
 
 namespace spanhouse::storage {
 namespace {
@@ -45,12 +46,12 @@ TEST(StorageLayout, ChosenCodecsAndTypesAreTheTables) {
   Capabilities caps;
   ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
   EXPECT_TRUE(caps.codecs);
-  EXPECT_EQ(Column("spans", "attr_values"), "Array(LowCardinality(String))\tCODEC(ZSTD(1))\n");
-  EXPECT_EQ(Column("spans", "duration_ns"), "UInt64\tCODEC(T64, ZSTD(1))\n");
+  EXPECT_EQ(Column("spans", "attr_values"), "Array(LowCardinality(String))\tCODEC(Default)\n");
+  EXPECT_EQ(Column("spans", "duration_ns"), "UInt64\tCODEC(T64, Default)\n");
   EXPECT_EQ(Column("spans", "attr_keys"), "Array(LowCardinality(String))\tCODEC(ZSTD(3))\n");
   EXPECT_EQ(Column("trace_index", "start_ns"),
-            "SimpleAggregateFunction(min, UInt64)\tCODEC(T64, ZSTD(1))\n");
-  EXPECT_EQ(Column("resources", "attr_values"), "Array(LowCardinality(String))\tCODEC(ZSTD(1))\n");
+            "SimpleAggregateFunction(min, UInt64)\tCODEC(T64, Default)\n");
+  EXPECT_EQ(Column("resources", "attr_values"), "Array(LowCardinality(String))\tCODEC(Default)\n");
   // Every column of every table has a codec.
   EXPECT_EQ(Q(fmt::format("SELECT groupArray(concat(table, '.', name)) FROM system.columns WHERE "
                           "database = '{}' AND table != 'schema_version' AND table NOT LIKE "
@@ -97,10 +98,10 @@ TEST(StorageLayout, OlderTablesTakeTheChosenCodecsInPlace) {
   ASSERT_NE(parts, "");
 
   ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
-  EXPECT_EQ(Column("spans", "attr_values"), "Array(String)\tCODEC(ZSTD(1))\n");
-  EXPECT_EQ(Column("spans", "duration_ns"), "UInt64\tCODEC(T64, ZSTD(1))\n");
+  EXPECT_EQ(Column("spans", "attr_values"), "Array(String)\tCODEC(Default)\n");
+  EXPECT_EQ(Column("spans", "duration_ns"), "UInt64\tCODEC(T64, Default)\n");
   EXPECT_EQ(Column("trace_index", "end_ns"),
-            "SimpleAggregateFunction(max, UInt64)\tCODEC(T64, ZSTD(1))\n");
+            "SimpleAggregateFunction(max, UInt64)\tCODEC(T64, Default)\n");
   EXPECT_EQ(Q(fmt::format("SELECT count() FROM system.mutations WHERE database = '{}'", kDatabase)),
             "0\n");
   EXPECT_EQ(parts, Q(parts_sql));
@@ -112,7 +113,38 @@ TEST(StorageLayout, OlderTablesTakeTheChosenCodecsInPlace) {
   EXPECT_EQ(out.span_count(), 6u);
   // A third start changes nothing.
   ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
-  EXPECT_EQ(Column("spans", "attr_values"), "Array(String)\tCODEC(ZSTD(1))\n");
+  EXPECT_EQ(Column("spans", "attr_values"), "Array(String)\tCODEC(Default)\n");
+}
+
+// Columns with CODEC(Default) take the engine's rule: a small fresh part is
+// LZ4 (cheap to write, merged again soon), a part from
+// Engine::kZstdMinPartBytes on (here: a merge of two inserts) is ZSTD(1), and
+// holds the same spans.
+TEST(StorageLayout, PartSizePicksLz4OrZstd) {
+  Reset();
+  Capabilities caps;
+  ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
+  const std::string parts_sql = fmt::format(
+      "SELECT groupArray(default_compression_codec), sum(rows), max(data_compressed_bytes) < {0}, "
+      "sum(data_compressed_bytes) >= {0} FROM system.parts WHERE database = '{1}' AND table = "
+      "'spans' AND active",
+      Engine::kZstdMinPartBytes, kDatabase);
+  loadgen::TraceGenerator gen(loadgen::CorpusOptions{7});
+  SpanBatch a;
+  SpanBatch b;
+  uint64_t t = 1700000000000000000ull;
+  // ~80 bytes a span with LZ4: each insert below the threshold, both above.
+  while (a.span_count() < 8000) gen.AppendTrace(t += 1000000, &a);
+  while (b.span_count() < 8000) gen.AppendTrace(t += 1000000, &b);
+  const size_t n = a.span_count() + b.span_count();
+  WriteAll(a, caps);
+  WriteAll(b, caps);
+  EXPECT_EQ(Q(parts_sql), fmt::format("['LZ4','LZ4']\t{}\t1\t1\n", n));
+  Q(fmt::format("OPTIMIZE TABLE {}.spans FINAL", kDatabase));
+  EXPECT_EQ(Q(parts_sql).substr(0, 12 + std::to_string(n).size()),
+            fmt::format("['ZSTD(1)']\t{}", n));
+  EXPECT_EQ(Q(fmt::format("SELECT uniqExact(span_id) FROM {}.spans", kDatabase)),
+            fmt::format("{}\n", n));
 }
 
 }  // namespace

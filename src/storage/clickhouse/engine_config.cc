@@ -47,9 +47,23 @@ std::string DirWithSlash(std::string p) {
   return p;
 }
 
-}  // namespace
+std::string CompressionXml(const CompressionOptions& comp) {
+  // min_part_size is compared with the part's compressed size (for a merge:
+  // the sum of its sources'), so a part crosses it once and stays above.
+  return fmt::format(
+      "  <compression>\n"
+      "    <case>\n"
+      "      <min_part_size>{}</min_part_size>\n"
+      "      <min_part_size_ratio>0</min_part_size_ratio>\n"
+      "      <method>zstd</method>\n"
+      "      <level>{}</level>\n"
+      "    </case>\n"
+      "  </compression>\n",
+      comp.zstd_min_part_bytes, comp.zstd_level);
+}
 
-std::string EngineConfigXml(const TieringOptions& opts) {
+std::string StorageXml(const TieringOptions& opts) {
+  if (opts.cold_path.empty()) return "";
   const bool s3 = !opts.s3_endpoint.empty();
   std::string s3_disk;
   if (s3) {
@@ -84,8 +98,6 @@ std::string EngineConfigXml(const TieringOptions& opts) {
   // move frees nothing, and a nearly full disk would send every new part to
   // cold at once).
   return fmt::format(
-      "<!-- Written by spanhouse serve at every start; edits are overwritten. -->\n"
-      "<clickhouse>\n"
       "  <storage_configuration>\n"
       "    <disks>\n"
       "      <cold>\n"
@@ -108,20 +120,27 @@ std::string EngineConfigXml(const TieringOptions& opts) {
       "        <move_factor>0</move_factor>\n"
       "      </{2}>\n"
       "    </policies>\n"
-      "  </storage_configuration>\n"
-      "</clickhouse>\n",
+      "  </storage_configuration>\n",
       XmlEscape(DirWithSlash(opts.cold_path)), s3_disk, kTieredPolicy, s3 ? "cold_s3" : "cold");
 }
 
-Status WriteEngineConfig(const std::string& path, const TieringOptions& opts) {
+}  // namespace
+
+std::string EngineConfigXml(const TieringOptions& opts, const CompressionOptions& comp) {
+  return "<!-- Written by spanhouse at every start; edits are overwritten. -->\n<clickhouse>\n" +
+         StorageXml(opts) + CompressionXml(comp) + "</clickhouse>\n";
+}
+
+Status WriteEngineConfig(const std::string& path, const TieringOptions& opts,
+                         const CompressionOptions& comp) {
   std::error_code ec;
-  std::filesystem::create_directories(opts.cold_path, ec);
+  if (!opts.cold_path.empty()) std::filesystem::create_directories(opts.cold_path, ec);
   if (ec) {
     return Status::Internal(
         fmt::format("cannot create the cold directory {}: {}", opts.cold_path, ec.message()));
   }
   const std::string tmp = path + ".tmp";
-  const std::string xml = EngineConfigXml(opts);
+  const std::string xml = EngineConfigXml(opts, comp);
   // Created 0600 from the start: the file may hold S3 credentials.
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return Status::Internal(fmt::format("cannot write {}: {}", tmp, strerror(errno)));

@@ -37,12 +37,25 @@ struct TieringOptions {
   std::string s3_region;
 };
 
-// The engine's XML configuration for `opts`.
-std::string EngineConfigXml(const TieringOptions& opts);
+// The codec of the columns the schema declares CODEC(Default), chosen by the
+// engine per part from the part's compressed size: LZ4 below
+// `zstd_min_part_bytes`, ZSTD(zstd_level) from there on. Fresh inserts and
+// their first merges are small and rewritten within seconds at full load, so
+// they take the cheap codec; the parts that stay (and move to the cold
+// volume) take the small one. 0: ZSTD for every part.
+struct CompressionOptions {
+  uint64_t zstd_min_part_bytes = 64ull << 20;
+  int zstd_level = 1;
+};
 
-// Writes EngineConfigXml(opts) to `path` (replacing it atomically, mode 0600:
-// it may hold S3 credentials) and creates the cold directory.
-Status WriteEngineConfig(const std::string& path, const TieringOptions& opts);
+// The engine's XML configuration: the storage policy for `opts` (none when
+// opts.cold_path is empty) and the compression rule `comp`.
+std::string EngineConfigXml(const TieringOptions& opts, const CompressionOptions& comp = {});
+
+// Writes EngineConfigXml(opts, comp) to `path` (replacing it atomically, mode
+// 0600: it may hold S3 credentials) and creates the cold directory.
+Status WriteEngineConfig(const std::string& path, const TieringOptions& opts,
+                         const CompressionOptions& comp = {});
 
 // The chdb_connect arguments beyond --path for an engine configured by the
 // file at `config_path` (empty: none).

@@ -58,65 +58,69 @@ struct MasterColumn {
 };
 
 // Codecs, chosen by `spanhouse bench storage` (BENCHMARKS.md, "Storage:
-// bytes per span"): ZSTD(1) by default; ZSTD(3) where the stream is small
-// and level 3 measurably smaller; T64 before ZSTD on durations (integers
-// far below 2^64); Delta, DoubleDelta and T64 on times and ids measured no
+// bytes per span"): the engine's default codec, which its configuration
+// (engine_config.h, CompressionOptions) makes LZ4 for parts below
+// storage.zstd_min_part_bytes and ZSTD(1) above: inserts and first merges
+// are rewritten within seconds, so they take the cheap codec, and the parts
+// that stay take the small one. ZSTD(3) where the stream is small and level
+// 3 measurably smaller; T64 before the default on durations (integers far
+// below 2^64); Delta, DoubleDelta and T64 on times and ids measured no
 // smaller and are not used.
-constexpr const char* kZstd1 = "ZSTD(1)";
+constexpr const char* kSized = "Default";
 constexpr const char* kZstd3 = "ZSTD(3)";
-constexpr const char* kT64Zstd = "T64, ZSTD(1)";
+constexpr const char* kT64Sized = "T64, Default";
 
 const std::vector<MasterColumn>& Master() {
   using L = Logical;
   static const std::vector<MasterColumn> cols = {
-      {{Col::kTimestamp, "timestamp", L::kDateTimeSec, kZstd1}, true},
-      {{Col::kTraceId, "trace_id", L::kTraceId, kZstd1}, true},
-      {{Col::kSpanId, "span_id", L::kSpanId, kZstd1}, true},
-      {{Col::kParentSpanId, "parent_span_id", L::kSpanId, kZstd1}, true},
-      {{Col::kTraceState, "trace_state", L::kString, kZstd1}, true},
-      {{Col::kFlags, "flags", L::kUInt32, kZstd1}, true},
-      {{Col::kName, "name", L::kKey, kZstd1}, true},
-      {{Col::kKind, "kind", L::kUInt8, kZstd1}, true},
-      {{Col::kStartTime, "start_time", L::kTimeNs, kZstd1}, true},
-      {{Col::kDurationNs, "duration_ns", L::kUInt64, kT64Zstd}, true},
-      {{Col::kStatusCode, "status_code", L::kUInt8, kZstd1}, true},
-      {{Col::kStatusMessage, "status_message", L::kString, kZstd1}, true},
-      {{Col::kServiceName, "service_name", L::kKey, kZstd1}, true},
-      {{Col::kResourceAttrKeys, "resource_attr_keys", L::kKeyArray, kZstd1}, false},
-      {{Col::kResourceAttrTypes, "resource_attr_types", L::kUInt8Array, kZstd1}, false},
-      {{Col::kResourceAttrValues, "resource_attr_values", L::kStringArray, kZstd1}, false},
-      {{Col::kResourceDroppedAttrs, "resource_dropped_attributes_count", L::kUInt32, kZstd1},
+      {{Col::kTimestamp, "timestamp", L::kDateTimeSec, kSized}, true},
+      {{Col::kTraceId, "trace_id", L::kTraceId, kSized}, true},
+      {{Col::kSpanId, "span_id", L::kSpanId, kSized}, true},
+      {{Col::kParentSpanId, "parent_span_id", L::kSpanId, kSized}, true},
+      {{Col::kTraceState, "trace_state", L::kString, kSized}, true},
+      {{Col::kFlags, "flags", L::kUInt32, kSized}, true},
+      {{Col::kName, "name", L::kKey, kSized}, true},
+      {{Col::kKind, "kind", L::kUInt8, kSized}, true},
+      {{Col::kStartTime, "start_time", L::kTimeNs, kSized}, true},
+      {{Col::kDurationNs, "duration_ns", L::kUInt64, kT64Sized}, true},
+      {{Col::kStatusCode, "status_code", L::kUInt8, kSized}, true},
+      {{Col::kStatusMessage, "status_message", L::kString, kSized}, true},
+      {{Col::kServiceName, "service_name", L::kKey, kSized}, true},
+      {{Col::kResourceAttrKeys, "resource_attr_keys", L::kKeyArray, kSized}, false},
+      {{Col::kResourceAttrTypes, "resource_attr_types", L::kUInt8Array, kSized}, false},
+      {{Col::kResourceAttrValues, "resource_attr_values", L::kStringArray, kSized}, false},
+      {{Col::kResourceDroppedAttrs, "resource_dropped_attributes_count", L::kUInt32, kSized},
        false},
-      {{Col::kResourceSchemaUrl, "resource_schema_url", L::kKey, kZstd1}, false},
-      {{Col::kScopeName, "scope_name", L::kKey, kZstd1}, true},
-      {{Col::kScopeVersion, "scope_version", L::kKey, kZstd1}, true},
-      {{Col::kScopeAttrKeys, "scope_attr_keys", L::kKeyArray, kZstd1}, true},
-      {{Col::kScopeAttrTypes, "scope_attr_types", L::kUInt8Array, kZstd1}, true},
-      {{Col::kScopeAttrValues, "scope_attr_values", L::kStringArray, kZstd1}, true},
-      {{Col::kScopeDroppedAttrs, "scope_dropped_attributes_count", L::kUInt32, kZstd1}, true},
-      {{Col::kScopeSchemaUrl, "scope_schema_url", L::kKey, kZstd1}, true},
+      {{Col::kResourceSchemaUrl, "resource_schema_url", L::kKey, kSized}, false},
+      {{Col::kScopeName, "scope_name", L::kKey, kSized}, true},
+      {{Col::kScopeVersion, "scope_version", L::kKey, kSized}, true},
+      {{Col::kScopeAttrKeys, "scope_attr_keys", L::kKeyArray, kSized}, true},
+      {{Col::kScopeAttrTypes, "scope_attr_types", L::kUInt8Array, kSized}, true},
+      {{Col::kScopeAttrValues, "scope_attr_values", L::kStringArray, kSized}, true},
+      {{Col::kScopeDroppedAttrs, "scope_dropped_attributes_count", L::kUInt32, kSized}, true},
+      {{Col::kScopeSchemaUrl, "scope_schema_url", L::kKey, kSized}, true},
       {{Col::kAttrKeys, "attr_keys", L::kKeyArray, kZstd3}, true},
       {{Col::kAttrTypes, "attr_types", L::kUInt8Array, kZstd3}, true},
-      {{Col::kAttrValues, "attr_values", L::kStringArray, kZstd1}, true},
-      {{Col::kDroppedAttrs, "dropped_attributes_count", L::kUInt32, kZstd1}, true},
-      {{Col::kEventTimes, "event_times", L::kTimeNsArray, kZstd1}, true},
-      {{Col::kEventNames, "event_names", L::kKeyArray, kZstd1}, true},
-      {{Col::kEventAttrKeys, "event_attr_keys", L::kKeyArray2, kZstd1}, true},
-      {{Col::kEventAttrTypes, "event_attr_types", L::kUInt8Array2, kZstd1}, true},
-      {{Col::kEventAttrValues, "event_attr_values", L::kStringArray2, kZstd1}, true},
-      {{Col::kEventDroppedAttrs, "event_dropped_attributes_counts", L::kUInt32Array, kZstd1}, true},
-      {{Col::kDroppedEvents, "dropped_events_count", L::kUInt32, kZstd1}, true},
-      {{Col::kLinkTraceIds, "link_trace_ids", L::kTraceIdArray, kZstd1}, true},
-      {{Col::kLinkSpanIds, "link_span_ids", L::kSpanIdArray, kZstd1}, true},
-      {{Col::kLinkTraceStates, "link_trace_states", L::kStringArray, kZstd1}, true},
-      {{Col::kLinkFlags, "link_flags", L::kUInt32Array, kZstd1}, true},
-      {{Col::kLinkAttrKeys, "link_attr_keys", L::kKeyArray2, kZstd1}, true},
-      {{Col::kLinkAttrTypes, "link_attr_types", L::kUInt8Array2, kZstd1}, true},
-      {{Col::kLinkAttrValues, "link_attr_values", L::kStringArray2, kZstd1}, true},
-      {{Col::kLinkDroppedAttrs, "link_dropped_attributes_counts", L::kUInt32Array, kZstd1}, true},
-      {{Col::kDroppedLinks, "dropped_links_count", L::kUInt32, kZstd1}, true},
-      {{Col::kResourceId, "resource_id", L::kUInt64, kZstd1}, true},
-      {{Col::kUserFields, "user_fields", L::kJson, kZstd1}, true},
+      {{Col::kAttrValues, "attr_values", L::kStringArray, kSized}, true},
+      {{Col::kDroppedAttrs, "dropped_attributes_count", L::kUInt32, kSized}, true},
+      {{Col::kEventTimes, "event_times", L::kTimeNsArray, kSized}, true},
+      {{Col::kEventNames, "event_names", L::kKeyArray, kSized}, true},
+      {{Col::kEventAttrKeys, "event_attr_keys", L::kKeyArray2, kSized}, true},
+      {{Col::kEventAttrTypes, "event_attr_types", L::kUInt8Array2, kSized}, true},
+      {{Col::kEventAttrValues, "event_attr_values", L::kStringArray2, kSized}, true},
+      {{Col::kEventDroppedAttrs, "event_dropped_attributes_counts", L::kUInt32Array, kSized}, true},
+      {{Col::kDroppedEvents, "dropped_events_count", L::kUInt32, kSized}, true},
+      {{Col::kLinkTraceIds, "link_trace_ids", L::kTraceIdArray, kSized}, true},
+      {{Col::kLinkSpanIds, "link_span_ids", L::kSpanIdArray, kSized}, true},
+      {{Col::kLinkTraceStates, "link_trace_states", L::kStringArray, kSized}, true},
+      {{Col::kLinkFlags, "link_flags", L::kUInt32Array, kSized}, true},
+      {{Col::kLinkAttrKeys, "link_attr_keys", L::kKeyArray2, kSized}, true},
+      {{Col::kLinkAttrTypes, "link_attr_types", L::kUInt8Array2, kSized}, true},
+      {{Col::kLinkAttrValues, "link_attr_values", L::kStringArray2, kSized}, true},
+      {{Col::kLinkDroppedAttrs, "link_dropped_attributes_counts", L::kUInt32Array, kSized}, true},
+      {{Col::kDroppedLinks, "dropped_links_count", L::kUInt32, kSized}, true},
+      {{Col::kResourceId, "resource_id", L::kUInt64, kSized}, true},
+      {{Col::kUserFields, "user_fields", L::kJson, kSized}, true},
   };
   return cols;
 }
@@ -278,12 +282,12 @@ struct TableColumn {
 };
 
 // Codecs of the tables other than spans (the spans table's are in Master()).
-constexpr const char* kTraceIndexCodec = kZstd1;
+constexpr const char* kTraceIndexCodec = kSized;
 // Times of one day: T64 drops the high bits they share.
-constexpr const char* kTraceIndexTimeCodec = kT64Zstd;
+constexpr const char* kTraceIndexTimeCodec = kT64Sized;
 // red_1m, operations, dependencies_1m: a few rows per minute and key.
-constexpr const char* kAggregateCodec = kZstd1;
-constexpr const char* kResourceCodec = kZstd1;
+constexpr const char* kAggregateCodec = kSized;
+constexpr const char* kResourceCodec = kSized;
 
 // The tables with columns, in creation order.
 constexpr const char* kTables[] = {"resources", "spans",           "trace_index",

@@ -44,6 +44,7 @@
 #include "storage/clickhouse/chdb.h"
 #include "storage/clickhouse/chdb_span_reader.h"
 #include "storage/clickhouse/dependencies.h"
+#include "storage/clickhouse/engine_config.h"
 #include "storage/clickhouse/row_formats.h"
 #include "storage/clickhouse/schema.h"
 #include "storage/clickhouse/span_block.h"
@@ -290,8 +291,15 @@ Status MeasureVariant(const Corpus& c, const std::vector<BlockFiles>& blocks,
                       const std::string& result_path) {
   std::shared_ptr<storage::ChdbLibrary> lib;
   if (Status st = storage::ChdbLibrary::Load(&lib); !st.ok()) return st;
+  // The engine as serve configures it: no cold volume here, the same
+  // compression rule (CODEC(Default) columns: LZ4 on small parts, ZSTD on
+  // large ones; the full merge below makes one large part).
+  const std::string config = dir + "/clickhouse-config.xml";
+  if (Status st = storage::WriteEngineConfig(config, {}); !st.ok()) return st;
   std::unique_ptr<storage::ChdbConnection> conn;
-  if (Status st = storage::ChdbConnection::Open(lib, dir + "/clickhouse", {}, &conn); !st.ok()) {
+  if (Status st = storage::ChdbConnection::Open(lib, dir + "/clickhouse",
+                                                storage::EngineArgs(config), &conn);
+      !st.ok()) {
     return st;
   }
   struct Closer {

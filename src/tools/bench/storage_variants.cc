@@ -16,12 +16,22 @@ CodecFn Everywhere(std::string codec) {
   return [codec = std::move(codec)](const CodecQuery&) { return codec; };
 }
 
-// Strings and arrays get `codec`, fixed-width columns keep the default.
+// Strings and arrays get `codec`, fixed-width columns LZ4.
 CodecFn OnStringsAndArrays(std::string codec) {
   return [codec = std::move(codec)](const CodecQuery& q) {
     const bool stringy = q.type.find("String") != std::string_view::npos ||
                          q.type.find("Array") != std::string_view::npos;
-    return stringy ? codec : std::string();
+    return stringy ? codec : std::string("LZ4");
+  };
+}
+
+// The schema's own codecs with `fixed` where they leave the choice to the
+// engine's part-size rule (CODEC(Default)).
+CodecFn InsteadOfDefault(std::string fixed) {
+  return [fixed = std::move(fixed)](const CodecQuery& q) {
+    std::string c(q.chosen);
+    if (const size_t at = c.find("Default"); at != std::string::npos) c.replace(at, 7, fixed);
+    return c;
   };
 }
 
@@ -63,7 +73,7 @@ std::vector<StorageVariant> Build() {
                           "link_attr_values"};
 
   add("schema3", "schema 3 as it was: no codecs (LZ4), LowCardinality keys, (hour, trace_id)",
-      schema3_types(Everywhere("")));
+      schema3_types(Everywhere("LZ4")));
   add("chosen", "the project's schema: schema.cc's codecs, the default StorageLayout",
       StorageLayout{});
   // Codecs alone, on schema 3's types.
@@ -109,7 +119,10 @@ std::vector<StorageVariant> Build() {
       "chosen, with the server's automatic column statistics (minmax, uniq on every column)",
       chosen([](StorageLayout& l) { l.column_statistics = true; }));
   add("chosen+lz4", "chosen's types and settings without codecs (LZ4)",
-      chosen([](StorageLayout& l) { l.codec = Everywhere(""); }));
+      chosen([](StorageLayout& l) { l.codec = Everywhere("LZ4"); }));
+  add("chosen+zstd1-always",
+      "chosen with ZSTD(1) on every part, where chosen lets part size pick LZ4 or ZSTD(1)",
+      chosen([](StorageLayout& l) { l.codec = InsteadOfDefault("ZSTD(1)"); }));
   add("chosen+string-keys", "chosen, keys and names String instead of LowCardinality",
       chosen([](StorageLayout& l) { l.low_cardinality_keys = false; }));
   add("chosen+granule-32k",

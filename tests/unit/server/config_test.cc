@@ -37,6 +37,7 @@ void ExpectSameConfig(const Config& a, const Config& b) {
   EXPECT_EQ(a.storage.cold_path, b.storage.cold_path);
   EXPECT_EQ(a.storage.move_after_s, b.storage.move_after_s);
   EXPECT_EQ(a.storage.retention_s, b.storage.retention_s);
+  EXPECT_EQ(a.storage.zstd_min_part_bytes, b.storage.zstd_min_part_bytes);
   EXPECT_EQ(a.storage.s3_endpoint, b.storage.s3_endpoint);
   EXPECT_EQ(a.storage.s3_access_key_id, b.storage.s3_access_key_id);
   EXPECT_EQ(a.storage.s3_secret_access_key, b.storage.s3_secret_access_key);
@@ -67,6 +68,7 @@ const std::map<std::string, std::string>& ValidValues() {
       {"storage.cold_path", "/mnt/slow/spanhouse"},
       {"storage.move_after_s", "3600"},
       {"storage.retention_s", "172800"},
+      {"storage.zstd_min_part_bytes", "16MiB"},
       {"storage.s3_endpoint", "https://s3.example.test/spans/cold/"},
       {"storage.s3_access_key_id", "AKIAEXAMPLE"},
       {"storage.s3_secret_access_key", "s3cr3t/with+chars"},
@@ -191,6 +193,7 @@ storage:
   cold_path: /mnt/slow/spanhouse
   move_after_s: 3600
   retention_s: 172800
+  zstd_min_part_bytes: 16MiB
   s3_endpoint: https://s3.example.test/spans/cold/
   s3_access_key_id: AKIAEXAMPLE
   s3_secret_access_key: s3cr3t/with+chars
@@ -223,6 +226,7 @@ debug:
   EXPECT_EQ(c.storage.cold_path, "/mnt/slow/spanhouse");
   EXPECT_EQ(c.storage.move_after_s, 3600u);
   EXPECT_EQ(c.storage.retention_s, 172800u);
+  EXPECT_EQ(c.storage.zstd_min_part_bytes, 16ull << 20);
   EXPECT_EQ(c.storage.s3_endpoint, "https://s3.example.test/spans/cold/");
   EXPECT_EQ(c.storage.s3_access_key_id, "AKIAEXAMPLE");
   EXPECT_EQ(c.storage.s3_secret_access_key, "s3cr3t/with+chars");

@@ -38,6 +38,26 @@ TEST(EngineConfig, DirectoryColdVolume) {
   EXPECT_TRUE(Has(EngineConfigXml(o), "<path>/srv/cold/</path>"));
 }
 
+// The compression rule: ZSTD at the configured level from the threshold on
+// (the engine compares it with a part's compressed size); no storage policy
+// without a cold path (the storage benchmark's engine).
+TEST(EngineConfig, CompressionRuleAndNoPolicyWithoutColdPath) {
+  CompressionOptions c;
+  c.zstd_min_part_bytes = 12345;
+  c.zstd_level = 2;
+  const std::string xml = EngineConfigXml(TieringOptions{}, c);
+  EXPECT_TRUE(Has(xml,
+                  "<compression>\n    <case>\n      <min_part_size>12345</min_part_size>\n"
+                  "      <min_part_size_ratio>0</min_part_size_ratio>\n"
+                  "      <method>zstd</method>\n      <level>2</level>\n    </case>\n"
+                  "  </compression>"))
+      << xml;
+  EXPECT_FALSE(Has(xml, "storage_configuration")) << xml;
+  // Serve's default: 64 MiB, level 1.
+  EXPECT_TRUE(Has(EngineConfigXml(TieringOptions{}), "<min_part_size>67108864</min_part_size>"));
+  EXPECT_TRUE(Has(EngineConfigXml(TieringOptions{}), "<level>1</level>"));
+}
+
 TEST(EngineConfig, S3ColdVolume) {
   TieringOptions o;
   o.cold_path = "/srv/cold";
