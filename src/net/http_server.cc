@@ -30,12 +30,23 @@
 // to arrive once begun and for a response write to make progress. A request
 // that breaks the protocol gets a 400 and the connection is closed, since
 // where the next request would begin is no longer known.
+//
+// TLS (HttpServerOptions::tls): the same state machine over OpenSSL on the
+// same non-blocking socket. SSL_read does the handshake on the first read;
+// SSL_read and SSL_write may each need the socket readable or writable
+// (WANT_READ / WANT_WRITE, e.g. a handshake message or a TLS 1.3 key update),
+// which the connection remembers so epoll watches for that too. SSL_read
+// returns one record at a time, so a short read does not mean the socket is
+// drained: a TLS connection reads until OpenSSL wants more from the socket.
+// A handshake that fails (plain HTTP sent to the port, a client that rejects
+// the certificate) closes that connection and is counted on the context.
 #include "net/http_server.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -49,6 +60,8 @@
 #include <mutex>
 #include <optional>
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <spdlog/spdlog.h>
 
 namespace spanhouse::net {
@@ -66,6 +79,17 @@ bool SplitHostPort(const std::string& s, std::string* host, uint16_t* port) {
   *host = h;
   *port = static_cast<uint16_t>(p);
   return true;
+}
+
+bool IsLoopbackAddress(const std::string& host_port) {
+  std::string host;
+  uint16_t port;
+  if (!SplitHostPort(host_port, &host, &port)) return false;
+  if (host == "localhost") return true;
+  in_addr a4{};
+  if (inet_pton(AF_INET, host.c_str(), &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
+  in6_addr a6{};
+  return inet_pton(AF_INET6, host.c_str(), &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
 }
 
 namespace {
@@ -189,6 +213,11 @@ struct HeadInfo {
   bool expect_continue = false;
   bool seen_content_type = false;
   bool seen_content_encoding = false;
+  bool seen_authorization = false;
+  // The first Authorization value, a view into the connection's input
+  // buffer: valid only until the next read into it, so OnHead hands it to
+  // the authorizer at once and never keeps it.
+  std::string_view authorization;
 
   bool keep_alive() const { return !conn_close && (!http10 || conn_keep_alive); }
 };
@@ -278,6 +307,9 @@ const char* ParseHead(std::string_view head, HttpRequest& req, HeadInfo& info) {
     } else if (IEquals(name, "content-encoding")) {
       if (!info.seen_content_encoding) req.content_encoding = value;
       info.seen_content_encoding = true;
+    } else if (IEquals(name, "authorization")) {
+      if (!info.seen_authorization) info.authorization = value;
+      info.seen_authorization = true;
     }
   }
   // Both would let a proxy in front and this server disagree on where the
@@ -295,12 +327,20 @@ enum class State {
   kChunkEnd,   // reading the CRLF after a chunk's data
   kTrailer,    // reading trailer fields after the last chunk
   kWrite,      // writing the response; not reading
+  kLinger,     // answered and closing: reading and dropping what the client still sends
 };
 
 struct Conn {
   int fd = -1;
-  size_t index = 0;     // in IoThread::conns_
-  uint32_t events = 0;  // what epoll watches for now
+  SSL* ssl = nullptr;  // HTTPS: the connection's TLS session; null for plain HTTP
+  // What the last TLS call needs before it can go on, beyond what the state
+  // already watches for: a read (SSL_read) that must write, or a write
+  // (SSL_write) that must read.
+  bool tls_wants_write = false;
+  bool tls_wants_read = false;
+  bool tls_broken = false;  // a fatal TLS error: no close_notify may be sent
+  size_t index = 0;         // in IoThread::conns_
+  uint32_t events = 0;      // what epoll watches for now
   State state = State::kHead;
   // Depending on the state: since when the connection is idle (kHead, no
   // bytes yet), since when the request has been arriving (kHead with bytes,
@@ -329,6 +369,11 @@ struct Conn {
   std::string out_body;
   size_t out_sent = 0;
   bool close_after_write = false;
+  // After the answer, read and drop what the client still sends before
+  // closing (a refused request's body): closing a socket with unread input
+  // sends a reset, which can destroy the answer before the client reads it.
+  bool linger = false;
+  size_t lingered = 0;  // bytes dropped so far
 
   size_t buffered() const { return in_end - in_begin; }
   const char* data() const { return in.get() + in_begin; }
@@ -435,8 +480,13 @@ class IoThread {
   void StopListening();
   void Sweep();
   void Remove(Conn& c);
+  void Close(Conn& c);
   void OnEvent(Conn& c, uint32_t events);
   bool Read(Conn& c);
+  ssize_t Receive(Conn& c, char* dst, size_t want);
+  ssize_t ReceiveTls(Conn& c, char* dst, size_t want);
+  ssize_t TlsRetry(Conn& c, int n, const char* op);
+  void TlsFailed(Conn& c, const char* op, int ret, int err);
   Step Advance(Conn& c);
   Step OnHead(Conn& c);
   Step OnChunkSize(Conn& c);
@@ -446,10 +496,15 @@ class IoThread {
   bool SendContinue(Conn& c);
   Step Respond(Conn& c);
   Step Fail(Conn& c, int status, std::string message);
+  Step Refuse(Conn& c, HttpResponse resp);
   void Queue(Conn& c, HttpResponse resp, bool head_only);
   Step Send(Conn& c);
   Step AfterResponse(Conn& c);
+  Step StartLinger(Conn& c);
+  bool Drain(Conn& c);
   Flushed Flush(Conn& c);
+  ssize_t Transmit(Conn& c);
+  ssize_t TransmitTls(Conn& c);
   void UpdateInterest(Conn& c);
 
   HttpServer::Impl& srv_;
@@ -484,6 +539,13 @@ void IoThread::StopListening() {
 }
 
 void IoThread::Run() {
+  // OpenSSL writes to its socket with write(), not send(MSG_NOSIGNAL): a
+  // peer gone mid-answer would raise SIGPIPE and end the process. Blocked on
+  // this thread, the signal stays pending and the write fails with EPIPE.
+  sigset_t pipe;
+  sigemptyset(&pipe);
+  sigaddset(&pipe, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
   const auto timeout = srv_.opts.idle_timeout;
   const bool timeouts = timeout.count() > 0;
   // Sweep about once a second, more often for a short timeout (tests).
@@ -520,7 +582,7 @@ void IoThread::Run() {
       next_sweep = now_ + sweep_every;
     }
   }
-  for (auto& c : conns_) close(c->fd);
+  for (auto& c : conns_) Close(*c);
   conns_.clear();
 }
 
@@ -563,6 +625,17 @@ void IoThread::Accept() {
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     auto c = std::make_unique<Conn>();
     c->fd = fd;
+    if (srv_.opts.tls) {
+      c->ssl = SSL_new(srv_.opts.tls->ctx());
+      if (c->ssl == nullptr || SSL_set_fd(c->ssl, fd) != 1) {
+        spdlog::warn("{}: cannot start a TLS session", srv_.opts.name);
+        ERR_clear_error();
+        SSL_free(c->ssl);
+        close(fd);
+        continue;
+      }
+      SSL_set_accept_state(c->ssl);  // the first SSL_read does the handshake
+    }
     c->index = conns_.size();
     c->events = EPOLLIN;
     c->since = now_;
@@ -571,7 +644,7 @@ void IoThread::Accept() {
     ev.data.ptr = c.get();
     if (epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
       spdlog::warn("{}: epoll_ctl: {}", srv_.opts.name, std::strerror(errno));
-      close(fd);
+      Close(*c);
       continue;
     }
     conns_.push_back(std::move(c));
@@ -610,7 +683,7 @@ void IoThread::Sweep() {
 
 // Closes the connection and frees it; `c` is gone afterwards.
 void IoThread::Remove(Conn& c) {
-  close(c.fd);  // also takes it out of epfd_
+  Close(c);
   const size_t i = c.index;
   if (i + 1 != conns_.size()) {
     std::swap(conns_[i], conns_.back());
@@ -620,12 +693,28 @@ void IoThread::Remove(Conn& c) {
   conn_count_.store(static_cast<int>(conns_.size()));
 }
 
+// Ends the TLS session (a close_notify if the socket takes it now; no
+// waiting for the client's) and closes the socket.
+void IoThread::Close(Conn& c) {
+  if (c.ssl != nullptr) {
+    if (!c.tls_broken && c.state != State::kLinger && SSL_is_init_finished(c.ssl)) {
+      SSL_shutdown(c.ssl);
+    }
+    ERR_clear_error();
+    SSL_free(c.ssl);
+    c.ssl = nullptr;
+  }
+  close(c.fd);  // also takes it out of epfd_
+}
+
 void IoThread::OnEvent(Conn& c, uint32_t events) {
   bool keep = true;
   try {
     const bool error = (events & (EPOLLERR | EPOLLHUP)) != 0;
-    if (c.state == State::kWrite) {
-      if ((events & EPOLLOUT) || error) {
+    if (c.state == State::kLinger) {
+      keep = Drain(c);
+    } else if (c.state == State::kWrite) {
+      if ((events & EPOLLOUT) || error || (c.tls_wants_read && (events & EPOLLIN))) {
         switch (Flush(c)) {
           case Flushed::kError:
             keep = false;
@@ -643,7 +732,10 @@ void IoThread::OnEvent(Conn& c, uint32_t events) {
     } else {
       // A 100 Continue that did not fit in the socket at once.
       if (c.out_pending() && (events & EPOLLOUT) && Flush(c) == Flushed::kError) keep = false;
-      if (keep && (events & (EPOLLIN | EPOLLERR | EPOLLHUP))) keep = Read(c);
+      if (keep && ((events & (EPOLLIN | EPOLLERR | EPOLLHUP)) ||
+                   (c.tls_wants_write && (events & EPOLLOUT)))) {
+        keep = Read(c);
+      }
     }
   } catch (const std::exception& e) {
     // Only allocation can throw here (handlers' exceptions are caught in
@@ -668,7 +760,11 @@ bool IoThread::Read(Conn& c) {
     const Step step = Advance(c);
     if (step == Step::kClose) return false;
     if (step == Step::kWait) return true;
-    if (drained || reads == kMaxReadsPerEvent) return true;
+    // A TLS session may hold decrypted bytes the socket no longer shows:
+    // epoll would not report them, so they are read now.
+    if (drained || (reads >= kMaxReadsPerEvent && (c.ssl == nullptr || !SSL_has_pending(c.ssl)))) {
+      return true;
+    }
 
     char* dst;
     size_t want;
@@ -686,12 +782,13 @@ bool IoThread::Read(Conn& c) {
       dst = c.in.get() + c.in_end;
       want = kInBufferBytes - c.in_end;  // never 0: Advance fails a full buffer
     }
-    const ssize_t n = recv(c.fd, dst, want, 0);
+    const ssize_t n = Receive(c, dst, want);
     if (n > 0) {
       ++reads;
       // For TCP a short read means the socket had no more; level-triggered
-      // epoll says when it has, which saves a recv() that would fail.
-      drained = static_cast<size_t>(n) < want;
+      // epoll says when it has, which saves a recv() that would fail. Not
+      // so for TLS, which returns a record at a time.
+      drained = c.ssl == nullptr && static_cast<size_t>(n) < want;
       if (c.state == State::kBody) {
         c.body_fill += n;
       } else {
@@ -703,9 +800,71 @@ bool IoThread::Read(Conn& c) {
       }
       continue;
     }
-    if (n == 0) return false;  // the peer is done; a partial request dies with it
+    return n < 0;  // 0: the peer is done (a partial request dies with it), or broken
+  }
+}
+
+// Reads up to `want` bytes: > 0 read; 0 the connection is finished (closed
+// by the peer, or broken); -1 nothing more for now.
+ssize_t IoThread::Receive(Conn& c, char* dst, size_t want) {
+  if (c.ssl != nullptr) return ReceiveTls(c, dst, want);
+  for (;;) {
+    const ssize_t n = recv(c.fd, dst, want, 0);
+    if (n >= 0) return n;
     if (errno == EINTR) continue;
-    return errno == EAGAIN || errno == EWOULDBLOCK;
+    return errno == EAGAIN || errno == EWOULDBLOCK ? -1 : 0;
+  }
+}
+
+ssize_t IoThread::ReceiveTls(Conn& c, char* dst, size_t want) {
+  ERR_clear_error();  // SSL_get_error looks at this thread's error queue
+  c.tls_wants_read = c.tls_wants_write = false;
+  const int n = SSL_read(c.ssl, dst, static_cast<int>(std::min<size_t>(want, 1u << 30)));
+  if (n > 0) return n;
+  const ssize_t r = TlsRetry(c, n, "read");
+  return r == -1 ? -1 : 0;
+}
+
+// After an SSL_read or SSL_write that returned n <= 0: -1 when it is to be
+// retried once the socket is readable or writable (noted for
+// UpdateInterest), 0 when the client ended the session (close_notify), -2
+// when the connection is broken.
+ssize_t IoThread::TlsRetry(Conn& c, int n, const char* op) {
+  const int err = SSL_get_error(c.ssl, n);
+  switch (err) {
+    case SSL_ERROR_WANT_READ:
+      c.tls_wants_read = true;
+      return -1;
+    case SSL_ERROR_WANT_WRITE:
+      c.tls_wants_write = true;
+      return -1;
+    case SSL_ERROR_ZERO_RETURN:
+      return 0;
+    default:
+      TlsFailed(c, op, n, err);
+      return -2;
+  }
+}
+
+// A fatal TLS error on one connection, which is then closed. A failed
+// handshake is counted: it is what plain HTTP on an HTTPS port, a scanner
+// or a client that distrusts the certificate looks like.
+// A client that connects and leaves (a TCP health check, a port scan) is
+// just gone, not a failure.
+void IoThread::TlsFailed(Conn& c, const char* op, int ret, int err) {
+  c.tls_broken = true;
+  const unsigned long code = ERR_peek_error();
+  char reason[256] = "connection closed";
+  if (code != 0) ERR_error_string_n(code, reason, sizeof(reason));
+  ERR_clear_error();
+  const bool gone = (err == SSL_ERROR_SYSCALL && ret == 0) ||
+                    ERR_GET_REASON(code) == SSL_R_UNEXPECTED_EOF_WHILE_READING;
+  if (gone) return;
+  if (!SSL_is_init_finished(c.ssl)) {
+    srv_.opts.tls->CountHandshakeFailure();
+    spdlog::debug("{}: TLS handshake failed: {}", srv_.opts.name, reason);
+  } else {
+    spdlog::debug("{}: TLS {} failed: {}", srv_.opts.name, op, reason);
   }
 }
 
@@ -736,6 +895,7 @@ Step IoThread::Advance(Conn& c) {
         step = OnTrailer(c);
         break;
       case State::kWrite:
+      case State::kLinger:
         return Step::kWait;
     }
     if (step != Step::kContinue) return step;
@@ -778,6 +938,14 @@ Step IoThread::OnHead(Conn& c) {
   c.Consume(head_len);
   c.scan = 0;
   if (error != nullptr) return Fail(c, 400, std::string("malformed HTTP request: ") + error + "\n");
+  if (srv_.opts.authorize) {
+    // Before a 100 Continue and before the body: a refused client is
+    // answered from its head alone. (The view is still valid: nothing has
+    // been read into the buffer since the head.)
+    HttpResponse refusal;
+    const std::string_view authorization = std::exchange(c.info.authorization, {});
+    if (!srv_.opts.authorize(c.req, authorization, refusal)) return Refuse(c, std::move(refusal));
+  }
 
   const size_t max = srv_.opts.max_body_bytes;
   if (c.info.chunked) {
@@ -919,6 +1087,16 @@ Step IoThread::Fail(Conn& c, int status, std::string message) {
   return Send(c);
 }
 
+// Answers a request its authorizer refused. Its body is never read: the
+// connection lingers to drop it, then closes.
+Step IoThread::Refuse(Conn& c, HttpResponse resp) {
+  c.linger = c.info.chunked || c.info.content_length.value_or(0) > 0;
+  c.close_after_write = c.linger || !c.info.keep_alive() || !srv_.accepting.load();
+  Queue(c, std::move(resp), c.info.head_method);
+  c.req = HttpRequest{};
+  return Send(c);
+}
+
 // Puts the response's head into out_head and takes its body as out_body.
 void IoThread::Queue(Conn& c, HttpResponse resp, bool head_only) {
   std::string& h = c.out_head;
@@ -949,7 +1127,12 @@ void IoThread::Queue(Conn& c, HttpResponse resp, bool head_only) {
   }
   h += "\r\n";
   // A HEAD answer has the GET answer's Content-Length but no body.
-  if (!head_only) c.out_body = std::move(resp.body);
+  if (head_only) return;
+  if (c.ssl != nullptr && resp.body.size() <= 16 * 1024) {
+    h += resp.body;  // one TLS record, one write, instead of two of each
+  } else {
+    c.out_body = std::move(resp.body);
+  }
 }
 
 Step IoThread::Send(Conn& c) {
@@ -968,7 +1151,7 @@ Step IoThread::Send(Conn& c) {
 
 // The response is written: close, or get ready for the next request.
 Step IoThread::AfterResponse(Conn& c) {
-  if (c.close_after_write) return Step::kClose;
+  if (c.close_after_write) return c.linger ? StartLinger(c) : Step::kClose;
   c.state = State::kHead;
   c.info = HeadInfo{};
   c.scan = 0;
@@ -979,10 +1162,60 @@ Step IoThread::AfterResponse(Conn& c) {
   return Step::kContinue;
 }
 
+// Says "no more from here" (close_notify for TLS, then a FIN) and reads on,
+// dropping what comes, until the client closes, or has sent more than a
+// body could be, or the idle timeout closes the connection. Gives a client
+// that sends a whole body before reading the answer the chance to read it.
+Step IoThread::StartLinger(Conn& c) {
+  if (c.ssl != nullptr) {
+    ERR_clear_error();
+    if (!c.tls_broken) SSL_shutdown(c.ssl);
+    ERR_clear_error();
+  }
+  if (shutdown(c.fd, SHUT_WR) != 0) return Step::kClose;
+  c.state = State::kLinger;
+  c.lingered = 0;
+  c.since = now_;
+  return Drain(c) ? Step::kWait : Step::kClose;
+}
+
+// kLinger: drops what the socket holds. False: close now.
+bool IoThread::Drain(Conn& c) {
+  if (!c.in) c.in = std::make_unique_for_overwrite<char[]>(kInBufferBytes);
+  for (;;) {
+    // Raw bytes, TLS records included: nothing of them is used.
+    const ssize_t n = recv(c.fd, c.in.get(), kInBufferBytes, 0);
+    if (n > 0) {
+      c.lingered += n;
+      if (c.lingered > srv_.opts.max_body_bytes + kInBufferBytes) return false;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+  }
+}
+
 // Writes as much of out_head + out_body as the socket takes.
 Flushed IoThread::Flush(Conn& c) {
   const size_t total = c.out_head.size() + c.out_body.size();
   while (c.out_sent < total) {
+    const ssize_t n = Transmit(c);
+    if (n == -1) return Flushed::kPending;
+    if (n < 0) return Flushed::kError;
+    c.out_sent += n;
+    if (c.state == State::kWrite) c.since = now_;
+  }
+  c.out_head.clear();          // its capacity is kept for the next response
+  c.out_body = std::string();  // a response body may be big: let it go
+  c.out_sent = 0;
+  return Flushed::kDone;
+}
+
+// One write of what is left of out_head + out_body: the bytes written, -1
+// when the socket takes nothing now, -2 when the connection is broken.
+ssize_t IoThread::Transmit(Conn& c) {
+  if (c.ssl != nullptr) return TransmitTls(c);
+  for (;;) {
     iovec iov[2];
     int n_iov = 0;
     if (c.out_sent < c.out_head.size()) {
@@ -996,25 +1229,39 @@ Flushed IoThread::Flush(Conn& c) {
     msg.msg_iov = iov;
     msg.msg_iovlen = n_iov;
     const ssize_t n = sendmsg(c.fd, &msg, MSG_NOSIGNAL);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return Flushed::kPending;
-      return Flushed::kError;
-    }
-    c.out_sent += n;
-    if (c.state == State::kWrite) c.since = now_;
+    if (n >= 0) return n;
+    if (errno == EINTR) continue;
+    return errno == EAGAIN || errno == EWOULDBLOCK ? -1 : -2;
   }
-  c.out_head.clear();          // its capacity is kept for the next response
-  c.out_body = std::string();  // a response body may be big: let it go
-  c.out_sent = 0;
-  return Flushed::kDone;
+}
+
+// A write goes from one string at a time (SSL_write has no iovec); after
+// WANT_WRITE it is retried from the same offset, as OpenSSL requires.
+ssize_t IoThread::TransmitTls(Conn& c) {
+  const char* data;
+  size_t len;
+  if (c.out_sent < c.out_head.size()) {
+    data = c.out_head.data() + c.out_sent;
+    len = c.out_head.size() - c.out_sent;
+  } else {
+    const size_t off = c.out_sent - c.out_head.size();
+    data = c.out_body.data() + off;
+    len = c.out_body.size() - off;
+  }
+  ERR_clear_error();
+  c.tls_wants_read = c.tls_wants_write = false;
+  const int n = SSL_write(c.ssl, data, static_cast<int>(std::min<size_t>(len, 1u << 30)));
+  if (n > 0) return n;
+  const ssize_t r = TlsRetry(c, n, "write");
+  return r == -1 ? -1 : -2;
 }
 
 // Watch for reads while a request is being read, for writes while anything
 // is waiting to be written, and never for reads while a response is.
 void IoThread::UpdateInterest(Conn& c) {
   uint32_t want = c.state == State::kWrite ? EPOLLOUT : EPOLLIN;
-  if (c.out_pending()) want |= EPOLLOUT;
+  if (c.out_pending() || c.tls_wants_write) want |= EPOLLOUT;
+  if (c.tls_wants_read) want |= EPOLLIN;
   if (want == c.events) return;
   epoll_event ev{};
   ev.events = want;

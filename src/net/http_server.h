@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "net/tls.h"
 
 namespace spanhouse::net {
 
@@ -44,6 +45,17 @@ struct HttpResponse {
 // any other headers.
 using HttpHandler = std::function<void(HttpRequest&, HttpResponse&)>;
 
+// Decides whether a request may proceed, from its head alone: it runs once
+// method, target and headers are parsed and before the body is read, so a
+// refused client never makes the server receive or buffer its body.
+// `authorization` is the first Authorization header's value (empty if none);
+// it points into the connection's input buffer and is only valid during the
+// call, which is why it is not kept in HttpRequest (no copy per request).
+// True: go on. False: `resp` is the answer; a request with a body then has
+// its connection closed after the answer, since the unread body is in the way.
+using HttpAuthorizer =
+    std::function<bool(const HttpRequest& head, std::string_view authorization, HttpResponse&)>;
+
 struct HttpServerOptions {
   std::string name;                   // for logs
   std::string address;                // host:port, port 0 picks a free one
@@ -54,6 +66,10 @@ struct HttpServerOptions {
   // read nothing of a pending response for this long. Zero or less: never.
   // Checked about once a second (more often when shorter), not per read.
   std::chrono::milliseconds idle_timeout{60000};
+  HttpAuthorizer authorize{};  // empty: every request proceeds
+  // Set: the listener speaks HTTPS only. A failed handshake (plain HTTP
+  // included) closes that connection and nothing else.
+  std::shared_ptr<const TlsContext> tls{};
 };
 
 class HttpServer {
@@ -79,5 +95,9 @@ class HttpServer {
 
 // Splits "host:port"; false if it is not that.
 bool SplitHostPort(const std::string& s, std::string* host, uint16_t* port);
+
+// "127.0.0.1:4318", "[::1]:4318", "localhost:4318": only this machine can
+// connect. False for anything else, wildcards (0.0.0.0, ::) included.
+bool IsLoopbackAddress(const std::string& host_port);
 
 }  // namespace spanhouse::net

@@ -16,7 +16,12 @@ bool ParseTraceIdHex(std::string_view hex, TraceId* out) {
 QueryApi::QueryApi(const QueryApiOptions& options, SpanReader& reader, AdminHooks hooks)
     : reader_(reader),
       hooks_(std::move(hooks)),
-      server_({"query", options.address, 1u << 20, options.threads},
+      server_({.name = "query",
+               .address = options.address,
+               .max_body_bytes = 1u << 20,
+               .threads = options.threads,
+               .authorize = options.authorize,
+               .tls = options.tls},
               [this](const net::HttpRequest& req, net::HttpResponse& resp) { Handle(req, resp); }) {
 }
 

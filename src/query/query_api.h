@@ -13,6 +13,8 @@ namespace spanhouse::query {
 struct QueryApiOptions {
   std::string address = "127.0.0.1:16686";
   int threads = 2;
+  net::HttpAuthorizer authorize{};               // empty: no token needed
+  std::shared_ptr<const net::TlsContext> tls{};  // set: HTTPS only
 };
 
 // Endpoints the server wires in beside the query routes; each may be empty.

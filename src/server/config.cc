@@ -2,10 +2,12 @@
 
 #include <charconv>
 #include <functional>
+#include <tuple>
 #include <vector>
 
 #include <yaml-cpp/yaml.h>
 
+#include "auth/bearer_auth.h"
 #include "net/http_server.h"
 
 namespace spanhouse::server {
@@ -97,6 +99,22 @@ bool IsS3Endpoint(const std::string& v) {
   return slash + 1 < v.size() && v[slash + 1] != '/';  // a bucket name follows
 }
 
+// A token list. Unlike other keys, a bad value is not echoed back: it is a
+// secret, and the message may end up in a log.
+#define SH_TOKENS_KEY(NAME, FIELD)                                                           \
+  Key {                                                                                      \
+    NAME,                                                                                    \
+        [](const std::string& v, Config* c) -> Status {                                      \
+          if (std::string problem = auth::TokenSet::Check(v); !problem.empty()) {            \
+            return Status::Invalid(std::string("config key '") + NAME + "': the list has " + \
+                                   problem + " (tokens are comma-separated)");               \
+          }                                                                                  \
+          c->FIELD = v;                                                                      \
+          return Status::Ok();                                                               \
+        },                                                                                   \
+        [](const Config& c) { return c.FIELD; }                                              \
+  }
+
 constexpr uint64_t kMaxSeconds = 10ull * 365 * 24 * 3600;
 
 const std::vector<Key>& Keys() {
@@ -107,7 +125,13 @@ const std::vector<Key>& Keys() {
       SH_UINT_KEY("otlp_http.max_body_bytes", otlp_http.max_body_bytes, ParseBytes, 1024,
                   1ull << 30, "a size from 1KiB to 1GiB, e.g. 20MiB"),
       SH_UINT_KEY("otlp_http.threads", otlp_http.threads, ParseUint, 1, 64, "1 to 64"),
+      SH_STRING_KEY("otlp_http.tls_cert", otlp_http.tls_cert, true, "a PEM file path"),
+      SH_STRING_KEY("otlp_http.tls_key", otlp_http.tls_key, true, "a PEM file path"),
       SH_STRING_KEY("query.listen", query.listen, IsAddress(v), "host:port"),
+      SH_STRING_KEY("query.tls_cert", query.tls_cert, true, "a PEM file path"),
+      SH_STRING_KEY("query.tls_key", query.tls_key, true, "a PEM file path"),
+      SH_TOKENS_KEY("auth.ingest_tokens", auth.ingest_tokens),
+      SH_TOKENS_KEY("auth.query_tokens", auth.query_tokens),
       SH_UINT_KEY("queue.max_bytes", queue.max_bytes, ParseBytes, 1ull << 20, 1ull << 40,
                   "a size of at least 1MiB, e.g. 256MiB"),
       SH_UINT_KEY("queue.wait_ms", queue.wait_ms, ParseUint, 0, 10000, "milliseconds, 0 to 10000"),
@@ -215,6 +239,9 @@ const std::map<std::string, std::string>& ConfigEnvVars() {
       {"SPANHOUSE_LOG_LEVEL", "log_level"},
       {"SPANHOUSE_OTLP_HTTP_LISTEN", "otlp_http.listen"},
       {"SPANHOUSE_QUERY_LISTEN", "query.listen"},
+      // Tokens too; comma-separated like in the YAML.
+      {"SPANHOUSE_AUTH_INGEST_TOKENS", "auth.ingest_tokens"},
+      {"SPANHOUSE_AUTH_QUERY_TOKENS", "auth.query_tokens"},
       // Credentials are better kept out of a YAML file.
       {"SPANHOUSE_STORAGE_S3_ACCESS_KEY_ID", "storage.s3_access_key_id"},
       {"SPANHOUSE_STORAGE_S3_SECRET_ACCESS_KEY", "storage.s3_secret_access_key"},
@@ -251,6 +278,14 @@ Status Validate(const Config& cfg) {
   if (cfg.queue.max_bytes < cfg.otlp_http.max_body_bytes) {
     return Status::Invalid(
         "config key 'queue.max_bytes': must be at least otlp_http.max_body_bytes");
+  }
+  for (const auto& [name, cert, key] :
+       {std::tuple{"otlp_http", &cfg.otlp_http.tls_cert, &cfg.otlp_http.tls_key},
+        std::tuple{"query", &cfg.query.tls_cert, &cfg.query.tls_key}}) {
+    if (cert->empty() != key->empty()) {
+      return Status::Invalid(std::string("config keys '") + name + ".tls_cert' and '" + name +
+                             ".tls_key': give both (HTTPS) or neither (plain HTTP)");
+    }
   }
   if (cfg.storage.move_after_s >= cfg.storage.retention_s) {
     return Status::Invalid(

@@ -19,10 +19,22 @@ struct Config {
     std::string listen = "127.0.0.1:4318";
     uint64_t max_body_bytes = 20ull << 20;
     int threads = 2;
+    // PEM certificate chain and key: both set, the listener speaks HTTPS only.
+    std::string tls_cert;
+    std::string tls_key;
   } otlp_http;
   struct {
     std::string listen = "127.0.0.1:16686";
+    std::string tls_cert;
+    std::string tls_key;
   } query;
+  struct {
+    // Comma-separated bearer tokens; a request needs one of its listener's
+    // in `Authorization: Bearer <token>`. Empty: that listener is open.
+    // The query listener's /healthz and /readyz stay open for probes.
+    std::string ingest_tokens;  // OTLP/HTTP
+    std::string query_tokens;   // query API, /metrics, /debug
+  } auth;
   struct {
     // Memory for spans in flight: being decoded, queued, or waiting in a
     // writer for their insert. Full -> 429 + Retry-After.

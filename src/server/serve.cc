@@ -15,6 +15,7 @@
 #include "query/query_api.h"
 #include "receivers/otlp_http/otlp_http_receiver.h"
 #include "server/data_dir_lock.h"
+#include "server/listener_security.h"
 #include "storage/clickhouse/chdb.h"
 #include "storage/clickhouse/chdb_span_reader.h"
 #include "storage/clickhouse/dependencies.h"
@@ -190,6 +191,10 @@ int Serve(const Config& cfg) {
   // the heap for reuse instead.
   mallopt(M_MMAP_THRESHOLD, 64 << 20);
   mallopt(M_TRIM_THRESHOLD, 256 << 20);
+  // Tokens and certificates first: a bad one fails start-up before the
+  // engine is booted.
+  ListenerSecurity security;
+  if (Status st = ListenerSecurity::Load(cfg, &security); !st.ok()) return Fail(st);
   DataDirLock lock;
   if (Status st = DataDirLock::Acquire(cfg.data_dir, &lock); !st.ok()) return Fail(st);
   const std::string dir = std::filesystem::absolute(cfg.data_dir).lexically_normal().string();
@@ -278,12 +283,14 @@ int Serve(const Config& cfg) {
   storage::ChdbSpanReader reader(*read_conn, caps);
   receivers::OtlpHttpReceiver receiver(
       {cfg.otlp_http.listen, cfg.otlp_http.max_body_bytes, cfg.otlp_http.threads,
-       std::chrono::milliseconds(cfg.queue.wait_ms)},
+       std::chrono::milliseconds(cfg.queue.wait_ms), security.ingest->Authorizer(),
+       security.ingest_tls},
       queue, budget);
   query::AdminHooks hooks;
   hooks.metrics = [&] {
     std::string out = RenderMetrics(receiver.stats(), budget, queue, writers);
     AppendStorageMetrics(*read_conn, out);
+    security.AppendMetrics(out);
     return out;
   };
   if (cfg.debug.fault_injection) {
@@ -292,7 +299,8 @@ int Serve(const Config& cfg) {
       HandleDebugSink(req, resp, faults);
     };
   }
-  query::QueryApi query_api({cfg.query.listen, 2}, reader, std::move(hooks));
+  query::QueryApi query_api({cfg.query.listen, 2, security.query->Authorizer(), security.query_tls},
+                            reader, std::move(hooks));
 
   auto shutdown_storage = [&] {
     queue.Close();
@@ -311,8 +319,11 @@ int Serve(const Config& cfg) {
     shutdown_storage();
     return Fail(st);
   }
-  spdlog::info("OTLP/HTTP on {} (port {}), query API on {} (port {}), {} writer(s)",
-               cfg.otlp_http.listen, receiver.port(), cfg.query.listen, query_api.port(), shards);
+  spdlog::info("OTLP/HTTP on {} (port {}, {}{}), query API on {} (port {}, {}{}), {} writer(s)",
+               cfg.otlp_http.listen, receiver.port(), security.ingest_tls ? "https" : "http",
+               security.ingest->enabled() ? ", token required" : "", cfg.query.listen,
+               query_api.port(), security.query_tls ? "https" : "http",
+               security.query->enabled() ? ", token required" : "", shards);
   spdlog::info("spanhouse ready");
 
   sigset_t set = ShutdownSignals();

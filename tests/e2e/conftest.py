@@ -86,7 +86,7 @@ class Spanhouse:
 
     def __init__(self, workdir: Path, name: str = "spanhouse", data_dir: Optional[Path] = None,
                  config: Optional[Path] = None, env: Optional[dict] = None,
-                 extra_args: tuple = ()):
+                 extra_args: tuple = (), ca_cert: Optional[Path] = None):
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.name = name
@@ -102,12 +102,23 @@ class Spanhouse:
         self.starts = 0
         self.exit_codes: list[int] = []
         self.reaped = False  # the exit of the current process has been recorded
+        # Set: both listeners speak HTTPS with a certificate this file vouches for.
+        self.ca_cert = ca_cert
+        self.verify = str(ca_cert) if ca_cert else True
         self.session = requests.Session()
+        self.session.verify = self.verify
+        if ca_cert:
+            # requests lets REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE override a session's verify.
+            self.session.trust_env = False
 
     # ---- addresses ----
     @property
+    def scheme(self) -> str:
+        return "https" if self.ca_cert else "http"
+
+    @property
     def otlp_url(self) -> str:
-        return f"http://127.0.0.1:{self.otlp_port}"
+        return f"{self.scheme}://127.0.0.1:{self.otlp_port}"
 
     @property
     def traces_url(self) -> str:
@@ -115,7 +126,7 @@ class Spanhouse:
 
     @property
     def query_url(self) -> str:
-        return f"http://127.0.0.1:{self.query_port}"
+        return f"{self.scheme}://127.0.0.1:{self.query_port}"
 
     @property
     def healthz_url(self) -> str:
@@ -206,7 +217,7 @@ class Spanhouse:
                 self.reaped = True
                 return False
             try:
-                r = requests.get(self.healthz_url, timeout=2)
+                r = requests.get(self.healthz_url, timeout=2, verify=self.verify)
                 if r.status_code == 200 and r.text.strip() == "ok":
                     return True
             except requests.RequestException:

@@ -73,7 +73,12 @@ OtlpHttpReceiver::OtlpHttpReceiver(OtlpHttpOptions options, pipeline::ShardedQue
     : opts_(std::move(options)),
       queue_(queue),
       budget_(budget),
-      server_({"otlp-http", opts_.address, opts_.max_body_bytes, opts_.threads},
+      server_({.name = "otlp-http",
+               .address = opts_.address,
+               .max_body_bytes = opts_.max_body_bytes,
+               .threads = opts_.threads,
+               .authorize = opts_.authorize,
+               .tls = opts_.tls},
               [this](net::HttpRequest& req, net::HttpResponse& resp) { Handle(req, resp); }) {}
 
 Status OtlpHttpReceiver::Start() {

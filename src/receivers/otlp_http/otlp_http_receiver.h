@@ -28,6 +28,8 @@ struct OtlpHttpOptions {
   int threads = 2;
   // How long a request may wait for memory before it is answered 429.
   std::chrono::milliseconds memory_wait{250};
+  net::HttpAuthorizer authorize{};               // empty: no token needed
+  std::shared_ptr<const net::TlsContext> tls{};  // set: HTTPS only
 };
 
 struct OtlpHttpStats {

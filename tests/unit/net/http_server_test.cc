@@ -1,6 +1,8 @@
 // net::HttpServer over real sockets on 127.0.0.1, driven by a plain POSIX
 // client: framing (Content-Length, chunked, pipelining, keep-alive), limits,
-// protocol errors, handler failures, slow readers, timeouts and Stop().
+// protocol errors, handler failures, slow readers, timeouts and Stop(); and
+// the same server over TLS (an OpenSSL client, a certificate made at test
+// time) and with an authorizer refusing requests from their heads.
 #include "net/http_server.h"
 
 #include <arpa/inet.h>
@@ -10,12 +12,18 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <filesystem>
 #include <map>
 #include <sstream>
 #include <stdexcept>
@@ -67,15 +75,28 @@ class Client {
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     connected_ = connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
   }
-  ~Client() { close(fd_); }
+  ~Client() {
+    if (ssl_ != nullptr) SSL_free(ssl_);
+    close(fd_);
+  }
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
   bool connected() const { return connected_; }
 
+  // Speaks TLS from here on: a handshake trusting what `ctx` trusts. False
+  // if the handshake fails.
+  bool StartTls(SSL_CTX* ctx) {
+    ssl_ = SSL_new(ctx);
+    SSL_set_fd(ssl_, fd_);
+    return SSL_connect(ssl_) == 1;
+  }
+
   bool Send(std::string_view data) {
     while (!data.empty()) {
-      const ssize_t n = send(fd_, data.data(), data.size(), MSG_NOSIGNAL);
+      const ssize_t n = ssl_ != nullptr
+                            ? SSL_write(ssl_, data.data(), static_cast<int>(data.size()))
+                            : send(fd_, data.data(), data.size(), MSG_NOSIGNAL);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) return false;
       data.remove_prefix(n);
@@ -142,8 +163,20 @@ class Client {
   bool ReadsEof() {
     if (!buf_.empty()) return false;
     char c;
+    if (ssl_ != nullptr) {
+      const int n = SSL_read(ssl_, &c, 1);
+      const int err = SSL_get_error(ssl_, n);
+      return n <= 0 && (err == SSL_ERROR_ZERO_RETURN || err == SSL_ERROR_SYSCALL);
+    }
     const ssize_t n = recv(fd_, &c, 1, 0);
     return n == 0 || (n < 0 && errno == ECONNRESET);
+  }
+
+  // Everything the server sends until it closes (or a read times out).
+  std::string ReadToEof() {
+    while (Fill(64 * 1024)) {
+    }
+    return std::exchange(buf_, std::string());
   }
 
   // Bytes received but not consumed yet.
@@ -154,14 +187,16 @@ class Client {
     std::string tmp(chunk, '\0');
     ssize_t n;
     do {
-      n = recv(fd_, tmp.data(), tmp.size(), 0);
-    } while (n < 0 && errno == EINTR);
+      n = ssl_ != nullptr ? SSL_read(ssl_, tmp.data(), static_cast<int>(tmp.size()))
+                          : recv(fd_, tmp.data(), tmp.size(), 0);
+    } while (n < 0 && errno == EINTR && ssl_ == nullptr);
     if (n <= 0) return false;
     buf_.append(tmp.data(), n);
     return true;
   }
 
   int fd_ = -1;
+  SSL* ssl_ = nullptr;
   bool connected_ = false;
   std::string buf_;
 };
@@ -770,6 +805,268 @@ TEST(SplitHostPortTest, Forms) {
   EXPECT_FALSE(SplitHostPort(":4318", &host, &port));
   EXPECT_FALSE(SplitHostPort("h:65536", &host, &port));
   EXPECT_FALSE(SplitHostPort("h:", &host, &port));
+}
+
+TEST(IsLoopbackAddressTest, Forms) {
+  EXPECT_TRUE(IsLoopbackAddress("127.0.0.1:4318"));
+  EXPECT_TRUE(IsLoopbackAddress("127.1.2.3:0"));
+  EXPECT_TRUE(IsLoopbackAddress("[::1]:4318"));
+  EXPECT_TRUE(IsLoopbackAddress("localhost:16686"));
+  EXPECT_FALSE(IsLoopbackAddress("0.0.0.0:4318"));
+  EXPECT_FALSE(IsLoopbackAddress("[::]:4318"));
+  EXPECT_FALSE(IsLoopbackAddress("10.0.0.7:4318"));
+  EXPECT_FALSE(IsLoopbackAddress("128.0.0.1:4318"));
+  EXPECT_FALSE(IsLoopbackAddress("example.com:4318"));
+  EXPECT_FALSE(IsLoopbackAddress("nonsense"));
+}
+
+// --- Authorizer: requests refused from their heads ---
+
+class AuthorizerTest : public HttpServerTest {
+ protected:
+  void StartGuarded() {
+    HttpServerOptions o = Options();
+    o.authorize = [this](const HttpRequest& head, std::string_view authorization,
+                         HttpResponse& resp) {
+      seen_.push_back(head.method + " " + head.target + " [" + std::string(authorization) + "]");
+      if (authorization == "Bearer good" || head.path() == "/open") return true;
+      resp.status = 401;
+      resp.headers.emplace_back("WWW-Authenticate", "Bearer");
+      resp.body = "no\n";
+      return false;
+    };
+    StartServer(o);
+  }
+  std::vector<std::string> seen_;  // touched by the one I/O thread serving the test's client
+};
+
+TEST_F(AuthorizerTest, RefusedWithoutABodyKeepsTheConnection) {
+  StartGuarded();
+  Client c(port());
+  ASSERT_TRUE(c.Send(Get("/hello")));
+  Response r;
+  ASSERT_TRUE(c.ReadResponse(&r));
+  EXPECT_EQ(r.status, 401);
+  EXPECT_EQ(r.header("www-authenticate"), "Bearer");
+  EXPECT_EQ(r.body, "no\n");
+  EXPECT_EQ(r.header("connection"), "<none>");
+  EXPECT_EQ(requests_.load(), 0);  // the handler never saw it
+
+  // The same connection, now with the token (header names are case-blind;
+  // the first Authorization counts).
+  ASSERT_TRUE(c.Send(Get("/hello", "authorization: Bearer good\r\nAuthorization: Bearer bad\r\n")));
+  ASSERT_TRUE(c.ReadResponse(&r));
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "hello\n");
+  ASSERT_TRUE(c.Send(Get("/open")));
+  ASSERT_TRUE(c.ReadResponse(&r));
+  EXPECT_EQ(r.status, 404);  // let through to the handler, which knows no /open
+  EXPECT_EQ(requests_.load(), 2);
+  ASSERT_EQ(seen_.size(), 3u);
+  EXPECT_EQ(seen_[0], "GET /hello []");
+  EXPECT_EQ(seen_[1], "GET /hello [Bearer good]");
+}
+
+// The client sends its whole body before reading, as most do: the 401 must
+// still reach it (a close with unread input would reset the connection),
+// and the body is never given to a handler.
+TEST_F(AuthorizerTest, RefusedWithABodyIsAnsweredThenClosed) {
+  StartGuarded();
+  Client c(port());
+  const std::string body = Pattern(2u << 20);
+  ASSERT_TRUE(c.Send(Post("/echo", body, "Authorization: Bearer bad\r\n")));
+  Response r;
+  ASSERT_TRUE(c.ReadResponse(&r));
+  EXPECT_EQ(r.status, 401);
+  EXPECT_EQ(r.header("connection"), "close");
+  EXPECT_EQ(r.body, "no\n");
+  EXPECT_TRUE(c.ReadsEof());
+  EXPECT_EQ(requests_.load(), 0);
+
+  // Chunked, and with Expect: 100-continue: the 401 comes instead of the 100.
+  Client d(port());
+  ASSERT_TRUE(d.Send("POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n"));
+  ASSERT_TRUE(d.ReadResponse(&r));
+  EXPECT_EQ(r.status, 401);
+  ASSERT_TRUE(d.Send("0\r\n\r\n"));
+  EXPECT_TRUE(d.ReadsEof());
+  Client e(port());
+  ASSERT_TRUE(e.Send("POST /echo HTTP/1.1\r\nContent-Length: 10\r\nExpect: 100-continue\r\n\r\n"));
+  ASSERT_TRUE(e.ReadResponse(&r));
+  EXPECT_EQ(r.status, 401);
+  EXPECT_TRUE(e.ReadsEof());
+  EXPECT_EQ(requests_.load(), 0);
+
+  // With the token the body goes through.
+  Client f(port());
+  ASSERT_TRUE(f.Send(Post("/echo", body, "Authorization: Bearer good\r\n")));
+  ASSERT_TRUE(f.ReadResponse(&r));
+  EXPECT_EQ(r.status, 200);
+  EXPECT_TRUE(r.body == body);
+}
+
+// --- TLS ---
+
+struct PkeyFree {
+  void operator()(EVP_PKEY* p) const { EVP_PKEY_free(p); }
+};
+struct X509Free {
+  void operator()(X509* x) const { X509_free(x); }
+};
+struct CtxFree {
+  void operator()(SSL_CTX* c) const { SSL_CTX_free(c); }
+};
+
+bool WritePem(const std::filesystem::path& path, const std::function<int(FILE*)>& write) {
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) return false;
+  const bool ok = write(f) == 1;
+  return std::fclose(f) == 0 && ok;
+}
+
+// A fresh P-256 key and a self-signed certificate for CN=127.0.0.1, as PEM.
+bool MakeSelfSigned(const std::filesystem::path& cert, const std::filesystem::path& key) {
+  std::unique_ptr<EVP_PKEY, PkeyFree> pkey(EVP_EC_gen("P-256"));
+  std::unique_ptr<X509, X509Free> x(X509_new());
+  if (!pkey || !x) return false;
+  X509_set_version(x.get(), 2);
+  ASN1_INTEGER_set(X509_get_serialNumber(x.get()), 1);
+  X509_gmtime_adj(X509_getm_notBefore(x.get()), -60);
+  X509_gmtime_adj(X509_getm_notAfter(x.get()), 3600);
+  X509_set_pubkey(x.get(), pkey.get());
+  X509_NAME* name = X509_get_subject_name(x.get());
+  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
+                             reinterpret_cast<const unsigned char*>("127.0.0.1"), -1, -1, 0);
+  X509_set_issuer_name(x.get(), name);
+  if (X509_sign(x.get(), pkey.get(), EVP_sha256()) == 0) return false;
+  return WritePem(cert, [&](FILE* f) { return PEM_write_X509(f, x.get()); }) &&
+         WritePem(key, [&](FILE* f) {
+           return PEM_write_PrivateKey(f, pkey.get(), nullptr, nullptr, 0, nullptr, nullptr);
+         });
+}
+
+class TlsServerTest : public HttpServerTest {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::path(::testing::TempDir()) /
+           ("tls-test-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+    cert_ = dir_ / "cert.pem";
+    key_ = dir_ / "key.pem";
+    ASSERT_TRUE(MakeSelfSigned(cert_, key_));
+    Status st = TlsContext::Load(cert_, key_, &tls_);
+    ASSERT_TRUE(st.ok()) << st.message();
+    client_ctx_.reset(SSL_CTX_new(TLS_client_method()));
+    ASSERT_EQ(SSL_CTX_load_verify_locations(client_ctx_.get(), cert_.c_str(), nullptr), 1);
+    SSL_CTX_set_verify(client_ctx_.get(), SSL_VERIFY_PEER, nullptr);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  void StartTlsServer() {
+    HttpServerOptions o = Options();
+    o.tls = tls_;
+    StartServer(o);
+  }
+
+  std::filesystem::path dir_, cert_, key_;
+  std::shared_ptr<const TlsContext> tls_;
+  std::unique_ptr<SSL_CTX, CtxFree> client_ctx_;
+};
+
+TEST_F(TlsServerTest, RequestsAndResponsesOverTls) {
+  StartTlsServer();
+  Client c(port());
+  ASSERT_TRUE(c.StartTls(client_ctx_.get()));
+  ASSERT_TRUE(c.Send(Get("/hello")));
+  Response r;
+  ASSERT_TRUE(c.ReadResponse(&r));
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "hello\n");
+
+  // A body of many TLS records sent in uneven pieces, echoed back whole.
+  const std::string body = Pattern(3u << 20, 5);
+  ASSERT_TRUE(c.SendInPieces(Post("/echo", body), 100000));
+  ASSERT_TRUE(c.ReadResponse(&r));
+  EXPECT_EQ(r.status, 200);
+  EXPECT_TRUE(r.body == body) << r.body.size();
+
+  // A big response, and pipelined requests in one write (the second sits
+  // decrypted in OpenSSL's buffer, not in the socket, while the first is
+  // answered).
+  ASSERT_TRUE(c.Send(Get("/big") + Post("/echo", "second") + Get("/hello")));
+  ASSERT_TRUE(c.ReadResponse(&r));
+  EXPECT_TRUE(r.body == Pattern(kBigResponse));
+  ASSERT_TRUE(c.ReadResponse(&r));
+  EXPECT_EQ(r.body, "second");
+  ASSERT_TRUE(c.ReadResponse(&r));
+  EXPECT_EQ(r.body, "hello\n");
+  EXPECT_EQ(requests_.load(), 5);
+  EXPECT_EQ(tls_->handshake_failures(), 0u);
+}
+
+TEST_F(TlsServerTest, PlainHttpAndBadHandshakesCloseOnlyTheirConnection) {
+  StartTlsServer();
+  Client tls_client(port());  // connected before, served after
+  ASSERT_TRUE(tls_client.StartTls(client_ctx_.get()));
+
+  Client plain(port());
+  ASSERT_TRUE(plain.Send(Get("/hello")));
+  const std::string answer = plain.ReadToEof();
+  EXPECT_EQ(answer.find("HTTP/1.1"), std::string::npos) << answer;
+
+  Client garbage(port());
+  ASSERT_TRUE(garbage.Send(std::string("\x16\x03\x01\x00\x05hello", 10) + Pattern(5000)));
+  garbage.ReadToEof();
+
+  // A client that does not trust the certificate gives up mid-handshake.
+  std::unique_ptr<SSL_CTX, CtxFree> distrust(SSL_CTX_new(TLS_client_method()));
+  SSL_CTX_set_verify(distrust.get(), SSL_VERIFY_PEER, nullptr);
+  Client doubter(port());
+  EXPECT_FALSE(doubter.StartTls(distrust.get()));
+
+  {
+    Client silent(port());  // connects and leaves without a byte: not a failure
+    EXPECT_TRUE(silent.connected());
+  }
+
+  // Counted once each connection is closed, which a new request waits for.
+  for (int i = 0; i < 1000 && tls_->handshake_failures() < 3; ++i) {
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_EQ(tls_->handshake_failures(), 3u);
+
+  ASSERT_TRUE(tls_client.Send(Get("/hello")));
+  Response r;
+  ASSERT_TRUE(tls_client.ReadResponse(&r));
+  EXPECT_EQ(r.body, "hello\n");
+  EXPECT_EQ(requests_.load(), 1);
+
+  // The server stops cleanly with TLS connections open.
+  server_->Stop(100ms);
+  EXPECT_TRUE(tls_client.ReadsEof());
+}
+
+TEST_F(TlsServerTest, LoadNamesTheBadFile) {
+  std::shared_ptr<const TlsContext> ctx;
+  Status st = TlsContext::Load((dir_ / "missing.pem").string(), key_, &ctx);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("missing.pem"), std::string::npos) << st.message();
+
+  st = TlsContext::Load(cert_, cert_, &ctx);  // a certificate is not a key
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("TLS key"), std::string::npos) << st.message();
+
+  const auto other_cert = dir_ / "other-cert.pem";
+  const auto other_key = dir_ / "other-key.pem";
+  ASSERT_TRUE(MakeSelfSigned(other_cert, other_key));
+  st = TlsContext::Load(cert_, other_key, &ctx);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("does not match"), std::string::npos) << st.message();
+  EXPECT_EQ(ctx, nullptr);
+
+  EXPECT_TRUE(TlsContext::Load(other_cert, other_key, &ctx).ok());
+  EXPECT_NE(ctx, nullptr);
 }
 
 }  // namespace

@@ -25,7 +25,13 @@ void ExpectSameConfig(const Config& a, const Config& b) {
   EXPECT_EQ(a.otlp_http.listen, b.otlp_http.listen);
   EXPECT_EQ(a.otlp_http.max_body_bytes, b.otlp_http.max_body_bytes);
   EXPECT_EQ(a.otlp_http.threads, b.otlp_http.threads);
+  EXPECT_EQ(a.otlp_http.tls_cert, b.otlp_http.tls_cert);
+  EXPECT_EQ(a.otlp_http.tls_key, b.otlp_http.tls_key);
   EXPECT_EQ(a.query.listen, b.query.listen);
+  EXPECT_EQ(a.query.tls_cert, b.query.tls_cert);
+  EXPECT_EQ(a.query.tls_key, b.query.tls_key);
+  EXPECT_EQ(a.auth.ingest_tokens, b.auth.ingest_tokens);
+  EXPECT_EQ(a.auth.query_tokens, b.auth.query_tokens);
   EXPECT_EQ(a.queue.max_bytes, b.queue.max_bytes);
   EXPECT_EQ(a.queue.wait_ms, b.queue.wait_ms);
   EXPECT_EQ(a.writer.max_rows, b.writer.max_rows);
@@ -56,7 +62,13 @@ const std::map<std::string, std::string>& ValidValues() {
       {"otlp_http.listen", "0.0.0.0:14318"},
       {"otlp_http.max_body_bytes", "8MiB"},
       {"otlp_http.threads", "4"},
+      {"otlp_http.tls_cert", "/etc/spanhouse/otlp.crt"},
+      {"otlp_http.tls_key", "/etc/spanhouse/otlp.key"},
       {"query.listen", "0.0.0.0:26686"},
+      {"query.tls_cert", "/etc/spanhouse/query.crt"},
+      {"query.tls_key", "/etc/spanhouse/query.key"},
+      {"auth.ingest_tokens", "ingest-1,ingest+2/x="},
+      {"auth.query_tokens", "q-token"},
       {"queue.max_bytes", "768MiB"},
       {"queue.wait_ms", "40"},
       {"writer.max_rows", "5000"},
@@ -176,8 +188,15 @@ otlp_http:
   listen: 0.0.0.0:14318
   max_body_bytes: 8MiB
   threads: 4
+  tls_cert: /etc/spanhouse/otlp.crt
+  tls_key: /etc/spanhouse/otlp.key
 query:
   listen: "0.0.0.0:26686"
+  tls_cert: /etc/spanhouse/query.crt
+  tls_key: /etc/spanhouse/query.key
+auth:
+  ingest_tokens: "ingest-1,ingest+2/x="
+  query_tokens: q-token
 queue:
   max_bytes: 768MiB
   wait_ms: 40
@@ -215,6 +234,10 @@ debug:
   EXPECT_EQ(c.otlp_http.max_body_bytes, 8ull << 20);
   EXPECT_EQ(c.otlp_http.threads, 4);
   EXPECT_EQ(c.query.listen, "0.0.0.0:26686");
+  EXPECT_EQ(c.otlp_http.tls_cert, "/etc/spanhouse/otlp.crt");
+  EXPECT_EQ(c.query.tls_key, "/etc/spanhouse/query.key");
+  EXPECT_EQ(c.auth.ingest_tokens, "ingest-1,ingest+2/x=");
+  EXPECT_EQ(c.auth.query_tokens, "q-token");
   EXPECT_EQ(c.queue.max_bytes, 768ull << 20);
   EXPECT_EQ(c.queue.wait_ms, 40u);
   EXPECT_EQ(c.writer.max_rows, 5000u);
@@ -463,6 +486,46 @@ TEST(Config, ValidateStorageRules) {
   st = Validate(c);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("storage.s3_endpoint"), std::string::npos) << st.message();
+}
+
+TEST(Config, AuthAndTlsDefaultsAreOpenPlainAndLoopback) {
+  Config c;
+  EXPECT_TRUE(c.auth.ingest_tokens.empty());
+  EXPECT_TRUE(c.auth.query_tokens.empty());
+  EXPECT_TRUE(c.otlp_http.tls_cert.empty() && c.otlp_http.tls_key.empty());
+  EXPECT_TRUE(c.query.tls_cert.empty() && c.query.tls_key.empty());
+  EXPECT_EQ(c.otlp_http.listen.rfind("127.0.0.1:", 0), 0u) << c.otlp_http.listen;
+  EXPECT_EQ(c.query.listen.rfind("127.0.0.1:", 0), 0u) << c.query.listen;
+}
+
+TEST(Config, BadTokenListsAreNamedButNotEchoed) {
+  for (const std::string key : {"auth.ingest_tokens", "auth.query_tokens"}) {
+    for (const std::string v : {"a,,b", "two words", "trailing,", "caf\xc3\xa9"}) {
+      ExpectBadSetting(key, v);
+      Config c;
+      EXPECT_EQ(ApplySetting(key, v, &c).message().find(v), std::string::npos) << key << v;
+    }
+    ExpectGoodSetting(key, "");
+    ExpectGoodSetting(key, " one , two ");
+  }
+  ExpectYamlError("auth:\n  query_tokens: [a, b]\n", "auth.query_tokens");
+  ExpectYamlError("auth:\n  tokens: a\n", "auth.tokens");
+}
+
+TEST(Config, ValidateTlsNeedsCertAndKeyTogether) {
+  for (const std::string listener : {"otlp_http", "query"}) {
+    Config c;
+    ASSERT_TRUE(ApplySetting(listener + ".tls_cert", "/x/cert.pem", &c).ok());
+    Status st = Validate(c);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << listener;
+    EXPECT_NE(st.message().find("'" + listener + ".tls_cert'"), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find(listener + ".tls_key"), std::string::npos) << st.message();
+    ASSERT_TRUE(ApplySetting(listener + ".tls_key", "/x/key.pem", &c).ok());
+    EXPECT_TRUE(Validate(c).ok()) << Validate(c).message();
+    c = Config();
+    ASSERT_TRUE(ApplySetting(listener + ".tls_key", "/x/key.pem", &c).ok());
+    EXPECT_FALSE(Validate(c).ok()) << listener;
+  }
 }
 
 TEST(Config, SizesWithUnits) {

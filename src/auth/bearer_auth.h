@@ -1,0 +1,88 @@
+// Bearer tokens on a listener: `Authorization: Bearer <token>` must carry
+// one of the listener's configured tokens, or the request is answered 401
+// from its head alone (HttpServerOptions::authorize), before its body is
+// read or any handler runs.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "net/http_server.h"
+
+namespace spanhouse::auth {
+
+enum class Verdict {
+  kOk,
+  kMissing,    // no Authorization header
+  kMalformed,  // not "Bearer <token>"
+  kWrong,      // a bearer token, not one of the listener's
+};
+
+// A listener's accepted tokens, kept only as SHA-256 digests. A check hashes
+// the presented token and compares its digest with every configured one in
+// constant time, so how long it takes tells nothing about how close a guess
+// was or how long the real tokens are (only the guess's own length shows,
+// in the hashing).
+class TokenSet {
+ public:
+  // "tok1,tok2", spaces around a token ignored; empty: no tokens. A token is
+  // 1 to 4096 visible ASCII characters other than ','.
+  static Status Parse(std::string_view list, TokenSet* out);
+  // A message naming what is wrong with `list`, or empty (for config checks).
+  static std::string Check(std::string_view list);
+
+  bool empty() const { return digests_.empty(); }
+  size_t size() const { return digests_.size(); }
+  // `authorization`: an Authorization header's value ("" when absent). The
+  // scheme is case-insensitive (RFC 9110, 11.1).
+  Verdict Verify(std::string_view authorization) const;
+
+ private:
+  std::vector<std::array<unsigned char, 32>> digests_;
+};
+
+struct AuthStats {
+  std::atomic<uint64_t> missing{0};
+  std::atomic<uint64_t> malformed{0};
+  std::atomic<uint64_t> wrong{0};
+};
+
+// One listener's guard: its tokens, the paths it serves without one, and
+// its refusals by reason.
+class Guard {
+ public:
+  // `listener` names it in metrics ("otlp_http", "query"); `open_paths` are
+  // exact paths served to anyone (health probes).
+  Guard(std::string listener, TokenSet tokens, std::vector<std::string> open_paths = {});
+  Guard(const Guard&) = delete;
+  Guard& operator=(const Guard&) = delete;
+
+  bool enabled() const { return !tokens_.empty(); }
+  // For HttpServerOptions::authorize: empty when the guard has no tokens, so
+  // an unguarded listener pays nothing per request. The guard must outlive
+  // the server.
+  net::HttpAuthorizer Authorizer();
+  // True: the request may proceed. False: `resp` is the 401 to send.
+  bool Authorize(const net::HttpRequest& head, std::string_view authorization,
+                 net::HttpResponse& resp);
+
+  const std::string& listener() const { return listener_; }
+  const AuthStats& stats() const { return stats_; }
+
+ private:
+  std::string listener_;
+  TokenSet tokens_;
+  std::vector<std::string> open_paths_;
+  AuthStats stats_;
+};
+
+// spanhouse_auth_failures_total{listener,reason} for the guards, Prometheus text.
+void AppendMetrics(std::string& out, std::initializer_list<const Guard*> guards);
+
+}  // namespace spanhouse::auth
