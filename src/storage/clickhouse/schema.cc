@@ -35,6 +35,8 @@ Capabilities Capabilities::FromVersion(std::string_view version) {
   // ZSTD and Delta codecs came in 19.1, DoubleDelta and T64 later in 19.x;
   // 20.1 has every codec the schema uses.
   c.codecs = at_least(20, 1);
+  // The Default codec (also inside a list, "T64, Default") came in 20.10.
+  c.default_codec = at_least(20, 10);
   // auto_statistics_types came in 25.10 with no default; 26.3 made it
   // "minmax, uniq".
   c.auto_statistics = at_least(26, 3);
@@ -354,8 +356,16 @@ std::vector<TableColumn> ColumnsOf(std::string_view table, const Capabilities& c
 std::string CodecOf(std::string_view table, const TableColumn& c, const Capabilities& caps,
                     const StorageLayout& layout) {
   if (!caps.codecs) return "";
-  if (layout.codec) return layout.codec(CodecQuery{table, c.name, c.type, c.codec});
-  return c.codec;
+  std::string codec =
+      layout.codec ? layout.codec(CodecQuery{table, c.name, c.type, c.codec}) : c.codec;
+  // Without the Default codec the part-size rule cannot apply: ZSTD(1) on
+  // every part, the choice before that rule.
+  if (!caps.default_codec) {
+    if (const size_t at = codec.find("Default"); at != std::string::npos) {
+      codec.replace(at, 7, "ZSTD(1)");
+    }
+  }
+  return codec;
 }
 
 // "name type [CODEC(...)]".

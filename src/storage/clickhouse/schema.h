@@ -36,7 +36,10 @@ struct Capabilities {
   // Storage policies, TTL ... TO VOLUME, ttl_only_drop_parts,
   // materialize_ttl_recalculate_only.
   bool ttl_moves = false;
-  bool codecs = false;           // column codecs: CODEC(ZSTD(1)), Delta, DoubleDelta, T64
+  bool codecs = false;  // column codecs: CODEC(ZSTD(1)), Delta, DoubleDelta, T64
+  // CODEC(Default) in a column's codec list (the engine's configured
+  // default, which the schema lets follow part size).
+  bool default_codec = false;
   bool auto_statistics = false;  // statistics on every column by default (minmax, uniq)
 
   static Capabilities FromVersion(std::string_view version);  // e.g. "26.5.1.1"

@@ -234,12 +234,20 @@ TEST(Schema, CodecsOnlyWhereTheServerHasThem) {
   const std::vector<std::string> ddl = SchemaDdl(Modern());
   std::string all;
   for (const auto& sql : ddl) all += sql + "\n";
-  EXPECT_NE(all.find("duration_ns UInt64 CODEC(T64, ZSTD(1))"), std::string::npos) << all;
-  EXPECT_NE(all.find("attr_values Array(LowCardinality(String)) CODEC(ZSTD(1))"), std::string::npos)
+  EXPECT_NE(all.find("duration_ns UInt64 CODEC(T64, Default)"), std::string::npos) << all;
+  EXPECT_NE(all.find("attr_values Array(LowCardinality(String)) CODEC(Default)"), std::string::npos)
       << all;
-  EXPECT_NE(all.find("end_ns SimpleAggregateFunction(max, UInt64) CODEC(T64, ZSTD(1))"),
+  EXPECT_NE(all.find("end_ns SimpleAggregateFunction(max, UInt64) CODEC(T64, Default)"),
             std::string::npos)
       << all;
+  EXPECT_NE(all.find("attr_keys Array(LowCardinality(String)) CODEC(ZSTD(3))"), std::string::npos)
+      << all;
+  // Servers with codecs but before the Default codec: ZSTD(1) where it would be.
+  all.clear();
+  for (const auto& sql : SchemaDdl(Capabilities::FromVersion("20.8.2"))) all += sql + "\n";
+  EXPECT_NE(all.find("duration_ns UInt64 CODEC(T64, ZSTD(1))"), std::string::npos) << all;
+  EXPECT_NE(all.find("trace_id FixedString(16) CODEC(ZSTD(1))"), std::string::npos) << all;
+  EXPECT_EQ(all.find("Default"), std::string::npos) << all;
   EXPECT_NE(all.find("ORDER BY (toStartOfHour(timestamp), trace_id)"), std::string::npos);
   // The master list gives every stored column a codec.
   for (const auto& c : SpanColumns()) EXPECT_STRNE(c.codec, "") << c.name;
