@@ -2,6 +2,7 @@
 
 #include <zlib.h>
 #include <zstd.h>
+#include <zstd_errors.h>
 
 #include <cctype>
 #include <memory>
@@ -70,6 +71,14 @@ Status Unzstd(std::string_view in, size_t max_bytes, std::string* out) {
     ZSTD_outBuffer output{buf, sizeof(buf), 0};
     ret = ZSTD_decompressStream(ctx.get(), &output, &input);
     if (ZSTD_isError(ret)) {
+      // A frame that asks for a bigger window than we allow is not corrupt:
+      // it is too large for this server, like a body over the size cap.
+      if (ZSTD_getErrorCode(ret) == ZSTD_error_frameParameter_windowTooLarge) {
+        return Status::TooLarge("zstd frame needs a window over " +
+                                std::to_string(1u << kZstdMaxWindowLog >> 20) +
+                                " MiB (window log " + std::to_string(kZstdMaxWindowLog) +
+                                "): compress with a smaller window");
+      }
       return Status::Invalid(std::string("corrupt zstd body: ") + ZSTD_getErrorName(ret));
     }
     if (out->size() + output.pos > max_bytes) return TooLarge(max_bytes);

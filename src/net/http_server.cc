@@ -420,6 +420,7 @@ struct HttpServer::Impl {
   std::atomic<bool> accepting{false};
   std::atomic<bool> stopping{false};
   std::atomic<int> in_flight{0};  // handlers running now
+  HttpServerStats stats;
   std::vector<std::unique_ptr<IoThread>> threads;
   std::mutex stop_mu;  // Stop() against itself (the destructor calls it too)
 };
@@ -1081,6 +1082,7 @@ Step IoThread::Respond(Conn& c) {
 
 // Answers a request that cannot be served and closes the connection after.
 Step IoThread::Fail(Conn& c, int status, std::string message) {
+  (status == 413 ? srv_.stats.refused_too_large : srv_.stats.refused_malformed)++;
   c.close_after_write = true;
   Queue(c, HttpResponse{status, "text/plain", std::move(message), {}}, false);
   c.req = HttpRequest{};
@@ -1275,6 +1277,10 @@ HttpServer::HttpServer(HttpServerOptions options, HttpHandler handler)
     : impl_(std::make_unique<Impl>()) {
   impl_->opts = std::move(options);
   impl_->handler = std::move(handler);
+}
+
+const HttpServerStats& HttpServer::stats() const {
+  return impl_->stats;
 }
 
 HttpServer::~HttpServer() {

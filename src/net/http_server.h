@@ -3,7 +3,7 @@
 // synchronously; they must not block on anything slow.
 #pragma once
 
-#include <atomic>  // not needed here; kept for includers that relied on it
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -72,6 +72,13 @@ struct HttpServerOptions {
   std::shared_ptr<const TlsContext> tls{};
 };
 
+// Requests the server answered itself, before any handler: bodies over
+// max_body_bytes on the wire (413) and broken HTTP (400, 431).
+struct HttpServerStats {
+  std::atomic<uint64_t> refused_too_large{0};
+  std::atomic<uint64_t> refused_malformed{0};
+};
+
 class HttpServer {
  public:
   HttpServer(HttpServerOptions options, HttpHandler handler);
@@ -85,6 +92,7 @@ class HttpServer {
   // closes every connection and joins the threads.
   void Stop(std::chrono::milliseconds grace = std::chrono::milliseconds(2000));
   uint16_t port() const { return port_; }
+  const HttpServerStats& stats() const;
 
   struct Impl;  // public so the .cc's I/O thread class can name it
 

@@ -119,6 +119,13 @@ void QueryApi::Handle(const net::HttpRequest& req, net::HttpResponse& resp) {
     resp.body = "ok\n";
     return;
   }
+  if (path == "/readyz") {
+    resp.content_type = "text/plain";
+    const std::string why = hooks_.not_ready ? hooks_.not_ready() : std::string();
+    resp.status = why.empty() ? 200 : 503;
+    resp.body = why.empty() ? "ready\n" : "not ready: " + why + "\n";
+    return;
+  }
   if (path == "/metrics" && hooks_.metrics) {
     resp.content_type = "text/plain; version=0.0.4";
     resp.body = hooks_.metrics();

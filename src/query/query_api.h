@@ -1,5 +1,6 @@
 // The query API on :16686: Jaeger-compatible JSON so Grafana and the Jaeger
-// UI can read spanhouse, plus /healthz.
+// UI can read spanhouse, plus /healthz (the process answers) and /readyz
+// (it takes spans: 503 while starting or shutting down).
 #pragma once
 
 #include <functional>
@@ -20,6 +21,8 @@ struct QueryApiOptions {
 // Endpoints the server wires in beside the query routes; each may be empty.
 struct AdminHooks {
   std::function<std::string()> metrics;  // GET /metrics, Prometheus text
+  // GET /readyz: "" when ready, else why not (answered 503). Unset: ready.
+  std::function<std::string()> not_ready;
   // /debug/... (fault injection for tests); only set when enabled in config.
   std::function<void(const net::HttpRequest&, net::HttpResponse&)> debug;
 };

@@ -18,6 +18,7 @@ struct Config {
   struct {
     std::string listen = "127.0.0.1:4318";
     uint64_t max_body_bytes = 20ull << 20;
+    uint64_t max_spans_per_request = 100000;  // more: 413
     int threads = 2;
     // PEM certificate chain and key: both set, the listener speaks HTTPS only.
     std::string tls_cert;
@@ -81,6 +82,23 @@ struct Config {
     // or starts with it and a dot).
     std::string also_well_known;
   } user_fields;
+  struct {
+    // The filter of unreasonable data (pipeline/filter). Spans starting
+    // more than max_future_s ahead or longer ago than storage.retention_s,
+    // ending before they start, lasting over max_duration_s, or with an
+    // all-zero trace or span id are dropped (partial success).
+    uint64_t max_future_s = 3600;
+    uint64_t max_duration_s = 24 * 3600;
+    // Over these, the extra attributes (per span, event, link), events and
+    // links are dropped and keys and values cut; the span is kept.
+    uint64_t max_attributes = 128;
+    uint64_t max_events = 128;
+    uint64_t max_links = 128;
+    uint64_t max_value_bytes = 64ull << 10;
+    uint64_t max_key_bytes = 256;
+    // Names past this many distinct ones per service become "(other)"; 0: no cap.
+    uint64_t max_span_names_per_service = 1000;
+  } filter;
   struct {
     uint64_t interval_s = 60;  // how often the dependency job runs
     uint64_t lag_s = 120;      // how long after a minute ends its edges are computed

@@ -3,6 +3,7 @@
 #include <malloc.h>
 #include <signal.h>
 
+#include <atomic>
 #include <charconv>
 #include <filesystem>
 
@@ -10,12 +11,14 @@
 
 #include <fmt/format.h>
 
+#include "pipeline/filter/span_filter.h"
 #include "pipeline/memory_budget.h"
 #include "pipeline/queue/sharded_queue.h"
 #include "query/query_api.h"
 #include "receivers/otlp_http/otlp_http_receiver.h"
 #include "server/data_dir_lock.h"
 #include "server/listener_security.h"
+#include "server/metrics.h"
 #include "storage/clickhouse/chdb.h"
 #include "storage/clickhouse/chdb_span_reader.h"
 #include "storage/clickhouse/dependencies.h"
@@ -43,6 +46,21 @@ std::vector<std::string> WellKnownNamespaces(const Config& cfg) {
   return names;
 }
 
+pipeline::FilterLimits FilterLimitsOf(const Config& cfg) {
+  constexpr uint64_t kNs = 1000000000ull;
+  pipeline::FilterLimits l;
+  l.max_future_ns = cfg.filter.max_future_s * kNs;
+  l.max_age_ns = cfg.storage.retention_s * kNs;
+  l.max_duration_ns = cfg.filter.max_duration_s * kNs;
+  l.max_attributes = static_cast<uint32_t>(cfg.filter.max_attributes);
+  l.max_events = static_cast<uint32_t>(cfg.filter.max_events);
+  l.max_links = static_cast<uint32_t>(cfg.filter.max_links);
+  l.max_value_bytes = static_cast<uint32_t>(cfg.filter.max_value_bytes);
+  l.max_key_bytes = static_cast<uint32_t>(cfg.filter.max_key_bytes);
+  l.max_span_names_per_service = static_cast<uint32_t>(cfg.filter.max_span_names_per_service);
+  return l;
+}
+
 sigset_t ShutdownSignals() {
   sigset_t set;
   sigemptyset(&set);
@@ -54,95 +72,6 @@ sigset_t ShutdownSignals() {
 int Fail(const Status& st) {
   spdlog::error("{}", st.message());
   return 1;
-}
-
-// Prometheus text format. Counters are named after what they count, per
-// component and stage (received, accepted, rejected by reason, written).
-std::string RenderMetrics(const receivers::OtlpHttpStats& rs, const pipeline::MemoryBudget& budget,
-                          const pipeline::ShardedQueue& queue,
-                          const std::vector<std::unique_ptr<storage::EmbeddedWriter>>& writers) {
-  std::string out;
-  auto line = [&](const char* name, const char* type, const std::string& labels, uint64_t v) {
-    out += fmt::format("# TYPE {} {}\n{}{} {}\n", name, type, name,
-                       labels.empty() ? "" : "{" + labels + "}", v);
-  };
-  line("spanhouse_receiver_requests_total", "counter", "receiver=\"otlp_http\"",
-       rs.requests.load());
-  line("spanhouse_receiver_accepted_spans_total", "counter", "receiver=\"otlp_http\"",
-       rs.spans_accepted.load());
-  out += "# TYPE spanhouse_receiver_rejected_requests_total counter\n";
-  const std::pair<const char*, uint64_t> rejected[] = {
-      {"malformed", rs.rejected_malformed.load()},
-      {"too_large", rs.rejected_too_large.load()},
-      {"media_type", rs.rejected_media_type.load()},
-      {"memory_limit", rs.rejected_queue_full.load()},
-      {"shutting_down", rs.rejected_shutting_down.load()}};
-  for (const auto& [reason, v] : rejected) {
-    out += fmt::format(
-        "spanhouse_receiver_rejected_requests_total{{receiver=\"otlp_http\",reason=\"{}\"}} {}\n",
-        reason, v);
-  }
-  line("spanhouse_memory_reserved_bytes", "gauge", "", budget.used());
-  line("spanhouse_memory_limit_bytes", "gauge", "", budget.limit());
-  line("spanhouse_queue_bytes", "gauge", "sink=\"chdb\"", queue.bytes());
-  uint64_t rows = 0, inserts = 0, errors = 0, lost = 0, pending = 0;
-  for (const auto& w : writers) {
-    rows += w->stats().rows_written.load();
-    inserts += w->stats().inserts.load();
-    errors += w->stats().insert_errors.load();
-    lost += w->stats().rows_lost.load();
-    pending += w->stats().pending_rows.load();
-  }
-  line("spanhouse_sink_rows_written_total", "counter", "sink=\"chdb\"", rows);
-  line("spanhouse_sink_batches_written_total", "counter", "sink=\"chdb\"", inserts);
-  line("spanhouse_sink_insert_errors_total", "counter", "sink=\"chdb\"", errors);
-  line("spanhouse_sink_rows_lost_total", "counter", "sink=\"chdb\"", lost);
-  line("spanhouse_sink_pending_rows", "gauge", "sink=\"chdb\"", pending);
-  out += "# TYPE spanhouse_sink_insert_seconds histogram\n";
-  for (size_t i = 0; i < writers.size(); ++i) {
-    writers[i]->stats().insert_seconds.AppendPrometheus(
-        out, "spanhouse_sink_insert_seconds", fmt::format("sink=\"chdb\",writer=\"{}\"", i));
-  }
-  return out;
-}
-
-// Where the stored data lies: active parts, rows and bytes per table and
-// disk ("default" is the hot volume, "cold" or "cold_s3" the cold one).
-// Asked of the engine at each scrape (system.parts, metadata only).
-void AppendStorageMetrics(storage::ChdbConnection& conn, std::string& out) {
-  storage::QueryResult r;
-  const Status st = conn.Query(
-      fmt::format("SELECT table, disk_name, count(), sum(rows), sum(bytes_on_disk) FROM "
-                  "system.parts WHERE database = '{}' AND active GROUP BY table, disk_name "
-                  "ORDER BY table, disk_name",
-                  storage::kDatabase),
-      "TSV", &r);
-  if (!st.ok()) {
-    spdlog::warn("storage metrics: {}", st.message());
-    return;
-  }
-  std::string parts = "# TYPE spanhouse_storage_parts gauge\n";
-  std::string rows = "# TYPE spanhouse_storage_rows gauge\n";
-  std::string bytes = "# TYPE spanhouse_storage_bytes gauge\n";
-  for (size_t pos = 0; pos < r.data.size();) {
-    size_t nl = r.data.find('\n', pos);
-    if (nl == std::string::npos) nl = r.data.size();
-    const std::string line = r.data.substr(pos, nl - pos);
-    pos = nl + 1;
-    std::vector<std::string> f;
-    for (size_t a = 0;;) {
-      const size_t tab = line.find('\t', a);
-      f.push_back(line.substr(a, tab == std::string::npos ? std::string::npos : tab - a));
-      if (tab == std::string::npos) break;
-      a = tab + 1;
-    }
-    if (f.size() != 5) continue;
-    const std::string labels = fmt::format("{{table=\"{}\",disk=\"{}\"}}", f[0], f[1]);
-    parts += fmt::format("spanhouse_storage_parts{} {}\n", labels, f[2]);
-    rows += fmt::format("spanhouse_storage_rows{} {}\n", labels, f[3]);
-    bytes += fmt::format("spanhouse_storage_bytes{} {}\n", labels, f[4]);
-  }
-  out += parts + rows + bytes;
 }
 
 // POST /debug/sink?insert_delay_ms=N&fail_inserts=true|false
@@ -281,17 +210,38 @@ int Serve(const Config& cfg) {
   }
 
   storage::ChdbSpanReader reader(*read_conn, caps);
-  receivers::OtlpHttpReceiver receiver(
-      {cfg.otlp_http.listen, cfg.otlp_http.max_body_bytes, cfg.otlp_http.threads,
-       std::chrono::milliseconds(cfg.queue.wait_ms), security.ingest->Authorizer(),
-       security.ingest_tls},
-      queue, budget);
+  pipeline::SpanFilter filter(FilterLimitsOf(cfg));
+  receivers::OtlpHttpOptions receiver_opts;
+  receiver_opts.address = cfg.otlp_http.listen;
+  receiver_opts.max_body_bytes = cfg.otlp_http.max_body_bytes;
+  receiver_opts.max_spans_per_request = cfg.otlp_http.max_spans_per_request;
+  receiver_opts.threads = cfg.otlp_http.threads;
+  receiver_opts.memory_wait = std::chrono::milliseconds(cfg.queue.wait_ms);
+  receiver_opts.authorize = security.ingest->Authorizer();
+  receiver_opts.tls = security.ingest_tls;
+  receivers::OtlpHttpReceiver receiver(receiver_opts, queue, budget, &filter);
+  // Ready (GET /readyz) from the moment intake starts until shutdown begins.
+  std::atomic<bool> ready{false};
+  std::atomic<bool> stopping{false};
+  MetricsSources metrics;
+  metrics.receiver = &receiver.stats();
+  metrics.receiver_http = &receiver.http_stats();
+  metrics.filter = &filter.stats();
+  metrics.budget = &budget;
+  metrics.queue = &queue;
+  metrics.writers = &writers;
+  metrics.extra.push_back([&security](PromText& out) { security.AppendMetrics(out.text()); });
   query::AdminHooks hooks;
   hooks.metrics = [&] {
-    std::string out = RenderMetrics(receiver.stats(), budget, queue, writers);
+    PromText out;
+    AppendPipelineMetrics(metrics, out);
     AppendStorageMetrics(*read_conn, out);
-    security.AppendMetrics(out);
-    return out;
+    return std::move(out.text());
+  };
+  hooks.not_ready = [&]() -> std::string {
+    if (stopping.load()) return "shutting down: intake stopped, writing the queued spans";
+    if (!ready.load()) return "starting";
+    return "";
   };
   if (cfg.debug.fault_injection) {
     spdlog::warn("fault injection is enabled (debug.fault_injection): POST /debug/sink");
@@ -324,6 +274,7 @@ int Serve(const Config& cfg) {
                security.ingest->enabled() ? ", token required" : "", cfg.query.listen,
                query_api.port(), security.query_tls ? "https" : "http",
                security.query->enabled() ? ", token required" : "", shards);
+  ready = true;
   spdlog::info("spanhouse ready");
 
   sigset_t set = ShutdownSignals();
@@ -331,6 +282,7 @@ int Serve(const Config& cfg) {
   sigwait(&set, &sig);
   spdlog::info("{} received: stopping intake, flushing queued spans", strsignal(sig));
 
+  stopping = true;
   receiver.Stop();
   queue.Close();
   uint64_t written = 0;

@@ -88,9 +88,11 @@ def test_429_carries_retry_after(spanhouse_factory, tmp_path):
     # the 1 MiB budget is spent.
     saw_429 = None
     for i in range(400):
+        now = time.time_ns()  # spans without times would be dropped by the filter as too old
         spans = ",".join(
-            '{"traceId":"%032x","spanId":"%016x","name":"%s"}' % (i * 1000 + k + 1, i * 1000 + k + 1,
-                                                                  "n" * 100)
+            '{"traceId":"%032x","spanId":"%016x","name":"%s","startTimeUnixNano":"%d",'
+            '"endTimeUnixNano":"%d"}' % (i * 1000 + k + 1, i * 1000 + k + 1, "n" * 100, now,
+                                         now + 1000)
             for k in range(50))
         body = '{"resourceSpans":[{"scopeSpans":[{"spans":[%s]}]}]}' % spans
         r = requests.post(sh.traces_url, data=body, headers={"Content-Type": "application/json"},

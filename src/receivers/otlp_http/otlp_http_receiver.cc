@@ -69,10 +69,11 @@ constexpr int kRpcUnavailable = 14;
 }  // namespace
 
 OtlpHttpReceiver::OtlpHttpReceiver(OtlpHttpOptions options, pipeline::ShardedQueue& queue,
-                                   pipeline::MemoryBudget& budget)
+                                   pipeline::MemoryBudget& budget, pipeline::SpanFilter* filter)
     : opts_(std::move(options)),
       queue_(queue),
       budget_(budget),
+      filter_(filter),
       server_({.name = "otlp-http",
                .address = opts_.address,
                .max_body_bytes = opts_.max_body_bytes,
@@ -161,6 +162,20 @@ void OtlpHttpReceiver::Handle(net::HttpRequest& req, net::HttpResponse& resp) {
     stats_.rejected_malformed++;
     return ErrorBody(enc, 400, kRpcInvalidArgument, st.message(), resp);
   }
+  stats_.spans_received += batch->span_count();
+  if (batch->span_count() > opts_.max_spans_per_request) {
+    stats_.rejected_too_many_spans++;
+    return ErrorBody(
+        enc, 413, kRpcInvalidArgument,
+        "request has " + std::to_string(batch->span_count()) + " spans, over the limit of " +
+            std::to_string(opts_.max_spans_per_request) + " per request: send smaller batches",
+        resp);
+  }
+  pipeline::FilterReport filtered;
+  if (filter_ != nullptr) {
+    const auto now = std::chrono::system_clock::now().time_since_epoch();
+    filter_->Apply(*batch, static_cast<uint64_t>(std::chrono::nanoseconds(now).count()), &filtered);
+  }
   const size_t n = batch->span_count();
   if (n > 0) {
     decompressed = std::string();  // give the transient memory back before it is accounted
@@ -181,12 +196,15 @@ void OtlpHttpReceiver::Handle(net::HttpRequest& req, net::HttpResponse& resp) {
   stats_.requests_accepted++;
   stats_.spans_accepted += n;
   resp.status = 200;
+  // Spans the filter dropped are reported, not retried (OTLP partial
+  // success); with trims only, the message alone is a warning.
+  const std::string message = filtered.clean() ? "" : filtered.Message(filter_->limits());
   if (enc == Encoding::kJson) {
     resp.content_type = "application/json";
-    resp.body = codec::EncodeExportResponseJson(0, "");
+    resp.body = codec::EncodeExportResponseJson(filtered.rejected_spans(), message);
   } else {
     resp.content_type = "application/x-protobuf";
-    resp.body = codec::EncodeExportResponseProto(0, "");
+    resp.body = codec::EncodeExportResponseProto(filtered.rejected_spans(), message);
   }
 }
 

@@ -7,7 +7,9 @@
 // 413 for an oversized body (neither retryable); 429 + Retry-After when the
 // memory budget cannot take the request, and 503 + Retry-After while
 // shutting down (both retryable). Memory is reserved from the budget in
-// proportion to the body *before* it is decompressed and decoded.
+// proportion to the body *before* it is decompressed and decoded. A decoded
+// request goes through the SpanFilter, when one is given, before it is
+// queued: what it drops or trims is reported in the 200's partial_success.
 #pragma once
 
 #include <atomic>
@@ -17,6 +19,7 @@
 #include <string>
 
 #include "net/http_server.h"
+#include "pipeline/filter/span_filter.h"
 #include "pipeline/memory_budget.h"
 #include "pipeline/queue/sharded_queue.h"
 
@@ -25,6 +28,8 @@ namespace spanhouse::receivers {
 struct OtlpHttpOptions {
   std::string address = "127.0.0.1:4318";
   size_t max_body_bytes = 20u << 20;  // after decompression
+  // More spans in one request: 413 (the client should send smaller batches).
+  size_t max_spans_per_request = 100000;
   int threads = 2;
   // How long a request may wait for memory before it is answered 429.
   std::chrono::milliseconds memory_wait{250};
@@ -35,9 +40,11 @@ struct OtlpHttpOptions {
 struct OtlpHttpStats {
   std::atomic<uint64_t> requests{0};
   std::atomic<uint64_t> requests_accepted{0};
-  std::atomic<uint64_t> spans_accepted{0};
+  std::atomic<uint64_t> spans_received{0};  // decoded, before the filter
+  std::atomic<uint64_t> spans_accepted{0};  // queued
   std::atomic<uint64_t> rejected_malformed{0};
   std::atomic<uint64_t> rejected_too_large{0};
+  std::atomic<uint64_t> rejected_too_many_spans{0};
   std::atomic<uint64_t> rejected_media_type{0};
   std::atomic<uint64_t> rejected_queue_full{0};
   std::atomic<uint64_t> rejected_shutting_down{0};
@@ -45,12 +52,15 @@ struct OtlpHttpStats {
 
 class OtlpHttpReceiver {
  public:
+  // `filter` may be null (no filtering); it must outlive the receiver.
   OtlpHttpReceiver(OtlpHttpOptions options, pipeline::ShardedQueue& queue,
-                   pipeline::MemoryBudget& budget);
+                   pipeline::MemoryBudget& budget, pipeline::SpanFilter* filter = nullptr);
   Status Start();
   void Stop();
   uint16_t port() const { return server_.port(); }
   const OtlpHttpStats& stats() const { return stats_; }
+  // What the HTTP server refused before the handler (bodies over the cap on the wire).
+  const net::HttpServerStats& http_stats() const { return server_.stats(); }
 
   // The request handler, public for tests that bypass the socket.
   void Handle(net::HttpRequest& req, net::HttpResponse& resp);
@@ -59,6 +69,7 @@ class OtlpHttpReceiver {
   OtlpHttpOptions opts_;
   pipeline::ShardedQueue& queue_;
   pipeline::MemoryBudget& budget_;
+  pipeline::SpanFilter* filter_;
   OtlpHttpStats stats_;
   net::HttpServer server_;
 };

@@ -1,6 +1,7 @@
 // `spanhouse bench pipeline`: the CPU the pipeline spends per span, stage by
 // stage, in one process and without the network: the loadgen's OTLP
-// payloads are decoded into SpanBatches, pushed through a sharded queue and
+// payloads are decoded into SpanBatches, filtered (pipeline/filter, default
+// limits), pushed through a sharded queue and
 // popped, gathered like the writer's pending set and, a flush's worth at a
 // time, sorted by the table key and encoded as one Native block (resource
 // fingerprints included): the work between the socket and the insert. Two decoders take
@@ -18,6 +19,7 @@
 
 #include "codec/otlp.h"
 #include "model/span_batch.h"
+#include "pipeline/filter/span_filter.h"
 #include "pipeline/memory_budget.h"
 #include "pipeline/queue/sharded_queue.h"
 #include "storage/clickhouse/schema.h"
@@ -37,6 +39,9 @@ struct PipelineOptions {
   uint64_t seed = 1;
 };
 
+// The corpus's first start time, and the clock the filter is run against.
+constexpr uint64_t kCorpusStartNs = 1700000000000000000ull;
+
 // CPU time of the calling thread: the stages run on it alone.
 double ThreadCpu() {
   timespec ts{};
@@ -51,8 +56,8 @@ int RunPipeline(const PipelineOptions& o) {
   }
   fmt::print("building {} payloads of ~{} spans (seed {})...\n", o.requests, o.spans_per_request,
              o.seed);
-  const std::vector<loadgen::Payload> payloads = loadgen::BuildPayloads(
-      o.seed, "bench", o.requests, o.spans_per_request, 1700000000000000000ull);
+  const std::vector<loadgen::Payload> payloads =
+      loadgen::BuildPayloads(o.seed, "bench", o.requests, o.spans_per_request, kCorpusStartNs);
   size_t body_bytes = 0;
   size_t corpus_spans = 0;
   for (const auto& p : payloads) {
@@ -62,13 +67,19 @@ int RunPipeline(const PipelineOptions& o) {
   const auto caps = storage::Capabilities::FromVersion("26.5");
   pipeline::MemoryBudget budget(size_t{1} << 40);
   pipeline::ShardedQueue queue(o.shards, size_t{1} << 40);
+  // Default limits, the clock at the corpus's start: the corpus must pass
+  // untouched (checked below), so this measures the filter's cost alone.
+  pipeline::SpanFilter filter(pipeline::FilterLimits{});
+  pipeline::FilterReport report;
+  size_t touched = 0;
+  std::string touched_example;
   // Two ways to decode, in turns: strings referenced in the request body the
   // batch keeps (the receiver's way), and strings copied into the arena.
   struct Variant {
     Variant(const char* n, bool o) : name(n), owned(o) {}
     const char* name;
     bool owned;
-    double decode_s = 0, queue_s = 0, encode_s = 0;
+    double decode_s = 0, filter_s = 0, queue_s = 0, encode_s = 0;
     size_t spans = 0, native_bytes = 0;
     // Like the writer: batches wait until a flush's worth, then all their
     // spans are sorted by the table key and encoded as one block.
@@ -91,6 +102,9 @@ int RunPipeline(const PipelineOptions& o) {
         return 1;
       }
       body = std::string();  // the copying decode frees the body here
+      const double tf = ThreadCpu();
+      filter.Apply(*batch, kCorpusStartNs, &report);
+      if (!report.clean() && touched++ == 0) touched_example = report.Message(filter.limits());
       const double t1 = ThreadCpu();
       const size_t n = batch->span_count();
       if (!budget.TryReserve(batch->MemoryBytes())) return 1;
@@ -128,7 +142,8 @@ int RunPipeline(const PipelineOptions& o) {
         v.pending_rows = 0;
       }
       const double t3 = ThreadCpu();
-      v.decode_s += t1 - t0;
+      v.decode_s += tf - t0;
+      v.filter_s += t1 - tf;
       v.queue_s += t2 - t1;
       v.encode_s += t3 - t2;
       v.spans += n;
@@ -141,14 +156,20 @@ int RunPipeline(const PipelineOptions& o) {
       static_cast<double>(body_bytes) / static_cast<double>(corpus_spans), o.shards,
       static_cast<double>(variants[0].native_bytes) / variants[0].spans);
   fmt::print("CPU-seconds per million spans, one thread:\n");
-  fmt::print("{:<32} {:>9} {:>9} {:>13} {:>9}\n", "decode", "decode", "queue", "sort+encode",
-             "total");
+  fmt::print("{:<32} {:>9} {:>9} {:>9} {:>13} {:>9}\n", "decode", "decode", "filter", "queue",
+             "sort+encode", "total");
+  const auto total = [](const Variant& v) {
+    return v.decode_s + v.filter_s + v.queue_s + v.encode_s;
+  };
   for (const Variant& v : variants) {
     const double m = static_cast<double>(v.spans) / 1e6;
-    fmt::print("{:<32} {:>9.3f} {:>9.3f} {:>13.3f} {:>9.3f}\n", v.name, v.decode_s / m,
-               v.queue_s / m, v.encode_s / m, (v.decode_s + v.queue_s + v.encode_s) / m);
+    fmt::print("{:<32} {:>9.3f} {:>9.3f} {:>9.3f} {:>13.3f} {:>9.3f}\n", v.name, v.decode_s / m,
+               v.filter_s / m, v.queue_s / m, v.encode_s / m, total(v) / m);
   }
-  const auto total = [](const Variant& v) { return v.decode_s + v.queue_s + v.encode_s; };
+  if (touched != 0) {
+    fmt::print("\nthe filter dropped or trimmed spans of {} requests, e.g.: {}\n", touched,
+               touched_example);
+  }
   fmt::print("\nreferenced / copied, total CPU: {:.2f}\n", total(variants[0]) / total(variants[1]));
   return 0;
 }

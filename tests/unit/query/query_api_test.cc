@@ -379,5 +379,28 @@ TEST(QueryApi, AdminHooksServeMetricsAndDebug) {
   EXPECT_EQ(debug_targets.size(), 1u);
 }
 
+TEST(QueryApi, ReadyzFollowsTheHook) {
+  std::string why = "starting";
+  AdminHooks hooks;
+  hooks.not_ready = [&] { return why; };
+  Fixture f(std::move(hooks));
+  net::HttpResponse resp = f.Do(Get("/readyz"));
+  EXPECT_EQ(resp.status, 503);
+  EXPECT_EQ(resp.body, "not ready: starting\n");
+  EXPECT_EQ(f.Do(Get("/healthz")).status, 200);  // alive all the same
+  why.clear();
+  resp = f.Do(Get("/readyz"));
+  EXPECT_EQ(resp.status, 200);
+  EXPECT_EQ(resp.body, "ready\n");
+  EXPECT_EQ(resp.content_type, "text/plain");
+  why = "shutting down";
+  EXPECT_EQ(f.Do(Get("/readyz")).status, 503);
+}
+
+TEST(QueryApi, ReadyzWithoutHookIsReady) {
+  Fixture f;
+  EXPECT_EQ(f.Do(Get("/readyz")).status, 200);
+}
+
 }  // namespace
 }  // namespace spanhouse::query

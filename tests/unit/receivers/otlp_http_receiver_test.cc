@@ -581,5 +581,79 @@ TEST(OtlpHttpReceiver, StatsCountEveryOutcome) {
   EXPECT_EQ(s.rejected_shutting_down, 1u);
 }
 
+// ---- limits and the filter ----
+
+TEST(OtlpHttpReceiver, TooManySpansIs413AndQueuesNothing) {
+  pipeline::ShardedQueue sharded(1, 64 << 20);
+  pipeline::MemoryBudget budget(1ull << 30);
+  OtlpHttpOptions o = Fixture::Options(1 << 20);
+  o.max_spans_per_request = 3;
+  OtlpHttpReceiver receiver(o, sharded, budget);
+  net::HttpResponse resp;
+  net::HttpRequest ok = Post(kProto, ProtoRequest(kTraceHex, 3));  // at the limit
+  receiver.Handle(ok, resp);
+  EXPECT_EQ(resp.status, 200);
+  ASSERT_TRUE(sharded.shard(0).Pop(milliseconds(100)).has_value());
+
+  net::HttpRequest over = Post(kProto, ProtoRequest(kTraceHex, 4));
+  resp = net::HttpResponse();
+  receiver.Handle(over, resp);
+  ExpectProtoRpcError(resp, 413, 3);
+  EXPECT_NE(ProtoRpcStatus(resp.body)->message.find("4 spans, over the limit of 3"),
+            std::string::npos);
+  EXPECT_FALSE(sharded.shard(0).Pop(milliseconds(0)).has_value());
+  EXPECT_EQ(receiver.stats().rejected_too_many_spans, 1u);
+  EXPECT_EQ(receiver.stats().spans_received, 7u);
+  EXPECT_EQ(receiver.stats().spans_accepted, 3u);
+  EXPECT_EQ(budget.used(), 0u);
+}
+
+// ExportTraceServiceResponse{partial_success = 1 {rejected_spans = 1, error_message = 2}}.
+std::optional<std::pair<int64_t, std::string>> ProtoPartialSuccess(const std::string& body) {
+  if (body.size() < 2 || body[0] != 0x0a) return std::nullopt;
+  // The inner message has the google.rpc.Status layout: varint 1, string 2.
+  auto inner = ProtoRpcStatus(body.substr(2));
+  if (!inner || static_cast<uint8_t>(body[1]) != body.size() - 2) return std::nullopt;
+  return std::make_pair(inner->code, inner->message);
+}
+
+TEST(OtlpHttpReceiver, FilteredSpansAreReportedAsPartialSuccess) {
+  pipeline::ShardedQueue sharded(1, 64 << 20);
+  pipeline::MemoryBudget budget(1ull << 30);
+  pipeline::SpanFilter filter(pipeline::FilterLimits{});
+  OtlpHttpReceiver receiver(Fixture::Options(1 << 20), sharded, budget, &filter);
+  // The helpers' spans have no times: start 0 is older than any retention.
+  net::HttpRequest req = Post(kProto, ProtoRequest(kTraceHex, 2));
+  net::HttpResponse resp;
+  receiver.Handle(req, resp);
+  EXPECT_EQ(resp.status, 200);
+  auto ps = ProtoPartialSuccess(resp.body);
+  ASSERT_TRUE(ps.has_value()) << "no partial_success in the response";
+  EXPECT_EQ(ps->first, 2);
+  EXPECT_NE(ps->second.find("rejected 2 spans: 2 too_old"), std::string::npos) << ps->second;
+  EXPECT_FALSE(sharded.shard(0).Pop(milliseconds(0)).has_value());  // nothing left to queue
+
+  net::HttpRequest json = Post(kJson, JsonRequest());
+  resp = net::HttpResponse();
+  receiver.Handle(json, resp);
+  EXPECT_EQ(resp.status, 200);
+  simdjson::dom::parser parser;
+  simdjson::dom::element root;
+  ASSERT_EQ(parser.parse(resp.body).get(root), simdjson::SUCCESS) << resp.body;
+  std::string_view rejected;
+  std::string_view message;
+  ASSERT_EQ(root["partialSuccess"]["rejectedSpans"].get_string().get(rejected), simdjson::SUCCESS)
+      << resp.body;
+  EXPECT_EQ(rejected, "1");
+  ASSERT_EQ(root["partialSuccess"]["errorMessage"].get_string().get(message), simdjson::SUCCESS);
+  EXPECT_NE(message.find("1 too_old"), std::string_view::npos) << message;
+
+  EXPECT_EQ(filter.stats().rejected[static_cast<size_t>(pipeline::RejectReason::kTooOld)], 3u);
+  EXPECT_EQ(receiver.stats().spans_received, 3u);
+  EXPECT_EQ(receiver.stats().spans_accepted, 0u);
+  EXPECT_EQ(receiver.stats().requests_accepted, 2u);
+  EXPECT_EQ(budget.used(), 0u);
+}
+
 }  // namespace
 }  // namespace spanhouse::receivers

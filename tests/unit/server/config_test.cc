@@ -24,6 +24,7 @@ void ExpectSameConfig(const Config& a, const Config& b) {
   EXPECT_EQ(a.log_level, b.log_level);
   EXPECT_EQ(a.otlp_http.listen, b.otlp_http.listen);
   EXPECT_EQ(a.otlp_http.max_body_bytes, b.otlp_http.max_body_bytes);
+  EXPECT_EQ(a.otlp_http.max_spans_per_request, b.otlp_http.max_spans_per_request);
   EXPECT_EQ(a.otlp_http.threads, b.otlp_http.threads);
   EXPECT_EQ(a.otlp_http.tls_cert, b.otlp_http.tls_cert);
   EXPECT_EQ(a.otlp_http.tls_key, b.otlp_http.tls_key);
@@ -49,6 +50,14 @@ void ExpectSameConfig(const Config& a, const Config& b) {
   EXPECT_EQ(a.storage.s3_secret_access_key, b.storage.s3_secret_access_key);
   EXPECT_EQ(a.storage.s3_region, b.storage.s3_region);
   EXPECT_EQ(a.user_fields.also_well_known, b.user_fields.also_well_known);
+  EXPECT_EQ(a.filter.max_future_s, b.filter.max_future_s);
+  EXPECT_EQ(a.filter.max_duration_s, b.filter.max_duration_s);
+  EXPECT_EQ(a.filter.max_attributes, b.filter.max_attributes);
+  EXPECT_EQ(a.filter.max_events, b.filter.max_events);
+  EXPECT_EQ(a.filter.max_links, b.filter.max_links);
+  EXPECT_EQ(a.filter.max_value_bytes, b.filter.max_value_bytes);
+  EXPECT_EQ(a.filter.max_key_bytes, b.filter.max_key_bytes);
+  EXPECT_EQ(a.filter.max_span_names_per_service, b.filter.max_span_names_per_service);
   EXPECT_EQ(a.dependencies.interval_s, b.dependencies.interval_s);
   EXPECT_EQ(a.dependencies.lag_s, b.dependencies.lag_s);
   EXPECT_EQ(a.debug.fault_injection, b.debug.fault_injection);
@@ -61,6 +70,7 @@ const std::map<std::string, std::string>& ValidValues() {
       {"log_level", "debug"},
       {"otlp_http.listen", "0.0.0.0:14318"},
       {"otlp_http.max_body_bytes", "8MiB"},
+      {"otlp_http.max_spans_per_request", "5000"},
       {"otlp_http.threads", "4"},
       {"otlp_http.tls_cert", "/etc/spanhouse/otlp.crt"},
       {"otlp_http.tls_key", "/etc/spanhouse/otlp.key"},
@@ -86,6 +96,14 @@ const std::map<std::string, std::string>& ValidValues() {
       {"storage.s3_secret_access_key", "s3cr3t/with+chars"},
       {"storage.s3_region", "eu-west-1"},
       {"user_fields.also_well_known", "shop,app.internal"},
+      {"filter.max_future_s", "60"},
+      {"filter.max_duration_s", "7200"},
+      {"filter.max_attributes", "32"},
+      {"filter.max_events", "0"},
+      {"filter.max_links", "8"},
+      {"filter.max_value_bytes", "4KiB"},
+      {"filter.max_key_bytes", "64"},
+      {"filter.max_span_names_per_service", "0"},
       {"dependencies.interval_s", "15"},
       {"dependencies.lag_s", "45"},
       {"debug.fault_injection", "true"},
@@ -169,6 +187,12 @@ TEST(Config, Defaults) {
   EXPECT_EQ(c.otlp_http.listen, "127.0.0.1:4318");
   EXPECT_EQ(c.otlp_http.max_body_bytes, 20ull << 20);
   EXPECT_EQ(c.otlp_http.threads, 2);
+  EXPECT_EQ(c.otlp_http.max_spans_per_request, 100000u);
+  EXPECT_EQ(c.filter.max_future_s, 3600u);
+  EXPECT_EQ(c.filter.max_duration_s, 86400u);
+  EXPECT_EQ(c.filter.max_attributes, 128u);
+  EXPECT_EQ(c.filter.max_value_bytes, 65536u);
+  EXPECT_EQ(c.filter.max_span_names_per_service, 1000u);
   EXPECT_EQ(c.query.listen, "127.0.0.1:16686");
   EXPECT_EQ(c.queue.max_bytes, 512ull << 20);
   EXPECT_EQ(c.writer.max_rows, 200000u);
@@ -187,6 +211,7 @@ log_level: debug
 otlp_http:
   listen: 0.0.0.0:14318
   max_body_bytes: 8MiB
+  max_spans_per_request: 5000
   threads: 4
   tls_cert: /etc/spanhouse/otlp.crt
   tls_key: /etc/spanhouse/otlp.key
@@ -219,6 +244,15 @@ storage:
   s3_region: eu-west-1
 user_fields:
   also_well_known: shop,app.internal
+filter:
+  max_future_s: 60
+  max_duration_s: 7200
+  max_attributes: 32
+  max_events: 0
+  max_links: 8
+  max_value_bytes: 4KiB
+  max_key_bytes: 64
+  max_span_names_per_service: 0
 dependencies:
   interval_s: 15
   lag_s: 45
@@ -255,6 +289,15 @@ debug:
   EXPECT_EQ(c.storage.s3_secret_access_key, "s3cr3t/with+chars");
   EXPECT_EQ(c.storage.s3_region, "eu-west-1");
   EXPECT_EQ(c.user_fields.also_well_known, "shop,app.internal");
+  EXPECT_EQ(c.otlp_http.max_spans_per_request, 5000u);
+  EXPECT_EQ(c.filter.max_future_s, 60u);
+  EXPECT_EQ(c.filter.max_duration_s, 7200u);
+  EXPECT_EQ(c.filter.max_attributes, 32u);
+  EXPECT_EQ(c.filter.max_events, 0u);
+  EXPECT_EQ(c.filter.max_links, 8u);
+  EXPECT_EQ(c.filter.max_value_bytes, 4096u);
+  EXPECT_EQ(c.filter.max_key_bytes, 64u);
+  EXPECT_EQ(c.filter.max_span_names_per_service, 0u);
   EXPECT_EQ(c.dependencies.interval_s, 15u);
   EXPECT_EQ(c.dependencies.lag_s, 45u);
   EXPECT_TRUE(c.debug.fault_injection);
@@ -395,6 +438,22 @@ TEST(Config, BadSizes) {
   ExpectGoodSetting("writer.max_bytes", "1KiB");
   ExpectGoodSetting("writer.max_bytes", "4GiB");
   ExpectBadSetting("writer.max_bytes", "4097MiB");
+}
+
+TEST(Config, FilterLimits) {
+  ExpectBadSetting("filter.max_future_s", "0");
+  ExpectBadSetting("filter.max_duration_s", "1h");
+  ExpectGoodSetting("filter.max_attributes", "0");
+  ExpectBadSetting("filter.max_attributes", "1000001");
+  ExpectBadSetting("filter.max_value_bytes", "0");
+  ExpectGoodSetting("filter.max_value_bytes", "1GiB");
+  ExpectBadSetting("filter.max_value_bytes", "2GiB");
+  ExpectBadSetting("filter.max_key_bytes", "2MiB");
+  ExpectGoodSetting("filter.max_span_names_per_service", "0");
+  ExpectBadSetting("filter.max_span_names_per_service", "-1");
+  ExpectBadSetting("otlp_http.max_spans_per_request", "0");
+  ExpectGoodSetting("otlp_http.max_spans_per_request", "10000000");
+  ExpectBadSetting("otlp_http.max_spans_per_request", "10000001");
 }
 
 TEST(Config, BadCounts) {

@@ -1,0 +1,187 @@
+#include "server/metrics.h"
+
+#include <cstdlib>
+
+#include <spdlog/spdlog.h>
+
+#include <fmt/format.h>
+
+#include "storage/clickhouse/schema.h"
+
+namespace spanhouse::server {
+
+void PromText::Family(std::string_view name, std::string_view type, std::string_view help) {
+  out_ += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+}
+
+void PromText::Sample(std::string_view name, std::string_view labels, uint64_t value) {
+  if (labels.empty()) {
+    out_ += fmt::format("{} {}\n", name, value);
+  } else {
+    out_ += fmt::format("{}{{{}}} {}\n", name, labels, value);
+  }
+}
+
+std::string PromText::Label(std::string_view key, std::string_view value) {
+  std::string out(key);
+  out += "=\"";
+  for (char c : value) {
+    if (c == '\\' || c == '"') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  out += '"';
+  return out;
+}
+
+namespace {
+
+void AppendReceiverMetrics(const receivers::OtlpHttpStats& rs, const net::HttpServerStats* http,
+                           PromText& out) {
+  const std::string otlp = PromText::Label("receiver", "otlp_http");
+  out.One("spanhouse_receiver_requests_total", "counter", "Requests received.", otlp,
+          rs.requests.load());
+  out.One("spanhouse_receiver_received_spans_total", "counter",
+          "Spans decoded from requests, before the filter.", otlp, rs.spans_received.load());
+  out.One("spanhouse_receiver_accepted_spans_total", "counter",
+          "Spans queued for the sinks (answered 200).", otlp, rs.spans_accepted.load());
+  out.Family("spanhouse_receiver_rejected_requests_total", "counter",
+             "Requests refused whole, by reason (none of their spans queued).");
+  // The listener's own refusals (broken HTTP, a body over the cap on the
+  // wire) count with the receiver's: to a client they are the same answer.
+  const uint64_t wire_malformed = http != nullptr ? http->refused_malformed.load() : 0;
+  const uint64_t wire_too_large = http != nullptr ? http->refused_too_large.load() : 0;
+  const std::pair<const char*, uint64_t> rejected[] = {
+      {"malformed", rs.rejected_malformed.load() + wire_malformed},
+      {"too_large", rs.rejected_too_large.load() + wire_too_large},
+      {"too_many_spans", rs.rejected_too_many_spans.load()},
+      {"media_type", rs.rejected_media_type.load()},
+      {"memory_limit", rs.rejected_queue_full.load()},
+      {"shutting_down", rs.rejected_shutting_down.load()}};
+  for (const auto& [reason, v] : rejected) {
+    out.Sample("spanhouse_receiver_rejected_requests_total",
+               otlp + "," + PromText::Label("reason", reason), v);
+  }
+}
+
+// One counter family with a sample per reason of `Reason`.
+template <class Reason, size_t N>
+void ByReason(const char* name, const char* help, const std::array<std::atomic<uint64_t>, N>& n,
+              PromText& out) {
+  out.Family(name, "counter", help);
+  for (size_t i = 0; i < N; ++i) {
+    out.Sample(name, PromText::Label("reason", pipeline::ReasonName(static_cast<Reason>(i))),
+               n[i].load());
+  }
+}
+
+void AppendFilterMetrics(const pipeline::FilterStats& fs, PromText& out) {
+  ByReason<pipeline::RejectReason>(
+      "spanhouse_filter_rejected_spans_total",
+      "Spans dropped by the filter of unreasonable data, by reason (reported to the client in "
+      "partial_success).",
+      fs.rejected, out);
+  ByReason<pipeline::TrimReason>(
+      "spanhouse_filter_trimmed_total",
+      "What the filter cut from kept spans, by reason: attributes, events and links dropped, "
+      "keys and values cut, span names replaced.",
+      fs.trimmed, out);
+}
+
+void AppendWriterMetrics(const std::vector<std::unique_ptr<storage::EmbeddedWriter>>& writers,
+                         PromText& out) {
+  uint64_t rows = 0, inserts = 0, errors = 0, lost = 0, pending = 0;
+  for (const auto& w : writers) {
+    rows += w->stats().rows_written.load();
+    inserts += w->stats().inserts.load();
+    errors += w->stats().insert_errors.load();
+    lost += w->stats().rows_lost.load();
+    pending += w->stats().pending_rows.load();
+  }
+  const std::string chdb = PromText::Label("sink", "chdb");
+  out.One("spanhouse_sink_rows_written_total", "counter", "Spans stored by the sink.", chdb, rows);
+  out.One("spanhouse_sink_batches_written_total", "counter", "Inserts that succeeded.", chdb,
+          inserts);
+  out.One("spanhouse_sink_insert_errors_total", "counter", "Inserts that failed (each retried).",
+          chdb, errors);
+  out.One("spanhouse_sink_rows_lost_total", "counter",
+          "Spans accepted but never stored (given up at shutdown).", chdb, lost);
+  out.One("spanhouse_sink_pending_rows", "gauge",
+          "Spans taken from the queue by the writers and not yet stored.", chdb, pending);
+  out.Family("spanhouse_sink_insert_seconds", "histogram", "Time per insert, per writer.");
+  for (size_t i = 0; i < writers.size(); ++i) {
+    writers[i]->stats().insert_seconds.AppendPrometheus(
+        out.text(), "spanhouse_sink_insert_seconds",
+        chdb + "," + PromText::Label("writer", std::to_string(i)));
+  }
+}
+
+}  // namespace
+
+void AppendPipelineMetrics(const MetricsSources& s, PromText& out) {
+  if (s.receiver != nullptr) AppendReceiverMetrics(*s.receiver, s.receiver_http, out);
+  if (s.filter != nullptr) AppendFilterMetrics(*s.filter, out);
+  if (s.budget != nullptr) {
+    out.One("spanhouse_memory_reserved_bytes", "gauge",
+            "Memory reserved for spans in flight (decoding, queued, awaiting insert).", "",
+            s.budget->used());
+    out.One("spanhouse_memory_limit_bytes", "gauge",
+            "queue.max_bytes: past it, requests are answered 429.", "", s.budget->limit());
+  }
+  if (s.queue != nullptr) {
+    out.One("spanhouse_queue_bytes", "gauge", "Bytes of spans waiting in the sink's queue.",
+            PromText::Label("sink", "chdb"), s.queue->bytes());
+  }
+  if (s.writers != nullptr) AppendWriterMetrics(*s.writers, out);
+  for (const auto& f : s.extra) f(out);
+}
+
+void AppendStorageMetrics(storage::ChdbConnection& conn, PromText& out) {
+  storage::QueryResult r;
+  const Status st = conn.Query(
+      fmt::format("SELECT table, disk_name, count(), sum(rows), sum(bytes_on_disk) FROM "
+                  "system.parts WHERE database = '{}' AND active GROUP BY table, disk_name "
+                  "ORDER BY table, disk_name",
+                  storage::kDatabase),
+      "TSV", &r);
+  if (!st.ok()) {
+    spdlog::warn("storage metrics: {}", st.message());
+    return;
+  }
+  struct Row {
+    std::string labels;
+    uint64_t parts, rows, bytes;
+  };
+  std::vector<Row> rows;
+  for (size_t pos = 0; pos < r.data.size();) {
+    size_t nl = r.data.find('\n', pos);
+    if (nl == std::string::npos) nl = r.data.size();
+    const std::string line = r.data.substr(pos, nl - pos);
+    pos = nl + 1;
+    std::vector<std::string> f;
+    for (size_t a = 0;;) {
+      const size_t tab = line.find('\t', a);
+      f.push_back(line.substr(a, tab == std::string::npos ? std::string::npos : tab - a));
+      if (tab == std::string::npos) break;
+      a = tab + 1;
+    }
+    if (f.size() != 5) continue;
+    rows.push_back({PromText::Label("table", f[0]) + "," + PromText::Label("disk", f[1]),
+                    std::strtoull(f[2].c_str(), nullptr, 10),
+                    std::strtoull(f[3].c_str(), nullptr, 10),
+                    std::strtoull(f[4].c_str(), nullptr, 10)});
+  }
+  out.Family("spanhouse_storage_parts", "gauge", "Active parts per table and disk.");
+  for (const Row& row : rows) out.Sample("spanhouse_storage_parts", row.labels, row.parts);
+  out.Family("spanhouse_storage_rows", "gauge", "Rows stored per table and disk.");
+  for (const Row& row : rows) out.Sample("spanhouse_storage_rows", row.labels, row.rows);
+  out.Family("spanhouse_storage_bytes", "gauge", "Bytes on disk per table and disk.");
+  for (const Row& row : rows) out.Sample("spanhouse_storage_bytes", row.labels, row.bytes);
+}
+
+}  // namespace spanhouse::server
