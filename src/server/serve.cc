@@ -15,8 +15,10 @@
 #include "query/query_api.h"
 #include "receivers/otlp_http/otlp_http_receiver.h"
 #include "server/data_dir_lock.h"
+#include "server/durable_replay.h"
 #include "storage/clickhouse/chdb.h"
 #include "storage/clickhouse/chdb_span_reader.h"
+#include "storage/clickhouse/deduplication.h"
 #include "storage/clickhouse/dependencies.h"
 #include "storage/clickhouse/embedded_writer.h"
 #include "storage/clickhouse/engine_config.h"
@@ -75,7 +77,9 @@ std::string RenderMetrics(const receivers::OtlpHttpStats& rs, const pipeline::Me
       {"too_large", rs.rejected_too_large.load()},
       {"media_type", rs.rejected_media_type.load()},
       {"memory_limit", rs.rejected_queue_full.load()},
-      {"shutting_down", rs.rejected_shutting_down.load()}};
+      {"shutting_down", rs.rejected_shutting_down.load()},
+      {"durable_queue_full", rs.rejected_durable_full.load()},
+      {"durable_queue_error", rs.durable_errors.load()}};
   for (const auto& [reason, v] : rejected) {
     out += fmt::format(
         "spanhouse_receiver_rejected_requests_total{{receiver=\"otlp_http\",reason=\"{}\"}} {}\n",
@@ -96,6 +100,20 @@ std::string RenderMetrics(const receivers::OtlpHttpStats& rs, const pipeline::Me
   line("spanhouse_sink_batches_written_total", "counter", "sink=\"chdb\"", inserts);
   line("spanhouse_sink_insert_errors_total", "counter", "sink=\"chdb\"", errors);
   line("spanhouse_sink_rows_lost_total", "counter", "sink=\"chdb\"", lost);
+  uint64_t retryable = 0, permanent = 0, dead_rows = 0, dead_blocks = 0;
+  for (const auto& w : writers) {
+    retryable += w->stats().retryable_errors.load();
+    permanent += w->stats().permanent_errors.load();
+    dead_rows += w->stats().rows_dead_lettered.load();
+    dead_blocks += w->stats().blocks_dead_lettered.load();
+  }
+  out += "# TYPE spanhouse_sink_insert_errors_by_class_total counter\n";
+  out += fmt::format(
+      "spanhouse_sink_insert_errors_by_class_total{{sink=\"chdb\",class=\"retryable\"}} {}\n"
+      "spanhouse_sink_insert_errors_by_class_total{{sink=\"chdb\",class=\"permanent\"}} {}\n",
+      retryable, permanent);
+  line("spanhouse_sink_dead_letter_rows_total", "counter", "sink=\"chdb\"", dead_rows);
+  line("spanhouse_sink_dead_letter_blocks_total", "counter", "sink=\"chdb\"", dead_blocks);
   line("spanhouse_sink_pending_rows", "gauge", "sink=\"chdb\"", pending);
   out += "# TYPE spanhouse_sink_insert_seconds histogram\n";
   for (size_t i = 0; i < writers.size(); ++i) {
@@ -103,6 +121,44 @@ std::string RenderMetrics(const receivers::OtlpHttpStats& rs, const pipeline::Me
         out, "spanhouse_sink_insert_seconds", fmt::format("sink=\"chdb\",writer=\"{}\"", i));
   }
   return out;
+}
+
+// The durable queue: its size on disk, appends, fsyncs, what the last
+// start replayed, and corrupt tails skipped.
+void AppendDurableMetrics(const pipeline::durable::SegmentLog& log, const ReplayCounts& replayed,
+                          std::string& out) {
+  const pipeline::durable::LogStats& s = log.stats();
+  const std::pair<const char*, uint64_t> gauges[] = {
+      {"spanhouse_durable_queue_bytes", log.bytes()},
+      {"spanhouse_durable_queue_limit_bytes", log.options().max_bytes}};
+  for (const auto& [name, v] : gauges) out += fmt::format("# TYPE {0} gauge\n{0} {1}\n", name, v);
+  const std::pair<const char*, uint64_t> counters[] = {
+      {"spanhouse_durable_queue_records_total", s.records_appended.load()},
+      {"spanhouse_durable_queue_appended_bytes_total", s.bytes_appended.load()},
+      {"spanhouse_durable_queue_fsyncs_total", s.fsyncs.load()},
+      {"spanhouse_durable_queue_rejected_full_total", s.rejected_full.load()},
+      {"spanhouse_durable_queue_segments_deleted_total", s.segments_deleted.load()},
+      {"spanhouse_durable_queue_corrupt_tails_total", s.corrupt_tails.load()},
+      {"spanhouse_durable_queue_corrupt_bytes_total", s.corrupt_bytes.load()},
+      {"spanhouse_durable_queue_replayed_records_total", s.records_replayed.load()},
+      {"spanhouse_durable_queue_replayed_blocks_total", replayed.blocks},
+      {"spanhouse_durable_queue_replayed_spans_total",
+       replayed.block_spans + replayed.queued_spans},
+      {"spanhouse_durable_queue_bad_records_total", replayed.bad_records}};
+  for (const auto& [name, v] : counters) {
+    out += fmt::format("# TYPE {0} counter\n{0} {1}\n", name, v);
+  }
+}
+
+// The fields of one TSV line.
+std::vector<std::string> SplitTabs(const std::string& line) {
+  std::vector<std::string> f;
+  for (size_t a = 0;;) {
+    const size_t tab = line.find('\t', a);
+    f.push_back(line.substr(a, tab == std::string::npos ? std::string::npos : tab - a));
+    if (tab == std::string::npos) return f;
+    a = tab + 1;
+  }
 }
 
 // Where the stored data lies: active parts, rows and bytes per table and
@@ -128,13 +184,7 @@ void AppendStorageMetrics(storage::ChdbConnection& conn, std::string& out) {
     if (nl == std::string::npos) nl = r.data.size();
     const std::string line = r.data.substr(pos, nl - pos);
     pos = nl + 1;
-    std::vector<std::string> f;
-    for (size_t a = 0;;) {
-      const size_t tab = line.find('\t', a);
-      f.push_back(line.substr(a, tab == std::string::npos ? std::string::npos : tab - a));
-      if (tab == std::string::npos) break;
-      a = tab + 1;
-    }
+    const std::vector<std::string> f = SplitTabs(line);
     if (f.size() != 5) continue;
     const std::string labels = fmt::format("{{table=\"{}\",disk=\"{}\"}}", f[0], f[1]);
     parts += fmt::format("spanhouse_storage_parts{} {}\n", labels, f[2]);
@@ -144,7 +194,8 @@ void AppendStorageMetrics(storage::ChdbConnection& conn, std::string& out) {
   out += parts + rows + bytes;
 }
 
-// POST /debug/sink?insert_delay_ms=N&fail_inserts=true|false
+// POST /debug/sink?insert_delay_ms=N&fail_inserts=true|false&fail_permanent=true|false
+//                 &kill_after_insert=true|false
 void HandleDebugSink(const net::HttpRequest& req, net::HttpResponse& resp,
                      storage::SinkFaults& faults) {
   resp.content_type = "application/json";
@@ -164,16 +215,47 @@ void HandleDebugSink(const net::HttpRequest& req, net::HttpResponse& resp,
     }
     faults.insert_delay_ms = static_cast<uint32_t>(ms);
   }
-  if (query::QueryParam(req.target, "fail_inserts", &v)) {
+  const std::pair<const char*, std::atomic<bool>*> switches[] = {
+      {"fail_inserts", &faults.fail_inserts},
+      {"fail_permanent", &faults.fail_permanent},
+      {"kill_after_insert", &faults.kill_after_insert}};
+  for (const auto& [name, flag] : switches) {
+    if (!query::QueryParam(req.target, name, &v)) continue;
     if (v != "true" && v != "false") {
       resp.status = 400;
-      resp.body = "{\"error\":\"fail_inserts: want true or false\"}";
+      resp.body = fmt::format("{{\"error\":\"{}: want true or false\"}}", name);
       return;
     }
-    faults.fail_inserts = v == "true";
+    *flag = v == "true";
   }
-  resp.body = fmt::format("{{\"insert_delay_ms\":{},\"fail_inserts\":{}}}",
-                          faults.insert_delay_ms.load(), faults.fail_inserts.load());
+  resp.body = fmt::format("{{\"insert_delay_ms\":{},\"fail_inserts\":{},\"fail_permanent\":{}}}",
+                          faults.insert_delay_ms.load(), faults.fail_inserts.load(),
+                          faults.fail_permanent.load());
+}
+
+// GET /debug/spans: how many span rows are stored and how many distinct
+// span ids, and the calls the red_1m view counted: the crash and outage
+// tests check that nothing was stored twice (tables and views alike).
+void HandleDebugSpans(net::HttpResponse& resp, storage::ChdbConnection& conn) {
+  resp.content_type = "application/json";
+  storage::QueryResult r;
+  const Status st = conn.Query(
+      fmt::format("SELECT (SELECT count() FROM {0}.spans), (SELECT uniqExact(span_id) FROM "
+                  "{0}.spans), (SELECT sum(calls) FROM {0}.red_1m)",
+                  storage::kDatabase),
+      "TSV", &r);
+  if (!st.ok()) {
+    resp.status = 503;
+    resp.body = "{\"error\":\"query failed\"}";
+    spdlog::warn("/debug/spans: {}", st.message());
+    return;
+  }
+  std::string v = r.data;
+  while (!v.empty() && (v.back() == '\n' || v.back() == '\r')) v.pop_back();
+  std::vector<std::string> f = SplitTabs(v);
+  if (f.size() != 3) f.resize(3, "0");
+  resp.body =
+      fmt::format("{{\"rows\":{},\"unique_span_ids\":{},\"red_calls\":{}}}", f[0], f[1], f[2]);
 }
 
 }  // namespace
@@ -226,6 +308,12 @@ int Serve(const Config& cfg) {
     read_conn->Close();
     return Fail(st);
   }
+  if (cfg.durable.enabled) {
+    if (Status st = storage::EnableInsertDeduplication(*read_conn, caps); !st.ok()) {
+      read_conn->Close();
+      return Fail(st);
+    }
+  }
   const size_t shards = static_cast<size_t>(cfg.writer.threads);
   std::vector<std::unique_ptr<storage::ChdbConnection>> write_conns(shards);
   for (auto& c : write_conns) {
@@ -252,6 +340,28 @@ int Serve(const Config& cfg) {
                tiering.s3_endpoint.empty() ? tiering.cold_path : tiering.s3_endpoint,
                cfg.storage.move_after_s, cfg.storage.retention_s);
 
+  // The durable queue: opened (and its old segments indexed) before the
+  // writers exist, replayed before the receivers open.
+  std::unique_ptr<pipeline::durable::SegmentLog> log;
+  if (cfg.durable.enabled) {
+    pipeline::durable::LogOptions lopts;
+    lopts.dir = std::filesystem::absolute(DurableDir(cfg)).lexically_normal().string();
+    lopts.max_bytes = cfg.durable.max_bytes;
+    // Several segments per queue, so stored ones can go while others fill.
+    lopts.segment_bytes = std::clamp<uint64_t>(cfg.durable.max_bytes / 8, 64 << 10, 64 << 20);
+    lopts.fsync_always = cfg.durable.fsync == "always";
+    if (!lopts.fsync_always) {
+      lopts.fsync_interval = std::chrono::milliseconds(std::stoull(cfg.durable.fsync));
+    }
+    if (Status st = pipeline::durable::SegmentLog::Open(lopts, &log); !st.ok()) {
+      dependency_job.Stop();
+      job_conn->Close();
+      read_conn->Close();
+      for (auto& c : write_conns) c->Close();
+      return Fail(st);
+    }
+  }
+
   storage::SinkFaults faults;
   pipeline::MemoryBudget budget(cfg.queue.max_bytes);
   // Each shard's own bound is the whole budget: the budget is what refuses.
@@ -266,25 +376,34 @@ int Serve(const Config& cfg) {
     wopts.name = std::to_string(i);
     wopts.null_sink = cfg.writer.sink == "null";
     wopts.well_known = WellKnownNamespaces(cfg);
+    wopts.log = log.get();
+    wopts.shard = static_cast<uint32_t>(i);
+    wopts.shards = static_cast<uint32_t>(shards);
+    wopts.dead_letter_dir = dir + "/dead-letter";
     writers.push_back(std::make_unique<storage::EmbeddedWriter>(write_conns[i].get(), caps,
                                                                 queue.shard(i), wopts, &faults));
-    writers.back()->Start();
   }
+  ReplayCounts replayed;
+  if (log != nullptr) ReplayLoggedBlocks(*log, writers, &replayed);
+  for (auto& w : writers) w->Start();
+  if (log != nullptr) ReplayRemainingRecords(*log, queue, budget, &replayed);
 
   storage::ChdbSpanReader reader(*read_conn, caps);
   receivers::OtlpHttpReceiver receiver(
       {cfg.otlp_http.listen, cfg.otlp_http.max_body_bytes, cfg.otlp_http.threads,
-       std::chrono::milliseconds(cfg.queue.wait_ms)},
+       std::chrono::milliseconds(cfg.queue.wait_ms), log.get()},
       queue, budget);
   query::AdminHooks hooks;
   hooks.metrics = [&] {
     std::string out = RenderMetrics(receiver.stats(), budget, queue, writers);
+    if (log != nullptr) AppendDurableMetrics(*log, replayed, out);
     AppendStorageMetrics(*read_conn, out);
     return out;
   };
   if (cfg.debug.fault_injection) {
     spdlog::warn("fault injection is enabled (debug.fault_injection): POST /debug/sink");
-    hooks.debug = [&faults](const net::HttpRequest& req, net::HttpResponse& resp) {
+    hooks.debug = [&faults, &read_conn](const net::HttpRequest& req, net::HttpResponse& resp) {
+      if (req.path() == "/debug/spans") return HandleDebugSpans(resp, *read_conn);
       HandleDebugSink(req, resp, faults);
     };
   }
@@ -321,15 +440,19 @@ int Serve(const Config& cfg) {
   uint64_t written = 0;
   uint64_t inserts = 0;
   uint64_t lost = 0;
+  uint64_t left_queued = 0;
   for (auto& w : writers) {
     w->Join();
+    left_queued += w->stats().rows_left_queued.load();
     written += w->stats().rows_written.load();
     inserts += w->stats().inserts.load();
     lost += w->stats().rows_lost.load();
   }
   query_api.Stop();
   dependency_job.Stop();
-  spdlog::info("flushed: {} spans written in {} inserts, {} lost", written, inserts, lost);
+  spdlog::info("flushed: {} spans written in {} inserts, {} lost, {} left in the durable queue",
+               written, inserts, lost, left_queued);
+  if (log != nullptr) log->Close();
   job_conn->Close();
   read_conn->Close();
   for (auto& c : write_conns) c->Close();
