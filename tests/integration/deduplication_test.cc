@@ -3,6 +3,7 @@
 // in the tables its views feed; another token stores it again.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <memory>
 #include <vector>
 
@@ -32,7 +33,11 @@ TEST(ChdbDeduplication, ABlockInsertedAgainWithItsTokenIsStoredOnce) {
   ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
   const Status st = EnableInsertDeduplication(*Engine::conn, caps);
   ASSERT_TRUE(st.ok()) << st.message();
-  const SpanBatch b = testdata::SampleBatch(3);
+  // Recent spans: red_1m's TTL (7 days) drops older rows as they are inserted.
+  const auto now_ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                std::chrono::system_clock::now().time_since_epoch())
+                                                .count());
+  const SpanBatch b = testdata::SampleBatch(3, now_ns - 3600000000000ull);
   const size_t n = b.span_count();
   ASSERT_GT(n, 0u);
 

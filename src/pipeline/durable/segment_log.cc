@@ -258,7 +258,8 @@ void SegmentLog::ReadReplay(const std::function<void(const Record&, uint64_t seg
   }
   const bool first = !replay_read_;
   replay_read_ = true;
-  for (const auto& [n, path] : todo) {
+  for (const auto& [number, path] : todo) {
+    const uint64_t segment = number;  // a lambda cannot capture a structured binding in C++17
     std::string data;
     uint64_t epoch = 0;
     uint64_t first_lsn = 0;
@@ -266,7 +267,7 @@ void SegmentLog::ReadReplay(const std::function<void(const Record&, uint64_t seg
     if (ReadWhole(path, &data) && ParseHeader(data, &epoch, &first_lsn)) {
       end = ForEachRecord(data, first_lsn, [&](uint64_t lsn, RecordKind kind, std::string_view p) {
         if (first) stats_.records_replayed++;
-        fn(Record{lsn, kind, p}, n);
+        fn(Record{lsn, kind, p}, segment);
       });
     }
     if (end < data.size() && first) {

@@ -55,10 +55,13 @@ SpanQueue::PushResult ShardedQueue::Push(std::unique_ptr<SpanBatch> batch, Reser
                              ? reservation.bytes()
                              : (total == 0 ? 0 : reserved * part->MemoryBytes() / total);
     Reservation share = reservation.Split(bytes);
-    durable::SegmentLog::Ref part_ref = k + 1 == parts.size() ? std::move(ref) : ref.Clone();
+    durable::SegmentLog::Ref part_ref = ref.Clone();
     SpanQueue::PushResult r = shards_[s]->TryPush(part, share, &part_ref);
     if (r != SpanQueue::PushResult::kOk) result = r;
   }
+  // Each queued part holds the record's segment now; a part not queued keeps
+  // its hold (and so the record, for the next start).
+  if (result == SpanQueue::PushResult::kOk) ref.Done();
   return result;
 }
 

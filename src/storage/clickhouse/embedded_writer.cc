@@ -365,6 +365,7 @@ std::string EmbeddedWriter::DeadLetterDir() const {
 void EmbeddedWriter::InsertReplayed(uint32_t day, std::string token,
                                     std::vector<std::unique_ptr<SpanBatch>> parts,
                                     std::vector<pipeline::durable::SegmentLog::Ref> refs) {
+  std::filesystem::create_directories(opts_.spool_dir);  // Start() has not run yet
   std::map<uint32_t, Pending> saved;
   saved.swap(pending_);
   size_t rows = 0;
