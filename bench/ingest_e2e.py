@@ -16,6 +16,7 @@ series every 5 s, 429s, and stored == accepted.
 Usage: bench/ingest_e2e.py [--bin build/spanhouse] [--duration 60]
                            [--connections 4] [--writer-threads 1] [--rate 0]
                            [--runs chdb,chdb+query,null] [--writer KEY=VALUE ...]
+                           [--durable KEY=VALUE ...]
 Only loopback addresses are used; every process is stopped at the end.
 """
 
@@ -96,6 +97,11 @@ def run(args, sink: str, with_query: bool = False) -> dict:
         for kv in args.writer:
             key, _, value = kv.partition("=")
             f.write(f"  {key}: {value}\n")
+        if args.durable:
+            f.write("durable:\n")
+            for kv in args.durable:
+                key, _, value = kv.partition("=")
+                f.write(f"  {key}: {value}\n")
     log = open(os.path.join(work, "serve.log"), "w")
     serve = subprocess.Popen(
         [args.bin, "serve", "--config", cfg, "--data-dir", os.path.join(work, "data"),
@@ -176,6 +182,8 @@ def main() -> int:
     ap.add_argument("--rate", type=int, default=0, help="spans/s, 0 = flat out")
     ap.add_argument("--writer", action="append", default=[], metavar="KEY=VALUE",
                     help="extra writer setting for every run, e.g. max_rows=400000 (repeatable)")
+    ap.add_argument("--durable", action="append", default=[], metavar="KEY=VALUE",
+                    help="durable queue setting for every run, e.g. enabled=false (repeatable)")
     ap.add_argument("--runs", default="chdb,chdb+query,null",
                     help="comma-separated subset of chdb, chdb+query, null")
     args = ap.parse_args()

@@ -114,6 +114,10 @@ bool IsS3Endpoint(const std::string& v) {
         },                                                                                   \
         [](const Config& c) { return c.FIELD; }                                              \
   }
+bool IsFsyncPolicy(const std::string& v) {
+  uint64_t ms = 0;
+  return v == "always" || (ParseUint(v, &ms) && ms >= 1 && ms <= 10000);
+}
 
 constexpr uint64_t kMaxSeconds = 10ull * 365 * 24 * 3600;
 
@@ -179,6 +183,19 @@ const std::vector<Key>& Keys() {
                   "seconds, 1 to 3600"),
       SH_UINT_KEY("dependencies.lag_s", dependencies.lag_s, ParseUint, 0, 3600,
                   "seconds, 0 to 3600"),
+      Key{"durable.enabled",
+          [](const std::string& v, Config* c) -> Status {
+            if (v != "true" && v != "false") return BadValue("durable.enabled", v, "true or false");
+            c->durable.enabled = v == "true";
+            return Status::Ok();
+          },
+          [](const Config& c) { return std::string(c.durable.enabled ? "true" : "false"); }},
+      SH_STRING_KEY("durable.dir", durable.dir, true,
+                    "a directory path; empty for <data_dir>/queue"),
+      SH_UINT_KEY("durable.max_bytes", durable.max_bytes, ParseBytes, 64ull << 10, 1ull << 42,
+                  "a size of at least 64KiB, e.g. 1GiB"),
+      SH_STRING_KEY("durable.fsync", durable.fsync, IsFsyncPolicy(v),
+                    "always, or an interval in milliseconds from 1 to 10000"),
       Key{"debug.fault_injection",
           [](const std::string& v, Config* c) -> Status {
             if (v != "true" && v != "false") {
@@ -318,6 +335,10 @@ Status Validate(const Config& cfg) {
         "config key 'storage.s3_access_key_id': set, but storage.s3_endpoint is empty");
   }
   return Status::Ok();
+}
+
+std::string DurableDir(const Config& cfg) {
+  return cfg.durable.dir.empty() ? cfg.data_dir + "/queue" : cfg.durable.dir;
 }
 
 std::string ColdPath(const Config& cfg) {

@@ -104,6 +104,18 @@ struct Config {
     uint64_t lag_s = 120;      // how long after a minute ends its edges are computed
   } dependencies;
   struct {
+    // The durable queue (pipeline/durable): accepted spans are written to a
+    // log of segment files before the 200 and replayed after a crash.
+    bool enabled = true;
+    std::string dir;                  // empty: <data_dir>/queue
+    uint64_t max_bytes = 1ull << 30;  // full -> 429 + Retry-After
+    // "always": the 200 waits for the fsync that covers the request (group
+    // commit: one fsync for every request written meanwhile). A number N:
+    // fsync every N ms, the 200 once written (survives a crash of the
+    // process, not of the machine).
+    std::string fsync = "200";
+  } durable;
+  struct {
     // Enables POST /debug/sink on the query listener (slow or failing
     // inserts on demand). For tests; never in production.
     bool fault_injection = false;
@@ -119,6 +131,8 @@ Status ApplyYaml(const std::string& yaml_text, Config* cfg);
 Status ApplySetting(const std::string& key, const std::string& value, Config* cfg);
 // Checks cross-field rules (addresses parse, sizes sensible).
 Status Validate(const Config& cfg);
+// The durable queue's directory: durable.dir, or <data_dir>/queue.
+std::string DurableDir(const Config& cfg);
 // The cold volume's directory: storage.cold_path, or <data_dir>/cold.
 std::string ColdPath(const Config& cfg);
 // The effective configuration as YAML (for `spanhouse serve --print-config`).

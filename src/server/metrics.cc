@@ -62,7 +62,9 @@ void AppendReceiverMetrics(const receivers::OtlpHttpStats& rs, const net::HttpSe
       {"too_many_spans", rs.rejected_too_many_spans.load()},
       {"media_type", rs.rejected_media_type.load()},
       {"memory_limit", rs.rejected_queue_full.load()},
-      {"shutting_down", rs.rejected_shutting_down.load()}};
+      {"shutting_down", rs.rejected_shutting_down.load()},
+      {"durable_queue_full", rs.rejected_durable_full.load()},
+      {"durable_queue_error", rs.durable_errors.load()}};
   for (const auto& [reason, v] : rejected) {
     out.Sample("spanhouse_receiver_rejected_requests_total",
                otlp + "," + PromText::Label("reason", reason), v);
@@ -113,6 +115,24 @@ void AppendWriterMetrics(const std::vector<std::unique_ptr<storage::EmbeddedWrit
           "Spans accepted but never stored (given up at shutdown).", chdb, lost);
   out.One("spanhouse_sink_pending_rows", "gauge",
           "Spans taken from the queue by the writers and not yet stored.", chdb, pending);
+  uint64_t retryable = 0, permanent = 0, dead_rows = 0, dead_blocks = 0;
+  for (const auto& w : writers) {
+    retryable += w->stats().retryable_errors.load();
+    permanent += w->stats().permanent_errors.load();
+    dead_rows += w->stats().rows_dead_lettered.load();
+    dead_blocks += w->stats().blocks_dead_lettered.load();
+  }
+  out.Family("spanhouse_sink_insert_errors_by_class_total", "counter",
+             "Failed inserts by class: retryable ones are retried with backoff, permanent ones "
+             "go to the dead-letter directory.");
+  out.Sample("spanhouse_sink_insert_errors_by_class_total",
+             chdb + "," + PromText::Label("class", "retryable"), retryable);
+  out.Sample("spanhouse_sink_insert_errors_by_class_total",
+             chdb + "," + PromText::Label("class", "permanent"), permanent);
+  out.One("spanhouse_sink_dead_letter_rows_total", "counter",
+          "Spans written to the dead-letter directory (permanent insert errors).", chdb, dead_rows);
+  out.One("spanhouse_sink_dead_letter_blocks_total", "counter",
+          "Blocks written to the dead-letter directory.", chdb, dead_blocks);
   out.Family("spanhouse_sink_insert_seconds", "histogram", "Time per insert, per writer.");
   for (size_t i = 0; i < writers.size(); ++i) {
     writers[i]->stats().insert_seconds.AppendPrometheus(

@@ -17,10 +17,12 @@
 #include "query/query_api.h"
 #include "receivers/otlp_http/otlp_http_receiver.h"
 #include "server/data_dir_lock.h"
+#include "server/durable_replay.h"
 #include "server/listener_security.h"
 #include "server/metrics.h"
 #include "storage/clickhouse/chdb.h"
 #include "storage/clickhouse/chdb_span_reader.h"
+#include "storage/clickhouse/deduplication.h"
 #include "storage/clickhouse/dependencies.h"
 #include "storage/clickhouse/embedded_writer.h"
 #include "storage/clickhouse/engine_config.h"
@@ -74,7 +76,46 @@ int Fail(const Status& st) {
   return 1;
 }
 
-// POST /debug/sink?insert_delay_ms=N&fail_inserts=true|false
+// The durable queue: its size on disk, appends, fsyncs, what the last
+// start replayed, and corrupt tails skipped.
+void AppendDurableMetrics(const pipeline::durable::SegmentLog& log, const ReplayCounts& replayed,
+                          PromText& out) {
+  const pipeline::durable::LogStats& s = log.stats();
+  const std::pair<const char*, uint64_t> gauges[] = {
+      {"spanhouse_durable_queue_bytes", log.bytes()},
+      {"spanhouse_durable_queue_limit_bytes", log.options().max_bytes}};
+  for (const auto& [name, v] : gauges) out.One(name, "gauge", "The durable queue on disk.", "", v);
+  const std::pair<const char*, uint64_t> counters[] = {
+      {"spanhouse_durable_queue_records_total", s.records_appended.load()},
+      {"spanhouse_durable_queue_appended_bytes_total", s.bytes_appended.load()},
+      {"spanhouse_durable_queue_fsyncs_total", s.fsyncs.load()},
+      {"spanhouse_durable_queue_rejected_full_total", s.rejected_full.load()},
+      {"spanhouse_durable_queue_segments_deleted_total", s.segments_deleted.load()},
+      {"spanhouse_durable_queue_corrupt_tails_total", s.corrupt_tails.load()},
+      {"spanhouse_durable_queue_corrupt_bytes_total", s.corrupt_bytes.load()},
+      {"spanhouse_durable_queue_replayed_records_total", s.records_replayed.load()},
+      {"spanhouse_durable_queue_replayed_blocks_total", replayed.blocks},
+      {"spanhouse_durable_queue_replayed_spans_total",
+       replayed.block_spans + replayed.queued_spans},
+      {"spanhouse_durable_queue_bad_records_total", replayed.bad_records}};
+  for (const auto& [name, v] : counters) {
+    out.One(name, "counter", "The durable queue's work since start.", "", v);
+  }
+}
+
+// The fields of one TSV line.
+std::vector<std::string> SplitTabs(const std::string& line) {
+  std::vector<std::string> f;
+  for (size_t a = 0;;) {
+    const size_t tab = line.find('\t', a);
+    f.push_back(line.substr(a, tab == std::string::npos ? std::string::npos : tab - a));
+    if (tab == std::string::npos) return f;
+    a = tab + 1;
+  }
+}
+
+// POST /debug/sink?insert_delay_ms=N&fail_inserts=true|false&fail_permanent=true|false
+//                 &kill_after_insert=true|false
 void HandleDebugSink(const net::HttpRequest& req, net::HttpResponse& resp,
                      storage::SinkFaults& faults) {
   resp.content_type = "application/json";
@@ -94,16 +135,47 @@ void HandleDebugSink(const net::HttpRequest& req, net::HttpResponse& resp,
     }
     faults.insert_delay_ms = static_cast<uint32_t>(ms);
   }
-  if (query::QueryParam(req.target, "fail_inserts", &v)) {
+  const std::pair<const char*, std::atomic<bool>*> switches[] = {
+      {"fail_inserts", &faults.fail_inserts},
+      {"fail_permanent", &faults.fail_permanent},
+      {"kill_after_insert", &faults.kill_after_insert}};
+  for (const auto& [name, flag] : switches) {
+    if (!query::QueryParam(req.target, name, &v)) continue;
     if (v != "true" && v != "false") {
       resp.status = 400;
-      resp.body = "{\"error\":\"fail_inserts: want true or false\"}";
+      resp.body = fmt::format("{{\"error\":\"{}: want true or false\"}}", name);
       return;
     }
-    faults.fail_inserts = v == "true";
+    *flag = v == "true";
   }
-  resp.body = fmt::format("{{\"insert_delay_ms\":{},\"fail_inserts\":{}}}",
-                          faults.insert_delay_ms.load(), faults.fail_inserts.load());
+  resp.body = fmt::format("{{\"insert_delay_ms\":{},\"fail_inserts\":{},\"fail_permanent\":{}}}",
+                          faults.insert_delay_ms.load(), faults.fail_inserts.load(),
+                          faults.fail_permanent.load());
+}
+
+// GET /debug/spans: how many span rows are stored and how many distinct
+// span ids, and the calls the red_1m view counted: the crash and outage
+// tests check that nothing was stored twice (tables and views alike).
+void HandleDebugSpans(net::HttpResponse& resp, storage::ChdbConnection& conn) {
+  resp.content_type = "application/json";
+  storage::QueryResult r;
+  const Status st = conn.Query(
+      fmt::format("SELECT (SELECT count() FROM {0}.spans), (SELECT uniqExact(span_id) FROM "
+                  "{0}.spans), (SELECT sum(calls) FROM {0}.red_1m)",
+                  storage::kDatabase),
+      "TSV", &r);
+  if (!st.ok()) {
+    resp.status = 503;
+    resp.body = "{\"error\":\"query failed\"}";
+    spdlog::warn("/debug/spans: {}", st.message());
+    return;
+  }
+  std::string v = r.data;
+  while (!v.empty() && (v.back() == '\n' || v.back() == '\r')) v.pop_back();
+  std::vector<std::string> f = SplitTabs(v);
+  if (f.size() != 3) f.resize(3, "0");
+  resp.body =
+      fmt::format("{{\"rows\":{},\"unique_span_ids\":{},\"red_calls\":{}}}", f[0], f[1], f[2]);
 }
 
 }  // namespace
@@ -164,6 +236,12 @@ int Serve(const Config& cfg) {
     read_conn->Close();
     return Fail(st);
   }
+  if (cfg.durable.enabled) {
+    if (Status st = storage::EnableInsertDeduplication(*read_conn, caps); !st.ok()) {
+      read_conn->Close();
+      return Fail(st);
+    }
+  }
   const size_t shards = static_cast<size_t>(cfg.writer.threads);
   std::vector<std::unique_ptr<storage::ChdbConnection>> write_conns(shards);
   for (auto& c : write_conns) {
@@ -190,6 +268,28 @@ int Serve(const Config& cfg) {
                tiering.s3_endpoint.empty() ? tiering.cold_path : tiering.s3_endpoint,
                cfg.storage.move_after_s, cfg.storage.retention_s);
 
+  // The durable queue: opened (and its old segments indexed) before the
+  // writers exist, replayed before the receivers open.
+  std::unique_ptr<pipeline::durable::SegmentLog> log;
+  if (cfg.durable.enabled) {
+    pipeline::durable::LogOptions lopts;
+    lopts.dir = std::filesystem::absolute(DurableDir(cfg)).lexically_normal().string();
+    lopts.max_bytes = cfg.durable.max_bytes;
+    // Several segments per queue, so stored ones can go while others fill.
+    lopts.segment_bytes = std::clamp<uint64_t>(cfg.durable.max_bytes / 8, 64 << 10, 64 << 20);
+    lopts.fsync_always = cfg.durable.fsync == "always";
+    if (!lopts.fsync_always) {
+      lopts.fsync_interval = std::chrono::milliseconds(std::stoull(cfg.durable.fsync));
+    }
+    if (Status st = pipeline::durable::SegmentLog::Open(lopts, &log); !st.ok()) {
+      dependency_job.Stop();
+      job_conn->Close();
+      read_conn->Close();
+      for (auto& c : write_conns) c->Close();
+      return Fail(st);
+    }
+  }
+
   storage::SinkFaults faults;
   pipeline::MemoryBudget budget(cfg.queue.max_bytes);
   // Each shard's own bound is the whole budget: the budget is what refuses.
@@ -204,10 +304,17 @@ int Serve(const Config& cfg) {
     wopts.name = std::to_string(i);
     wopts.null_sink = cfg.writer.sink == "null";
     wopts.well_known = WellKnownNamespaces(cfg);
+    wopts.log = log.get();
+    wopts.shard = static_cast<uint32_t>(i);
+    wopts.shards = static_cast<uint32_t>(shards);
+    wopts.dead_letter_dir = dir + "/dead-letter";
     writers.push_back(std::make_unique<storage::EmbeddedWriter>(write_conns[i].get(), caps,
                                                                 queue.shard(i), wopts, &faults));
-    writers.back()->Start();
   }
+  ReplayCounts replayed;
+  if (log != nullptr) ReplayLoggedBlocks(*log, writers, &replayed);
+  for (auto& w : writers) w->Start();
+  if (log != nullptr) ReplayRemainingRecords(*log, queue, budget, &replayed);
 
   storage::ChdbSpanReader reader(*read_conn, caps);
   pipeline::SpanFilter filter(FilterLimitsOf(cfg));
@@ -219,6 +326,7 @@ int Serve(const Config& cfg) {
   receiver_opts.memory_wait = std::chrono::milliseconds(cfg.queue.wait_ms);
   receiver_opts.authorize = security.ingest->Authorizer();
   receiver_opts.tls = security.ingest_tls;
+  receiver_opts.log = log.get();
   receivers::OtlpHttpReceiver receiver(receiver_opts, queue, budget, &filter);
   // Ready (GET /readyz) from the moment intake starts until shutdown begins.
   std::atomic<bool> ready{false};
@@ -231,6 +339,10 @@ int Serve(const Config& cfg) {
   metrics.queue = &queue;
   metrics.writers = &writers;
   metrics.extra.push_back([&security](PromText& out) { security.AppendMetrics(out.text()); });
+  if (log != nullptr) {
+    metrics.extra.push_back(
+        [&log, &replayed](PromText& out) { AppendDurableMetrics(*log, replayed, out); });
+  }
   query::AdminHooks hooks;
   hooks.metrics = [&] {
     PromText out;
@@ -245,7 +357,8 @@ int Serve(const Config& cfg) {
   };
   if (cfg.debug.fault_injection) {
     spdlog::warn("fault injection is enabled (debug.fault_injection): POST /debug/sink");
-    hooks.debug = [&faults](const net::HttpRequest& req, net::HttpResponse& resp) {
+    hooks.debug = [&faults, &read_conn](const net::HttpRequest& req, net::HttpResponse& resp) {
+      if (req.path() == "/debug/spans") return HandleDebugSpans(resp, *read_conn);
       HandleDebugSink(req, resp, faults);
     };
   }
@@ -288,15 +401,19 @@ int Serve(const Config& cfg) {
   uint64_t written = 0;
   uint64_t inserts = 0;
   uint64_t lost = 0;
+  uint64_t left_queued = 0;
   for (auto& w : writers) {
     w->Join();
+    left_queued += w->stats().rows_left_queued.load();
     written += w->stats().rows_written.load();
     inserts += w->stats().inserts.load();
     lost += w->stats().rows_lost.load();
   }
   query_api.Stop();
   dependency_job.Stop();
-  spdlog::info("flushed: {} spans written in {} inserts, {} lost", written, inserts, lost);
+  spdlog::info("flushed: {} spans written in {} inserts, {} lost, {} left in the durable queue",
+               written, inserts, lost, left_queued);
+  if (log != nullptr) log->Close();
   job_conn->Close();
   read_conn->Close();
   for (auto& c : write_conns) c->Close();

@@ -24,10 +24,10 @@ ShardedQueue::ShardedQueue(size_t shards, size_t max_bytes_per_shard) {
   }
 }
 
-SpanQueue::PushResult ShardedQueue::Push(std::unique_ptr<SpanBatch> batch,
-                                         Reservation reservation) {
+SpanQueue::PushResult ShardedQueue::Push(std::unique_ptr<SpanBatch> batch, Reservation reservation,
+                                         durable::SegmentLog::Ref ref) {
   const size_t n = shards_.size();
-  if (n == 1) return shards_[0]->TryPush(batch, reservation);
+  if (n == 1) return shards_[0]->TryPush(batch, reservation, &ref);
 
   std::vector<std::vector<uint32_t>> which(n);
   for (uint32_t i = 0; i < batch->span_count(); ++i) {
@@ -55,9 +55,13 @@ SpanQueue::PushResult ShardedQueue::Push(std::unique_ptr<SpanBatch> batch,
                              ? reservation.bytes()
                              : (total == 0 ? 0 : reserved * part->MemoryBytes() / total);
     Reservation share = reservation.Split(bytes);
-    SpanQueue::PushResult r = shards_[s]->TryPush(part, share);
+    durable::SegmentLog::Ref part_ref = ref.Clone();
+    SpanQueue::PushResult r = shards_[s]->TryPush(part, share, &part_ref);
     if (r != SpanQueue::PushResult::kOk) result = r;
   }
+  // Each queued part holds the record's segment now; a part not queued keeps
+  // its hold (and so the record, for the next start).
+  if (result == SpanQueue::PushResult::kOk) ref.Done();
   return result;
 }
 

@@ -26,7 +26,9 @@ class ShardedQueue {
   // reservation, checked before decoding; give each shard a bound no smaller
   // than the budget, so a shard never refuses a part. Close() comes only
   // after the receivers have stopped. So in service every part is queued.
-  SpanQueue::PushResult Push(std::unique_ptr<SpanBatch> batch, Reservation reservation);
+  // Each part gets its own hold on the durable log's segment (`ref`).
+  SpanQueue::PushResult Push(std::unique_ptr<SpanBatch> batch, Reservation reservation,
+                             durable::SegmentLog::Ref ref = {});
 
   void Close();
   size_t bytes() const;

@@ -8,7 +8,7 @@ SpanQueue::PushResult SpanQueue::TryPush(std::unique_ptr<SpanBatch>& batch) {
 }
 
 SpanQueue::PushResult SpanQueue::TryPush(std::unique_ptr<SpanBatch>& batch,
-                                         Reservation& reservation) {
+                                         Reservation& reservation, durable::SegmentLog::Ref* ref) {
   const size_t bytes = batch->MemoryBytes();
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -17,7 +17,8 @@ SpanQueue::PushResult SpanQueue::TryPush(std::unique_ptr<SpanBatch>& batch,
     // queue, or it could never be.
     if (bytes_ + bytes > max_bytes_ && !items_.empty()) return PushResult::kFull;
     bytes_ += bytes;
-    items_.push_back({std::move(batch), bytes, std::move(reservation)});
+    items_.push_back({std::move(batch), bytes, std::move(reservation),
+                      ref != nullptr ? std::move(*ref) : durable::SegmentLog::Ref()});
   }
   cv_.notify_one();
   return PushResult::kOk;

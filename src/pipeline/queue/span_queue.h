@@ -15,6 +15,7 @@
 #include <optional>
 
 #include "model/span_batch.h"
+#include "pipeline/durable/segment_log.h"
 #include "pipeline/memory_budget.h"
 
 namespace spanhouse::pipeline {
@@ -25,6 +26,9 @@ struct QueuedBatch {
   // The batch's share of the receivers' memory budget, released by the
   // writer once the spans are stored.
   Reservation reservation;
+  // With the durable queue: the hold on the log segment that has this
+  // batch's record (and its LSN), released once the spans are stored.
+  durable::SegmentLog::Ref ref;
 };
 
 class SpanQueue {
@@ -34,7 +38,8 @@ class SpanQueue {
   enum class PushResult { kOk, kFull, kClosed };
   // Takes the batch (and the reservation) only on kOk.
   PushResult TryPush(std::unique_ptr<SpanBatch>& batch);
-  PushResult TryPush(std::unique_ptr<SpanBatch>& batch, Reservation& reservation);
+  PushResult TryPush(std::unique_ptr<SpanBatch>& batch, Reservation& reservation,
+                     durable::SegmentLog::Ref* ref = nullptr);
 
   // Waits up to `timeout` for a batch. Empty when the wait timed out, or when
   // the queue is closed and drained (then closed_and_empty() is true).

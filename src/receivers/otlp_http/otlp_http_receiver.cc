@@ -5,6 +5,7 @@
 
 #include "codec/compression.h"
 #include "codec/otlp.h"
+#include "codec/otlp_encode.h"
 #include "codec/value_text.h"
 
 namespace spanhouse::receivers {
@@ -180,7 +181,32 @@ void OtlpHttpReceiver::Handle(net::HttpRequest& req, net::HttpResponse& resp) {
   if (n > 0) {
     decompressed = std::string();  // give the transient memory back before it is accounted
     reservation.Resize(batch->MemoryBytes());
-    switch (queue_.Push(std::move(batch), std::move(reservation))) {
+    pipeline::durable::SegmentLog::Ref ref;
+    if (opts_.log != nullptr) {
+      // The record is the request as OTLP protobuf: a protobuf body as it
+      // came (the batch keeps it as its source), JSON encoded again.
+      std::string encoded;
+      std::string_view record = batch->source();
+      if (enc != Encoding::kProto || record.empty()) {
+        encoded = codec::EncodeOtlpProto(*batch);
+        record = encoded;
+      }
+      switch (opts_.log->Append(pipeline::durable::RecordKind::kSpans, record, &ref)) {
+        case pipeline::durable::SegmentLog::AppendResult::kOk:
+          break;
+        case pipeline::durable::SegmentLog::AppendResult::kFull:
+          stats_.rejected_durable_full++;
+          resp.headers.emplace_back("Retry-After", "1");
+          return ErrorBody(enc, 429, kRpcResourceExhausted, "durable queue full, retry later",
+                           resp);
+        case pipeline::durable::SegmentLog::AppendResult::kError:
+          stats_.durable_errors++;
+          resp.headers.emplace_back("Retry-After", "5");
+          return ErrorBody(enc, 503, kRpcUnavailable, "cannot write the durable queue", resp);
+      }
+    }
+    const uint64_t lsn = ref.lsn();
+    switch (queue_.Push(std::move(batch), std::move(reservation), std::move(ref))) {
       case pipeline::SpanQueue::PushResult::kOk:
         break;
       case pipeline::SpanQueue::PushResult::kFull:
@@ -191,6 +217,14 @@ void OtlpHttpReceiver::Handle(net::HttpRequest& req, net::HttpResponse& resp) {
         stats_.rejected_shutting_down++;
         resp.headers.emplace_back("Retry-After", "5");
         return ErrorBody(enc, 503, kRpcUnavailable, "shutting down, retry later", resp);
+    }
+    // Queued first, so the writer works on the spans while the fsync runs.
+    // The wait holds this I/O thread; with group commit it lasts one
+    // fdatasync (milliseconds), however many requests share it.
+    if (opts_.log != nullptr && !opts_.log->WaitDurable(lsn, opts_.durable_wait)) {
+      stats_.durable_errors++;
+      resp.headers.emplace_back("Retry-After", "5");
+      return ErrorBody(enc, 503, kRpcUnavailable, "the durable queue did not sync in time", resp);
     }
   }
   stats_.requests_accepted++;

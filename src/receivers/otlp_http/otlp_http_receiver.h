@@ -1,15 +1,17 @@
 // OTLP/HTTP trace receiver: POST /v1/traces, protobuf or JSON, plain, gzip
 // or zstd. Decodes into a SpanBatch, hands it to the queue, and answers once
-// the spans are queued (the writer inserts them later, in large batches).
+// the spans are queued (the writer inserts them later, in large batches)
+// and, with the durable queue, once their record is durable in its log.
 //
 // Answers follow the OTLP/HTTP specification: 200 with an
 // ExportTraceServiceResponse in the request's encoding; 400 for bad data and
 // 413 for an oversized body (neither retryable); 429 + Retry-After when the
-// memory budget cannot take the request, and 503 + Retry-After while
-// shutting down (both retryable). Memory is reserved from the budget in
-// proportion to the body *before* it is decompressed and decoded. A decoded
-// request goes through the SpanFilter, when one is given, before it is
-// queued: what it drops or trims is reported in the 200's partial_success.
+// memory budget or the durable queue cannot take the request, and 503 +
+// Retry-After while shutting down or when the log cannot be written (all
+// retryable). Memory is reserved from the budget in proportion to the body
+// *before* it is decompressed and decoded. A decoded request goes through
+// the SpanFilter, when one is given, before it is queued: what it drops or
+// trims is reported in the 200's partial_success.
 #pragma once
 
 #include <atomic>
@@ -19,6 +21,7 @@
 #include <string>
 
 #include "net/http_server.h"
+#include "pipeline/durable/segment_log.h"
 #include "pipeline/filter/span_filter.h"
 #include "pipeline/memory_budget.h"
 #include "pipeline/queue/sharded_queue.h"
@@ -35,6 +38,11 @@ struct OtlpHttpOptions {
   std::chrono::milliseconds memory_wait{250};
   net::HttpAuthorizer authorize{};               // empty: no token needed
   std::shared_ptr<const net::TlsContext> tls{};  // set: HTTPS only
+  // The durable queue (null: none). Each accepted request is appended to it
+  // as one record before the 200, which waits (up to durable_wait) for the
+  // record to be durable by the log's fsync policy.
+  pipeline::durable::SegmentLog* log = nullptr;
+  std::chrono::milliseconds durable_wait{5000};
 };
 
 struct OtlpHttpStats {
@@ -48,6 +56,8 @@ struct OtlpHttpStats {
   std::atomic<uint64_t> rejected_media_type{0};
   std::atomic<uint64_t> rejected_queue_full{0};
   std::atomic<uint64_t> rejected_shutting_down{0};
+  std::atomic<uint64_t> rejected_durable_full{0};  // 429: the durable queue is full
+  std::atomic<uint64_t> durable_errors{0};         // 503: the log could not be written or synced
 };
 
 class OtlpHttpReceiver {

@@ -1,5 +1,7 @@
 #include "storage/clickhouse/embedded_writer.h"
 
+#include <signal.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -7,6 +9,9 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "pipeline/durable/block_record.h"
+#include "storage/clickhouse/dead_letter.h"
+#include "storage/clickhouse/insert_errors.h"
 #include "storage/clickhouse/row_formats.h"
 #include "storage/clickhouse/span_block.h"
 
@@ -15,11 +20,6 @@ namespace spanhouse::storage {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// The spans table's partition key, toDate(timestamp), as days since the epoch.
-uint32_t DayOf(uint64_t start_ns) {
-  return static_cast<uint32_t>(start_ns / 86400000000000ull);
-}
 
 }  // namespace
 
@@ -47,59 +47,70 @@ void EmbeddedWriter::Join() {
   if (inserter_.joinable()) inserter_.join();
 }
 
+void EmbeddedWriter::AddTo(uint32_t day, std::unique_ptr<SpanBatch> part, pipeline::Reservation res,
+                           pipeline::durable::SegmentLog::Ref ref) {
+  Pending& p = pending_[day];
+  if (p.rows == 0) p.since = Clock::now();
+  std::vector<uint64_t> ids = ResourceIds(*part);
+  std::vector<uint32_t> fresh;
+  for (uint32_t r = 0; r < ids.size(); ++r) {
+    if (known_resources_.count(ids[r]) != 0 ||
+        std::find(p.new_resources.begin(), p.new_resources.end(), ids[r]) !=
+            p.new_resources.end() ||
+        std::find_if(fresh.begin(), fresh.end(), [&](uint32_t f) { return ids[f] == ids[r]; }) !=
+            fresh.end()) {
+      continue;
+    }
+    fresh.push_back(r);
+  }
+  if (!fresh.empty()) {
+    const auto now = static_cast<uint32_t>(std::chrono::duration_cast<std::chrono::seconds>(
+                                               std::chrono::system_clock::now().time_since_epoch())
+                                               .count());
+    EncodeResourceBlock(*part, fresh, ids, now, caps_, &p.resource_blocks);
+    for (uint32_t r : fresh) p.new_resources.push_back(ids[r]);
+  }
+  p.rows += part->span_count();
+  p.bytes += part->MemoryBytes();
+  p.batches.push_back(std::move(part));
+  p.resource_ids.push_back(std::move(ids));
+  p.reservations.push_back(std::move(res));
+  if (ref.valid()) p.refs.push_back(std::move(ref));
+}
+
 void EmbeddedWriter::Add(pipeline::QueuedBatch item) {
   const SpanBatch& b = *item.batch;
   const size_t n = b.span_count();
-  if (n == 0) return;
+  if (n == 0) {
+    item.ref.Done();  // nothing of this record is left to store
+    return;
+  }
   if (Clock::now() - known_since_ >= opts_.resource_refresh) {
     // Batches from now on store their resources again (fresh last_seen).
     known_resources_.clear();
     known_since_ = Clock::now();
   }
-  const uint32_t first_day = DayOf(b.spans.start_ns[0]);
+  const uint32_t first_day = PartitionDay(b.spans.start_ns[0]);
   bool one_day = true;
-  for (size_t i = 1; i < n && one_day; ++i) one_day = DayOf(b.spans.start_ns[i]) == first_day;
-  auto add_to = [&](uint32_t day, std::unique_ptr<SpanBatch> part, pipeline::Reservation res) {
-    Pending& p = pending_[day];
-    if (p.rows == 0) p.since = Clock::now();
-    std::vector<uint64_t> ids = ResourceIds(*part);
-    std::vector<uint32_t> fresh;
-    for (uint32_t r = 0; r < ids.size(); ++r) {
-      if (known_resources_.count(ids[r]) != 0 ||
-          std::find(p.new_resources.begin(), p.new_resources.end(), ids[r]) !=
-              p.new_resources.end() ||
-          std::find_if(fresh.begin(), fresh.end(), [&](uint32_t f) { return ids[f] == ids[r]; }) !=
-              fresh.end()) {
-        continue;
-      }
-      fresh.push_back(r);
-    }
-    if (!fresh.empty()) {
-      const auto now =
-          static_cast<uint32_t>(std::chrono::duration_cast<std::chrono::seconds>(
-                                    std::chrono::system_clock::now().time_since_epoch())
-                                    .count());
-      EncodeResourceBlock(*part, fresh, ids, now, caps_, &p.resource_blocks);
-      for (uint32_t r : fresh) p.new_resources.push_back(ids[r]);
-    }
-    p.rows += part->span_count();
-    p.bytes += part->MemoryBytes();
-    p.batches.push_back(std::move(part));
-    p.resource_ids.push_back(std::move(ids));
-    p.reservations.push_back(std::move(res));
-  };
+  for (size_t i = 1; i < n && one_day; ++i)
+    one_day = PartitionDay(b.spans.start_ns[i]) == first_day;
   stats_.pending_rows += n;
-  if (one_day) return add_to(first_day, std::move(item.batch), std::move(item.reservation));
+  if (one_day) {
+    return AddTo(first_day, std::move(item.batch), std::move(item.reservation),
+                 std::move(item.ref));
+  }
   // Rare: a batch across midnight. One part per day, so each insert stays
   // within one partition.
   std::map<uint32_t, std::vector<uint32_t>> by_day;
-  for (uint32_t i = 0; i < n; ++i) by_day[DayOf(b.spans.start_ns[i])].push_back(i);
+  for (uint32_t i = 0; i < n; ++i) by_day[PartitionDay(b.spans.start_ns[i])].push_back(i);
   const size_t reserved = item.reservation.bytes();
   for (auto& [day, idx] : by_day) {
     auto part = std::make_unique<SpanBatch>();
     part->AppendSpans(b, idx.data(), idx.size());
-    add_to(day, std::move(part), item.reservation.Split(reserved * idx.size() / n));
+    AddTo(day, std::move(part), item.reservation.Split(reserved * idx.size() / n),
+          item.ref.Clone());
   }
+  item.ref.Done();  // each part holds the record's segment now
 }
 
 void EmbeddedWriter::Run() {
@@ -133,9 +144,42 @@ void EmbeddedWriter::Run() {
   }
 }
 
+std::string EmbeddedWriter::LogBlock(uint32_t day, const Pending& p) {
+  if (opts_.log == nullptr || p.refs.empty()) return "";
+  pipeline::durable::BlockRecord rec;
+  rec.shard = opts_.shard;
+  rec.shards = opts_.shards;
+  rec.day = day;
+  for (const auto& r : p.refs) rec.lsns.push_back(r.lsn());
+  std::sort(rec.lsns.begin(), rec.lsns.end());
+  rec.lsns.erase(std::unique(rec.lsns.begin(), rec.lsns.end()), rec.lsns.end());
+  // Not refused when the log is full: the writer is what empties it. Its
+  // segment needs no hold: segments go oldest first, so this record (after
+  // the ones it names) outlives them.
+  pipeline::durable::SegmentLog::Ref ref;
+  if (opts_.log->Append(pipeline::durable::RecordKind::kBlock, rec.Encode(), &ref, true) !=
+          pipeline::durable::SegmentLog::AppendResult::kOk ||
+      !opts_.log->WaitDurable(ref.lsn(), std::chrono::seconds(30))) {
+    // Inserted without a token, the block would be stored twice if the
+    // process died between the insert and the release of its records.
+    spdlog::warn("writer {}: cannot log an insert block; inserting it without a token", opts_.name);
+    ref.Done();
+    return "";
+  }
+  ref.Done();
+  return pipeline::durable::DedupToken(opts_.log->epoch(), ref.lsn());
+}
+
 void EmbeddedWriter::HandOff(uint32_t day, Pending& p) {
   Encode(p);
-  Flight f{day, p.rows, std::move(p.resource_blocks), std::move(block_), std::move(p.reservations)};
+  Flight f{day,
+           p.rows,
+           std::move(p.resource_blocks),
+           std::move(block_),
+           std::move(p.reservations),
+           {},
+           LogBlock(day, p)};
+  f.refs = std::move(p.refs);
   // Counted as stored from here: blocks are inserted in order and each is
   // retried until stored (or given up at shutdown, spans counted as lost),
   // so a later block never stores a span whose resource was not stored.
@@ -164,6 +208,7 @@ void EmbeddedWriter::InsertLoop() {
     }
     Insert(f);
     f.reservations.clear();  // stored (or given up): the memory goes back to the receivers
+    f.refs.clear();          // released by Insert if stored; else kept for the next start
     std::lock_guard<std::mutex> lock(mu_);
     spare_block_ = std::move(f.block);  // its buffers keep their capacity for the next block
   }
@@ -190,16 +235,20 @@ Status EmbeddedWriter::InsertOnce(const Flight& p) {
   if (faults_ != nullptr) {
     std::this_thread::sleep_for(std::chrono::milliseconds(faults_->insert_delay_ms.load()));
     if (faults_->fail_inserts.load()) return Status::Unavailable("injected insert failure");
+    if (faults_->fail_permanent.load()) {
+      return Status::Internal("Code: 53. injected permanent insert failure (TYPE_MISMATCH)");
+    }
   }
   if (opts_.null_sink) return Status::Ok();
   // Resources first: a span is never stored before its resource.
   if (!p.resource_blocks.empty()) {
     if (Status st = InsertFile("resources", {&p.resource_blocks, 1}); !st.ok()) return st;
   }
-  return InsertFile("spans", p.block.pieces);
+  return InsertFile("spans", p.block.pieces, p.token);
 }
 
-Status EmbeddedWriter::InsertFile(std::string_view table, std::span<const std::string> pieces) {
+Status EmbeddedWriter::InsertFile(std::string_view table, std::span<const std::string> pieces,
+                                  const std::string& token) {
   const std::string path =
       fmt::format("{}/insert-{}-{}.native", opts_.spool_dir, opts_.name, table);
   FILE* f = std::fopen(path.c_str(), "wb");
@@ -214,11 +263,21 @@ Status EmbeddedWriter::InsertFile(std::string_view table, std::span<const std::s
   // the table cannot silently disagree on order.
   std::string sql = InsertFromFileSql(fmt::format("{}.{}", kDatabase, table), RowFormat::kNative,
                                       caps_, FileStructure::kTable);
+  std::string settings;
   if (table == "spans" && caps_.json_type) {
     // A user field both on the span and its resource: the first (the
     // span's) is kept, rather than the whole insert failing.
-    sql.insert(sql.find(" SELECT "), " SETTINGS type_json_skip_duplicated_paths = 1");
+    settings = "type_json_skip_duplicated_paths = 1";
   }
+  if (!token.empty()) {
+    // The token is ours (hex and digits, block_record.h): safe inline. The
+    // views' tables (trace_index, red_1m, operations) deduplicate with it too.
+    settings += fmt::format(
+        "{}insert_deduplicate = 1, insert_deduplication_token = '{}', "
+        "deduplicate_blocks_in_dependent_materialized_views = 1",
+        settings.empty() ? "" : ", ", token);
+  }
+  if (!settings.empty()) sql.insert(sql.find(" SELECT "), " SETTINGS " + settings);
   Status st = conn_->Query(sql, "", nullptr, {{"path", path}});
   if (st.ok()) std::remove(path.c_str());
   return st;
@@ -226,30 +285,108 @@ Status EmbeddedWriter::InsertFile(std::string_view table, std::span<const std::s
 
 void EmbeddedWriter::Insert(Flight& f) {
   auto backoff = std::chrono::milliseconds(100);
+  int unknown = 0;
   for (int attempt = 0;; ++attempt) {
     const auto t0 = Clock::now();
     Status st = InsertOnce(f);
     stats_.insert_seconds.Record(std::chrono::duration<double>(Clock::now() - t0).count());
     if (st.ok()) {
+      if (faults_ != nullptr && faults_->kill_after_insert.load()) ::raise(SIGKILL);
       stats_.rows_written += f.rows;
       stats_.pending_rows -= f.rows;
       stats_.inserts += 1;
+      for (auto& r : f.refs) r.Done();
       return;
     }
     stats_.insert_errors += 1;
+    const InsertError kind = ClassifyInsertError(st);
+    if (kind == InsertError::kUnknown) ++unknown;
+    if (kind == InsertError::kPermanent ||
+        (kind == InsertError::kUnknown && unknown >= opts_.unknown_error_attempts)) {
+      stats_.permanent_errors += 1;
+      return DeadLetter(f, st);
+    }
+    stats_.retryable_errors += 1;
     spdlog::warn("writer {}: insert of {} spans (day {}) failed (attempt {}): {}", opts_.name,
                  f.rows, f.day, attempt + 1, st.message());
     // Once the service is stopping (the queue closed), a failing insert is
     // retried a bounded number of times, not forever.
     if (queue_.closed() && attempt + 1 >= opts_.shutdown_retries) {
+      stats_.pending_rows -= f.rows;
+      if (!f.refs.empty()) {
+        // Still in the durable queue: the next start stores them.
+        spdlog::error("writer {}: {} spans left in the durable queue at shutdown", opts_.name,
+                      f.rows);
+        stats_.rows_left_queued += f.rows;
+        return;
+      }
       spdlog::error("writer {}: giving up on {} spans at shutdown", opts_.name, f.rows);
       stats_.rows_lost += f.rows;
-      stats_.pending_rows -= f.rows;
       return;
     }
-    std::this_thread::sleep_for(std::min(backoff, opts_.max_backoff));
+    // Exponential backoff with jitter (50-100% of the step), so shards that
+    // failed together do not retry in lockstep.
+    const auto step = std::min(backoff, opts_.max_backoff);
+    std::this_thread::sleep_for(
+        step / 2 +
+        std::chrono::milliseconds(jitter_() % static_cast<uint64_t>(step.count() / 2 + 1)));
     backoff = std::min(backoff * 2, opts_.max_backoff);
   }
+}
+
+void EmbeddedWriter::DeadLetter(Flight& f, const Status& st) {
+  DeadLetterEntry e;
+  e.writer = opts_.name;
+  e.day = f.day;
+  e.rows = f.rows;
+  e.error = st.message();
+  const Status written = WriteDeadLetter(DeadLetterDir(), e, f.block.pieces);
+  if (!written.ok()) {
+    // Not written anywhere: the records stay in the durable queue (if any).
+    spdlog::error("writer {}: {} spans refused by the engine ({}) and not dead-lettered: {}",
+                  opts_.name, f.rows, st.message(), written.message());
+    stats_.rows_lost += f.rows;
+    stats_.pending_rows -= f.rows;
+    return;
+  }
+  spdlog::error("writer {}: {} spans refused by the engine for good, written to {}: {}", opts_.name,
+                f.rows, DeadLetterDir(), st.message());
+  stats_.rows_dead_lettered += f.rows;
+  stats_.blocks_dead_lettered += 1;
+  stats_.pending_rows -= f.rows;
+  for (auto& r : f.refs) r.Done();
+}
+
+std::string EmbeddedWriter::DeadLetterDir() const {
+  if (!opts_.dead_letter_dir.empty()) return opts_.dead_letter_dir;
+  return (std::filesystem::path(opts_.spool_dir).parent_path() / "dead-letter").string();
+}
+
+void EmbeddedWriter::InsertReplayed(uint32_t day, std::string token,
+                                    std::vector<std::unique_ptr<SpanBatch>> parts,
+                                    std::vector<pipeline::durable::SegmentLog::Ref> refs) {
+  std::filesystem::create_directories(opts_.spool_dir);  // Start() has not run yet
+  std::map<uint32_t, Pending> saved;
+  saved.swap(pending_);
+  size_t rows = 0;
+  for (auto& part : parts) {
+    rows += part->span_count();
+    AddTo(day, std::move(part), pipeline::Reservation(), pipeline::durable::SegmentLog::Ref());
+  }
+  Pending& p = pending_[day];
+  stats_.pending_rows += rows;
+  Encode(p);
+  Flight f{day,
+           p.rows,
+           std::move(p.resource_blocks),
+           std::move(block_),
+           {},
+           std::move(refs),
+           std::move(token)};
+  known_resources_.insert(p.new_resources.begin(), p.new_resources.end());
+  pending_.swap(saved);
+  Insert(f);
+  block_ = std::move(f.block);
 }
 
 }  // namespace spanhouse::storage

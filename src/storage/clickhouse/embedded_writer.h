@@ -28,6 +28,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <span>
 #include <string>
 #include <thread>
@@ -35,12 +36,19 @@
 #include <vector>
 
 #include "common/histogram.h"
+#include "pipeline/durable/segment_log.h"
 #include "pipeline/queue/span_queue.h"
 #include "storage/clickhouse/chdb.h"
 #include "storage/clickhouse/schema.h"
 #include "storage/clickhouse/span_block.h"
 
 namespace spanhouse::storage {
+
+// The spans table's partition key, toDate(timestamp), as days since the
+// epoch: a writer's insert holds spans of one such day.
+inline uint32_t PartitionDay(uint64_t start_ns) {
+  return static_cast<uint32_t>(start_ns / 86400000000000ull);
+}
 
 struct WriterOptions {
   size_t max_rows = 200000;
@@ -63,6 +71,18 @@ struct WriterOptions {
   // (schema.cc) counts from last_seen, so a resource in use is never older
   // there than this.
   std::chrono::seconds resource_refresh{86400};
+  // The durable queue's log (null: none). Before a block of logged batches
+  // is inserted, the writer logs which records it holds (block_record.h)
+  // and inserts it with a deduplication token made of that record's LSN.
+  pipeline::durable::SegmentLog* log = nullptr;
+  uint32_t shard = 0;
+  uint32_t shards = 1;
+  // Where blocks the engine refuses for good are written (dead_letter.h);
+  // empty: <spool_dir>/../dead-letter.
+  std::string dead_letter_dir;
+  // An error neither known as retryable nor as permanent is retried this
+  // many times, then the block is dead-lettered.
+  int unknown_error_attempts = 10;
 };
 
 // Fault injection for tests (`debug.fault_injection` in the config): set at
@@ -70,6 +90,11 @@ struct WriterOptions {
 struct SinkFaults {
   std::atomic<uint32_t> insert_delay_ms{0};  // stall before every insert
   std::atomic<bool> fail_inserts{false};     // every insert fails (retryable)
+  std::atomic<bool> fail_permanent{false};   // every insert fails as a type mismatch
+  // The process kills itself (SIGKILL) right after an insert is stored and
+  // before its records leave the durable queue: the replay must not store
+  // that block again.
+  std::atomic<bool> kill_after_insert{false};
 };
 
 struct WriterStats {
@@ -77,6 +102,12 @@ struct WriterStats {
   std::atomic<uint64_t> inserts{0};
   std::atomic<uint64_t> insert_errors{0};
   std::atomic<uint64_t> rows_lost{0};
+  std::atomic<uint64_t> retryable_errors{0};
+  std::atomic<uint64_t> permanent_errors{0};
+  std::atomic<uint64_t> rows_dead_lettered{0};
+  std::atomic<uint64_t> blocks_dead_lettered{0};
+  // Left in the durable queue at shutdown (stored after the next start).
+  std::atomic<uint64_t> rows_left_queued{0};
   std::atomic<uint64_t> pending_rows{0};
   LatencyHistogram insert_seconds;
 };
@@ -88,6 +119,13 @@ class EmbeddedWriter {
                  WriterOptions options, const SinkFaults* faults = nullptr);
   ~EmbeddedWriter();
   void Start();
+  // Before Start: inserts one block re-formed from the durable log after a
+  // restart (`parts`, all of day `day`) with the token it had before, so a
+  // block that was stored already is not stored again. Retries like any
+  // insert; the refs are released once it is stored.
+  void InsertReplayed(uint32_t day, std::string token,
+                      std::vector<std::unique_ptr<SpanBatch>> parts,
+                      std::vector<pipeline::durable::SegmentLog::Ref> refs);
   // Returns once the queue is closed and drained and the last insert is done.
   void Join();
   const WriterStats& stats() const { return stats_; }
@@ -104,6 +142,7 @@ class EmbeddedWriter {
     std::vector<uint64_t> new_resources;  // ids in resource_blocks
     std::chrono::steady_clock::time_point since;
     std::vector<pipeline::Reservation> reservations;
+    std::vector<pipeline::durable::SegmentLog::Ref> refs;  // the log records of the batches
   };
   // An encoded insert, handed from the encoding thread to the inserting one.
   struct Flight {
@@ -111,16 +150,24 @@ class EmbeddedWriter {
     size_t rows = 0;
     std::string resource_blocks;
     EncodedBlock block;
-    std::vector<pipeline::Reservation> reservations;  // released once stored (or given up)
+    std::vector<pipeline::Reservation> reservations;       // released once stored (or given up)
+    std::vector<pipeline::durable::SegmentLog::Ref> refs;  // released once stored
+    std::string token;  // insert_deduplication_token; empty: none
   };
   void Run();  // the encoding thread
   void Add(pipeline::QueuedBatch item);
+  void AddTo(uint32_t day, std::unique_ptr<SpanBatch> part, pipeline::Reservation res,
+             pipeline::durable::SegmentLog::Ref ref);
+  std::string LogBlock(uint32_t day, const Pending& p);  // the block's token, or ""
+  void DeadLetter(Flight& f, const Status& st);
+  std::string DeadLetterDir() const;
   void HandOff(uint32_t day, Pending& p);
   void Encode(const Pending& p);  // into block_
   void InsertLoop();              // the inserting thread
   void Insert(Flight& f);         // with retries
   Status InsertOnce(const Flight& f);
-  Status InsertFile(std::string_view table, std::span<const std::string> pieces);
+  Status InsertFile(std::string_view table, std::span<const std::string> pieces,
+                    const std::string& token = {});
 
   ChdbConnection* conn_;
   const Capabilities caps_;
@@ -139,6 +186,7 @@ class EmbeddedWriter {
   EncodedBlock spare_block_;             // guarded by mu_: an inserted block's buffers, for reuse
   std::map<uint32_t, Pending> pending_;  // by partition (days since epoch); writer thread only
   UserFields user_fields_;
+  std::minstd_rand jitter_{std::random_device{}()};  // inserting thread only: backoff jitter
   EncodedBlock block_;         // the spans block being encoded; writer thread only
   std::vector<SpanRow> rows_;  // its rows, sorted; writer thread only
   // Resources this writer has stored (writer thread only). Bounded: when it

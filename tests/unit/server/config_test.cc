@@ -61,6 +61,10 @@ void ExpectSameConfig(const Config& a, const Config& b) {
   EXPECT_EQ(a.dependencies.interval_s, b.dependencies.interval_s);
   EXPECT_EQ(a.dependencies.lag_s, b.dependencies.lag_s);
   EXPECT_EQ(a.debug.fault_injection, b.debug.fault_injection);
+  EXPECT_EQ(a.durable.enabled, b.durable.enabled);
+  EXPECT_EQ(a.durable.dir, b.durable.dir);
+  EXPECT_EQ(a.durable.max_bytes, b.durable.max_bytes);
+  EXPECT_EQ(a.durable.fsync, b.durable.fsync);
 }
 
 // A valid value for every settable key, none of them the default.
@@ -107,6 +111,10 @@ const std::map<std::string, std::string>& ValidValues() {
       {"dependencies.interval_s", "15"},
       {"dependencies.lag_s", "45"},
       {"debug.fault_injection", "true"},
+      {"durable.enabled", "false"},
+      {"durable.dir", "/var/spool/spanhouse"},
+      {"durable.max_bytes", "64MiB"},
+      {"durable.fsync", "50"},
   };
   return v;
 }
@@ -258,6 +266,11 @@ dependencies:
   lag_s: 45
 debug:
   fault_injection: true
+durable:
+  enabled: false
+  dir: /var/spool/spanhouse
+  max_bytes: 64MiB
+  fsync: 50
 )";
   Config c;
   Status st = Apply(yaml, &c);
@@ -816,6 +829,23 @@ TEST(Config, ApplySettingRejectsUnknownKeys) {
     EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << "'" << key << "'";
     EXPECT_NE(st.message().find("'" + key + "'"), std::string::npos) << st.message();
   }
+}
+
+TEST(Config, DurableQueueKeys) {
+  Config c;
+  EXPECT_TRUE(c.durable.enabled);
+  EXPECT_EQ(c.durable.fsync, "200");
+  EXPECT_EQ(DurableDir(c), "./data/queue");
+  ExpectGoodSetting("durable.fsync", "always");
+  ExpectGoodSetting("durable.fsync", "1");
+  ExpectGoodSetting("durable.fsync", "10000");
+  ExpectBadSetting("durable.fsync", "0");
+  ExpectBadSetting("durable.fsync", "10001");
+  ExpectBadSetting("durable.fsync", "sometimes");
+  ExpectBadSetting("durable.max_bytes", "1KiB");
+  ExpectBadSetting("durable.enabled", "yes please");
+  ASSERT_TRUE(ApplySetting("durable.dir", "/q", &c).ok());
+  EXPECT_EQ(DurableDir(c), "/q");
 }
 
 }  // namespace

@@ -1,0 +1,446 @@
+#include "pipeline/durable/segment_log.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+namespace spanhouse::pipeline::durable {
+
+namespace {
+
+constexpr char kMagic[4] = {'S', 'H', 'D', 'Q'};
+constexpr uint32_t kVersion = 1;
+// magic, version, epoch, first LSN.
+constexpr size_t kHeaderBytes = 4 + 4 + 8 + 8;
+// length, CRC, then the body (kind + payload).
+constexpr size_t kRecordHeaderBytes = 4 + 4;
+// A length above this is taken for corruption rather than believed.
+constexpr uint32_t kMaxRecordBytes = 1u << 30;
+
+std::array<uint32_t, 256> MakeCrcTable() {
+  std::array<uint32_t, 256> t{};
+  for (uint32_t i = 0; i < 256; ++i) {
+    uint32_t c = i;
+    for (int k = 0; k < 8; ++k) c = (c & 1) != 0 ? 0x82F63B78u ^ (c >> 1) : c >> 1;
+    t[i] = c;
+  }
+  return t;
+}
+
+void PutU32(char* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<char>(v >> (8 * i));
+}
+void PutU64(char* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<char>(v >> (8 * i));
+}
+uint32_t GetU32(const char* p) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
+  return v;
+}
+uint64_t GetU64(const char* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
+  return v;
+}
+
+std::string SegmentPath(const std::string& dir, uint64_t number) {
+  char name[32];
+  std::snprintf(name, sizeof(name), "%020llu.seg", static_cast<unsigned long long>(number));
+  return dir + "/" + name;
+}
+
+bool ParseSegmentName(const std::string& name, uint64_t* number) {
+  if (name.size() != 24 || name.compare(20, 4, ".seg") != 0) return false;
+  uint64_t n = 0;
+  for (size_t i = 0; i < 20; ++i) {
+    if (name[i] < '0' || name[i] > '9') return false;
+    n = n * 10 + static_cast<uint64_t>(name[i] - '0');
+  }
+  *number = n;
+  return true;
+}
+
+bool ReadWhole(const std::string& path, std::string* out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  out->assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return true;
+}
+
+// A segment's valid records: calls fn(lsn, kind, payload) for each; returns
+// the offset where valid data ends (the file size when nothing is torn).
+template <typename F>
+size_t ForEachRecord(std::string_view data, uint64_t first_lsn, F fn) {
+  size_t off = kHeaderBytes;
+  uint64_t lsn = first_lsn;
+  while (off + kRecordHeaderBytes <= data.size()) {
+    const uint32_t len = GetU32(data.data() + off);
+    const uint32_t crc = GetU32(data.data() + off + 4);
+    if (len == 0 || len > kMaxRecordBytes || data.size() - off - kRecordHeaderBytes < len) break;
+    const std::string_view body = data.substr(off + kRecordHeaderBytes, len);
+    if (Crc32c(body) != crc) break;
+    fn(lsn++, static_cast<RecordKind>(body[0]), body.substr(1));
+    off += kRecordHeaderBytes + len;
+  }
+  return off;
+}
+
+bool ParseHeader(std::string_view data, uint64_t* epoch, uint64_t* first_lsn) {
+  if (data.size() < kHeaderBytes || std::memcmp(data.data(), kMagic, 4) != 0) return false;
+  if (GetU32(data.data() + 4) != kVersion) return false;
+  *epoch = GetU64(data.data() + 8);
+  *first_lsn = GetU64(data.data() + 16);
+  return true;
+}
+
+void SyncDirectory(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+}  // namespace
+
+uint32_t Crc32c(std::string_view data, uint32_t crc) {
+  static const std::array<uint32_t, 256> table = MakeCrcTable();
+  crc = ~crc;
+  for (unsigned char c : data) crc = table[(crc ^ c) & 0xff] ^ (crc >> 8);
+  return ~crc;
+}
+
+struct SegmentLog::File {
+  int fd = -1;
+  uint64_t size = 0;
+  ~File() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+SegmentLog::Ref SegmentLog::Ref::Clone() const {
+  if (log_ == nullptr) return Ref();
+  return log_->Hold(segment_, lsn_);
+}
+
+void SegmentLog::Ref::Done() {
+  if (log_ != nullptr) std::exchange(log_, nullptr)->Release(segment_);
+}
+
+SegmentLog::SegmentLog(LogOptions options) : opts_(std::move(options)) {}
+
+SegmentLog::~SegmentLog() {
+  Close();
+}
+
+Status SegmentLog::Open(LogOptions options, std::unique_ptr<SegmentLog>* out) {
+  std::error_code ec;
+  std::filesystem::create_directories(options.dir, ec);
+  if (ec)
+    return Status::Internal("durable queue: cannot create " + options.dir + ": " + ec.message());
+  std::unique_ptr<SegmentLog> log(new SegmentLog(std::move(options)));
+  if (Status st = log->Scan(); !st.ok()) return st;
+  {
+    std::lock_guard<std::mutex> lock(log->mu_);
+    if (Status st = log->OpenNewSegment(); !st.ok()) return st;
+  }
+  log->sync_thread_ = std::thread([l = log.get()] { l->SyncLoop(); });
+  *out = std::move(log);
+  return Status::Ok();
+}
+
+Status SegmentLog::Scan() {
+  std::error_code ec;
+  std::vector<std::pair<uint64_t, std::string>> found;
+  for (const auto& e : std::filesystem::directory_iterator(opts_.dir, ec)) {
+    uint64_t n = 0;
+    if (e.is_regular_file() && ParseSegmentName(e.path().filename().string(), &n)) {
+      found.emplace_back(n, e.path().string());
+    }
+  }
+  if (ec) return Status::Internal("durable queue: cannot list " + opts_.dir + ": " + ec.message());
+  std::sort(found.begin(), found.end());
+  uint64_t last_epoch = 0;
+  for (const auto& [n, path] : found) {
+    Segment s;
+    s.path = path;
+    s.sealed = true;
+    s.bytes = std::filesystem::file_size(path, ec);
+    if (ec) s.bytes = 0;
+    char header[kHeaderBytes];
+    std::ifstream in(path, std::ios::binary);
+    uint64_t epoch = 0;
+    if (in.read(header, kHeaderBytes) &&
+        ParseHeader({header, kHeaderBytes}, &epoch, &s.first_lsn)) {
+      last_epoch = epoch;
+    }
+    bytes_ += s.bytes;
+    s.holds = 1;  // pinned until EndReplay
+    replay_pinned_ = true;
+    segments_[n] = std::move(s);
+    next_segment_ = n + 1;
+  }
+  replay_end_ = next_segment_;
+  // LSNs go on after the last valid record of the newest readable segment.
+  for (auto it = found.rbegin(); it != found.rend(); ++it) {
+    std::string data;
+    uint64_t epoch = 0;
+    uint64_t first = 0;
+    if (!ReadWhole(it->second, &data) || !ParseHeader(data, &epoch, &first)) continue;
+    next_lsn_ = first;
+    ForEachRecord(data, first,
+                  [&](uint64_t lsn, RecordKind, std::string_view) { next_lsn_ = lsn + 1; });
+    break;
+  }
+  if (last_epoch == 0) {
+    std::random_device rd;
+    while (last_epoch == 0) last_epoch = (static_cast<uint64_t>(rd()) << 32) | rd();
+  }
+  epoch_ = last_epoch;
+  if (!found.empty()) {
+    spdlog::info("durable queue: {} segment(s), {} bytes to replay from {}", found.size(),
+                 bytes_.load(), opts_.dir);
+  }
+  return Status::Ok();
+}
+
+Status SegmentLog::OpenNewSegment() {
+  const uint64_t number = next_segment_++;
+  const std::string path = SegmentPath(opts_.dir, number);
+  auto file = std::make_shared<File>();
+  file->fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (file->fd < 0) {
+    return Status::Internal("durable queue: cannot create " + path + ": " + std::strerror(errno));
+  }
+  char header[kHeaderBytes];
+  std::memcpy(header, kMagic, 4);
+  PutU32(header + 4, kVersion);
+  PutU64(header + 8, epoch_);
+  PutU64(header + 16, next_lsn_);
+  if (::write(file->fd, header, kHeaderBytes) != static_cast<ssize_t>(kHeaderBytes) ||
+      ::fdatasync(file->fd) != 0) {
+    return Status::Internal("durable queue: cannot write " + path + ": " + std::strerror(errno));
+  }
+  SyncDirectory(opts_.dir);  // the new file's name must survive a crash too
+  file->size = kHeaderBytes;
+  if (active_ != nullptr) segments_[active_number_].sealed = true;
+  Segment s;
+  s.path = path;
+  s.first_lsn = next_lsn_;
+  s.bytes = kHeaderBytes;
+  segments_[number] = std::move(s);
+  bytes_ += kHeaderBytes;
+  active_ = std::move(file);
+  active_number_ = number;
+  return Status::Ok();
+}
+
+void SegmentLog::ReadReplay(const std::function<void(const Record&, uint64_t segment)>& fn) {
+  std::vector<std::pair<uint64_t, std::string>> todo;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [n, s] : segments_) {
+      if (n < replay_end_) todo.emplace_back(n, s.path);
+    }
+  }
+  const bool first = !replay_read_;
+  replay_read_ = true;
+  for (const auto& [number, path] : todo) {
+    const uint64_t segment = number;  // a lambda cannot capture a structured binding in C++17
+    std::string data;
+    uint64_t epoch = 0;
+    uint64_t first_lsn = 0;
+    size_t end = 0;
+    if (ReadWhole(path, &data) && ParseHeader(data, &epoch, &first_lsn)) {
+      end = ForEachRecord(data, first_lsn, [&](uint64_t lsn, RecordKind kind, std::string_view p) {
+        if (first) stats_.records_replayed++;
+        fn(Record{lsn, kind, p}, segment);
+      });
+    }
+    if (end < data.size() && first) {
+      stats_.corrupt_tails++;
+      stats_.corrupt_bytes += data.size() - end;
+      spdlog::warn("durable queue: {}: torn or corrupt record at offset {}, {} bytes skipped", path,
+                   end, data.size() - end);
+    }
+  }
+}
+
+void SegmentLog::EndReplay() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!replay_pinned_) return;
+  replay_pinned_ = false;
+  for (auto& [n, s] : segments_) {
+    if (n < replay_end_) s.holds--;
+  }
+  DeleteReleased();
+}
+
+SegmentLog::Ref SegmentLog::Hold(uint64_t segment, uint64_t lsn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  segments_[segment].holds++;
+  return Ref(this, segment, lsn);
+}
+
+SegmentLog::AppendResult SegmentLog::Append(RecordKind kind, std::string_view payload, Ref* ref,
+                                            bool past_limit) {
+  const size_t body = payload.size() + 1;
+  if (body > kMaxRecordBytes) return AppendResult::kError;
+  char header[kRecordHeaderBytes + 1];
+  header[kRecordHeaderBytes] = static_cast<char>(kind);
+  const uint32_t crc = Crc32c(payload, Crc32c({&header[kRecordHeaderBytes], 1}));
+  PutU32(header, static_cast<uint32_t>(body));
+  PutU32(header + 4, crc);
+  const size_t total = kRecordHeaderBytes + body;
+
+  std::lock_guard<std::mutex> lock(mu_);
+  // One record larger than the whole queue still goes into an empty one.
+  if (!past_limit && bytes_ + total > opts_.max_bytes && bytes_ > active_->size) {
+    stats_.rejected_full++;
+    return AppendResult::kFull;
+  }
+  if (active_->size + total > opts_.segment_bytes && active_->size > kHeaderBytes) {
+    // Seal: what the sync thread has not synced yet of this segment is
+    // synced here, before appends move on to the next one.
+    if (::fdatasync(active_->fd) != 0) return AppendResult::kError;
+    if (!OpenNewSegment().ok()) return AppendResult::kError;
+    DeleteReleased();
+  }
+  iovec iov[2] = {{header, sizeof(header)}, {const_cast<char*>(payload.data()), payload.size()}};
+  size_t done = 0;
+  while (done < total) {
+    ssize_t w;
+    if (done < sizeof(header)) {
+      iovec part[2] = {{header + done, sizeof(header) - done}, iov[1]};
+      w = ::writev(active_->fd, part, 2);
+    } else {
+      w = ::write(active_->fd, payload.data() + (done - sizeof(header)), total - done);
+    }
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      // Leave no torn record behind for the next append to follow.
+      spdlog::warn("durable queue: write failed: {}", std::strerror(errno));
+      if (::ftruncate(active_->fd, static_cast<off_t>(active_->size)) == 0) {
+        ::lseek(active_->fd, static_cast<off_t>(active_->size), SEEK_SET);
+      }
+      return AppendResult::kError;
+    }
+    done += static_cast<size_t>(w);
+  }
+  active_->size += total;
+  segments_[active_number_].bytes += total;
+  segments_[active_number_].holds++;
+  bytes_ += total;
+  const uint64_t lsn = next_lsn_++;
+  *ref = Ref(this, active_number_, lsn);
+  stats_.records_appended++;
+  stats_.bytes_appended += total;
+  {
+    std::lock_guard<std::mutex> sl(sync_mu_);
+    written_lsn_ = lsn;
+  }
+  if (opts_.fsync_always) sync_cv_.notify_one();
+  return AppendResult::kOk;
+}
+
+bool SegmentLog::WaitDurable(uint64_t lsn, std::chrono::milliseconds timeout) {
+  if (!opts_.fsync_always) return true;
+  std::unique_lock<std::mutex> lock(sync_mu_);
+  durable_cv_.wait_for(lock, timeout, [&] { return durable_lsn_ >= lsn || failed_ || closing_; });
+  return durable_lsn_ >= lsn;
+}
+
+void SegmentLog::SyncLoop() {
+  for (;;) {
+    uint64_t target = 0;
+    {
+      std::unique_lock<std::mutex> lock(sync_mu_);
+      if (opts_.fsync_always) {
+        sync_cv_.wait(lock, [&] { return written_lsn_ > durable_lsn_ || closing_; });
+      } else {
+        sync_cv_.wait_for(lock, opts_.fsync_interval, [&] { return closing_; });
+      }
+      if (closing_ && written_lsn_ == durable_lsn_) return;
+      if (written_lsn_ == durable_lsn_) continue;
+    }
+    // Segments sealed since the last sync were synced when sealed; the
+    // active one holds every record written after that.
+    std::shared_ptr<File> file;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      file = active_;
+      std::lock_guard<std::mutex> sl(sync_mu_);
+      target = written_lsn_;
+    }
+    const bool ok = ::fdatasync(file->fd) == 0;
+    stats_.fsyncs++;
+    {
+      std::lock_guard<std::mutex> lock(sync_mu_);
+      if (ok) {
+        durable_lsn_ = std::max(durable_lsn_, target);
+      } else {
+        failed_ = true;
+        spdlog::error("durable queue: fdatasync failed: {}", std::strerror(errno));
+      }
+    }
+    durable_cv_.notify_all();
+    if (!ok) return;
+  }
+}
+
+void SegmentLog::Release(uint64_t segment) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = segments_.find(segment);
+  if (it == segments_.end()) return;
+  it->second.holds--;
+  if (segment == active_number_ && it->second.holds == 0 && active_->size > kHeaderBytes) {
+    // Everything in the active segment is stored: seal it so it can go now,
+    // instead of being replayed (and deduplicated) after a crash or restart.
+    if (::fdatasync(active_->fd) != 0 || !OpenNewSegment().ok()) {
+      spdlog::warn("durable queue: cannot start a new segment: {}", std::strerror(errno));
+    }
+  }
+  DeleteReleased();
+}
+
+void SegmentLog::DeleteReleased() {
+  // Oldest first: a writer's block record (kBlock) lies after the records it
+  // names, so it is deleted only after them, and a replay never finds a
+  // record without the block record that covered it.
+  while (!segments_.empty()) {
+    auto it = segments_.begin();
+    if (!it->second.sealed || it->second.holds > 0) return;
+    std::remove(it->second.path.c_str());
+    bytes_ -= it->second.bytes;
+    stats_.segments_deleted++;
+    segments_.erase(it);
+  }
+}
+
+void SegmentLog::Close() {
+  {
+    std::lock_guard<std::mutex> lock(sync_mu_);
+    if (closing_) return;
+    closing_ = true;
+  }
+  sync_cv_.notify_all();
+  if (sync_thread_.joinable()) sync_thread_.join();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (active_ != nullptr) ::fdatasync(active_->fd);
+  durable_cv_.notify_all();
+}
+
+}  // namespace spanhouse::pipeline::durable

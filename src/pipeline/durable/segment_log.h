@@ -1,0 +1,190 @@
+// The durable queue's log: append-only segment files on disk, so that spans
+// answered 200 survive a crash of the process (or of the machine, with
+// fsync) and are stored after the restart.
+//
+// A segment starts with a header (magic, format version, the log's epoch,
+// the first record's sequence number); then records, each
+//   u32 length | u32 CRC32C(body) | body = u8 kind, payload
+// little-endian. A torn or corrupt record (a crash in the middle of a write,
+// a bad disk) fails its length or CRC check: the rest of that segment is
+// skipped, logged with the segment and offset, and counted; the next
+// segment is read as usual.
+//
+// Every record gets a sequence number (LSN), consecutive in the log and
+// recomputed identically when the log is read back, so anything derived
+// from LSNs (the writer's insert deduplication tokens) comes out the same
+// after a restart. The epoch, random per new log, keeps the tokens of a log
+// that was deleted from matching those of its successor.
+//
+// Durability (fsync policy): with `fsync_always` an append is durable once
+// the group commit that covers it has run: one thread calls fdatasync for
+// every record appended since the last one, so concurrent requests share
+// it. Otherwise the thread syncs every `fsync_interval` and an append counts
+// as durable once written (it survives the process, not the machine).
+//
+// Segments are deleted oldest first, once sealed (no longer appended to)
+// and released: each record's consumers take holds (SegmentLog::Ref) on its
+// segment and release them when its spans are stored. The active segment is
+// sealed (and a new one begun) as soon as all its records are released, so
+// a stored record is not replayed after a restart. A hold that is
+// dropped without Done() keeps the segment, for the next start to replay.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+
+#include "common/status.h"
+
+namespace spanhouse::pipeline::durable {
+
+enum class RecordKind : uint8_t {
+  kSpans = 1,  // an OTLP ExportTraceServiceRequest (protobuf), as accepted
+  kBlock = 2,  // a writer's insert block: which records it holds (block_record.h)
+};
+
+struct LogOptions {
+  std::string dir;
+  uint64_t max_bytes = 1ull << 30;       // live segments, headers included
+  uint64_t segment_bytes = 64ull << 20;  // a segment is sealed once this large
+  bool fsync_always = true;
+  std::chrono::milliseconds fsync_interval{200};
+};
+
+struct LogStats {
+  std::atomic<uint64_t> records_appended{0};
+  std::atomic<uint64_t> bytes_appended{0};
+  std::atomic<uint64_t> fsyncs{0};
+  std::atomic<uint64_t> records_replayed{0};
+  std::atomic<uint64_t> corrupt_tails{0};  // segments whose tail was skipped
+  std::atomic<uint64_t> corrupt_bytes{0};  // bytes skipped in them
+  std::atomic<uint64_t> segments_deleted{0};
+  std::atomic<uint64_t> rejected_full{0};
+};
+
+// CRC32C (Castagnoli), as in the record format.
+uint32_t Crc32c(std::string_view data, uint32_t crc = 0);
+
+class SegmentLog {
+ public:
+  // A hold on one segment for one consumer of a record. Movable; Clone()
+  // takes another hold; Done() releases it. Destroyed without Done(), the
+  // hold is never released in this process: the segment stays for replay.
+  class Ref {
+   public:
+    Ref() = default;
+    Ref(Ref&& o) noexcept
+        : log_(std::exchange(o.log_, nullptr)), segment_(o.segment_), lsn_(o.lsn_) {}
+    Ref& operator=(Ref&& o) noexcept {
+      log_ = std::exchange(o.log_, nullptr);
+      segment_ = o.segment_;
+      lsn_ = o.lsn_;
+      return *this;
+    }
+    Ref(const Ref&) = delete;
+    Ref& operator=(const Ref&) = delete;
+    Ref Clone() const;
+    void Done();
+    bool valid() const { return log_ != nullptr; }
+    uint64_t lsn() const { return lsn_; }
+
+   private:
+    friend class SegmentLog;
+    Ref(SegmentLog* log, uint64_t segment, uint64_t lsn)
+        : log_(log), segment_(segment), lsn_(lsn) {}
+    SegmentLog* log_ = nullptr;
+    uint64_t segment_ = 0;
+    uint64_t lsn_ = 0;
+  };
+
+  // A record read back by Replay; `ref` holds its segment.
+  struct Record {
+    uint64_t lsn = 0;
+    RecordKind kind = RecordKind::kSpans;
+    std::string_view payload;
+  };
+
+  // Opens (creating) the directory and indexes the segments already there;
+  // appends go to a new segment. Errors only for an unusable directory.
+  static Status Open(LogOptions options, std::unique_ptr<SegmentLog>* out);
+  ~SegmentLog();
+
+  // Calls `fn` for every valid record of the segments found at Open, in LSN
+  // order; `payload` is valid during the call. May be called more than once
+  // (a replay in passes). Those segments are pinned until EndReplay, so
+  // holds released meanwhile delete none of them.
+  void ReadReplay(const std::function<void(const Record&, uint64_t segment)>& fn);
+  void EndReplay();
+  // A hold on `segment`, for a consumer of its record `lsn` (replay).
+  Ref Hold(uint64_t segment, uint64_t lsn);
+
+  enum class AppendResult { kOk, kFull, kError };
+  // Appends one record; on kOk `*ref` holds its segment and carries its LSN.
+  // `past_limit`: not refused for max_bytes (the writers' block records:
+  // refusing them would stop what empties the log).
+  AppendResult Append(RecordKind kind, std::string_view payload, Ref* ref, bool past_limit = false);
+  // Waits until the record `lsn` is durable by the fsync policy; false if
+  // that took longer than `timeout` (or the log failed or closed).
+  bool WaitDurable(uint64_t lsn, std::chrono::milliseconds timeout);
+
+  // Syncs what was appended and stops the sync thread. Holds still
+  // outstanding keep their segments.
+  void Close();
+
+  uint64_t epoch() const { return epoch_; }
+  uint64_t bytes() const { return bytes_.load(std::memory_order_relaxed); }
+  const LogOptions& options() const { return opts_; }
+  const LogStats& stats() const { return stats_; }
+
+ private:
+  struct File;  // an open segment file, shared with the sync thread
+  struct Segment {
+    std::string path;
+    uint64_t first_lsn = 0;
+    uint64_t bytes = 0;
+    int64_t holds = 0;
+    bool sealed = false;
+  };
+  explicit SegmentLog(LogOptions options);
+  Status Scan();
+  Status OpenNewSegment();  // under mu_
+  void Release(uint64_t segment);
+  void DeleteReleased();  // under mu_
+  void SyncLoop();
+
+  const LogOptions opts_;
+  LogStats stats_;
+  uint64_t epoch_ = 0;
+  std::atomic<uint64_t> bytes_{0};
+
+  std::mutex mu_;
+  std::map<uint64_t, Segment> segments_;  // guarded by mu_; by number, oldest first
+  uint64_t next_segment_ = 1;             // guarded by mu_
+  uint64_t next_lsn_ = 1;                 // guarded by mu_
+  std::shared_ptr<File> active_;          // guarded by mu_
+  uint64_t active_number_ = 0;            // guarded by mu_
+  uint64_t replay_end_ = 0;               // segments below this number are from Open
+  bool replay_read_ = false;              // corrupt tails are counted on the first read only
+  bool replay_pinned_ = false;            // guarded by mu_
+
+  // Group commit.
+  std::mutex sync_mu_;
+  std::condition_variable sync_cv_;     // wakes the sync thread
+  std::condition_variable durable_cv_;  // wakes appenders waiting for durability
+  uint64_t written_lsn_ = 0;            // guarded by sync_mu_: last LSN written
+  uint64_t durable_lsn_ = 0;            // guarded by sync_mu_: last LSN synced
+  bool failed_ = false;                 // guarded by sync_mu_: a sync failed
+  bool closing_ = false;                // guarded by sync_mu_
+  std::thread sync_thread_;
+};
+
+}  // namespace spanhouse::pipeline::durable

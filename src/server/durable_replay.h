@@ -1,0 +1,40 @@
+// Replays the durable queue at start, before the receivers open, so spans
+// acknowledged before a crash are stored after it, once each.
+//
+// Two phases. First, with the writers not yet started, every block a
+// writer logged (pipeline/durable/block_record.h) is formed again from the
+// records it names and inserted with its old deduplication token: a block
+// that was stored before the crash is refused by the engine as a duplicate,
+// one that was not is stored. Then, with the writers running, the spans of
+// every record that no logged block covered go through the queue like new
+// spans (and get new blocks and tokens), waiting for memory as needed.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "pipeline/durable/segment_log.h"
+#include "pipeline/memory_budget.h"
+#include "pipeline/queue/sharded_queue.h"
+#include "storage/clickhouse/embedded_writer.h"
+
+namespace spanhouse::server {
+
+struct ReplayCounts {
+  uint64_t records = 0;       // span records read
+  uint64_t blocks = 0;        // logged blocks inserted again (deduplicated if stored)
+  uint64_t block_spans = 0;   // spans in them
+  uint64_t queued_spans = 0;  // spans queued as new
+  uint64_t bad_records = 0;   // records that would not decode (counted, skipped)
+};
+
+// Phase one: call before the writers start.
+void ReplayLoggedBlocks(pipeline::durable::SegmentLog& log,
+                        const std::vector<std::unique_ptr<storage::EmbeddedWriter>>& writers,
+                        ReplayCounts* counts);
+// Phase two: call once the writers run; ends the replay (EndReplay).
+void ReplayRemainingRecords(pipeline::durable::SegmentLog& log, pipeline::ShardedQueue& queue,
+                            pipeline::MemoryBudget& budget, ReplayCounts* counts);
+
+}  // namespace spanhouse::server

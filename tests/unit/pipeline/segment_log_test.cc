@@ -1,0 +1,325 @@
+#include "pipeline/durable/segment_log.h"
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "pipeline/durable/block_record.h"
+
+namespace spanhouse::pipeline::durable {
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+class SegmentLogTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("segment_log_test_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::unique_ptr<SegmentLog> Open(uint64_t max_bytes = 1 << 20, uint64_t segment = 4096) {
+    LogOptions o;
+    o.dir = dir_.string();
+    o.max_bytes = max_bytes;
+    o.segment_bytes = segment;
+    std::unique_ptr<SegmentLog> log;
+    EXPECT_TRUE(SegmentLog::Open(o, &log).ok());
+    return log;
+  }
+  // The records a fresh open replays: (lsn, kind, payload).
+  struct Seen {
+    uint64_t lsn;
+    RecordKind kind;
+    std::string payload;
+  };
+  static std::vector<Seen> ReadAll(SegmentLog& log) {
+    std::vector<Seen> out;
+    log.ReadReplay([&](const SegmentLog::Record& r, uint64_t) {
+      out.push_back({r.lsn, r.kind, std::string(r.payload)});
+    });
+    return out;
+  }
+  std::vector<fs::path> Segments() const {
+    std::vector<fs::path> out;
+    for (const auto& e : fs::directory_iterator(dir_)) out.push_back(e.path());
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+  fs::path dir_;
+};
+
+TEST(Crc32c, KnownValue) {
+  // The CRC-32C check value (RFC 3720's test vector "123456789").
+  EXPECT_EQ(Crc32c("123456789"), 0xE3069283u);
+}
+
+TEST_F(SegmentLogTest, RecordsComeBackAfterReopenInOrderWithTheirLsns) {
+  std::vector<uint64_t> lsns;
+  {
+    auto log = Open(1 << 20, 512);
+    for (int i = 0; i < 50; ++i) {
+      SegmentLog::Ref ref;
+      ASSERT_EQ(log->Append(i % 7 == 0 ? RecordKind::kBlock : RecordKind::kSpans,
+                            "payload-" + std::to_string(i), &ref),
+                SegmentLog::AppendResult::kOk);
+      ASSERT_TRUE(log->WaitDurable(ref.lsn(), 10s));
+      lsns.push_back(ref.lsn());
+      // Dropped without Done(): the record stays for the next start.
+    }
+  }
+  EXPECT_GT(Segments().size(), 1u);  // 512-byte segments: it rolled
+  auto log = Open(1 << 20, 512);
+  auto seen = ReadAll(*log);
+  ASSERT_EQ(seen.size(), 50u);
+  for (int i = 0; i < 50; ++i) {
+    EXPECT_EQ(seen[i].lsn, lsns[i]);
+    EXPECT_EQ(seen[i].payload, "payload-" + std::to_string(i));
+    EXPECT_EQ(seen[i].kind, i % 7 == 0 ? RecordKind::kBlock : RecordKind::kSpans);
+  }
+  EXPECT_EQ(log->stats().corrupt_tails.load(), 0u);
+  // New records go on numbering after the old ones.
+  SegmentLog::Ref ref;
+  ASSERT_EQ(log->Append(RecordKind::kSpans, "next", &ref), SegmentLog::AppendResult::kOk);
+  EXPECT_EQ(ref.lsn(), lsns.back() + 1);
+}
+
+TEST_F(SegmentLogTest, ReleasedSegmentsAreDeletedOldestFirst) {
+  auto log = Open(1 << 20, 256);
+  std::vector<SegmentLog::Ref> refs;
+  for (int i = 0; i < 20; ++i) {
+    SegmentLog::Ref ref;
+    ASSERT_EQ(log->Append(RecordKind::kSpans, std::string(100, 'x'), &ref),
+              SegmentLog::AppendResult::kOk);
+    refs.push_back(std::move(ref));
+  }
+  const size_t before = Segments().size();
+  ASSERT_GT(before, 3u);
+  // Releasing a later record first deletes nothing: the oldest still holds.
+  refs[10].Done();
+  EXPECT_EQ(Segments().size(), before);
+  for (int i = 0; i < 10; ++i) refs[i].Done();
+  const size_t after = Segments().size();
+  EXPECT_LT(after, before);
+  for (int i = 11; i < 20; ++i) refs[i].Done();
+  // The active segment stays (appends go on there).
+  EXPECT_EQ(Segments().size(), 1u);
+  EXPECT_GT(log->stats().segments_deleted.load(), 0u);
+}
+
+TEST_F(SegmentLogTest, ACloneKeepsTheSegmentUntilEveryHoldIsDone) {
+  auto log = Open(1 << 20, 200);
+  SegmentLog::Ref a;
+  ASSERT_EQ(log->Append(RecordKind::kSpans, std::string(150, 'a'), &a),
+            SegmentLog::AppendResult::kOk);
+  SegmentLog::Ref b = a.Clone();
+  SegmentLog::Ref c;
+  ASSERT_EQ(log->Append(RecordKind::kSpans, std::string(150, 'c'), &c),
+            SegmentLog::AppendResult::kOk);  // rolls: the first segment is sealed
+  const size_t before = Segments().size();
+  ASSERT_EQ(before, 2u);
+  a.Done();
+  EXPECT_EQ(Segments().size(), before);
+  b.Done();
+  EXPECT_EQ(Segments().size(), before - 1);
+  c.Done();
+}
+
+TEST_F(SegmentLogTest, FullLogRefusesUntilRecordsAreReleased) {
+  auto log = Open(2048, 512);
+  std::vector<SegmentLog::Ref> refs;
+  SegmentLog::AppendResult r = SegmentLog::AppendResult::kOk;
+  for (int i = 0; i < 100 && r == SegmentLog::AppendResult::kOk; ++i) {
+    SegmentLog::Ref ref;
+    r = log->Append(RecordKind::kSpans, std::string(200, 'y'), &ref);
+    if (r == SegmentLog::AppendResult::kOk) refs.push_back(std::move(ref));
+  }
+  ASSERT_EQ(r, SegmentLog::AppendResult::kFull);
+  EXPECT_LE(log->bytes(), 2048u);
+  EXPECT_GT(log->stats().rejected_full.load(), 0u);
+  // A writer's block record is never refused.
+  SegmentLog::Ref block;
+  EXPECT_EQ(log->Append(RecordKind::kBlock, "b", &block, true), SegmentLog::AppendResult::kOk);
+  block.Done();
+  for (auto& ref : refs) ref.Done();
+  SegmentLog::Ref ref;
+  EXPECT_EQ(log->Append(RecordKind::kSpans, std::string(200, 'y'), &ref),
+            SegmentLog::AppendResult::kOk);
+}
+
+TEST_F(SegmentLogTest, TornTailIsSkippedCountedAndTheNextSegmentStillRead) {
+  {
+    auto log = Open(1 << 20, 1 << 20);
+    for (int i = 0; i < 5; ++i) {
+      SegmentLog::Ref ref;
+      ASSERT_EQ(log->Append(RecordKind::kSpans, "rec" + std::to_string(i), &ref),
+                SegmentLog::AppendResult::kOk);
+    }
+  }
+  // A crash in the middle of a write: the last record is cut short.
+  const fs::path first = Segments().back();
+  fs::resize_file(first, fs::file_size(first) - 2);
+  {
+    auto log = Open(1 << 20, 1 << 20);  // appends go to a second segment
+    ASSERT_EQ(ReadAll(*log).size(), 4u);
+    SegmentLog::Ref ref;
+    ASSERT_EQ(log->Append(RecordKind::kSpans, "after", &ref), SegmentLog::AppendResult::kOk);
+  }
+  auto log = Open(1 << 20, 1 << 20);
+  auto seen = ReadAll(*log);
+  ASSERT_EQ(seen.size(), 5u);
+  EXPECT_EQ(seen[3].payload, "rec3");
+  EXPECT_EQ(seen[4].payload, "after");
+  EXPECT_EQ(log->stats().corrupt_tails.load(), 1u);
+  EXPECT_GT(log->stats().corrupt_bytes.load(), 0u);
+}
+
+TEST_F(SegmentLogTest, FlippedByteFailsTheCrcAndEndsThatSegment) {
+  {
+    auto log = Open(1 << 20, 1 << 20);
+    for (int i = 0; i < 3; ++i) {
+      SegmentLog::Ref ref;
+      ASSERT_EQ(log->Append(RecordKind::kSpans, "record-number-" + std::to_string(i), &ref),
+                SegmentLog::AppendResult::kOk);
+    }
+  }
+  const fs::path seg = Segments().back();
+  std::string data;
+  {
+    std::ifstream in(seg, std::ios::binary);
+    data.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  // Inside the middle record's payload: segment header (24), first record
+  // (8 + 1 + 15), the middle one's length, CRC and kind (9), 3 more.
+  data[24 + 24 + 9 + 3] ^= 0x40;
+  {
+    std::ofstream out(seg, std::ios::binary | std::ios::trunc);
+    out << data;
+  }
+  auto log = Open(1 << 20, 1 << 20);
+  auto seen = ReadAll(*log);
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].payload, "record-number-0");
+  EXPECT_EQ(log->stats().corrupt_tails.load(), 1u);
+}
+
+TEST_F(SegmentLogTest, GarbageAndAbsurdLengthsAreNotBelieved) {
+  {
+    auto log = Open();
+    SegmentLog::Ref ref;
+    ASSERT_EQ(log->Append(RecordKind::kSpans, "ok", &ref), SegmentLog::AppendResult::kOk);
+  }
+  const fs::path seg = Segments().back();
+  {
+    std::ofstream out(seg, std::ios::binary | std::ios::app);
+    out << std::string("\xff\xff\xff\x7f\x00\x00\x00\x00garbage", 15);
+  }
+  // A file that is not a segment at all, named like one.
+  {
+    std::ofstream out(dir_ / "00000000000000000099.seg", std::ios::binary);
+    out << "not a segment";
+  }
+  auto log = Open();
+  auto seen = ReadAll(*log);
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].payload, "ok");
+  EXPECT_EQ(log->stats().corrupt_tails.load(), 2u);
+}
+
+TEST_F(SegmentLogTest, ReplayedSegmentsGoOnceEveryHoldOnThemIsDone) {
+  {
+    auto log = Open(1 << 20, 256);
+    for (int i = 0; i < 10; ++i) {
+      SegmentLog::Ref ref;
+      ASSERT_EQ(log->Append(RecordKind::kSpans, std::string(100, 'r'), &ref),
+                SegmentLog::AppendResult::kOk);
+    }
+  }
+  const size_t old = Segments().size();
+  auto log = Open(1 << 20, 256);
+  std::vector<SegmentLog::Ref> holds;
+  log->ReadReplay([&](const SegmentLog::Record& r, uint64_t segment) {
+    holds.push_back(log->Hold(segment, r.lsn));
+  });
+  ASSERT_EQ(holds.size(), 10u);
+  // Released during the replay: pinned until it ends.
+  for (size_t i = 0; i < 5; ++i) holds[i].Done();
+  EXPECT_EQ(Segments().size(), old + 1);
+  log->EndReplay();
+  EXPECT_LT(Segments().size(), old + 1);
+  for (size_t i = 5; i < 10; ++i) holds[i].Done();
+  EXPECT_EQ(Segments().size(), 1u);
+}
+
+TEST_F(SegmentLogTest, GroupCommitMakesConcurrentAppendsDurable) {
+  auto log = Open(64 << 20, 1 << 20);
+  std::atomic<int> ok{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 50; ++i) {
+        SegmentLog::Ref ref;
+        if (log->Append(RecordKind::kSpans, std::to_string(t * 1000 + i), &ref) !=
+            SegmentLog::AppendResult::kOk) {
+          return;
+        }
+        if (log->WaitDurable(ref.lsn(), 30s)) ok++;
+        ref.Done();
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(ok.load(), 400);
+  EXPECT_GE(log->stats().fsyncs.load(), 1u);
+  EXPECT_LE(log->stats().fsyncs.load(), 400u);
+}
+
+TEST_F(SegmentLogTest, EpochSurvivesReopenAndANewLogGetsAnother) {
+  uint64_t epoch = 0;
+  {
+    auto log = Open();
+    epoch = log->epoch();
+    SegmentLog::Ref ref;
+    ASSERT_EQ(log->Append(RecordKind::kSpans, "x", &ref), SegmentLog::AppendResult::kOk);
+  }
+  EXPECT_EQ(Open()->epoch(), epoch);
+  fs::remove_all(dir_);
+  EXPECT_NE(Open()->epoch(), epoch);
+}
+
+TEST(BlockRecord, RoundTripsAndRejectsBadLengths) {
+  BlockRecord b;
+  b.shard = 2;
+  b.shards = 3;
+  b.day = 20000;
+  b.lsns = {5, 7, 1ull << 40};
+  BlockRecord d;
+  ASSERT_TRUE(d.Decode(b.Encode()));
+  EXPECT_EQ(d.shard, 2u);
+  EXPECT_EQ(d.shards, 3u);
+  EXPECT_EQ(d.day, 20000u);
+  EXPECT_EQ(d.lsns, b.lsns);
+  std::string bad = b.Encode();
+  bad.pop_back();
+  EXPECT_FALSE(d.Decode(bad));
+  EXPECT_FALSE(d.Decode("short"));
+  EXPECT_NE(DedupToken(1, 5), DedupToken(2, 5));
+  EXPECT_NE(DedupToken(1, 5), DedupToken(1, 6));
+}
+
+}  // namespace
+}  // namespace spanhouse::pipeline::durable
