@@ -19,7 +19,7 @@ cmake --build build-tsan --target pipeline_test storage_test -j"$(nproc)"
 TSAN_OPTIONS="halt_on_error=1" build-tsan/pipeline_test
 TSAN_OPTIONS="halt_on_error=1" build-tsan/storage_test
 
-echo "== decoder fuzzing (libFuzzer, ASan + UBSan, 60 s per target)"
+echo "== decoder fuzzing (libFuzzer, ASan + UBSan: every target for 60 s, side by side)"
 scripts/fuzz.sh all 60
 
 echo "== end-to-end tests (pytest)"
