@@ -9,9 +9,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <string_view>
 
+#include "codec/otlp.h"
 #include "codec/otlp_encode.h"
 #include "model/span_batch.h"
 #include "testdata/sample_batch.h"
@@ -28,6 +30,24 @@ void Write(const fs::path& dir, std::string_view name, std::string_view bytes) {
   std::ofstream(dir / name, std::ios::binary).write(bytes.data(), std::streamsize(bytes.size()));
   std::printf("%s/%.*s: %zu bytes\n", dir.c_str(), static_cast<int>(name.size()), name.data(),
               bytes.size());
+}
+
+std::string Read(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// A protobuf length-delimited field (wire type 2), for the hand-built seed.
+std::string Len(uint32_t field, std::string_view payload) {
+  std::string s;
+  for (uint64_t v : {uint64_t{field} << 3 | 2, uint64_t{payload.size()}}) {
+    for (; v >= 0x80; v >>= 7) s += static_cast<char>((v & 0x7f) | 0x80);
+    s += static_cast<char>(v);
+  }
+  s += payload;
+  return s;
 }
 
 // zlib format (HTTP "deflate"), which the load generator does not send.
@@ -76,6 +96,22 @@ int main(int argc, char** argv) {
   const std::string sample = spanhouse::codec::EncodeOtlpProto(spanhouse::testdata::SampleBatch(1));
   Write(proto, "sample-batch", sample);
   Write(proto, "empty", "");
+  // The hand-made JSON seeds with every field and the deepest values, as protobuf: nested
+  // arrays and kvlists holding every value type, which no generated trace has.
+  for (const char* name : {"every-field", "nested-values", "deep-16"}) {
+    SpanBatch b;
+    const std::string json = Read(root / "otlp_json" / (std::string(name) + ".json"));
+    if (!spanhouse::codec::DecodeOtlpJson(json, b).ok()) {
+      std::fprintf(stderr, "make_seeds: otlp_json/%s.json does not decode\n", name);
+      return 1;
+    }
+    Write(proto, std::string("from-json-") + name, spanhouse::codec::EncodeOtlpProto(b));
+  }
+  // Old SDKs send instrumentation_library_spans (field 1000, the layout of scope_spans), which
+  // the encoder never writes: resource_spans { 1000 { library { name } spans { ids, name } } }.
+  const std::string ids = Len(1, std::string(16, '\x5b')) + Len(2, std::string(8, '\xee'));
+  Write(proto, "instrumentation-library-spans",
+        Len(1, Len(1000, Len(1, Len(1, "io.legacy")) + Len(2, ids + Len(5, "old sdk")))));
 
   // Selectors as fuzz_decompress.cc reads them: 0 gzip, 1 deflate, 2 zstd, 3 none; cap 63 is the
   // largest (4 MiB), 40 is 8 KiB.
