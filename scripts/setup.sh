@@ -15,7 +15,8 @@ want_tests=0
 PKGS=(build-essential cmake ninja-build pkg-config git ca-certificates curl openssl
       libboost1.81-dev libsimdjson-dev libcli11-dev libyaml-cpp-dev libspdlog-dev libfmt-dev
       libzstd-dev zlib1g-dev libssl-dev libgtest-dev npm python3 python3-venv)
-if ((want_tests)); then PKGS+=(clang-format clang-tidy); fi
+# clang-14 and its runtimes (libFuzzer, ASan, UBSan) build the fuzz targets (tests/fuzz).
+if ((want_tests)); then PKGS+=(clang-format clang-tidy clang-14 libclang-rt-14-dev); fi
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets everything up, then runs every test: unit and integration (ctest, real
 # chDB), end to end (pytest: real spanhouse processes, real OpenTelemetry SDK),
-# and the format/lint checks.
+# the decoders' fuzz targets (tests/fuzz), and the format/lint checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --tests
@@ -18,6 +18,9 @@ cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS="-f
 cmake --build build-tsan --target pipeline_test storage_test -j"$(nproc)"
 TSAN_OPTIONS="halt_on_error=1" build-tsan/pipeline_test
 TSAN_OPTIONS="halt_on_error=1" build-tsan/storage_test
+
+echo "== decoder fuzzing (libFuzzer, ASan + UBSan: every target for 60 s, side by side)"
+scripts/fuzz.sh all 60
 
 echo "== end-to-end tests (pytest)"
 SPANHOUSE_BIN="$PWD/$BUILD_DIR/spanhouse" .venv/bin/python -m pytest -q tests/e2e

@@ -26,6 +26,13 @@ void AppendJsonDouble(std::string& out, double v) {
     out += '"';
     return;
   }
+  // An integral double is written like an integer and reads back as one, with the same value.
+  // Not -0.0: "-0" reads back as the integer 0, losing the sign (found by tests/fuzz: the
+  // encoder turned a stored [-0] into [0]).
+  if (v == 0 && std::signbit(v)) {
+    out += "-0.0";
+    return;
+  }
   AppendDouble(out, v);
 }
 

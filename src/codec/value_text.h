@@ -21,7 +21,8 @@ bool DecodeBase64(std::string_view in, std::string& out);
 
 // Array and kvlist values are kept as JSON text, built from these pieces:
 //   array  -> [v, v, ...]        kvlist -> {"key": v, ...}
-//   string -> "..."  bool -> true/false  int -> 123  double -> 1.5 (non-finite: "NaN")
+//   string -> "..."  bool -> true/false  int -> 123
+//   double -> 1.5, 3 (integral: as an integer), -0.0 (keeps its sign), "NaN" (non-finite)
 //   bytes  -> "<base64>"  empty -> null
 // The writer is the caller's: these are the element rules both decoders follow.
 void AppendJsonDouble(std::string& out, double v);

@@ -117,6 +117,17 @@ TEST(OtlpEncodeTest, IntegralDoublesBeyondInt64RoundTrip) {
   ExpectRoundTrip(OneSpan({{"big", ValueType::kArray, text}}));
 }
 
+TEST(OtlpEncodeTest, NegativeZeroInJsonTextRoundTrips) {
+  // Found by tests/fuzz: the decoders wrote -0.0 in an array as "-0", which this encoder (like
+  // any JSON reader) takes for the integer 0; they now write "-0.0".
+  std::string text = "[";
+  AppendJsonDouble(text, -0.0);
+  text += ']';
+  EXPECT_EQ(text, "[-0.0]");
+  ExpectRoundTrip(OneSpan({{"negative zero", ValueType::kArray, text},
+                           {"in a kvlist", ValueType::kKvList, R"({"z":-0.0,"i":0})"}}));
+}
+
 TEST(OtlpEncodeTest, LargeMessagesGetMultiByteLengths) {
   // Values and a span large enough for 2- and 3-byte length varints at every level.
   const std::string big(70000, 'x');

@@ -570,6 +570,16 @@ TEST(OtlpJsonValues, ArrayWithMixedTypes) {
                   "false,null]"}));
 }
 
+TEST(OtlpJsonValues, NegativeZeroInAnArrayKeepsItsSign) {
+  // Found by tests/fuzz (corpus/otlp_json/crash-negative-zero-in-array.json): stored as "-0",
+  // the protobuf encoder read it back as the integer 0.
+  EXPECT_EQ(OneAttr(R"({"arrayValue":{"values":[{"doubleValue":-0.0},{"doubleValue":"-0"},)"
+                    R"({"intValue":"-0"}]}})"),
+            (Attr{"k", ValueType::kArray, "[-0.0,-0.0,0]"}));
+  EXPECT_EQ(OneAttr(R"({"kvlistValue":{"values":[{"key":"z","value":{"doubleValue":-0.0}}]}})"),
+            (Attr{"k", ValueType::kKvList, R"({"z":-0.0})"}));
+}
+
 TEST(OtlpJsonValues, EmptyArraysAndKvlists) {
   EXPECT_EQ(OneAttr(R"({"arrayValue":{}})"), (Attr{"k", ValueType::kArray, "[]"}));
   EXPECT_EQ(OneAttr(R"({"arrayValue":{"values":[]}})"), (Attr{"k", ValueType::kArray, "[]"}));

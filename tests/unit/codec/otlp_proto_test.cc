@@ -426,6 +426,16 @@ TEST(OtlpProtoValues, FastAndGeneralPathsAgree) {
             (std::vector<Attr>{{"n", ValueType::kBool, "true"}}));
 }
 
+TEST(OtlpProtoValues, NegativeZeroInAnArrayKeepsItsSign) {
+  // Found by tests/fuzz: written "-0", it read back as the integer 0 (the encoder sent [0]).
+  EXPECT_EQ(DecodeOneValue(AArray({ADouble(-0.0), ADouble(0.0), AInt(0)})),
+            (Attr{"k", ValueType::kArray, "[-0.0,0,0]"}));
+  EXPECT_EQ(DecodeOneValue(AKvList({KV("z", ADouble(-0.0))})),
+            (Attr{"k", ValueType::kKvList, "{\"z\":-0.0}"}));
+  // Outside JSON text the type is kept beside the value: "-0" is unambiguous there.
+  EXPECT_EQ(DecodeOneValue(ADouble(-0.0)), (Attr{"k", ValueType::kDouble, "-0"}));
+}
+
 TEST(OtlpProtoValues, EmptyValues) {
   // An AnyValue with nothing set, and a KeyValue without a value at all.
   EXPECT_EQ(DecodeOneValue(AEmpty()), (Attr{"k", ValueType::kEmpty, ""}));
