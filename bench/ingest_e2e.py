@@ -16,7 +16,7 @@ series every 5 s, 429s, and stored == accepted.
 Usage: bench/ingest_e2e.py [--bin build/spanhouse] [--duration 60]
                            [--connections 4] [--writer-threads 1] [--rate 0]
                            [--runs chdb,chdb+query,null] [--writer KEY=VALUE ...]
-                           [--durable KEY=VALUE ...]
+                           [--durable KEY=VALUE ...] [--set SECTION.KEY=VALUE ...]
 Only loopback addresses are used; every process is stopped at the end.
 """
 
@@ -92,16 +92,17 @@ def run(args, sink: str, with_query: bool = False) -> dict:
     work = tempfile.mkdtemp(prefix=f"spanhouse-bench-{sink}-")
     otlp, query = free_port(), free_port()
     cfg = os.path.join(work, "config.yaml")
+    sections: dict[str, dict[str, str]] = {
+        "writer": {"sink": sink, "threads": str(args.writer_threads)}}
+    settings = ([f"writer.{kv}" for kv in args.writer] + [f"durable.{kv}" for kv in args.durable]
+                + args.set)
+    for kv in settings:
+        dotted, _, value = kv.partition("=")
+        section, _, key = dotted.partition(".")
+        sections.setdefault(section, {})[key] = value
     with open(cfg, "w") as f:
-        f.write(f"writer:\n  sink: {sink}\n  threads: {args.writer_threads}\n")
-        for kv in args.writer:
-            key, _, value = kv.partition("=")
-            f.write(f"  {key}: {value}\n")
-        if args.durable:
-            f.write("durable:\n")
-            for kv in args.durable:
-                key, _, value = kv.partition("=")
-                f.write(f"  {key}: {value}\n")
+        for section, keys in sections.items():
+            f.write(f"{section}:\n" + "".join(f"  {k}: {v}\n" for k, v in keys.items()))
     log = open(os.path.join(work, "serve.log"), "w")
     serve = subprocess.Popen(
         [args.bin, "serve", "--config", cfg, "--data-dir", os.path.join(work, "data"),
@@ -184,6 +185,9 @@ def main() -> int:
                     help="extra writer setting for every run, e.g. max_rows=400000 (repeatable)")
     ap.add_argument("--durable", action="append", default=[], metavar="KEY=VALUE",
                     help="durable queue setting for every run, e.g. enabled=false (repeatable)")
+    ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                    help="any configuration key for every run, e.g. "
+                         "storage.zstd_min_part_bytes=0 (repeatable)")
     ap.add_argument("--runs", default="chdb,chdb+query,null",
                     help="comma-separated subset of chdb, chdb+query, null")
     args = ap.parse_args()

@@ -387,6 +387,12 @@ def test_metrics_are_valid_exposition_text_with_a_real_histogram(small):
     parts = [s for s in families["spanhouse_storage_parts"].samples
              if s.labels.get("table") == "spans"]
     assert parts and parts[0].value > 0, parts
+    # The engine's own write counters: every stored span was an inserted row.
+    events = {s.labels["event"]: s.value for s in families["spanhouse_engine_events"].samples}
+    assert families["spanhouse_engine_events"].type == "counter"
+    stored = [s.value for s in families["spanhouse_storage_rows"].samples
+              if s.labels.get("table") == "spans"]
+    assert stored and events.get("InsertedRows", 0) >= sum(stored) > 0, (events, stored)
 
 
 def test_counters_move_as_spans_flow(small):
