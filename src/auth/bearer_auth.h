@@ -31,9 +31,16 @@ enum class Verdict {
 // in the hashing).
 class TokenSet {
  public:
+  using Digest = std::array<unsigned char, 32>;
+  // SHA-256 of a token into *out; false when hashing failed.
+  using DigestFn = bool (*)(std::string_view token, Digest* out);
+
   // "tok1,tok2", spaces around a token ignored; empty: no tokens. A token is
   // 1 to 4096 visible ASCII characters other than ','.
+  // Fails when SHA-256 is unavailable or fails (start-up then stops).
   static Status Parse(std::string_view list, TokenSet* out);
+  // The same with another digest function (tests: a failing one).
+  static Status Parse(std::string_view list, TokenSet* out, DigestFn digest);
   // A message naming what is wrong with `list`, or empty (for config checks).
   static std::string Check(std::string_view list);
 
@@ -44,7 +51,8 @@ class TokenSet {
   Verdict Verify(std::string_view authorization) const;
 
  private:
-  std::vector<std::array<unsigned char, 32>> digests_;
+  std::vector<Digest> digests_;
+  DigestFn digest_ = nullptr;
 };
 
 struct AuthStats {

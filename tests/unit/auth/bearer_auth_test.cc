@@ -82,6 +82,30 @@ TEST(TokenSet, VerifiesBearerCredentials) {
   EXPECT_EQ(Tokens("").Verify("Bearer anything"), Verdict::kWrong);
 }
 
+// A digest function that works until told to fail, standing in for an
+// OpenSSL provider that fails: a failed hash must never let a token in.
+bool g_digest_fails = false;
+bool FlakyDigest(std::string_view token, TokenSet::Digest* out) {
+  out->fill(0);  // what a failed EVP_Digest leaves behind
+  if (g_digest_fails) return false;
+  for (size_t i = 0; i < token.size(); ++i) (*out)[i % out->size()] ^= token[i];
+  return true;
+}
+
+TEST(TokenSet, DeniesWhenHashingFails) {
+  g_digest_fails = true;
+  TokenSet t;
+  EXPECT_FALSE(TokenSet::Parse("s3cret-ingest-token", &t, &FlakyDigest).ok());
+
+  g_digest_fails = false;
+  ASSERT_TRUE(TokenSet::Parse("s3cret-ingest-token", &t, &FlakyDigest).ok());
+  EXPECT_EQ(t.Verify("Bearer s3cret-ingest-token"), Verdict::kOk);
+  g_digest_fails = true;
+  EXPECT_EQ(t.Verify("Bearer s3cret-ingest-token"), Verdict::kWrong);
+  EXPECT_EQ(t.Verify("Bearer another-guess-entirely"), Verdict::kWrong);
+  g_digest_fails = false;
+}
+
 TEST(Guard, RefusesWith401AndCounts) {
   Guard g("query", Tokens("qt"), {"/healthz", "/readyz"});
   ASSERT_TRUE(g.enabled());
