@@ -70,6 +70,9 @@ struct HttpServerOptions {
   // Set: the listener speaks HTTPS only. A failed handshake (plain HTTP
   // included) closes that connection and nothing else.
   std::shared_ptr<const TlsContext> tls{};
+  // SO_SNDBUF of accepted connections; 0: the kernel's, auto-tuned. Tests
+  // set a small one to reach back-pressure quickly.
+  int send_buffer_bytes = 0;
 };
 
 // Requests the server answered itself, before any handler: bodies over
@@ -77,6 +80,9 @@ struct HttpServerOptions {
 struct HttpServerStats {
   std::atomic<uint64_t> refused_too_large{0};
   std::atomic<uint64_t> refused_malformed{0};
+  // epoll events handled on connections, all threads together: a connection
+  // that makes the loop spin shows as this growing without traffic (tests).
+  std::atomic<uint64_t> connection_events{0};
 };
 
 class HttpServer {
