@@ -11,6 +11,7 @@ namespace spanhouse::auth {
 
 namespace {
 
+constexpr size_t kMinTokenBytes = 16;  // guessable below that, whatever the rate limit
 constexpr size_t kMaxTokenBytes = 4096;
 
 // SHA-256 from the default provider, fetched once: a provider without it
@@ -50,6 +51,10 @@ bool ForEachItem(std::string_view list, F f) {
 
 std::string TokenProblem(std::string_view token) {
   if (token.empty()) return "an empty token";
+  if (token.size() < kMinTokenBytes) {
+    return "a token shorter than 16 characters (make tokens long and random, e.g. `openssl rand "
+           "-hex 32`)";
+  }
   if (token.size() > kMaxTokenBytes) return "a token longer than 4096 characters";
   for (const char c : token) {
     const auto u = static_cast<unsigned char>(c);
@@ -101,7 +106,6 @@ Status TokenSet::Parse(std::string_view list, TokenSet* out, DigestFn digest) {
 }
 
 Verdict TokenSet::Verify(std::string_view authorization) const {
-  if (authorization.empty()) return Verdict::kMissing;
   const size_t space = authorization.find(' ');
   if (space == std::string_view::npos || !IEqualsAscii(authorization.substr(0, space), "bearer")) {
     return Verdict::kMalformed;
@@ -126,16 +130,18 @@ Guard::Guard(std::string listener, TokenSet tokens, std::vector<std::string> ope
 
 net::HttpAuthorizer Guard::Authorizer() {
   if (!enabled()) return {};
-  return [this](const net::HttpRequest& head, std::string_view authorization,
+  return [this](const net::HttpRequest& head, const net::AuthorizationHeader& authorization,
                 net::HttpResponse& resp) { return Authorize(head, authorization, resp); };
 }
 
-bool Guard::Authorize(const net::HttpRequest& head, std::string_view authorization,
+bool Guard::Authorize(const net::HttpRequest& head, const net::AuthorizationHeader& authorization,
                       net::HttpResponse& resp) {
   if (!enabled()) return true;
   const std::string_view path = head.path();
   if (std::find(open_paths_.begin(), open_paths_.end(), path) != open_paths_.end()) return true;
-  const Verdict verdict = tokens_.Verify(authorization);
+  const Verdict verdict = authorization.count == 0  ? Verdict::kMissing
+                          : authorization.count > 1 ? Verdict::kMalformed
+                                                    : tokens_.Verify(authorization.value);
   if (verdict == Verdict::kOk) return true;
   resp.status = 401;
   resp.content_type = "text/plain";

@@ -217,11 +217,10 @@ struct HeadInfo {
   bool expect_continue = false;
   bool seen_content_type = false;
   bool seen_content_encoding = false;
-  bool seen_authorization = false;
-  // The first Authorization value, a view into the connection's input
-  // buffer: valid only until the next read into it, so OnHead hands it to
-  // the authorizer at once and never keeps it.
-  std::string_view authorization;
+  // The Authorization headers: how many, and the first one's value, a view
+  // into the connection's input buffer: valid only until the next read into
+  // it, so OnHead hands it to the authorizer at once and never keeps it.
+  AuthorizationHeader authorization;
 
   bool keep_alive() const { return !conn_close && (!http10 || conn_keep_alive); }
 };
@@ -312,8 +311,7 @@ const char* ParseHead(std::string_view head, HttpRequest& req, HeadInfo& info) {
       if (!info.seen_content_encoding) req.content_encoding = value;
       info.seen_content_encoding = true;
     } else if (IEquals(name, "authorization")) {
-      if (!info.seen_authorization) info.authorization = value;
-      info.seen_authorization = true;
+      if (info.authorization.count++ == 0) info.authorization.value = value;
     }
   }
   // Both would let a proxy in front and this server disagree on where the
@@ -964,7 +962,7 @@ Step IoThread::OnHead(Conn& c) {
     // answered from its head alone. (The view is still valid: nothing has
     // been read into the buffer since the head.)
     HttpResponse refusal;
-    const std::string_view authorization = std::exchange(c.info.authorization, {});
+    const AuthorizationHeader authorization = std::exchange(c.info.authorization, {});
     if (!srv_.opts.authorize(c.req, authorization, refusal)) return Refuse(c, std::move(refusal));
   }
 
@@ -1109,11 +1107,14 @@ Step IoThread::Fail(Conn& c, int status, std::string message) {
   return Send(c);
 }
 
-// Answers a request its authorizer refused. Its body is never read: the
-// connection lingers to drop it, then closes.
+// Answers a request its authorizer refused, then closes the connection: a
+// client gets one try per connection (no guessing token after token down one
+// keep-alive connection, pipelined or not). Its body, and whatever it sent
+// after, is never read: the connection lingers to drop it, so the close does
+// not reset the connection before the client has read the answer.
 Step IoThread::Refuse(Conn& c, HttpResponse resp) {
-  c.linger = c.info.chunked || c.info.content_length.value_or(0) > 0;
-  c.close_after_write = c.linger || !c.info.keep_alive() || !srv_.accepting.load();
+  c.linger = true;
+  c.close_after_write = true;
   Queue(c, std::move(resp), c.info.head_method);
   c.req = HttpRequest{};
   return Send(c);

@@ -48,13 +48,18 @@ using HttpHandler = std::function<void(HttpRequest&, HttpResponse&)>;
 // Decides whether a request may proceed, from its head alone: it runs once
 // method, target and headers are parsed and before the body is read, so a
 // refused client never makes the server receive or buffer its body.
-// `authorization` is the first Authorization header's value (empty if none);
-// it points into the connection's input buffer and is only valid during the
-// call, which is why it is not kept in HttpRequest (no copy per request).
-// True: go on. False: `resp` is the answer; a request with a body then has
-// its connection closed after the answer, since the unread body is in the way.
-using HttpAuthorizer =
-    std::function<bool(const HttpRequest& head, std::string_view authorization, HttpResponse&)>;
+// `authorization` says how many Authorization headers the head had and the
+// first one's value; the value points into the connection's input buffer and
+// is only valid during the call, which is why it is not kept in HttpRequest
+// (no copy per request). True: go on. False: `resp` is the answer, after
+// which the connection is closed (a refused client gets no second try on
+// it; a request's unread body is drained first so the answer arrives).
+struct AuthorizationHeader {
+  std::string_view value;  // the first Authorization header's value
+  int count = 0;           // 0: none; more than 1: ambiguous
+};
+using HttpAuthorizer = std::function<bool(const HttpRequest& head,
+                                          const AuthorizationHeader& authorization, HttpResponse&)>;
 
 struct HttpServerOptions {
   std::string name;                   // for logs

@@ -829,10 +829,12 @@ class AuthorizerTest : public HttpServerTest {
  protected:
   void StartGuarded() {
     HttpServerOptions o = Options();
-    o.authorize = [this](const HttpRequest& head, std::string_view authorization,
+    o.threads = 1;  // seen_ in the order requests arrive, from one thread
+    o.authorize = [this](const HttpRequest& head, const AuthorizationHeader& authorization,
                          HttpResponse& resp) {
-      seen_.push_back(head.method + " " + head.target + " [" + std::string(authorization) + "]");
-      if (authorization == "Bearer good" || head.path() == "/open") return true;
+      seen_.push_back(head.method + " " + head.target + " [" + std::string(authorization.value) +
+                      "] x" + std::to_string(authorization.count));
+      if (authorization.value == "Bearer good" || head.path() == "/open") return true;
       resp.status = 401;
       resp.headers.emplace_back("WWW-Authenticate", "Bearer");
       resp.body = "no\n";
@@ -840,34 +842,40 @@ class AuthorizerTest : public HttpServerTest {
     };
     StartServer(o);
   }
-  std::vector<std::string> seen_;  // touched by the one I/O thread serving the test's client
+  std::vector<std::string> seen_;  // touched by the server's one I/O thread
 };
 
-TEST_F(AuthorizerTest, RefusedWithoutABodyKeepsTheConnection) {
+TEST_F(AuthorizerTest, RefusedWithoutABodyIsAnsweredThenClosed) {
   StartGuarded();
   Client c(port());
-  ASSERT_TRUE(c.Send(Get("/hello")));
+  // A refused request, then pipelined guesses: the first answer is the only
+  // one, readable in full, and the connection ends after it.
+  ASSERT_TRUE(c.Send(Get("/hello") + Get("/hello", "Authorization: Bearer guess1\r\n") +
+                     Get("/hello", "Authorization: Bearer good\r\n")));
   Response r;
   ASSERT_TRUE(c.ReadResponse(&r));
   EXPECT_EQ(r.status, 401);
   EXPECT_EQ(r.header("www-authenticate"), "Bearer");
   EXPECT_EQ(r.body, "no\n");
-  EXPECT_EQ(r.header("connection"), "<none>");
-  EXPECT_EQ(requests_.load(), 0);  // the handler never saw it
+  EXPECT_EQ(r.header("connection"), "close");
+  EXPECT_TRUE(c.ReadsEof());
+  EXPECT_EQ(requests_.load(), 0);  // the handler never saw any of them
 
-  // The same connection, now with the token (header names are case-blind;
-  // the first Authorization counts).
-  ASSERT_TRUE(c.Send(Get("/hello", "authorization: Bearer good\r\nAuthorization: Bearer bad\r\n")));
-  ASSERT_TRUE(c.ReadResponse(&r));
+  // A new connection with the token (header names are case-blind; the
+  // authorizer hears of every Authorization header and sees the first).
+  Client d(port());
+  ASSERT_TRUE(d.Send(Get("/hello", "authorization: Bearer good\r\nAuthorization: Bearer bad\r\n")));
+  ASSERT_TRUE(d.ReadResponse(&r));
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(r.body, "hello\n");
-  ASSERT_TRUE(c.Send(Get("/open")));
-  ASSERT_TRUE(c.ReadResponse(&r));
+  ASSERT_TRUE(d.Send(Get("/open")));
+  ASSERT_TRUE(d.ReadResponse(&r));
   EXPECT_EQ(r.status, 404);  // let through to the handler, which knows no /open
   EXPECT_EQ(requests_.load(), 2);
   ASSERT_EQ(seen_.size(), 3u);
-  EXPECT_EQ(seen_[0], "GET /hello []");
-  EXPECT_EQ(seen_[1], "GET /hello [Bearer good]");
+  EXPECT_EQ(seen_[0], "GET /hello [] x0");
+  EXPECT_EQ(seen_[1], "GET /hello [Bearer good] x2");
+  EXPECT_EQ(seen_[2], "GET /open [] x0");
 }
 
 // The client sends its whole body before reading, as most do: the 401 must

@@ -81,8 +81,8 @@ const std::map<std::string, std::string>& ValidValues() {
       {"query.listen", "0.0.0.0:26686"},
       {"query.tls_cert", "/etc/spanhouse/query.crt"},
       {"query.tls_key", "/etc/spanhouse/query.key"},
-      {"auth.ingest_tokens", "ingest-1,ingest+2/x="},
-      {"auth.query_tokens", "q-token"},
+      {"auth.ingest_tokens", "ingest-token-0001,ingest+token+2/x="},
+      {"auth.query_tokens", "query-token-00001"},
       {"queue.max_bytes", "768MiB"},
       {"queue.wait_ms", "40"},
       {"writer.max_rows", "5000"},
@@ -228,8 +228,8 @@ query:
   tls_cert: /etc/spanhouse/query.crt
   tls_key: /etc/spanhouse/query.key
 auth:
-  ingest_tokens: "ingest-1,ingest+2/x="
-  query_tokens: q-token
+  ingest_tokens: "ingest-token-0001,ingest+token+2/x="
+  query_tokens: query-token-00001
 queue:
   max_bytes: 768MiB
   wait_ms: 40
@@ -283,8 +283,8 @@ durable:
   EXPECT_EQ(c.query.listen, "0.0.0.0:26686");
   EXPECT_EQ(c.otlp_http.tls_cert, "/etc/spanhouse/otlp.crt");
   EXPECT_EQ(c.query.tls_key, "/etc/spanhouse/query.key");
-  EXPECT_EQ(c.auth.ingest_tokens, "ingest-1,ingest+2/x=");
-  EXPECT_EQ(c.auth.query_tokens, "q-token");
+  EXPECT_EQ(c.auth.ingest_tokens, "ingest-token-0001,ingest+token+2/x=");
+  EXPECT_EQ(c.auth.query_tokens, "query-token-00001");
   EXPECT_EQ(c.queue.max_bytes, 768ull << 20);
   EXPECT_EQ(c.queue.wait_ms, 40u);
   EXPECT_EQ(c.writer.max_rows, 5000u);
@@ -572,13 +572,15 @@ TEST(Config, AuthAndTlsDefaultsAreOpenPlainAndLoopback) {
 
 TEST(Config, BadTokenListsAreNamedButNotEchoed) {
   for (const std::string key : {"auth.ingest_tokens", "auth.query_tokens"}) {
-    for (const std::string v : {"a,,b", "two words", "trailing,", "caf\xc3\xa9"}) {
+    for (const std::string v :
+         {"aaaaaaaaaaaaaaaa,,bbbbbbbbbbbbbbbb", "two words-in-a-long-token", "trailing-long-token,",
+          "caf\xc3\xa9-long-enough-token", "too-short-15chr"}) {
       ExpectBadSetting(key, v);
       Config c;
       EXPECT_EQ(ApplySetting(key, v, &c).message().find(v), std::string::npos) << key << v;
     }
     ExpectGoodSetting(key, "");
-    ExpectGoodSetting(key, " one , two ");
+    ExpectGoodSetting(key, " one-long-token-01 , two-long-token-02 ");
   }
   ExpectYamlError("auth:\n  query_tokens: [a, b]\n", "auth.query_tokens");
   ExpectYamlError("auth:\n  tokens: a\n", "auth.tokens");
