@@ -1191,9 +1191,13 @@ Step IoThread::AfterResponse(Conn& c) {
 // that sends a whole body before reading the answer the chance to read it.
 Step IoThread::StartLinger(Conn& c) {
   if (c.ssl != nullptr) {
+    // The close_notify goes now or never: the session is not used again
+    // (the linger reads raw bytes), so it is freed at once.
     ERR_clear_error();
     if (!c.tls_broken) SSL_shutdown(c.ssl);
     ERR_clear_error();
+    SSL_free(c.ssl);
+    c.ssl = nullptr;
   }
   if (shutdown(c.fd, SHUT_WR) != 0) return Step::kClose;
   c.state = State::kLinger;
@@ -1202,13 +1206,16 @@ Step IoThread::StartLinger(Conn& c) {
   return Drain(c) ? Step::kWait : Step::kClose;
 }
 
-// kLinger: drops what the socket holds. False: close now.
+// kLinger: drops what the socket holds, up to the same number of reads per
+// event as Read, so that one fast sender cannot hold the thread (epoll,
+// level-triggered, comes back for the rest). False: close now.
 bool IoThread::Drain(Conn& c) {
   if (!c.in) c.in = std::make_unique_for_overwrite<char[]>(kInBufferBytes);
-  for (;;) {
+  for (int reads = 0; reads < kMaxReadsPerEvent;) {
     // Raw bytes, TLS records included: nothing of them is used.
     const ssize_t n = recv(c.fd, c.in.get(), kInBufferBytes, 0);
     if (n > 0) {
+      ++reads;
       c.lingered += n;
       if (c.lingered > srv_.opts.max_body_bytes + kInBufferBytes) return false;
       continue;
@@ -1216,6 +1223,7 @@ bool IoThread::Drain(Conn& c) {
     if (n < 0 && errno == EINTR) continue;
     return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
   }
+  return true;  // the budget is spent: more on the next event
 }
 
 // Writes as much of out_head + out_body as the socket takes.
