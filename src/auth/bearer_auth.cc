@@ -11,17 +11,25 @@ namespace spanhouse::auth {
 
 namespace {
 
+constexpr size_t kMinTokenBytes = 16;  // guessable below that, whatever the rate limit
 constexpr size_t kMaxTokenBytes = 4096;
 
-using Digest = std::array<unsigned char, 32>;
+// SHA-256 from the default provider, fetched once: a provider without it
+// shows at start-up (Parse fails), not as a failed check per request.
+const EVP_MD* Sha256Md() {
+  static EVP_MD* const md = EVP_MD_fetch(nullptr, "SHA256", nullptr);
+  return md;
+}
 
-Digest Sha256(std::string_view s) {
-  Digest d{};
+bool Sha256(std::string_view s, TokenSet::Digest* d) {
+  const EVP_MD* md = Sha256Md();
   unsigned int len = 0;
-  // Cannot fail for SHA-256 short of memory; a failure leaves an all-zero
-  // digest, which no token hashes to in practice and so matches nothing.
-  EVP_Digest(s.data(), s.size(), d.data(), &len, EVP_sha256(), nullptr);
-  return d;
+  if (md == nullptr || EVP_Digest(s.data(), s.size(), d->data(), &len, md, nullptr) != 1 ||
+      len != d->size()) {
+    d->fill(0);
+    return false;
+  }
+  return true;
 }
 
 std::string_view TrimSpaces(std::string_view t) {
@@ -43,6 +51,10 @@ bool ForEachItem(std::string_view list, F f) {
 
 std::string TokenProblem(std::string_view token) {
   if (token.empty()) return "an empty token";
+  if (token.size() < kMinTokenBytes) {
+    return "a token shorter than 16 characters (make tokens long and random, e.g. `openssl rand "
+           "-hex 32`)";
+  }
   if (token.size() > kMaxTokenBytes) return "a token longer than 4096 characters";
   for (const char c : token) {
     const auto u = static_cast<unsigned char>(c);
@@ -70,29 +82,39 @@ std::string TokenSet::Check(std::string_view list) {
 }
 
 Status TokenSet::Parse(std::string_view list, TokenSet* out) {
+  return Parse(list, out, &Sha256);
+}
+
+Status TokenSet::Parse(std::string_view list, TokenSet* out, DigestFn digest) {
   if (std::string problem = Check(list); !problem.empty()) {
     return Status::Invalid("token list has " + problem);
   }
   TokenSet set;
+  set.digest_ = digest;
+  bool hashed = true;
   if (!TrimSpaces(list).empty()) {
     ForEachItem(list, [&](std::string_view token) {
-      set.digests_.push_back(Sha256(token));
-      return true;
+      Digest d{};
+      hashed = digest(token, &d);
+      set.digests_.push_back(d);
+      return hashed;
     });
   }
+  if (!hashed) return Status::Internal("cannot hash the tokens: SHA-256 failed (OpenSSL)");
   *out = std::move(set);
   return Status::Ok();
 }
 
 Verdict TokenSet::Verify(std::string_view authorization) const {
-  if (authorization.empty()) return Verdict::kMissing;
   const size_t space = authorization.find(' ');
   if (space == std::string_view::npos || !IEqualsAscii(authorization.substr(0, space), "bearer")) {
     return Verdict::kMalformed;
   }
   const std::string_view token = TrimSpaces(authorization.substr(space + 1));
   if (token.empty() || token.size() > kMaxTokenBytes) return Verdict::kMalformed;
-  const Digest presented = Sha256(token);
+  Digest presented{};
+  // A failed hash denies: it must never compare as a match.
+  if (!(digest_ != nullptr ? digest_ : &Sha256)(token, &presented)) return Verdict::kWrong;
   // Every configured digest is compared, whatever matched before.
   int match = 0;
   for (const Digest& d : digests_) {
@@ -108,16 +130,18 @@ Guard::Guard(std::string listener, TokenSet tokens, std::vector<std::string> ope
 
 net::HttpAuthorizer Guard::Authorizer() {
   if (!enabled()) return {};
-  return [this](const net::HttpRequest& head, std::string_view authorization,
+  return [this](const net::HttpRequest& head, const net::AuthorizationHeader& authorization,
                 net::HttpResponse& resp) { return Authorize(head, authorization, resp); };
 }
 
-bool Guard::Authorize(const net::HttpRequest& head, std::string_view authorization,
+bool Guard::Authorize(const net::HttpRequest& head, const net::AuthorizationHeader& authorization,
                       net::HttpResponse& resp) {
   if (!enabled()) return true;
   const std::string_view path = head.path();
   if (std::find(open_paths_.begin(), open_paths_.end(), path) != open_paths_.end()) return true;
-  const Verdict verdict = tokens_.Verify(authorization);
+  const Verdict verdict = authorization.count == 0  ? Verdict::kMissing
+                          : authorization.count > 1 ? Verdict::kMalformed
+                                                    : tokens_.Verify(authorization.value);
   if (verdict == Verdict::kOk) return true;
   resp.status = 401;
   resp.content_type = "text/plain";

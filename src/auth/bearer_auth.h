@@ -20,7 +20,7 @@ namespace spanhouse::auth {
 enum class Verdict {
   kOk,
   kMissing,    // no Authorization header
-  kMalformed,  // not "Bearer <token>"
+  kMalformed,  // not "Bearer <token>", empty, or more than one header
   kWrong,      // a bearer token, not one of the listener's
 };
 
@@ -31,20 +31,31 @@ enum class Verdict {
 // in the hashing).
 class TokenSet {
  public:
+  using Digest = std::array<unsigned char, 32>;
+  // SHA-256 of a token into *out; false when hashing failed.
+  using DigestFn = bool (*)(std::string_view token, Digest* out);
+
   // "tok1,tok2", spaces around a token ignored; empty: no tokens. A token is
-  // 1 to 4096 visible ASCII characters other than ','.
+  // 16 to 4096 visible ASCII characters other than ','; a shorter one is
+  // refused (it could be guessed).
+  // Fails when SHA-256 is unavailable or fails (start-up then stops).
   static Status Parse(std::string_view list, TokenSet* out);
+  // The same with another digest function (tests: a failing one).
+  static Status Parse(std::string_view list, TokenSet* out, DigestFn digest);
   // A message naming what is wrong with `list`, or empty (for config checks).
   static std::string Check(std::string_view list);
 
   bool empty() const { return digests_.empty(); }
   size_t size() const { return digests_.size(); }
-  // `authorization`: an Authorization header's value ("" when absent). The
-  // scheme is case-insensitive (RFC 9110, 11.1).
+  // `authorization`: an Authorization header's value (an empty one is
+  // kMalformed; Guard tells absent headers apart). The scheme is
+  // case-insensitive (RFC 9110, 11.1). A failure to hash the
+  // presented token is kWrong: it never matches.
   Verdict Verify(std::string_view authorization) const;
 
  private:
-  std::vector<std::array<unsigned char, 32>> digests_;
+  std::vector<Digest> digests_;
+  DigestFn digest_ = nullptr;
 };
 
 struct AuthStats {
@@ -69,7 +80,9 @@ class Guard {
   // the server.
   net::HttpAuthorizer Authorizer();
   // True: the request may proceed. False: `resp` is the 401 to send.
-  bool Authorize(const net::HttpRequest& head, std::string_view authorization,
+  // No Authorization header is kMissing; two or more are kMalformed (which
+  // one would count is not for a guard to guess).
+  bool Authorize(const net::HttpRequest& head, const net::AuthorizationHeader& authorization,
                  net::HttpResponse& resp);
 
   const std::string& listener() const { return listener_; }

@@ -35,7 +35,11 @@
 // same non-blocking socket. SSL_read does the handshake on the first read;
 // SSL_read and SSL_write may each need the socket readable or writable
 // (WANT_READ / WANT_WRITE, e.g. a handshake message or a TLS 1.3 key update),
-// which the connection remembers so epoll watches for that too. SSL_read
+// which the connection remembers for each direction apart: epoll then
+// watches for what the blocked call needs *instead of* what its direction
+// normally waits for (a read that must write stops watching for input, which
+// would otherwise keep firing while the client's bytes sit unread, and spin
+// the thread). SSL_read
 // returns one record at a time, so a short read does not mean the socket is
 // drained: a TLS connection reads until OpenSSL wants more from the socket.
 // A handshake that fails (plain HTTP sent to the port, a client that rejects
@@ -213,11 +217,10 @@ struct HeadInfo {
   bool expect_continue = false;
   bool seen_content_type = false;
   bool seen_content_encoding = false;
-  bool seen_authorization = false;
-  // The first Authorization value, a view into the connection's input
-  // buffer: valid only until the next read into it, so OnHead hands it to
-  // the authorizer at once and never keeps it.
-  std::string_view authorization;
+  // The Authorization headers: how many, and the first one's value, a view
+  // into the connection's input buffer: valid only until the next read into
+  // it, so OnHead hands it to the authorizer at once and never keeps it.
+  AuthorizationHeader authorization;
 
   bool keep_alive() const { return !conn_close && (!http10 || conn_keep_alive); }
 };
@@ -308,8 +311,7 @@ const char* ParseHead(std::string_view head, HttpRequest& req, HeadInfo& info) {
       if (!info.seen_content_encoding) req.content_encoding = value;
       info.seen_content_encoding = true;
     } else if (IEquals(name, "authorization")) {
-      if (!info.seen_authorization) info.authorization = value;
-      info.seen_authorization = true;
+      if (info.authorization.count++ == 0) info.authorization.value = value;
     }
   }
   // Both would let a proxy in front and this server disagree on where the
@@ -330,14 +332,19 @@ enum class State {
   kLinger,     // answered and closing: reading and dropping what the client still sends
 };
 
+// What a TLS call that could not go on waits for on the socket.
+enum class TlsNeed : uint8_t { kNone, kIn, kOut };
+
 struct Conn {
   int fd = -1;
   SSL* ssl = nullptr;  // HTTPS: the connection's TLS session; null for plain HTTP
-  // What the last TLS call needs before it can go on, beyond what the state
-  // already watches for: a read (SSL_read) that must write, or a write
-  // (SSL_write) that must read.
-  bool tls_wants_write = false;
-  bool tls_wants_read = false;
+  // What the last SSL_read (read_needs) and the last SSL_write (write_needs)
+  // wait for, each apart: a read may wait for the socket to take output
+  // (WANT_WRITE) while a 100 Continue waits to be written, and the other way
+  // round. kNone: what the direction normally waits for (input for reads,
+  // room for writes).
+  TlsNeed read_needs = TlsNeed::kNone;
+  TlsNeed write_needs = TlsNeed::kNone;
   bool tls_broken = false;  // a fatal TLS error: no close_notify may be sent
   size_t index = 0;         // in IoThread::conns_
   uint32_t events = 0;      // what epoll watches for now
@@ -486,8 +493,8 @@ class IoThread {
   bool Read(Conn& c);
   ssize_t Receive(Conn& c, char* dst, size_t want);
   ssize_t ReceiveTls(Conn& c, char* dst, size_t want);
-  ssize_t TlsRetry(Conn& c, int n, const char* op);
-  void TlsFailed(Conn& c, const char* op, int ret, int err);
+  ssize_t TlsRetry(Conn& c, int n, const char* op, TlsNeed* need);
+  void TlsFailed(Conn& c, const char* op, int ret, int err, int sys_errno);
   Step Advance(Conn& c);
   Step OnHead(Conn& c);
   Step OnChunkSize(Conn& c);
@@ -624,6 +631,9 @@ void IoThread::Accept() {
     }
     const int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (const int sndbuf = srv_.opts.send_buffer_bytes; sndbuf > 0) {
+      setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
+    }
     auto c = std::make_unique<Conn>();
     c->fd = fd;
     if (srv_.opts.tls) {
@@ -709,13 +719,17 @@ void IoThread::Close(Conn& c) {
 }
 
 void IoThread::OnEvent(Conn& c, uint32_t events) {
+  srv_.stats.connection_events.fetch_add(1, std::memory_order_relaxed);
   bool keep = true;
   try {
     const bool error = (events & (EPOLLERR | EPOLLHUP)) != 0;
+    // Whether the socket is ready for what each direction waits for.
+    const bool write_ready = (events & (c.write_needs == TlsNeed::kIn ? EPOLLIN : EPOLLOUT)) != 0;
+    const bool read_ready = (events & (c.read_needs == TlsNeed::kOut ? EPOLLOUT : EPOLLIN)) != 0;
     if (c.state == State::kLinger) {
       keep = Drain(c);
     } else if (c.state == State::kWrite) {
-      if ((events & EPOLLOUT) || error || (c.tls_wants_read && (events & EPOLLIN))) {
+      if (write_ready || error) {
         switch (Flush(c)) {
           case Flushed::kError:
             keep = false;
@@ -732,11 +746,8 @@ void IoThread::OnEvent(Conn& c, uint32_t events) {
       }
     } else {
       // A 100 Continue that did not fit in the socket at once.
-      if (c.out_pending() && (events & EPOLLOUT) && Flush(c) == Flushed::kError) keep = false;
-      if (keep && ((events & (EPOLLIN | EPOLLERR | EPOLLHUP)) ||
-                   (c.tls_wants_write && (events & EPOLLOUT)))) {
-        keep = Read(c);
-      }
+      if (c.out_pending() && write_ready && Flush(c) == Flushed::kError) keep = false;
+      if (keep && (read_ready || error)) keep = Read(c);
     }
   } catch (const std::exception& e) {
     // Only allocation can throw here (handlers' exceptions are caught in
@@ -819,30 +830,31 @@ ssize_t IoThread::Receive(Conn& c, char* dst, size_t want) {
 
 ssize_t IoThread::ReceiveTls(Conn& c, char* dst, size_t want) {
   ERR_clear_error();  // SSL_get_error looks at this thread's error queue
-  c.tls_wants_read = c.tls_wants_write = false;
+  c.read_needs = TlsNeed::kNone;
   const int n = SSL_read(c.ssl, dst, static_cast<int>(std::min<size_t>(want, 1u << 30)));
   if (n > 0) return n;
-  const ssize_t r = TlsRetry(c, n, "read");
+  const ssize_t r = TlsRetry(c, n, "read", &c.read_needs);
   return r == -1 ? -1 : 0;
 }
 
 // After an SSL_read or SSL_write that returned n <= 0: -1 when it is to be
-// retried once the socket is readable or writable (noted for
+// retried once the socket is readable or writable (noted in *need for
 // UpdateInterest), 0 when the client ended the session (close_notify), -2
 // when the connection is broken.
-ssize_t IoThread::TlsRetry(Conn& c, int n, const char* op) {
+ssize_t IoThread::TlsRetry(Conn& c, int n, const char* op, TlsNeed* need) {
+  const int sys_errno = errno;  // what the failed recv/send said, for SSL_ERROR_SYSCALL
   const int err = SSL_get_error(c.ssl, n);
   switch (err) {
     case SSL_ERROR_WANT_READ:
-      c.tls_wants_read = true;
+      *need = TlsNeed::kIn;
       return -1;
     case SSL_ERROR_WANT_WRITE:
-      c.tls_wants_write = true;
+      *need = TlsNeed::kOut;
       return -1;
     case SSL_ERROR_ZERO_RETURN:
       return 0;
     default:
-      TlsFailed(c, op, n, err);
+      TlsFailed(c, op, n, err, sys_errno);
       return -2;
   }
 }
@@ -850,16 +862,22 @@ ssize_t IoThread::TlsRetry(Conn& c, int n, const char* op) {
 // A fatal TLS error on one connection, which is then closed. A failed
 // handshake is counted: it is what plain HTTP on an HTTPS port, a scanner
 // or a client that distrusts the certificate looks like.
-// A client that connects and leaves (a TCP health check, a port scan) is
-// just gone, not a failure.
-void IoThread::TlsFailed(Conn& c, const char* op, int ret, int err) {
+// A client that connects and leaves (a TCP health check, a port scan, one
+// that resets the connection mid-handshake) is just gone, not a failure.
+void IoThread::TlsFailed(Conn& c, const char* op, int ret, int err, int sys_errno) {
   c.tls_broken = true;
   const unsigned long code = ERR_peek_error();
   char reason[256] = "connection closed";
   if (code != 0) ERR_error_string_n(code, reason, sizeof(reason));
   ERR_clear_error();
-  const bool gone = (err == SSL_ERROR_SYSCALL && ret == 0) ||
-                    ERR_GET_REASON(code) == SSL_R_UNEXPECTED_EOF_WHILE_READING;
+  // A reset shows in errno, or (OpenSSL 3) as a system error on the queue.
+  const auto is_reset = [](int e) { return e == ECONNRESET || e == EPIPE; };
+  const bool reset =
+      err == SSL_ERROR_SYSCALL &&
+      (is_reset(sys_errno) || (ERR_GET_LIB(code) == ERR_LIB_SYS && is_reset(ERR_GET_REASON(code))));
+  const bool gone = (err == SSL_ERROR_SYSCALL && ret == 0) || reset ||
+                    (ERR_GET_LIB(code) == ERR_LIB_SSL &&
+                     ERR_GET_REASON(code) == SSL_R_UNEXPECTED_EOF_WHILE_READING);
   if (gone) return;
   if (!SSL_is_init_finished(c.ssl)) {
     srv_.opts.tls->CountHandshakeFailure();
@@ -944,7 +962,7 @@ Step IoThread::OnHead(Conn& c) {
     // answered from its head alone. (The view is still valid: nothing has
     // been read into the buffer since the head.)
     HttpResponse refusal;
-    const std::string_view authorization = std::exchange(c.info.authorization, {});
+    const AuthorizationHeader authorization = std::exchange(c.info.authorization, {});
     if (!srv_.opts.authorize(c.req, authorization, refusal)) return Refuse(c, std::move(refusal));
   }
 
@@ -1089,11 +1107,14 @@ Step IoThread::Fail(Conn& c, int status, std::string message) {
   return Send(c);
 }
 
-// Answers a request its authorizer refused. Its body is never read: the
-// connection lingers to drop it, then closes.
+// Answers a request its authorizer refused, then closes the connection: a
+// client gets one try per connection (no guessing token after token down one
+// keep-alive connection, pipelined or not). Its body, and whatever it sent
+// after, is never read: the connection lingers to drop it, so the close does
+// not reset the connection before the client has read the answer.
 Step IoThread::Refuse(Conn& c, HttpResponse resp) {
-  c.linger = c.info.chunked || c.info.content_length.value_or(0) > 0;
-  c.close_after_write = c.linger || !c.info.keep_alive() || !srv_.accepting.load();
+  c.linger = true;
+  c.close_after_write = true;
   Queue(c, std::move(resp), c.info.head_method);
   c.req = HttpRequest{};
   return Send(c);
@@ -1170,9 +1191,13 @@ Step IoThread::AfterResponse(Conn& c) {
 // that sends a whole body before reading the answer the chance to read it.
 Step IoThread::StartLinger(Conn& c) {
   if (c.ssl != nullptr) {
+    // The close_notify goes now or never: the session is not used again
+    // (the linger reads raw bytes), so it is freed at once.
     ERR_clear_error();
     if (!c.tls_broken) SSL_shutdown(c.ssl);
     ERR_clear_error();
+    SSL_free(c.ssl);
+    c.ssl = nullptr;
   }
   if (shutdown(c.fd, SHUT_WR) != 0) return Step::kClose;
   c.state = State::kLinger;
@@ -1181,13 +1206,16 @@ Step IoThread::StartLinger(Conn& c) {
   return Drain(c) ? Step::kWait : Step::kClose;
 }
 
-// kLinger: drops what the socket holds. False: close now.
+// kLinger: drops what the socket holds, up to the same number of reads per
+// event as Read, so that one fast sender cannot hold the thread (epoll,
+// level-triggered, comes back for the rest). False: close now.
 bool IoThread::Drain(Conn& c) {
   if (!c.in) c.in = std::make_unique_for_overwrite<char[]>(kInBufferBytes);
-  for (;;) {
+  for (int reads = 0; reads < kMaxReadsPerEvent;) {
     // Raw bytes, TLS records included: nothing of them is used.
     const ssize_t n = recv(c.fd, c.in.get(), kInBufferBytes, 0);
     if (n > 0) {
+      ++reads;
       c.lingered += n;
       if (c.lingered > srv_.opts.max_body_bytes + kInBufferBytes) return false;
       continue;
@@ -1195,6 +1223,7 @@ bool IoThread::Drain(Conn& c) {
     if (n < 0 && errno == EINTR) continue;
     return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
   }
+  return true;  // the budget is spent: more on the next event
 }
 
 // Writes as much of out_head + out_body as the socket takes.
@@ -1251,19 +1280,31 @@ ssize_t IoThread::TransmitTls(Conn& c) {
     len = c.out_body.size() - off;
   }
   ERR_clear_error();
-  c.tls_wants_read = c.tls_wants_write = false;
+  c.write_needs = TlsNeed::kNone;
   const int n = SSL_write(c.ssl, data, static_cast<int>(std::min<size_t>(len, 1u << 30)));
   if (n > 0) return n;
-  const ssize_t r = TlsRetry(c, n, "write");
+  const ssize_t r = TlsRetry(c, n, "write", &c.write_needs);
   return r == -1 ? -1 : -2;
 }
 
 // Watch for reads while a request is being read, for writes while anything
-// is waiting to be written, and never for reads while a response is.
+// is waiting to be written, and never for reads while a response is. A TLS
+// call blocked on the other event replaces its direction's usual one: a
+// read that waits for room to write must not be woken by input it cannot
+// take (level-triggered, that would fire until the client reads), nor a
+// write that waits for input by room it cannot use.
 void IoThread::UpdateInterest(Conn& c) {
-  uint32_t want = c.state == State::kWrite ? EPOLLOUT : EPOLLIN;
-  if (c.out_pending() || c.tls_wants_write) want |= EPOLLOUT;
-  if (c.tls_wants_read) want |= EPOLLIN;
+  uint32_t want = 0;
+  if (c.state == State::kLinger) {
+    want = EPOLLIN;  // raw reads, no TLS
+  } else {
+    if (c.state != State::kWrite) {
+      want |= c.read_needs == TlsNeed::kOut ? EPOLLOUT : EPOLLIN;
+    }
+    if (c.state == State::kWrite || c.out_pending()) {
+      want |= c.write_needs == TlsNeed::kIn ? EPOLLIN : EPOLLOUT;
+    }
+  }
   if (want == c.events) return;
   epoll_event ev{};
   ev.events = want;

@@ -48,13 +48,18 @@ using HttpHandler = std::function<void(HttpRequest&, HttpResponse&)>;
 // Decides whether a request may proceed, from its head alone: it runs once
 // method, target and headers are parsed and before the body is read, so a
 // refused client never makes the server receive or buffer its body.
-// `authorization` is the first Authorization header's value (empty if none);
-// it points into the connection's input buffer and is only valid during the
-// call, which is why it is not kept in HttpRequest (no copy per request).
-// True: go on. False: `resp` is the answer; a request with a body then has
-// its connection closed after the answer, since the unread body is in the way.
-using HttpAuthorizer =
-    std::function<bool(const HttpRequest& head, std::string_view authorization, HttpResponse&)>;
+// `authorization` says how many Authorization headers the head had and the
+// first one's value; the value points into the connection's input buffer and
+// is only valid during the call, which is why it is not kept in HttpRequest
+// (no copy per request). True: go on. False: `resp` is the answer, after
+// which the connection is closed (a refused client gets no second try on
+// it; a request's unread body is drained first so the answer arrives).
+struct AuthorizationHeader {
+  std::string_view value;  // the first Authorization header's value
+  int count = 0;           // 0: none; more than 1: ambiguous
+};
+using HttpAuthorizer = std::function<bool(const HttpRequest& head,
+                                          const AuthorizationHeader& authorization, HttpResponse&)>;
 
 struct HttpServerOptions {
   std::string name;                   // for logs
@@ -70,6 +75,9 @@ struct HttpServerOptions {
   // Set: the listener speaks HTTPS only. A failed handshake (plain HTTP
   // included) closes that connection and nothing else.
   std::shared_ptr<const TlsContext> tls{};
+  // SO_SNDBUF of accepted connections; 0: the kernel's, auto-tuned. Tests
+  // set a small one to reach back-pressure quickly.
+  int send_buffer_bytes = 0;
 };
 
 // Requests the server answered itself, before any handler: bodies over
@@ -77,6 +85,9 @@ struct HttpServerOptions {
 struct HttpServerStats {
   std::atomic<uint64_t> refused_too_large{0};
   std::atomic<uint64_t> refused_malformed{0};
+  // epoll events handled on connections, all threads together: a connection
+  // that makes the loop spin shows as this growing without traffic (tests).
+  std::atomic<uint64_t> connection_events{0};
 };
 
 class HttpServer {

@@ -34,6 +34,11 @@ Status TlsContext::Load(const std::string& cert_path, const std::string& key_pat
   // Owned from here, so every return below frees it.
   std::shared_ptr<const TlsContext> holder(new TlsContext(ctx));
   SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+  // No TLS 1.2 renegotiation: a client could otherwise make the server redo
+  // handshakes (CPU) and turn an SSL_write into one that must read first.
+  // Session tickets stay (resumption spares reconnecting clients a full
+  // handshake); the server loop handles the writes they need.
+  SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION);
   // Partial writes and a retried write from a moved buffer fit the server's
   // write loop, which resumes from an offset; released buffers keep an idle
   // keep-alive connection at a few KiB instead of ~34 KiB.

@@ -1,11 +1,14 @@
 #include "server/config.h"
 
+#include <algorithm>
 #include <charconv>
 #include <functional>
 #include <tuple>
 #include <vector>
 
 #include <yaml-cpp/yaml.h>
+
+#include <fmt/format.h>
 
 #include "auth/bearer_auth.h"
 #include "net/http_server.h"
@@ -345,17 +348,33 @@ std::string ColdPath(const Config& cfg) {
   return cfg.storage.cold_path.empty() ? cfg.data_dir + "/cold" : cfg.storage.cold_path;
 }
 
-std::string ToYaml(const Config& cfg) {
+namespace {
+
+// What --print-config shows of a secret: that it is set, not what it is.
+std::string Redacted(const std::string& key, const std::string& value) {
+  if (value.find_first_not_of(" \t,") == std::string::npos) return value;  // nothing set
+  if (key == "auth.ingest_tokens" || key == "auth.query_tokens") {
+    const size_t n = std::count(value.begin(), value.end(), ',') + 1;
+    return fmt::format("<redacted, {} token{}>", n, n == 1 ? "" : "s");
+  }
+  if (key == "storage.s3_secret_access_key") return "<redacted>";
+  return value;
+}
+
+}  // namespace
+
+std::string ToYaml(const Config& cfg, Secrets secrets) {
   // Built as a node tree so values that need quoting in YAML (IPv6
   // addresses, paths with ': ' or '#') are emitted so they parse back.
   YAML::Node root;
   for (const auto& k : Keys()) {
     std::string name = k.name;
+    const std::string value = secrets == Secrets::kShow ? k.get(cfg) : Redacted(k.name, k.get(cfg));
     auto dot = name.find('.');
     if (dot == std::string::npos) {
-      root[name] = k.get(cfg);
+      root[name] = value;
     } else {
-      root[name.substr(0, dot)][name.substr(dot + 1)] = k.get(cfg);
+      root[name.substr(0, dot)][name.substr(dot + 1)] = value;
     }
   }
   YAML::Emitter out;

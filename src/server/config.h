@@ -135,8 +135,14 @@ Status Validate(const Config& cfg);
 std::string DurableDir(const Config& cfg);
 // The cold volume's directory: storage.cold_path, or <data_dir>/cold.
 std::string ColdPath(const Config& cfg);
-// The effective configuration as YAML (for `spanhouse serve --print-config`).
-std::string ToYaml(const Config& cfg);
+// What ToYaml does with secrets (bearer tokens, the S3 secret key).
+enum class Secrets {
+  kRedact,  // "<redacted, N tokens>", "<redacted>": for printing and logs
+  kShow,    // in clear, so that the YAML reads back the same (tests)
+};
+// The effective configuration as YAML (for `spanhouse serve --print-config`,
+// which redacts). An empty secret is printed empty either way.
+std::string ToYaml(const Config& cfg, Secrets secrets = Secrets::kRedact);
 
 // "20MiB", "512KiB", "1GiB", "1000" -> bytes.
 bool ParseBytes(const std::string& s, uint64_t* out);

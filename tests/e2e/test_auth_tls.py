@@ -98,6 +98,7 @@ BAD_CREDENTIALS = [
     ("missing", {}),
     ("wrong", bearer("not-the-token")),
     ("malformed", {"Authorization": f"Basic {INGEST_TOKEN}"}),
+    ("empty header", {"Authorization": ""}),  # malformed too: present, but no credential
 ]
 
 
@@ -119,7 +120,7 @@ def test_ingest_needs_its_token(secured):
         assert r.status_code == 200, describe_response(r)
 
     after = scrape(sh)
-    for reason, n in (("missing", 1), ("wrong", 2), ("malformed", 1)):
+    for reason, n in (("missing", 1), ("wrong", 2), ("malformed", 2)):
         label = f'spanhouse_auth_failures_total{{listener="otlp_http",reason="{reason}"}}'
         assert metric(after, label) - metric(before, label) == n, f"{label}\n{after}"
     accepted = 'spanhouse_receiver_accepted_spans_total{receiver="otlp_http"}'
@@ -141,6 +142,8 @@ def test_query_needs_its_token(secured):
         for what, headers in BAD_CREDENTIALS + [("ingest token", bearer(INGEST_TOKEN))]:
             r = sh.session.get(sh.query_url + path, headers=headers, timeout=30)
             assert_401(r, f"query {path}, {what}")
+            # One try per connection, with or without a body.
+            assert r.headers.get("Connection") == "close", describe_response(r)
     after = scrape(sh)
     label = 'spanhouse_auth_failures_total{listener="query",reason="wrong"}'
     assert metric(after, label) - metric(before, label) == 6, after
@@ -242,12 +245,14 @@ def run_serve(args: list, env: dict, cwd: Path) -> subprocess.CompletedProcess:
 
 
 def test_tokens_from_environment_variables(tmp_path):
-    env = {"SPANHOUSE_AUTH_INGEST_TOKENS": "env-ingest-1,env-ingest-2",
-           "SPANHOUSE_AUTH_QUERY_TOKENS": "env-query"}
+    env = {"SPANHOUSE_AUTH_INGEST_TOKENS": "env-ingest-token-1,env-ingest-token-2",
+           "SPANHOUSE_AUTH_QUERY_TOKENS": "env-query-token-1"}
     r = run_serve(["--data-dir", str(tmp_path / "data"), "--print-config"], env, tmp_path)
     assert r.returncode == 0, r.stderr
-    assert "ingest_tokens: env-ingest-1,env-ingest-2" in r.stdout, r.stdout
-    assert "query_tokens: env-query" in r.stdout, r.stdout
+    # Applied, and shown only as set: --print-config never prints a secret.
+    assert "<redacted, 2 tokens>" in r.stdout, r.stdout
+    assert "<redacted, 1 token>" in r.stdout, r.stdout
+    assert "env-ingest-token" not in r.stdout and "env-query-token" not in r.stdout, r.stdout
 
     r = run_serve(["--data-dir", str(tmp_path / "data"), "--print-config"],
                   {"SPANHOUSE_AUTH_QUERY_TOKENS": "a,,b"}, tmp_path)

@@ -6,8 +6,10 @@
 #include "net/http_server.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -83,6 +85,7 @@ class Client {
   Client& operator=(const Client&) = delete;
 
   bool connected() const { return connected_; }
+  int fd() const { return fd_; }
 
   // Speaks TLS from here on: a handshake trusting what `ctx` trusts. False
   // if the handshake fails.
@@ -826,10 +829,12 @@ class AuthorizerTest : public HttpServerTest {
  protected:
   void StartGuarded() {
     HttpServerOptions o = Options();
-    o.authorize = [this](const HttpRequest& head, std::string_view authorization,
+    o.threads = 1;  // seen_ in the order requests arrive, from one thread
+    o.authorize = [this](const HttpRequest& head, const AuthorizationHeader& authorization,
                          HttpResponse& resp) {
-      seen_.push_back(head.method + " " + head.target + " [" + std::string(authorization) + "]");
-      if (authorization == "Bearer good" || head.path() == "/open") return true;
+      seen_.push_back(head.method + " " + head.target + " [" + std::string(authorization.value) +
+                      "] x" + std::to_string(authorization.count));
+      if (authorization.value == "Bearer good" || head.path() == "/open") return true;
       resp.status = 401;
       resp.headers.emplace_back("WWW-Authenticate", "Bearer");
       resp.body = "no\n";
@@ -837,34 +842,40 @@ class AuthorizerTest : public HttpServerTest {
     };
     StartServer(o);
   }
-  std::vector<std::string> seen_;  // touched by the one I/O thread serving the test's client
+  std::vector<std::string> seen_;  // touched by the server's one I/O thread
 };
 
-TEST_F(AuthorizerTest, RefusedWithoutABodyKeepsTheConnection) {
+TEST_F(AuthorizerTest, RefusedWithoutABodyIsAnsweredThenClosed) {
   StartGuarded();
   Client c(port());
-  ASSERT_TRUE(c.Send(Get("/hello")));
+  // A refused request, then pipelined guesses: the first answer is the only
+  // one, readable in full, and the connection ends after it.
+  ASSERT_TRUE(c.Send(Get("/hello") + Get("/hello", "Authorization: Bearer guess1\r\n") +
+                     Get("/hello", "Authorization: Bearer good\r\n")));
   Response r;
   ASSERT_TRUE(c.ReadResponse(&r));
   EXPECT_EQ(r.status, 401);
   EXPECT_EQ(r.header("www-authenticate"), "Bearer");
   EXPECT_EQ(r.body, "no\n");
-  EXPECT_EQ(r.header("connection"), "<none>");
-  EXPECT_EQ(requests_.load(), 0);  // the handler never saw it
+  EXPECT_EQ(r.header("connection"), "close");
+  EXPECT_TRUE(c.ReadsEof());
+  EXPECT_EQ(requests_.load(), 0);  // the handler never saw any of them
 
-  // The same connection, now with the token (header names are case-blind;
-  // the first Authorization counts).
-  ASSERT_TRUE(c.Send(Get("/hello", "authorization: Bearer good\r\nAuthorization: Bearer bad\r\n")));
-  ASSERT_TRUE(c.ReadResponse(&r));
+  // A new connection with the token (header names are case-blind; the
+  // authorizer hears of every Authorization header and sees the first).
+  Client d(port());
+  ASSERT_TRUE(d.Send(Get("/hello", "authorization: Bearer good\r\nAuthorization: Bearer bad\r\n")));
+  ASSERT_TRUE(d.ReadResponse(&r));
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(r.body, "hello\n");
-  ASSERT_TRUE(c.Send(Get("/open")));
-  ASSERT_TRUE(c.ReadResponse(&r));
+  ASSERT_TRUE(d.Send(Get("/open")));
+  ASSERT_TRUE(d.ReadResponse(&r));
   EXPECT_EQ(r.status, 404);  // let through to the handler, which knows no /open
   EXPECT_EQ(requests_.load(), 2);
   ASSERT_EQ(seen_.size(), 3u);
-  EXPECT_EQ(seen_[0], "GET /hello []");
-  EXPECT_EQ(seen_[1], "GET /hello [Bearer good]");
+  EXPECT_EQ(seen_[0], "GET /hello [] x0");
+  EXPECT_EQ(seen_[1], "GET /hello [Bearer good] x2");
+  EXPECT_EQ(seen_[2], "GET /open [] x0");
 }
 
 // The client sends its whole body before reading, as most do: the 401 must
@@ -1045,6 +1056,103 @@ TEST_F(TlsServerTest, PlainHttpAndBadHandshakesCloseOnlyTheirConnection) {
   // The server stops cleanly with TLS connections open.
   server_->Stop(100ms);
   EXPECT_TRUE(tls_client.ReadsEof());
+}
+
+// A client that keeps asking for TLS 1.3 key updates (each needs one back)
+// and never reads: once the socket takes no more of the server's answers,
+// SSL_read wants to write while the client's bytes sit unread. The server
+// must then wait for the socket to drain, not be woken by that input again
+// and again. Counted in epoll events handled, not in time.
+TEST_F(TlsServerTest, KeyUpdateFloodFromANonReaderDoesNotSpin) {
+  HttpServerOptions o = Options();
+  o.tls = tls_;
+  o.threads = 1;
+  o.idle_timeout = 0ms;  // no sweep to end it: the connection just waits
+  o.max_body_bytes = 64u << 20;
+  o.send_buffer_bytes = 4096;  // its answers fill the socket after a few hundred
+  StartServer(o);
+
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  const int small = 4096;
+  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+  setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port());
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  SSL* ssl = SSL_new(client_ctx_.get());
+  SSL_set_fd(ssl, fd);
+  ASSERT_EQ(SSL_connect(ssl), 1);
+  ASSERT_EQ(SSL_version(ssl), TLS1_3_VERSION);
+  // A body being received: the server reads on (kBody) and the app data
+  // between key updates keeps OpenSSL's limit on consecutive ones away.
+  const std::string head = "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 33554432\r\n\r\n";
+  ASSERT_EQ(SSL_write(ssl, head.data(), static_cast<int>(head.size())),
+            static_cast<int>(head.size()));
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+
+  // Until the server stops reading: the client's socket takes nothing more,
+  // and has not for a while (a busy server only falls behind for a moment).
+  bool stuck = false;
+  for (int i = 0; i < 5000000 && !stuck; ++i) {
+    ASSERT_EQ(SSL_key_update(ssl, SSL_KEY_UPDATE_REQUESTED), 1);
+    int n = SSL_write(ssl, "0123456789abcdef", 16);
+    while (n <= 0 && !stuck) {
+      ASSERT_EQ(SSL_get_error(ssl, n), SSL_ERROR_WANT_WRITE);
+      pollfd p{fd, POLLOUT, 0};
+      stuck = poll(&p, 1, 1000) == 0;
+      if (!stuck) n = SSL_write(ssl, "0123456789abcdef", 16);  // the same write, retried
+    }
+  }
+  ASSERT_TRUE(stuck) << "the server read everything: no back-pressure";
+
+  // The client misbehaves on (it neither reads nor closes): a waiting server
+  // handles a few events at most; a spinning one, thousands.
+  const uint64_t before = server_->stats().connection_events.load();
+  std::this_thread::sleep_for(300ms);
+  const uint64_t during = server_->stats().connection_events.load() - before;
+  EXPECT_LT(during, 50u) << "the I/O thread spins on a connection it cannot serve";
+
+  SSL_free(ssl);
+  close(fd);
+}
+
+// A client that resets the connection mid-handshake has left; it did not
+// fail a handshake (nothing about the certificate or the protocol).
+TEST_F(TlsServerTest, ResetMidHandshakeIsNotAHandshakeFailure) {
+  HttpServerOptions o = Options();
+  o.tls = tls_;
+  o.threads = 1;  // one loop: the reset is handled before the later connection
+  StartServer(o);
+  {
+    Client c(port());
+    ASSERT_TRUE(c.connected());
+    SSL* ssl = SSL_new(client_ctx_.get());
+    const int fd = c.fd();
+    SSL_set_fd(ssl, fd);
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    const int r = SSL_connect(ssl);  // sends the ClientHello
+    ASSERT_EQ(SSL_get_error(ssl, r), SSL_ERROR_WANT_READ);
+    pollfd p{fd, POLLIN, 0};
+    ASSERT_EQ(poll(&p, 1, 10000), 1);  // the server's flight is here: it waits for ours
+    const linger reset{1, 0};
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
+    SSL_free(ssl);
+  }  // closed with SO_LINGER 0: a reset
+  // A real failure after it, to know when the server is past the reset.
+  Client garbage(port());
+  ASSERT_TRUE(garbage.Send(std::string("\x16\x03\x01\x00\x05hello", 10)));
+  garbage.ReadToEof();
+  for (int i = 0; i < 1000 && tls_->handshake_failures() < 1; ++i) {
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_EQ(tls_->handshake_failures(), 1u);
+}
+
+TEST_F(TlsServerTest, RenegotiationIsOff) {
+  EXPECT_NE(SSL_CTX_get_options(tls_->ctx()) & SSL_OP_NO_RENEGOTIATION, 0u);
 }
 
 TEST_F(TlsServerTest, LoadNamesTheBadFile) {

@@ -81,8 +81,8 @@ const std::map<std::string, std::string>& ValidValues() {
       {"query.listen", "0.0.0.0:26686"},
       {"query.tls_cert", "/etc/spanhouse/query.crt"},
       {"query.tls_key", "/etc/spanhouse/query.key"},
-      {"auth.ingest_tokens", "ingest-1,ingest+2/x="},
-      {"auth.query_tokens", "q-token"},
+      {"auth.ingest_tokens", "ingest-token-0001,ingest+token+2/x="},
+      {"auth.query_tokens", "query-token-00001"},
       {"queue.max_bytes", "768MiB"},
       {"queue.wait_ms", "40"},
       {"writer.max_rows", "5000"},
@@ -228,8 +228,8 @@ query:
   tls_cert: /etc/spanhouse/query.crt
   tls_key: /etc/spanhouse/query.key
 auth:
-  ingest_tokens: "ingest-1,ingest+2/x="
-  query_tokens: q-token
+  ingest_tokens: "ingest-token-0001,ingest+token+2/x="
+  query_tokens: query-token-00001
 queue:
   max_bytes: 768MiB
   wait_ms: 40
@@ -283,8 +283,8 @@ durable:
   EXPECT_EQ(c.query.listen, "0.0.0.0:26686");
   EXPECT_EQ(c.otlp_http.tls_cert, "/etc/spanhouse/otlp.crt");
   EXPECT_EQ(c.query.tls_key, "/etc/spanhouse/query.key");
-  EXPECT_EQ(c.auth.ingest_tokens, "ingest-1,ingest+2/x=");
-  EXPECT_EQ(c.auth.query_tokens, "q-token");
+  EXPECT_EQ(c.auth.ingest_tokens, "ingest-token-0001,ingest+token+2/x=");
+  EXPECT_EQ(c.auth.query_tokens, "query-token-00001");
   EXPECT_EQ(c.queue.max_bytes, 768ull << 20);
   EXPECT_EQ(c.queue.wait_ms, 40u);
   EXPECT_EQ(c.writer.max_rows, 5000u);
@@ -572,13 +572,15 @@ TEST(Config, AuthAndTlsDefaultsAreOpenPlainAndLoopback) {
 
 TEST(Config, BadTokenListsAreNamedButNotEchoed) {
   for (const std::string key : {"auth.ingest_tokens", "auth.query_tokens"}) {
-    for (const std::string v : {"a,,b", "two words", "trailing,", "caf\xc3\xa9"}) {
+    for (const std::string v :
+         {"aaaaaaaaaaaaaaaa,,bbbbbbbbbbbbbbbb", "two words-in-a-long-token", "trailing-long-token,",
+          "caf\xc3\xa9-long-enough-token", "too-short-15chr"}) {
       ExpectBadSetting(key, v);
       Config c;
       EXPECT_EQ(ApplySetting(key, v, &c).message().find(v), std::string::npos) << key << v;
     }
     ExpectGoodSetting(key, "");
-    ExpectGoodSetting(key, " one , two ");
+    ExpectGoodSetting(key, " one-long-token-01 , two-long-token-02 ");
   }
   ExpectYamlError("auth:\n  query_tokens: [a, b]\n", "auth.query_tokens");
   ExpectYamlError("auth:\n  tokens: a\n", "auth.tokens");
@@ -707,8 +709,31 @@ TEST(Config, ValidateAfterYaml) {
   EXPECT_EQ(Validate(c).code(), StatusCode::kInvalidArgument);
 }
 
+// --print-config shows that secrets are set, never what they are.
+TEST(Config, ToYamlRedactsSecretsByDefault) {
+  Config c;
+  ASSERT_TRUE(ApplySetting("auth.ingest_tokens", "ingest-token-0001,ingest-token-0002", &c).ok());
+  ASSERT_TRUE(ApplySetting("auth.query_tokens", "query-token-00001", &c).ok());
+  ASSERT_TRUE(ApplySetting("storage.s3_access_key_id", "AKIDEXAMPLE", &c).ok());
+  ASSERT_TRUE(ApplySetting("storage.s3_secret_access_key", "s3cr3t/with+chars", &c).ok());
+  const std::string yaml = ToYaml(c);
+  for (const std::string secret :
+       {"ingest-token-0001", "ingest-token-0002", "query-token-00001", "s3cr3t/with+chars"}) {
+    EXPECT_EQ(yaml.find(secret), std::string::npos) << secret << " printed:\n" << yaml;
+  }
+  EXPECT_NE(yaml.find("<redacted, 2 tokens>"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("<redacted, 1 token>"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("<redacted>"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("AKIDEXAMPLE"), std::string::npos) << yaml;  // an id, not a secret
+  // Unset secrets stay empty, so "nothing configured" still shows.
+  const std::string defaults = ToYaml(Config());
+  EXPECT_EQ(defaults.find("redacted"), std::string::npos) << defaults;
+  // In clear on request, for the round trip.
+  EXPECT_NE(ToYaml(c, Secrets::kShow).find("query-token-00001"), std::string::npos);
+}
+
 TEST(Config, ToYamlOfDefaultsRoundTrips) {
-  const std::string yaml = ToYaml(Config());
+  const std::string yaml = ToYaml(Config(), Secrets::kShow);
   Config back;
   Status st = Apply(yaml, &back);
   ASSERT_TRUE(st.ok()) << st.message() << "\n" << yaml;
@@ -718,7 +743,7 @@ TEST(Config, ToYamlOfDefaultsRoundTrips) {
 TEST(Config, ToYamlOfEveryKeyChangedRoundTrips) {
   Config c;
   for (const auto& [k, v] : ValidValues()) ASSERT_TRUE(ApplySetting(k, v, &c).ok()) << k;
-  const std::string yaml = ToYaml(c);
+  const std::string yaml = ToYaml(c, Secrets::kShow);
   // Every key appears in the output.
   for (const auto& [k, v] : ValidValues()) {
     const std::string leaf = k.substr(k.find('.') + 1);
@@ -729,7 +754,7 @@ TEST(Config, ToYamlOfEveryKeyChangedRoundTrips) {
   Status st = ApplyYaml(yaml, &back);
   ASSERT_TRUE(st.ok()) << st.message() << "\n" << yaml;
   ExpectSameConfig(back, c);
-  EXPECT_EQ(ToYaml(back), yaml);
+  EXPECT_EQ(ToYaml(back, Secrets::kShow), yaml);
 }
 
 TEST(Config, ToYamlRoundTripsExtremeValues) {
@@ -744,7 +769,7 @@ TEST(Config, ToYamlRoundTripsExtremeValues) {
   ASSERT_TRUE(ApplySetting("writer.sink", "null", &c).ok());  // a YAML null if unquoted
   ASSERT_TRUE(ApplySetting("data_dir", "/srv/span house/data dir", &c).ok());
   ASSERT_TRUE(ApplySetting("log_level", "off", &c).ok());
-  const std::string yaml = ToYaml(c);
+  const std::string yaml = ToYaml(c, Secrets::kShow);
   Config back;
   Status st = Apply(yaml, &back);
   ASSERT_TRUE(st.ok()) << st.message() << "\n" << yaml;
@@ -759,7 +784,7 @@ TEST(Config, ToYamlRoundTripsIpv6ListenAddresses) {
   Config c;
   ASSERT_TRUE(ApplySetting("otlp_http.listen", "[::]:4318", &c).ok());
   ASSERT_TRUE(ApplySetting("query.listen", "[::1]:16686", &c).ok());
-  const std::string yaml = ToYaml(c);
+  const std::string yaml = ToYaml(c, Secrets::kShow);
   Config back;
   Status st = Apply(yaml, &back);
   ASSERT_TRUE(st.ok()) << st.message() << "\n" << yaml;
@@ -775,7 +800,7 @@ TEST(Config, ToYamlRoundTripsDataDirsWithYamlSyntax) {
                                 "{x}", "a: b", "- item", "null", "~", "yes", "123", "C:\\data"}) {
     Config c;
     ASSERT_TRUE(ApplySetting("data_dir", dir, &c).ok()) << dir;
-    const std::string yaml = ToYaml(c);
+    const std::string yaml = ToYaml(c, Secrets::kShow);
     Config back;
     Status st = Apply(yaml, &back);
     if (!st.ok()) {

@@ -29,8 +29,8 @@ TEST(ListenerSecurity, DefaultsAreOpenPlainAndQuiet) {
 
 TEST(ListenerSecurity, TokensMakeGuardsWithOpenProbes) {
   Config c;
-  c.auth.ingest_tokens = "in-1, in-2";
-  c.auth.query_tokens = "q";
+  c.auth.ingest_tokens = "ingest-token-0001, ingest-token-0002";
+  c.auth.query_tokens = "query-token-00001";
   ListenerSecurity s;
   ASSERT_TRUE(ListenerSecurity::Load(c, &s).ok());
   ASSERT_TRUE(s.ingest->enabled());
@@ -39,16 +39,17 @@ TEST(ListenerSecurity, TokensMakeGuardsWithOpenProbes) {
   probe.method = "GET";
   probe.target = "/healthz";
   net::HttpResponse resp;
-  EXPECT_TRUE(s.query->Authorize(probe, "", resp));
+  EXPECT_TRUE(s.query->Authorize(probe, {}, resp));
   probe.target = "/readyz";
-  EXPECT_TRUE(s.query->Authorize(probe, "", resp));
+  EXPECT_TRUE(s.query->Authorize(probe, {}, resp));
   probe.target = "/metrics";
-  EXPECT_FALSE(s.query->Authorize(probe, "", resp));
-  EXPECT_TRUE(s.query->Authorize(probe, "Bearer q", resp));
-  EXPECT_FALSE(s.query->Authorize(probe, "Bearer in-1", resp));  // not the query listener's
-  probe.target = "/healthz";  // the ingest listener has no open paths
-  EXPECT_FALSE(s.ingest->Authorize(probe, "", resp));
-  EXPECT_TRUE(s.ingest->Authorize(probe, "Bearer in-2", resp));
+  EXPECT_FALSE(s.query->Authorize(probe, {}, resp));
+  EXPECT_TRUE(s.query->Authorize(probe, {"Bearer query-token-00001", 1}, resp));
+  EXPECT_FALSE(s.query->Authorize(probe, {"Bearer ingest-token-0001", 1},
+                                  resp));  // not the query listener's
+  probe.target = "/healthz";               // the ingest listener has no open paths
+  EXPECT_FALSE(s.ingest->Authorize(probe, {}, resp));
+  EXPECT_TRUE(s.ingest->Authorize(probe, {"Bearer ingest-token-0002", 1}, resp));
 }
 
 TEST(ListenerSecurity, UnreadableCertificateFailsNamingListenerAndFile) {
@@ -72,13 +73,13 @@ TEST(ListenerSecurity, WarnsAboutListenersOpenBeyondLoopback) {
   EXPECT_NE(w[0].find("auth.ingest_tokens is empty"), std::string::npos) << w[0];
 
   c.query.listen = "[::]:16686";
-  c.auth.ingest_tokens = "t";
+  c.auth.ingest_tokens = "ingest-token-0001";
   w = ListenerSecurity::Warnings(c);
   ASSERT_EQ(w.size(), 2u);
   EXPECT_NE(w[0].find("clear text"), std::string::npos) << w[0];
   EXPECT_NE(w[1].find("auth.query_tokens is empty"), std::string::npos) << w[1];
 
-  c.auth.query_tokens = "q";
+  c.auth.query_tokens = "query-token-00001";
   c.otlp_http.tls_cert = c.query.tls_cert = "cert.pem";
   c.otlp_http.tls_key = c.query.tls_key = "key.pem";
   EXPECT_TRUE(ListenerSecurity::Warnings(c).empty());
