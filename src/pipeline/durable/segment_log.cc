@@ -116,11 +116,46 @@ void SyncDirectory(const std::string& dir) {
 
 }  // namespace
 
-uint32_t Crc32c(std::string_view data, uint32_t crc) {
+namespace {
+
+uint32_t Crc32cTable(std::string_view data, uint32_t crc) {
   static const std::array<uint32_t, 256> table = MakeCrcTable();
-  crc = ~crc;
   for (unsigned char c : data) crc = table[(crc ^ c) & 0xff] ^ (crc >> 8);
-  return ~crc;
+  return crc;
+}
+
+#if defined(__x86_64__)
+// The CPU's crc32 instruction computes CRC32C (SSE4.2, every x86-64 server
+// since 2008): 8 bytes an instruction instead of a table lookup a byte.
+// Every accepted request's body passes through here (~800 bytes a span),
+// where the table alone measured ~18% of the pipeline's CPU.
+__attribute__((target("sse4.2"))) uint32_t Crc32cSse42(std::string_view data, uint32_t crc) {
+  const char* p = data.data();
+  size_t n = data.size();
+  uint64_t c = crc;
+  for (; n >= 8; p += 8, n -= 8) {
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    c = __builtin_ia32_crc32di(c, v);
+  }
+  auto c32 = static_cast<uint32_t>(c);
+  for (; n > 0; ++p, --n) c32 = __builtin_ia32_crc32qi(c32, static_cast<unsigned char>(*p));
+  return c32;
+}
+#endif
+
+}  // namespace
+
+uint32_t Crc32c(std::string_view data, uint32_t crc) {
+#if defined(__x86_64__)
+  static const bool sse42 = __builtin_cpu_supports("sse4.2");
+  if (sse42) return ~Crc32cSse42(data, ~crc);
+#endif
+  return ~Crc32cTable(data, ~crc);
+}
+
+uint32_t Crc32cPortable(std::string_view data, uint32_t crc) {
+  return ~Crc32cTable(data, ~crc);
 }
 
 struct SegmentLog::File {

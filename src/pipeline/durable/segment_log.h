@@ -73,6 +73,9 @@ struct LogStats {
 
 // CRC32C (Castagnoli), as in the record format.
 uint32_t Crc32c(std::string_view data, uint32_t crc = 0);
+// The same by table lookups only (what Crc32c falls back to without the
+// CPU's crc32 instruction); for tests.
+uint32_t Crc32cPortable(std::string_view data, uint32_t crc = 0);
 
 class SegmentLog {
  public:
