@@ -8,6 +8,7 @@
 # picked up by the next run; the checked-in seeds in tests/fuzz/corpus/ are only read.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=true  # the compile cache, as in setup.sh
 
 targets=(otlp_proto otlp_json decompress)
 if [[ $# -ne 2 || ! "$2" =~ ^[0-9]+$ || ! " all ${targets[*]} " == *" $1 "* ]]; then

@@ -14,7 +14,7 @@ want_tests=0
 # Debian 12 (bookworm) packages; the release pins their versions.
 PKGS=(build-essential cmake ninja-build pkg-config git ca-certificates curl openssl
       libboost1.81-dev libsimdjson-dev libcli11-dev libyaml-cpp-dev libspdlog-dev libfmt-dev
-      libzstd-dev zlib1g-dev libssl-dev libgtest-dev npm python3 python3-venv)
+      libzstd-dev zlib1g-dev libssl-dev libgtest-dev npm python3 python3-venv ccache)
 # clang-14 and its runtimes (libFuzzer, ASan, UBSan) build the fuzz targets (tests/fuzz).
 if ((want_tests)); then PKGS+=(clang-format clang-tidy clang-14 libclang-rt-14-dev); fi
 
@@ -44,6 +44,9 @@ fi
 
 scripts/fetch_chdb.sh
 
+# Compiles are cached (ccache, ~/.cache/ccache), shared by every checkout of
+# the project: paths under the checkout are hashed relative to it.
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=true
 BUILD_DIR="${SPANHOUSE_BUILD_DIR:-build}"
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="${SPANHOUSE_BUILD_TYPE:-RelWithDebInfo}" >/dev/null
 cmake --build "$BUILD_DIR" -j"$(nproc)"

@@ -4,23 +4,24 @@
 # the decoders' fuzz targets (tests/fuzz), and the format/lint checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=true  # the compile cache, as in setup.sh
 scripts/setup.sh --tests
 BUILD_DIR="${SPANHOUSE_BUILD_DIR:-build}"
 
-echo "== format and lint"
+echo "== format and lint ($(date -u +%T), ${SECONDS}s)"
 scripts/lint.sh
 
-echo "== unit and integration tests (ctest)"
+echo "== unit and integration tests (ctest) ($(date -u +%T), ${SECONDS}s)"
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$(nproc)"
 
-echo "== queue and batcher tests under ThreadSanitizer"
+echo "== queue and batcher tests under ThreadSanitizer ($(date -u +%T), ${SECONDS}s)"
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS="-fsanitize=thread" >/dev/null
 cmake --build build-tsan --target pipeline_test storage_test -j"$(nproc)"
 TSAN_OPTIONS="halt_on_error=1" build-tsan/pipeline_test
 TSAN_OPTIONS="halt_on_error=1" build-tsan/storage_test
 
-echo "== decoder fuzzing (libFuzzer, ASan + UBSan: every target for 60 s, side by side)"
+echo "== decoder fuzzing (libFuzzer, ASan + UBSan: every target for 60 s, side by side) ($(date -u +%T), ${SECONDS}s)"
 scripts/fuzz.sh all 60
 
-echo "== end-to-end tests (pytest)"
+echo "== end-to-end tests (pytest) ($(date -u +%T), ${SECONDS}s)"
 SPANHOUSE_BIN="$PWD/$BUILD_DIR/spanhouse" .venv/bin/python -m pytest -q tests/e2e
