@@ -1129,12 +1129,19 @@ TEST_F(TlsServerTest, ResetMidHandshakeIsNotAHandshakeFailure) {
   {
     Client c(port());
     ASSERT_TRUE(c.connected());
+    // The ClientHello made into memory and sent by hand: the client never
+    // reads the server's answer, so the handshake cannot finish (on the
+    // socket, SSL_connect could, when the server's flight came in time).
     SSL* ssl = SSL_new(client_ctx_.get());
-    const int fd = c.fd();
-    SSL_set_fd(ssl, fd);
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-    const int r = SSL_connect(ssl);  // sends the ClientHello
+    SSL_set_bio(ssl, BIO_new(BIO_s_mem()), BIO_new(BIO_s_mem()));
+    SSL_set_connect_state(ssl);
+    const int r = SSL_do_handshake(ssl);
     ASSERT_EQ(SSL_get_error(ssl, r), SSL_ERROR_WANT_READ);
+    char* hello = nullptr;
+    const long n = BIO_get_mem_data(SSL_get_wbio(ssl), &hello);
+    ASSERT_GT(n, 0);
+    ASSERT_TRUE(c.Send(std::string(hello, static_cast<size_t>(n))));
+    const int fd = c.fd();
     pollfd p{fd, POLLIN, 0};
     ASSERT_EQ(poll(&p, 1, 10000), 1);  // the server's flight is here: it waits for ours
     const linger reset{1, 0};
