@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "storage/clickhouse/chdb.h"
 #include "storage/clickhouse/schema.h"
 
 namespace spanhouse::server {
@@ -178,18 +179,7 @@ void AppendStorageMetrics(storage::ChdbConnection& conn, PromText& out) {
     uint64_t parts, rows, bytes;
   };
   std::vector<Row> rows;
-  for (size_t pos = 0; pos < r.data.size();) {
-    size_t nl = r.data.find('\n', pos);
-    if (nl == std::string::npos) nl = r.data.size();
-    const std::string line = r.data.substr(pos, nl - pos);
-    pos = nl + 1;
-    std::vector<std::string> f;
-    for (size_t a = 0;;) {
-      const size_t tab = line.find('\t', a);
-      f.push_back(line.substr(a, tab == std::string::npos ? std::string::npos : tab - a));
-      if (tab == std::string::npos) break;
-      a = tab + 1;
-    }
+  for (const auto& f : storage::TsvRows(r.data)) {
     if (f.size() != 5) continue;
     rows.push_back({PromText::Label("table", f[0]) + "," + PromText::Label("disk", f[1]),
                     std::strtoull(f[2].c_str(), nullptr, 10),
@@ -219,16 +209,10 @@ void AppendStorageMetrics(storage::ChdbConnection& conn, PromText& out) {
   out.Family("spanhouse_engine_events_total", "counter",
              "The embedded engine's counters (system.events): rows and bytes inserted and "
              "merged, merge time; every table.");
-  for (size_t pos = 0; pos < r.data.size();) {
-    size_t nl = r.data.find('\n', pos);
-    if (nl == std::string::npos) nl = r.data.size();
-    const std::string_view line(r.data.data() + pos, nl - pos);
-    pos = nl + 1;
-    const size_t tab = line.find('\t');
-    if (tab == std::string_view::npos) continue;
-    out.Sample("spanhouse_engine_events_total",
-               PromText::Label("event", std::string(line.substr(0, tab))),
-               std::strtoull(std::string(line.substr(tab + 1)).c_str(), nullptr, 10));
+  for (const auto& f : storage::TsvRows(r.data)) {
+    if (f.size() != 2) continue;
+    out.Sample("spanhouse_engine_events_total", PromText::Label("event", f[0]),
+               std::strtoull(f[1].c_str(), nullptr, 10));
   }
 }
 

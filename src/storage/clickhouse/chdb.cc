@@ -194,4 +194,25 @@ Status ChdbConnection::Query(std::string_view sql, std::string_view format, Quer
   return st;
 }
 
+std::vector<std::vector<std::string>> TsvRows(std::string_view tsv) {
+  std::vector<std::vector<std::string>> rows;
+  for (size_t pos = 0; pos < tsv.size();) {
+    size_t nl = tsv.find('\n', pos);
+    if (nl == std::string_view::npos) nl = tsv.size();
+    std::string_view line = tsv.substr(pos, nl - pos);
+    pos = nl + 1;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.empty()) continue;
+    std::vector<std::string>& f = rows.emplace_back();
+    for (size_t a = 0;;) {
+      const size_t tab = line.find('\t', a);
+      f.emplace_back(
+          line.substr(a, tab == std::string_view::npos ? std::string_view::npos : tab - a));
+      if (tab == std::string_view::npos) break;
+      a = tab + 1;
+    }
+  }
+  return rows;
+}
+
 }  // namespace spanhouse::storage

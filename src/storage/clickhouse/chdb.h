@@ -71,4 +71,9 @@ class ChdbConnection {
   std::mutex mu_;         // one statement at a time
 };
 
+// The rows of a TSV result, each split at its tabs into fields (empty lines
+// skipped). Fields are as the engine wrote them, not unescaped: for numbers,
+// names and other values without tabs, newlines or backslashes.
+std::vector<std::vector<std::string>> TsvRows(std::string_view tsv);
+
 }  // namespace spanhouse::storage

@@ -661,9 +661,8 @@ Status SyncCodecs(ChdbConnection& conn, const Capabilities& caps, const StorageL
       return st;
     }
     std::map<std::string, std::string, std::less<>> have;
-    for (const std::string& line : LineSet(r.data)) {
-      const size_t tab = line.find('\t');
-      if (tab != std::string::npos) have[line.substr(0, tab)] = line.substr(tab + 1);
+    for (auto& f : TsvRows(r.data)) {
+      if (f.size() == 2) have[std::move(f[0])] = std::move(f[1]);
     }
     std::string alter;
     for (const auto& c : ColumnsOf(table, caps, layout)) {
