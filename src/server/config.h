@@ -107,8 +107,10 @@ struct Config {
     // The durable queue (pipeline/durable): accepted spans are written to a
     // log of segment files before the 200 and replayed after a crash.
     bool enabled = true;
-    std::string dir;                  // empty: <data_dir>/queue
-    uint64_t max_bytes = 1ull << 30;  // full -> 429 + Retry-After
+    std::string dir;  // empty: <data_dir>/queue
+    // Full -> 429 + Retry-After. While it has room, a request the memory
+    // budget (queue.max_bytes) cannot take waits here instead (spilled).
+    uint64_t max_bytes = 1ull << 30;
     // "always": the 200 waits for the fsync that covers the request (group
     // commit: one fsync for every request written meanwhile). A number N:
     // fsync every N ms, the 200 once written (survives a crash of the

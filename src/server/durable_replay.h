@@ -7,7 +7,12 @@
 // that was stored before the crash is refused by the engine as a duplicate,
 // one that was not is stored. Then, with the writers running, the spans of
 // every record that no logged block covered go through the queue like new
-// spans (and get new blocks and tokens), waiting for memory as needed.
+// spans (and get new blocks and tokens): queued while the memory budget
+// allows, then handed to the spill backlog, which queues them as memory
+// comes free (without a backlog: waiting for memory here).
+//
+// Records the receivers logged with their receive time are filtered again
+// against it, so spans the client was told were rejected stay out.
 #pragma once
 
 #include <cstdint>
@@ -15,8 +20,10 @@
 #include <vector>
 
 #include "pipeline/durable/segment_log.h"
+#include "pipeline/filter/span_filter.h"
 #include "pipeline/memory_budget.h"
 #include "pipeline/queue/sharded_queue.h"
+#include "receivers/durable/spill_backlog.h"
 #include "storage/clickhouse/embedded_writer.h"
 
 namespace spanhouse::server {
@@ -32,9 +39,11 @@ struct ReplayCounts {
 // Phase one: call before the writers start.
 void ReplayLoggedBlocks(pipeline::durable::SegmentLog& log,
                         const std::vector<std::unique_ptr<storage::EmbeddedWriter>>& writers,
-                        ReplayCounts* counts);
+                        pipeline::SpanFilter* filter, ReplayCounts* counts);
 // Phase two: call once the writers run; ends the replay (EndReplay).
+// `filter` and `backlog` may be null.
 void ReplayRemainingRecords(pipeline::durable::SegmentLog& log, pipeline::ShardedQueue& queue,
-                            pipeline::MemoryBudget& budget, ReplayCounts* counts);
+                            pipeline::MemoryBudget& budget, pipeline::SpanFilter* filter,
+                            receivers::SpillBacklog* backlog, ReplayCounts* counts);
 
 }  // namespace spanhouse::server

@@ -15,6 +15,7 @@
 #include "pipeline/memory_budget.h"
 #include "pipeline/queue/sharded_queue.h"
 #include "query/query_api.h"
+#include "receivers/durable/spill_backlog.h"
 #include "receivers/otlp_http/otlp_http_receiver.h"
 #include "server/data_dir_lock.h"
 #include "server/durable_replay.h"
@@ -79,11 +80,14 @@ int Fail(const Status& st) {
 // The durable queue: its size on disk, appends, fsyncs, what the last
 // start replayed, and corrupt tails skipped.
 void AppendDurableMetrics(const pipeline::durable::SegmentLog& log, const ReplayCounts& replayed,
-                          PromText& out) {
+                          const receivers::SpillStats& spill, PromText& out) {
   const pipeline::durable::LogStats& s = log.stats();
   const std::pair<const char*, uint64_t> gauges[] = {
       {"spanhouse_durable_queue_bytes", log.bytes()},
-      {"spanhouse_durable_queue_limit_bytes", log.options().max_bytes}};
+      {"spanhouse_durable_queue_limit_bytes", log.options().max_bytes},
+      // Accepted requests waiting on disk for memory (spill_backlog.h).
+      {"spanhouse_durable_queue_spilled_waiting_requests", spill.waiting_requests.load()},
+      {"spanhouse_durable_queue_spilled_waiting_spans", spill.waiting_spans.load()}};
   for (const auto& [name, v] : gauges) out.One(name, "gauge", "The durable queue on disk.", "", v);
   const std::pair<const char*, uint64_t> counters[] = {
       {"spanhouse_durable_queue_records_total", s.records_appended.load()},
@@ -97,20 +101,13 @@ void AppendDurableMetrics(const pipeline::durable::SegmentLog& log, const Replay
       {"spanhouse_durable_queue_replayed_blocks_total", replayed.blocks},
       {"spanhouse_durable_queue_replayed_spans_total",
        replayed.block_spans + replayed.queued_spans},
-      {"spanhouse_durable_queue_bad_records_total", replayed.bad_records}};
+      {"spanhouse_durable_queue_bad_records_total", replayed.bad_records},
+      {"spanhouse_durable_queue_spilled_requests_total", spill.spilled_requests.load()},
+      {"spanhouse_durable_queue_spilled_spans_total", spill.spilled_spans.load()},
+      {"spanhouse_durable_queue_spilled_queued_spans_total", spill.queued_spans.load()},
+      {"spanhouse_durable_queue_spilled_read_errors_total", spill.read_errors.load()}};
   for (const auto& [name, v] : counters) {
     out.One(name, "counter", "The durable queue's work since start.", "", v);
-  }
-}
-
-// The fields of one TSV line.
-std::vector<std::string> SplitTabs(const std::string& line) {
-  std::vector<std::string> f;
-  for (size_t a = 0;;) {
-    const size_t tab = line.find('\t', a);
-    f.push_back(line.substr(a, tab == std::string::npos ? std::string::npos : tab - a));
-    if (tab == std::string::npos) return f;
-    a = tab + 1;
   }
 }
 
@@ -170,9 +167,8 @@ void HandleDebugSpans(net::HttpResponse& resp, storage::ChdbConnection& conn) {
     spdlog::warn("/debug/spans: {}", st.message());
     return;
   }
-  std::string v = r.data;
-  while (!v.empty() && (v.back() == '\n' || v.back() == '\r')) v.pop_back();
-  std::vector<std::string> f = SplitTabs(v);
+  const auto rows = storage::TsvRows(r.data);
+  std::vector<std::string> f = rows.empty() ? std::vector<std::string>() : rows[0];
   if (f.size() != 3) f.resize(3, "0");
   resp.body =
       fmt::format("{{\"rows\":{},\"unique_span_ids\":{},\"red_calls\":{}}}", f[0], f[1], f[2]);
@@ -311,13 +307,18 @@ int Serve(const Config& cfg) {
     writers.push_back(std::make_unique<storage::EmbeddedWriter>(write_conns[i].get(), caps,
                                                                 queue.shard(i), wopts, &faults));
   }
+  pipeline::SpanFilter filter(FilterLimitsOf(cfg));
   ReplayCounts replayed;
-  if (log != nullptr) ReplayLoggedBlocks(*log, writers, &replayed);
+  if (log != nullptr) ReplayLoggedBlocks(*log, writers, &filter, &replayed);
   for (auto& w : writers) w->Start();
-  if (log != nullptr) ReplayRemainingRecords(*log, queue, budget, &replayed);
+  std::unique_ptr<receivers::SpillBacklog> backlog;
+  if (log != nullptr) {
+    backlog = std::make_unique<receivers::SpillBacklog>(*log, queue, budget, &filter);
+    backlog->Start();
+    ReplayRemainingRecords(*log, queue, budget, &filter, backlog.get(), &replayed);
+  }
 
   storage::ChdbSpanReader reader(*read_conn, caps);
-  pipeline::SpanFilter filter(FilterLimitsOf(cfg));
   receivers::OtlpHttpOptions receiver_opts;
   receiver_opts.address = cfg.otlp_http.listen;
   receiver_opts.max_body_bytes = cfg.otlp_http.max_body_bytes;
@@ -327,6 +328,7 @@ int Serve(const Config& cfg) {
   receiver_opts.authorize = security.ingest->Authorizer();
   receiver_opts.tls = security.ingest_tls;
   receiver_opts.log = log.get();
+  receiver_opts.spill = backlog.get();
   receivers::OtlpHttpReceiver receiver(receiver_opts, queue, budget, &filter);
   // Ready (GET /readyz) from the moment intake starts until shutdown begins.
   std::atomic<bool> ready{false};
@@ -340,8 +342,9 @@ int Serve(const Config& cfg) {
   metrics.writers = &writers;
   metrics.extra.push_back([&security](PromText& out) { security.AppendMetrics(out.text()); });
   if (log != nullptr) {
-    metrics.extra.push_back(
-        [&log, &replayed](PromText& out) { AppendDurableMetrics(*log, replayed, out); });
+    metrics.extra.push_back([&log, &replayed, &backlog](PromText& out) {
+      AppendDurableMetrics(*log, replayed, backlog->stats(), out);
+    });
   }
   query::AdminHooks hooks;
   hooks.metrics = [&] {
@@ -366,6 +369,7 @@ int Serve(const Config& cfg) {
                             reader, std::move(hooks));
 
   auto shutdown_storage = [&] {
+    if (backlog != nullptr) backlog->Stop();
     queue.Close();
     for (auto& w : writers) w->Join();
     dependency_job.Stop();
@@ -397,6 +401,7 @@ int Serve(const Config& cfg) {
 
   stopping = true;
   receiver.Stop();
+  if (backlog != nullptr) backlog->Stop();
   queue.Close();
   uint64_t written = 0;
   uint64_t inserts = 0;

@@ -19,6 +19,12 @@ from collections import Counter, defaultdict
 
 import requests
 
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest, ExportTraceServiceResponse)
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
+
 from conftest import describe_response, otlp_json_request, otlp_json_span, trace_span_ids
 
 KILLS = 5
@@ -158,9 +164,10 @@ def check_stored_once(sh, clients: list[SteadyClient], what: str) -> dict:
     return {"acked": n_acked, "stored": stored_total}
 
 
-def write_config(tmp_path, name: str, extra: str = "") -> object:
+def write_config(tmp_path, name: str, extra: str = "", writer: str = "") -> object:
+    """`extra`: more sections; `writer`: more lines of the writer section."""
     cfg = tmp_path / f"{name}.yaml"
-    cfg.write_text("writer:\n  max_age_ms: 150\n  max_rows: 2000\n"
+    cfg.write_text("writer:\n  max_age_ms: 150\n  max_rows: 2000\n" + writer +
                    "debug:\n  fault_injection: true\n" + extra)
     return cfg
 
@@ -197,8 +204,10 @@ def test_kill_right_after_an_insert_replays_it_without_storing_it_twice(spanhous
                                                                           tmp_path):
     """The ambiguous case, forced: the block is stored, the process dies before its records
     leave the queue. The replay inserts the same block with the same token: refused as a
-    duplicate by the engine (spans and the views' tables alike)."""
-    sh = spanhouse_factory("ambiguous", config=write_config(tmp_path, "ambiguous"))
+    duplicate by the engine (spans and the views' tables alike). The restart also changes
+    writer.threads (2 -> 1): the block is formed again by the shard count it was logged under."""
+    cfg = write_config(tmp_path, "ambiguous", writer="  threads: 2\n")
+    sh = spanhouse_factory("ambiguous", config=cfg)
     r = requests.post(f"{sh.query_url}/debug/sink?kill_after_insert=true", timeout=10)
     assert r.status_code == 200, r.text
     traces = [os.urandom(16).hex() for _ in range(4)]
@@ -210,6 +219,7 @@ def test_kill_right_after_an_insert_replays_it_without_storing_it_twice(spanhous
             time.sleep(0.05)
         assert sh.proc.poll() is not None, "spanhouse did not kill itself after an insert"
         sh.stop(signal.SIGKILL)  # records the exit
+        cfg.write_text(cfg.read_text().replace("  threads: 2\n", "  threads: 1\n"))
         sh.start(keep_ports=True)
         assert metric(sh, "spanhouse_durable_queue_replayed_blocks_total") > 0, sh.diagnostics()
         time.sleep(1.0)
@@ -223,9 +233,12 @@ def test_kill_right_after_an_insert_replays_it_without_storing_it_twice(spanhous
 def test_sink_outage_then_recovery_nothing_lost_or_doubled_429_only_when_queue_full(
         spanhouse_factory, tmp_path):
     outage_s = float(os.environ.get("SPANHOUSE_OUTAGE_S", "60"))
-    # A small durable queue, far below the memory budget: it fills first.
-    cfg = write_config(tmp_path, "outage", "durable:\n  max_bytes: 256KiB\n"
-                                           "queue:\n  max_bytes: 256MiB\n")
+    # The memory budget below the durable queue, as with the defaults (512 MiB
+    # and 1 GiB), both small: the budget is spent within seconds, then
+    # requests wait on disk (spilled), and only a full durable queue refuses.
+    cfg = write_config(tmp_path, "outage", "durable:\n  max_bytes: 1MiB\n"
+                                           "queue:\n  max_bytes: 1MiB\n  wait_ms: 0\n"
+                                           "otlp_http:\n  max_body_bytes: 256KiB\n")
     sh = spanhouse_factory("outage", config=cfg)
     traces = [os.urandom(16).hex() for _ in range(8)]
     client = SteadyClient(sh, traces, rate=100, tag="outage")
@@ -245,8 +258,10 @@ def test_sink_outage_then_recovery_nothing_lost_or_doubled_429_only_when_queue_f
                 used = metric(sh, "spanhouse_durable_queue_bytes")
                 assert used > limit * 0.8, f"429 with the durable queue at {used} of {limit}"
                 full_seen = True
-        assert full_seen, f"no 429 in a {outage_s:.0f} s outage with a 256 KiB durable queue: " \
+        assert full_seen, f"no 429 in a {outage_s:.0f} s outage with a 1 MiB durable queue: " \
                           f"{dict(client.responses)}"
+        # The memory budget was spent long before: those requests waited on disk.
+        assert metric(sh, "spanhouse_durable_queue_spilled_requests_total") > 0, sh.diagnostics()
         assert metric(sh, "spanhouse_receiver_rejected_requests_total",
                       'reason="durable_queue_full"') > 0
         assert metric(sh, "spanhouse_receiver_rejected_requests_total",
@@ -265,9 +280,53 @@ def test_sink_outage_then_recovery_nothing_lost_or_doubled_429_only_when_queue_f
         client.halt()
         client.join(timeout=60)
     result = check_stored_once(sh, [client], "after a sink outage")
+    spilled = metric(sh, "spanhouse_durable_queue_spilled_spans_total")
+    assert metric(sh, "spanhouse_durable_queue_spilled_queued_spans_total") == spilled
+    assert metric(sh, "spanhouse_durable_queue_spilled_waiting_requests") == 0
+    assert metric(sh, "spanhouse_durable_queue_spilled_read_errors_total") == 0
     assert metric(sh, "spanhouse_sink_rows_lost_total") == 0
     assert metric(sh, "spanhouse_sink_dead_letter_rows_total") == 0
-    print(f"outage test: {result}, answers {dict(client.responses)}")
+    print(f"outage test: {result}, spilled spans {spilled:.0f}, answers {dict(client.responses)}")
+
+
+def test_replay_drops_and_trims_what_the_filter_did_when_the_request_came(spanhouse_factory,
+                                                                          tmp_path):
+    """The log keeps the request as it came (protobuf) with the receive time; read back after a
+    crash it is filtered again against that time: the span the client was told was rejected
+    stays out, the value that was cut is stored cut."""
+    sh = spanhouse_factory("refilter", config=write_config(tmp_path, "refilter",
+                                                           "filter:\n  max_value_bytes: 16\n"))
+    r = requests.post(f"{sh.query_url}/debug/sink?fail_inserts=true", timeout=10)
+    assert r.status_code == 200, r.text
+    now = time.time_ns()
+    trace = os.urandom(16)
+    good = Span(trace_id=trace, span_id=os.urandom(8), name="good", start_time_unix_nano=now,
+                end_time_unix_nano=now + 1_000_000,
+                attributes=[KeyValue(key="query", value=AnyValue(
+                    string_value="SELECT * FROM carts WHERE id = 42"))])
+    future = Span(trace_id=trace, span_id=os.urandom(8), name="two hours ahead",
+                  start_time_unix_nano=now + 2 * 3600 * 10**9,
+                  end_time_unix_nano=now + 2 * 3600 * 10**9 + 1_000_000)
+    req = ExportTraceServiceRequest(resource_spans=[ResourceSpans(
+        resource=Resource(attributes=[KeyValue(key="service.name",
+                                               value=AnyValue(string_value="refilter"))]),
+        scope_spans=[ScopeSpans(spans=[good, future])])])
+    resp = sh.post_traces(req.SerializeToString(), "application/x-protobuf")
+    assert resp.status_code == 200, describe_response(resp)
+    answer = ExportTraceServiceResponse.FromString(resp.content)
+    assert answer.partial_success.rejected_spans == 1, answer
+    # Not stored (inserts fail), in the log: killed, then replayed at start.
+    sh.stop(signal.SIGKILL)
+    sh.start(keep_ports=True)
+    assert metric(sh, "spanhouse_durable_queue_replayed_records_total") >= 1, sh.diagnostics()
+    doc = sh.wait_for_trace(trace.hex(), lambda d: len(trace_span_ids(d)) >= 1,
+                            deadline_s=SETTLE_DEADLINE_S, what="the replayed span")
+    spans = doc["data"][0]["spans"]
+    assert [s["operationName"] for s in spans] == ["good"], spans
+    tags = {t["key"]: t["value"] for t in spans[0]["tags"]}
+    assert tags["query"] == "SELECT * FROM ca", tags
+    time.sleep(1.0)  # anything else would have been in the same insert
+    assert debug_spans(sh)["rows"] == 1
 
 
 def test_permanent_insert_error_goes_to_the_dead_letter_file(spanhouse_factory, tmp_path):

@@ -81,7 +81,7 @@ bool ReadWhole(const std::string& path, std::string* out) {
   return true;
 }
 
-// A segment's valid records: calls fn(lsn, kind, payload) for each; returns
+// A segment's valid records: calls fn(lsn, kind, payload, offset) for each; returns
 // the offset where valid data ends (the file size when nothing is torn).
 template <typename F>
 size_t ForEachRecord(std::string_view data, uint64_t first_lsn, F fn) {
@@ -93,7 +93,7 @@ size_t ForEachRecord(std::string_view data, uint64_t first_lsn, F fn) {
     if (len == 0 || len > kMaxRecordBytes || data.size() - off - kRecordHeaderBytes < len) break;
     const std::string_view body = data.substr(off + kRecordHeaderBytes, len);
     if (Crc32c(body) != crc) break;
-    fn(lsn++, static_cast<RecordKind>(body[0]), body.substr(1));
+    fn(lsn++, static_cast<RecordKind>(body[0]), body.substr(1), off);
     off += kRecordHeaderBytes + len;
   }
   return off;
@@ -168,7 +168,7 @@ struct SegmentLog::File {
 
 SegmentLog::Ref SegmentLog::Ref::Clone() const {
   if (log_ == nullptr) return Ref();
-  return log_->Hold(segment_, lsn_);
+  return log_->Hold(segment_, lsn_, offset_);
 }
 
 void SegmentLog::Ref::Done() {
@@ -237,7 +237,7 @@ Status SegmentLog::Scan() {
     if (!ReadWhole(it->second, &data) || !ParseHeader(data, &epoch, &first)) continue;
     next_lsn_ = first;
     ForEachRecord(data, first,
-                  [&](uint64_t lsn, RecordKind, std::string_view) { next_lsn_ = lsn + 1; });
+                  [&](uint64_t lsn, RecordKind, std::string_view, size_t) { next_lsn_ = lsn + 1; });
     break;
   }
   if (last_epoch == 0) {
@@ -300,10 +300,11 @@ void SegmentLog::ReadReplay(const std::function<void(const Record&, uint64_t seg
     uint64_t first_lsn = 0;
     size_t end = 0;
     if (ReadWhole(path, &data) && ParseHeader(data, &epoch, &first_lsn)) {
-      end = ForEachRecord(data, first_lsn, [&](uint64_t lsn, RecordKind kind, std::string_view p) {
-        if (first) stats_.records_replayed++;
-        fn(Record{lsn, kind, p}, segment);
-      });
+      end = ForEachRecord(data, first_lsn,
+                          [&](uint64_t lsn, RecordKind kind, std::string_view p, size_t offset) {
+                            if (first) stats_.records_replayed++;
+                            fn(Record{lsn, kind, p, offset}, segment);
+                          });
     }
     if (end < data.size() && first) {
       stats_.corrupt_tails++;
@@ -324,19 +325,68 @@ void SegmentLog::EndReplay() {
   DeleteReleased();
 }
 
-SegmentLog::Ref SegmentLog::Hold(uint64_t segment, uint64_t lsn) {
+SegmentLog::Ref SegmentLog::Hold(uint64_t segment, uint64_t lsn, uint64_t offset) {
   std::lock_guard<std::mutex> lock(mu_);
   segments_[segment].holds++;
-  return Ref(this, segment, lsn);
+  return Ref(this, segment, lsn, offset);
 }
 
-SegmentLog::AppendResult SegmentLog::Append(RecordKind kind, std::string_view payload, Ref* ref,
-                                            bool past_limit) {
-  const size_t body = payload.size() + 1;
+Status SegmentLog::Read(const Ref& ref, RecordKind* kind, std::string* payload) {
+  if (ref.log_ != this || ref.offset_ < kHeaderBytes) {
+    return Status::Invalid("durable queue: not a reference to an appended record");
+  }
+  std::string path;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = segments_.find(ref.segment_);
+    if (it == segments_.end()) return Status::Internal("durable queue: segment is gone");
+    path = it->second.path;
+  }
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return Status::Internal("durable queue: cannot open " + path + ": " + std::strerror(errno));
+  auto read_at = [&](char* to, size_t n, uint64_t at) {
+    while (n > 0) {
+      const ssize_t r = ::pread(fd, to, n, static_cast<off_t>(at));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) return false;
+      to += r;
+      n -= static_cast<size_t>(r);
+      at += static_cast<uint64_t>(r);
+    }
+    return true;
+  };
+  char header[kRecordHeaderBytes + 1];
+  Status st;
+  if (!read_at(header, sizeof(header), ref.offset_)) {
+    st = Status::Internal("durable queue: short read in " + path);
+  } else {
+    const uint32_t len = GetU32(header);
+    if (len == 0 || len > kMaxRecordBytes) {
+      st = Status::Internal("durable queue: bad record length in " + path);
+    } else {
+      payload->resize(len - 1);
+      if (!read_at(payload->data(), len - 1, ref.offset_ + sizeof(header))) {
+        st = Status::Internal("durable queue: short read in " + path);
+      } else if (Crc32c(*payload, Crc32c({&header[kRecordHeaderBytes], 1})) != GetU32(header + 4)) {
+        st = Status::Internal("durable queue: CRC mismatch in " + path + " at " +
+                              std::to_string(ref.offset_));
+      } else {
+        *kind = static_cast<RecordKind>(header[kRecordHeaderBytes]);
+      }
+    }
+  }
+  ::close(fd);
+  return st;
+}
+
+SegmentLog::AppendResult SegmentLog::Append(RecordKind kind, std::string_view head,
+                                            std::string_view payload, Ref* ref, bool past_limit) {
+  const size_t body = head.size() + payload.size() + 1;
   if (body > kMaxRecordBytes) return AppendResult::kError;
   char header[kRecordHeaderBytes + 1];
   header[kRecordHeaderBytes] = static_cast<char>(kind);
-  const uint32_t crc = Crc32c(payload, Crc32c({&header[kRecordHeaderBytes], 1}));
+  const uint32_t crc = Crc32c(payload, Crc32c(head, Crc32c({&header[kRecordHeaderBytes], 1})));
   PutU32(header, static_cast<uint32_t>(body));
   PutU32(header + 4, crc);
   const size_t total = kRecordHeaderBytes + body;
@@ -354,16 +404,14 @@ SegmentLog::AppendResult SegmentLog::Append(RecordKind kind, std::string_view pa
     if (!OpenNewSegment().ok()) return AppendResult::kError;
     DeleteReleased();
   }
-  iovec iov[2] = {{header, sizeof(header)}, {const_cast<char*>(payload.data()), payload.size()}};
+  iovec iov[3] = {{header, sizeof(header)},
+                  {const_cast<char*>(head.data()), head.size()},
+                  {const_cast<char*>(payload.data()), payload.size()}};
+  iovec* next = iov;
+  int left = 3;
   size_t done = 0;
   while (done < total) {
-    ssize_t w;
-    if (done < sizeof(header)) {
-      iovec part[2] = {{header + done, sizeof(header) - done}, iov[1]};
-      w = ::writev(active_->fd, part, 2);
-    } else {
-      w = ::write(active_->fd, payload.data() + (done - sizeof(header)), total - done);
-    }
+    const ssize_t w = ::writev(active_->fd, next, left);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) {
       // Leave no torn record behind for the next append to follow.
@@ -374,13 +422,25 @@ SegmentLog::AppendResult SegmentLog::Append(RecordKind kind, std::string_view pa
       return AppendResult::kError;
     }
     done += static_cast<size_t>(w);
+    // A short write: go on from where it stopped.
+    size_t n = static_cast<size_t>(w);
+    while (left > 0 && n >= next->iov_len) {
+      n -= next->iov_len;
+      ++next;
+      --left;
+    }
+    if (left > 0) {
+      next->iov_base = static_cast<char*>(next->iov_base) + n;
+      next->iov_len -= n;
+    }
   }
+  const uint64_t offset = active_->size;
   active_->size += total;
   segments_[active_number_].bytes += total;
   segments_[active_number_].holds++;
   bytes_ += total;
   const uint64_t lsn = next_lsn_++;
-  *ref = Ref(this, active_number_, lsn);
+  *ref = Ref(this, active_number_, lsn, offset);
   stats_.records_appended++;
   stats_.bytes_appended += total;
   {

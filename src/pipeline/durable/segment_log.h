@@ -50,6 +50,9 @@ namespace spanhouse::pipeline::durable {
 enum class RecordKind : uint8_t {
   kSpans = 1,  // an OTLP ExportTraceServiceRequest (protobuf), as accepted
   kBlock = 2,  // a writer's insert block: which records it holds (block_record.h)
+  // The receiver's clock when it took the request, then the request as kSpans
+  // (request_record.h): replay filters it as it was filtered then.
+  kRequest = 3,
 };
 
 struct LogOptions {
@@ -86,11 +89,15 @@ class SegmentLog {
    public:
     Ref() = default;
     Ref(Ref&& o) noexcept
-        : log_(std::exchange(o.log_, nullptr)), segment_(o.segment_), lsn_(o.lsn_) {}
+        : log_(std::exchange(o.log_, nullptr)),
+          segment_(o.segment_),
+          lsn_(o.lsn_),
+          offset_(o.offset_) {}
     Ref& operator=(Ref&& o) noexcept {
       log_ = std::exchange(o.log_, nullptr);
       segment_ = o.segment_;
       lsn_ = o.lsn_;
+      offset_ = o.offset_;
       return *this;
     }
     Ref(const Ref&) = delete;
@@ -102,11 +109,12 @@ class SegmentLog {
 
    private:
     friend class SegmentLog;
-    Ref(SegmentLog* log, uint64_t segment, uint64_t lsn)
-        : log_(log), segment_(segment), lsn_(lsn) {}
+    Ref(SegmentLog* log, uint64_t segment, uint64_t lsn, uint64_t offset = 0)
+        : log_(log), segment_(segment), lsn_(lsn), offset_(offset) {}
     SegmentLog* log_ = nullptr;
     uint64_t segment_ = 0;
     uint64_t lsn_ = 0;
+    uint64_t offset_ = 0;  // where the record starts in its segment; 0: unknown (Hold)
   };
 
   // A record read back by Replay; `ref` holds its segment.
@@ -114,6 +122,7 @@ class SegmentLog {
     uint64_t lsn = 0;
     RecordKind kind = RecordKind::kSpans;
     std::string_view payload;
+    uint64_t offset = 0;  // in its segment (for Hold)
   };
 
   // Opens (creating) the directory and indexes the segments already there;
@@ -127,14 +136,26 @@ class SegmentLog {
   // holds released meanwhile delete none of them.
   void ReadReplay(const std::function<void(const Record&, uint64_t segment)>& fn);
   void EndReplay();
-  // A hold on `segment`, for a consumer of its record `lsn` (replay).
-  Ref Hold(uint64_t segment, uint64_t lsn);
+  // A hold on `segment`, for a consumer of its record `lsn` (replay); with
+  // the record's `offset` the hold can Read() it back.
+  Ref Hold(uint64_t segment, uint64_t lsn, uint64_t offset = 0);
 
   enum class AppendResult { kOk, kFull, kError };
   // Appends one record; on kOk `*ref` holds its segment and carries its LSN.
   // `past_limit`: not refused for max_bytes (the writers' block records:
   // refusing them would stop what empties the log).
-  AppendResult Append(RecordKind kind, std::string_view payload, Ref* ref, bool past_limit = false);
+  AppendResult Append(RecordKind kind, std::string_view payload, Ref* ref,
+                      bool past_limit = false) {
+    return Append(kind, {}, payload, ref, past_limit);
+  }
+  // The same with the payload in two pieces, `head` then `payload` (written
+  // together, without joining them in memory first).
+  AppendResult Append(RecordKind kind, std::string_view head, std::string_view payload, Ref* ref,
+                      bool past_limit = false);
+  // Reads back the record `ref` was appended as (a Ref from Append, still
+  // held; or from Hold with an offset): its kind and payload, the CRC checked. Any thread; the
+  // record need not be durable yet.
+  Status Read(const Ref& ref, RecordKind* kind, std::string* payload);
   // Waits until the record `lsn` is durable by the fsync policy; false if
   // that took longer than `timeout` (or the log failed or closed).
   bool WaitDurable(uint64_t lsn, std::chrono::milliseconds timeout);

@@ -124,13 +124,13 @@ void FilterStats::Add(const FilterReport& r) {
 SpanFilter::SpanFilter(const FilterLimits& limits)
     : limits_(limits), names_(limits.max_span_names_per_service) {}
 
-void SpanFilter::Apply(SpanBatch& batch, uint64_t now_ns, FilterReport* report) {
+void SpanFilter::Apply(SpanBatch& batch, uint64_t now_ns, FilterReport* report, bool count) {
   *report = FilterReport();
   Reject(batch, now_ns, report);
   TrimLists(batch, report);
   TrimStrings(batch, report);
   report->trimmed[static_cast<size_t>(TrimReason::kSpanName)] = names_.Apply(batch);
-  if (!report->clean()) stats_.Add(*report);
+  if (count && !report->clean()) stats_.Add(*report);
 }
 
 void SpanFilter::Reject(SpanBatch& batch, uint64_t now_ns, FilterReport* report) const {

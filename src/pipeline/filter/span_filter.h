@@ -98,9 +98,11 @@ class SpanFilter {
   explicit SpanFilter(const FilterLimits& limits);
 
   // Filters `batch` in place against the wall clock `now_ns` (Unix
-  // nanoseconds); what it did goes to `report` (reset first) and stats().
-  // Safe to call from several threads at once.
-  void Apply(SpanBatch& batch, uint64_t now_ns, FilterReport* report);
+  // nanoseconds); what it did goes to `report` (reset first) and, if
+  // `count`, stats(). A request read back from the durable queue is filtered
+  // again with the clock it was received at (same spans dropped, same
+  // trims), not counted twice. Safe to call from several threads at once.
+  void Apply(SpanBatch& batch, uint64_t now_ns, FilterReport* report, bool count = true);
 
   const FilterLimits& limits() const { return limits_; }
   const FilterStats& stats() const { return stats_; }

@@ -7,6 +7,7 @@
 #include "codec/otlp.h"
 #include "codec/otlp_encode.h"
 #include "codec/value_text.h"
+#include "pipeline/durable/request_record.h"
 
 namespace spanhouse::receivers {
 
@@ -119,13 +120,24 @@ void OtlpHttpReceiver::Handle(net::HttpRequest& req, net::HttpResponse& resp) {
   const size_t estimate = compressed
                               ? std::min<size_t>(req.body.size() * 8, opts_.max_body_bytes) * 2
                               : req.body.size() * 2;
-  if (!budget_.ReserveWithin(estimate, opts_.memory_wait)) {
-    stats_.rejected_queue_full++;
-    resp.headers.emplace_back("Retry-After", "1");
-    return ErrorBody(enc, 429, kRpcResourceExhausted,
-                     "spanhouse is at its memory limit, retry later", resp);
+  // With the durable queue a request the memory budget cannot take now
+  // waits on disk (spill_backlog.h); so does every request while others
+  // wait there, so that they are queued in order.
+  SpillBacklog* const spill = opts_.log != nullptr ? opts_.spill : nullptr;
+  bool spilled = spill != nullptr && spill->waiting();
+  pipeline::Reservation reservation;
+  if (!spilled) {
+    if (budget_.ReserveWithin(estimate, opts_.memory_wait)) {
+      reservation = pipeline::Reservation(&budget_, estimate);
+    } else if (spill != nullptr) {
+      spilled = true;
+    } else {
+      stats_.rejected_queue_full++;
+      resp.headers.emplace_back("Retry-After", "1");
+      return ErrorBody(enc, 429, kRpcResourceExhausted,
+                       "spanhouse is at its memory limit, retry later", resp);
+    }
   }
-  pipeline::Reservation reservation(&budget_, estimate);
 
   std::string decompressed;
   std::string_view body = req.body;
@@ -173,25 +185,26 @@ void OtlpHttpReceiver::Handle(net::HttpRequest& req, net::HttpResponse& resp) {
         resp);
   }
   pipeline::FilterReport filtered;
-  if (filter_ != nullptr) {
-    const auto now = std::chrono::system_clock::now().time_since_epoch();
-    filter_->Apply(*batch, static_cast<uint64_t>(std::chrono::nanoseconds(now).count()), &filtered);
-  }
+  const auto now_ns = static_cast<uint64_t>(
+      std::chrono::nanoseconds(std::chrono::system_clock::now().time_since_epoch()).count());
+  if (filter_ != nullptr) filter_->Apply(*batch, now_ns, &filtered);
   const size_t n = batch->span_count();
   if (n > 0) {
     decompressed = std::string();  // give the transient memory back before it is accounted
-    reservation.Resize(batch->MemoryBytes());
+    if (!spilled) reservation.Resize(batch->MemoryBytes());
     pipeline::durable::SegmentLog::Ref ref;
     if (opts_.log != nullptr) {
-      // The record is the request as OTLP protobuf: a protobuf body as it
-      // came (the batch keeps it as its source), JSON encoded again.
+      // The record is the receive time, then the request as OTLP protobuf:
+      // a protobuf body as it came (the batch keeps it as its source), JSON
+      // encoded again (filtered already; filtering it again changes nothing).
       std::string encoded;
       std::string_view record = batch->source();
       if (enc != Encoding::kProto || record.empty()) {
         encoded = codec::EncodeOtlpProto(*batch);
         record = encoded;
       }
-      switch (opts_.log->Append(pipeline::durable::RecordKind::kSpans, record, &ref)) {
+      switch (opts_.log->Append(pipeline::durable::RecordKind::kRequest,
+                                pipeline::durable::RequestRecordHead(now_ns), record, &ref)) {
         case pipeline::durable::SegmentLog::AppendResult::kOk:
           break;
         case pipeline::durable::SegmentLog::AppendResult::kFull:
@@ -206,17 +219,24 @@ void OtlpHttpReceiver::Handle(net::HttpRequest& req, net::HttpResponse& resp) {
       }
     }
     const uint64_t lsn = ref.lsn();
-    switch (queue_.Push(std::move(batch), std::move(reservation), std::move(ref))) {
-      case pipeline::SpanQueue::PushResult::kOk:
-        break;
-      case pipeline::SpanQueue::PushResult::kFull:
-        stats_.rejected_queue_full++;
-        resp.headers.emplace_back("Retry-After", "1");
-        return ErrorBody(enc, 429, kRpcResourceExhausted, "queue full, retry later", resp);
-      case pipeline::SpanQueue::PushResult::kClosed:
-        stats_.rejected_shutting_down++;
-        resp.headers.emplace_back("Retry-After", "5");
-        return ErrorBody(enc, 503, kRpcUnavailable, "shutting down, retry later", resp);
+    if (spilled) {
+      // The batch goes; the backlog reads the record back when memory allows.
+      const size_t bytes = batch->MemoryBytes();
+      batch.reset();
+      spill->Add(std::move(ref), bytes, n);
+    } else {
+      switch (queue_.Push(std::move(batch), std::move(reservation), std::move(ref))) {
+        case pipeline::SpanQueue::PushResult::kOk:
+          break;
+        case pipeline::SpanQueue::PushResult::kFull:
+          stats_.rejected_queue_full++;
+          resp.headers.emplace_back("Retry-After", "1");
+          return ErrorBody(enc, 429, kRpcResourceExhausted, "queue full, retry later", resp);
+        case pipeline::SpanQueue::PushResult::kClosed:
+          stats_.rejected_shutting_down++;
+          resp.headers.emplace_back("Retry-After", "5");
+          return ErrorBody(enc, 503, kRpcUnavailable, "shutting down, retry later", resp);
+      }
     }
     // Queued first, so the writer works on the spans while the fsync runs.
     // The wait holds this I/O thread; with group commit it lasts one

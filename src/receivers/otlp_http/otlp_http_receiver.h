@@ -25,6 +25,7 @@
 #include "pipeline/filter/span_filter.h"
 #include "pipeline/memory_budget.h"
 #include "pipeline/queue/sharded_queue.h"
+#include "receivers/durable/spill_backlog.h"
 
 namespace spanhouse::receivers {
 
@@ -43,6 +44,9 @@ struct OtlpHttpOptions {
   // record to be durable by the log's fsync policy.
   pipeline::durable::SegmentLog* log = nullptr;
   std::chrono::milliseconds durable_wait{5000};
+  // With the log: where a request goes once logged when the memory budget
+  // is spent (or others already wait there), instead of a 429 (null: 429).
+  SpillBacklog* spill = nullptr;
 };
 
 struct OtlpHttpStats {

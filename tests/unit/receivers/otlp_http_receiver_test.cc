@@ -9,23 +9,33 @@
 
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
+#include <vector>
+
+#include <unistd.h>
 
 #include "model/span_batch.h"
 #include "net/http_server.h"
+#include "pipeline/durable/request_record.h"
+#include "pipeline/durable/segment_log.h"
 #include "pipeline/memory_budget.h"
 #include "pipeline/queue/sharded_queue.h"
 #include "pipeline/queue/span_queue.h"
+#include "receivers/durable/logged_request.h"
+#include "receivers/durable/spill_backlog.h"
 #include "receivers/otlp_http/otlp_http_receiver.h"
 
 namespace spanhouse::receivers {
 namespace {
 
 using std::chrono::milliseconds;
+using namespace std::chrono_literals;
 
 constexpr std::string_view kTraceHex = "5b8efff798038103d269b633813fc60c";
 constexpr std::string_view kSpanHex = "eee19b7ec3c1b174";
@@ -653,6 +663,189 @@ TEST(OtlpHttpReceiver, FilteredSpansAreReportedAsPartialSuccess) {
   EXPECT_EQ(receiver.stats().spans_accepted, 0u);
   EXPECT_EQ(receiver.stats().requests_accepted, 2u);
   EXPECT_EQ(budget.used(), 0u);
+}
+
+// ---- the durable queue: spill to disk, read back filtered as received ----
+
+void PutFixed64(std::string& out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>(v >> (8 * i)));
+}
+
+// One span per start time, each 1 ms long (span ids from the index).
+std::string TimedProtoRequest(std::string_view trace_hex, const std::vector<uint64_t>& starts) {
+  std::string scope_spans;
+  for (size_t i = 0; i < starts.size(); ++i) {
+    std::string span_id(8, '\0');
+    span_id[7] = static_cast<char>(i + 1);
+    std::string span = LenField(1, Unhex(trace_hex)) + LenField(2, span_id) +
+                       LenField(5, "span-" + std::to_string(i));
+    PutVarint(span, 7 << 3 | 1);  // start_time_unix_nano, fixed64
+    PutFixed64(span, starts[i]);
+    PutVarint(span, 8 << 3 | 1);  // end_time_unix_nano
+    PutFixed64(span, starts[i] + 1000000);
+    scope_spans += LenField(2, span);
+  }
+  return LenField(1, LenField(2, scope_spans));
+}
+
+uint64_t NowNs() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
+}
+
+constexpr uint64_t kHourNs = 3600ull * 1000000000ull;
+
+class DurableReceiverTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("receiver_spill_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    pipeline::durable::LogOptions lo;
+    lo.dir = dir_.string();
+    lo.fsync_always = false;
+    ASSERT_TRUE(pipeline::durable::SegmentLog::Open(lo, &log_).ok());
+  }
+  void TearDown() override {
+    backlog_.reset();
+    log_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  // A receiver with the log and a spill backlog over a `budget_bytes` budget.
+  void Make(size_t budget_bytes) {
+    budget_ = std::make_unique<pipeline::MemoryBudget>(budget_bytes);
+    backlog_ = std::make_unique<SpillBacklog>(*log_, sharded_, *budget_, &filter_);
+    OtlpHttpOptions o = Fixture::Options(1 << 20);
+    o.log = log_.get();
+    o.spill = backlog_.get();
+    o.memory_wait = milliseconds(0);
+    receiver_ = std::make_unique<OtlpHttpReceiver>(o, sharded_, *budget_, &filter_);
+  }
+  net::HttpResponse Do(net::HttpRequest req) {
+    net::HttpResponse resp;
+    receiver_->Handle(req, resp);
+    return resp;
+  }
+
+  std::filesystem::path dir_;
+  std::unique_ptr<pipeline::durable::SegmentLog> log_;
+  pipeline::ShardedQueue sharded_{1, 64 << 20};
+  pipeline::SpanFilter filter_{pipeline::FilterLimits{}};
+  std::unique_ptr<pipeline::MemoryBudget> budget_;
+  std::unique_ptr<SpillBacklog> backlog_;
+  std::unique_ptr<OtlpHttpReceiver> receiver_;
+};
+
+TEST_F(DurableReceiverTest, OverTheMemoryBudgetRequestsWaitOnDiskAndAreQueuedInOrderLater) {
+  Make(1 << 20);
+  ASSERT_TRUE(budget_->TryReserve(1 << 20));  // the writers hold all the memory
+  const uint64_t now = NowNs();
+  const std::string traces[] = {"0102030405060708090a0b0c0d0e0f10",
+                                "1102030405060708090a0b0c0d0e0f10",
+                                "2102030405060708090a0b0c0d0e0f10"};
+  for (const auto& t : traces) {
+    // One span now, one two hours ahead: rejected by the filter.
+    net::HttpResponse resp = Do(Post(kProto, TimedProtoRequest(t, {now, now + 2 * kHourNs})));
+    ASSERT_EQ(resp.status, 200) << resp.body;
+    auto ps = ProtoPartialSuccess(resp.body);
+    ASSERT_TRUE(ps.has_value());
+    EXPECT_EQ(ps->first, 1);
+  }
+  backlog_->Start();
+  EXPECT_EQ(backlog_->stats().spilled_requests, 3u);
+  EXPECT_EQ(backlog_->stats().spilled_spans, 3u);
+  EXPECT_TRUE(backlog_->waiting());
+  EXPECT_EQ(receiver_->stats().spans_accepted, 3u);
+  EXPECT_EQ(receiver_->stats().rejected_queue_full, 0u);
+  EXPECT_EQ(budget_->used(), size_t{1} << 20);  // the spilled batches hold no memory
+  EXPECT_FALSE(sharded_.shard(0).Pop(milliseconds(50)).has_value());
+
+  // Memory comes back: the backlog reads the records back, filters them as
+  // they were filtered when received (the future span stays out, and is not
+  // counted again), and queues them in the order they came.
+  budget_->Release(1 << 20);
+  for (const auto& t : traces) {
+    auto got = sharded_.shard(0).Pop(milliseconds(5000));
+    ASSERT_TRUE(got.has_value()) << "spilled request not queued";
+    ASSERT_EQ(got->batch->span_count(), 1u);
+    EXPECT_EQ(TraceHexOf(*got->batch, 0), t);
+    EXPECT_EQ(got->batch->spans.start_ns[0], now);
+    EXPECT_TRUE(got->ref.valid());
+    EXPECT_EQ(got->reservation.bytes(), got->batch->MemoryBytes());
+    got->ref.Done();
+  }
+  EXPECT_EQ(filter_.stats().rejected[static_cast<size_t>(pipeline::RejectReason::kFutureStart)],
+            3u);
+  for (int i = 0; i < 100 && backlog_->waiting(); ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_FALSE(backlog_->waiting());
+  EXPECT_EQ(backlog_->stats().queued_spans, 3u);
+
+  // Drained: a new request takes memory and goes straight to the queue.
+  ASSERT_EQ(Do(Post(kProto, TimedProtoRequest(traces[0], {now}))).status, 200);
+  EXPECT_EQ(backlog_->stats().spilled_requests, 3u);
+  EXPECT_TRUE(sharded_.shard(0).Pop(milliseconds(1000)).has_value());
+}
+
+TEST_F(DurableReceiverTest, WhatStillWaitsAtStopIsLeftInTheLogForTheReplay) {
+  Make(1 << 20);
+  ASSERT_TRUE(budget_->TryReserve(1 << 20));
+  backlog_->Start();
+  const uint64_t now = NowNs();
+  ASSERT_EQ(Do(Post(kProto, TimedProtoRequest(kTraceHex, {now, now + 1}))).status, 200);
+  ASSERT_EQ(Do(Post(kJson, JsonRequest())).status, 200);  // start 0: filtered out, nothing logged
+  backlog_->Stop();
+  EXPECT_EQ(backlog_->stats().spilled_requests, 1u);
+  receiver_.reset();
+  backlog_.reset();
+  log_.reset();
+
+  pipeline::durable::LogOptions lo;
+  lo.dir = dir_.string();
+  ASSERT_TRUE(pipeline::durable::SegmentLog::Open(lo, &log_).ok());
+  int records = 0;
+  log_->ReadReplay([&](const pipeline::durable::SegmentLog::Record& r, uint64_t) {
+    ++records;
+    EXPECT_EQ(r.kind, pipeline::durable::RecordKind::kRequest);
+    SpanBatch batch;
+    ASSERT_TRUE(DecodeLoggedRequest(r.kind, std::string(r.payload), &filter_, &batch).ok());
+    EXPECT_EQ(batch.span_count(), 2u);
+  });
+  EXPECT_EQ(records, 1);
+}
+
+TEST(LoggedRequest, ARequestIsFilteredAgainstTheClockItWasReceivedAt) {
+  pipeline::SpanFilter filter{pipeline::FilterLimits{}};
+  const uint64_t received = NowNs() - 24 * kHourNs;  // replayed a day later
+  const std::string body = TimedProtoRequest(kTraceHex, {received, received + 2 * kHourNs});
+  using pipeline::durable::RecordKind;
+  SpanBatch batch;
+  ASSERT_TRUE(DecodeLoggedRequest(RecordKind::kRequest,
+                                  pipeline::durable::RequestRecordHead(received) + body, &filter,
+                                  &batch)
+                  .ok());
+  // Against the receive time the second span is 2 h in the future: dropped,
+  // although by now it is in the past; the first is kept, although it is a
+  // day old by now. Nothing is counted: the receiver counted it then.
+  ASSERT_EQ(batch.span_count(), 1u);
+  EXPECT_EQ(batch.spans.start_ns[0], received);
+  EXPECT_EQ(filter.stats().rejected[static_cast<size_t>(pipeline::RejectReason::kFutureStart)], 0u);
+
+  // Without a filter, or in the old record kind (no receive time), as sent.
+  SpanBatch unfiltered;
+  ASSERT_TRUE(DecodeLoggedRequest(RecordKind::kRequest,
+                                  pipeline::durable::RequestRecordHead(received) + body, nullptr,
+                                  &unfiltered)
+                  .ok());
+  EXPECT_EQ(unfiltered.span_count(), 2u);
+  SpanBatch old;
+  ASSERT_TRUE(DecodeLoggedRequest(RecordKind::kSpans, body, &filter, &old).ok());
+  EXPECT_EQ(old.span_count(), 2u);
+  // A truncated record or another kind is an error.
+  SpanBatch bad;
+  EXPECT_FALSE(DecodeLoggedRequest(RecordKind::kRequest, "1234", &filter, &bad).ok());
+  EXPECT_FALSE(DecodeLoggedRequest(RecordKind::kBlock, body, &filter, &bad).ok());
 }
 
 }  // namespace

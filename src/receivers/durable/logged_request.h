@@ -1,0 +1,25 @@
+// Requests read back from the durable queue: the receivers log each
+// accepted request as one record (pipeline/durable/request_record.h); this
+// turns such a record into the SpanBatch the receiver queued for it, for
+// the replay at start and for requests that waited on disk for memory
+// (spill_backlog.h).
+#pragma once
+
+#include <string>
+
+#include "common/status.h"
+#include "model/span_batch.h"
+#include "pipeline/durable/segment_log.h"
+#include "pipeline/filter/span_filter.h"
+
+namespace spanhouse::receivers {
+
+// Decodes a kRequest or kSpans record's payload (taken: the batch keeps it)
+// into `batch`. A kRequest record's spans go through `filter` (when given)
+// with the clock they were received at, uncounted: the spans the client was
+// told were rejected are dropped again, the same values trimmed. A kSpans
+// record (written before receive times were logged) is not filtered.
+Status DecodeLoggedRequest(pipeline::durable::RecordKind kind, std::string payload,
+                           pipeline::SpanFilter* filter, SpanBatch* batch);
+
+}  // namespace spanhouse::receivers
