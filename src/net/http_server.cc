@@ -310,6 +310,8 @@ const char* ParseHead(std::string_view head, HttpRequest& req, HeadInfo& info) {
     } else if (IEquals(name, "content-encoding")) {
       if (!info.seen_content_encoding) req.content_encoding = value;
       info.seen_content_encoding = true;
+    } else if (IEquals(name, "if-none-match")) {
+      if (req.if_none_match.empty()) req.if_none_match = value;
     } else if (IEquals(name, "authorization")) {
       if (info.authorization.count++ == 0) info.authorization.value = value;
     }

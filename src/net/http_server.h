@@ -24,6 +24,7 @@ struct HttpRequest {
   std::string target;  // path and query string
   std::string content_type;
   std::string content_encoding;
+  std::string if_none_match;  // the first If-None-Match header (conditional GETs of the UI's files)
   std::string body;
   std::string_view path() const {
     std::string_view t = target;

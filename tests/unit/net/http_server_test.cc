@@ -242,6 +242,7 @@ class HttpServerTest : public ::testing::Test {
       resp.headers.emplace_back("X-Method", req.method);
       resp.headers.emplace_back("X-Target", req.target);
       resp.headers.emplace_back("X-Content-Encoding", req.content_encoding);
+      resp.headers.emplace_back("X-If-None-Match", req.if_none_match);
       resp.body = std::move(req.body);
     } else if (path == "/hello") {
       resp.body = "hello\n";
@@ -294,11 +295,14 @@ TEST_F(HttpServerTest, GetAndPostWithContentLength) {
   // Header names in any case, values trimmed.
   ASSERT_TRUE(c.Send(Post("/echo", "hello, world",
                           "content-TYPE: \t application/x-protobuf  \r\n"
-                          "Content-Encoding:gzip\r\n")));
+                          "Content-Encoding:gzip\r\n"
+                          "if-none-match:  \"a1\", W/\"b2\" \r\n"
+                          "If-None-Match: \"ignored\"\r\n")));
   ASSERT_TRUE(c.ReadResponse(&r));
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(r.header("content-type"), "application/x-protobuf");
   EXPECT_EQ(r.header("x-content-encoding"), "gzip");
+  EXPECT_EQ(r.header("x-if-none-match"), "\"a1\", W/\"b2\"");  // the first one, trimmed
   EXPECT_EQ(r.header("x-method"), "POST");
   EXPECT_EQ(r.header("content-length"), "12");
   EXPECT_EQ(r.body, "hello, world");
