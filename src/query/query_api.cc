@@ -165,6 +165,7 @@ void QueryApi::Handle(const net::HttpRequest& req, net::HttpResponse& resp) {
     resp.body = RenderJaegerTraces(batch);
     return;
   }
+  if (hooks_.ui && path.substr(0, 5) != "/api/" && hooks_.ui(req, resp)) return;
   resp.status = 404;
   resp.body = RenderJaegerError(404, "not found: " + std::string(path));
 }
