@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets everything up, then runs every test: unit and integration (ctest, real
-# chDB), end to end (pytest: real spanhouse processes, real OpenTelemetry SDK),
+# chDB), the web UI's logic (node), end to end (pytest: real spanhouse processes,
+# real OpenTelemetry SDK, the web UI in Chromium),
 # the decoders' fuzz targets (tests/fuzz), and the format/lint checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +14,9 @@ scripts/lint.sh
 
 echo "== unit and integration tests (ctest) ($(date -u +%T), ${SECONDS}s)"
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$(nproc)"
+
+echo "== web UI logic (node --test) ($(date -u +%T), ${SECONDS}s)"
+node --test tests/ui/model.test.mjs
 
 echo "== queue and batcher tests under ThreadSanitizer ($(date -u +%T), ${SECONDS}s)"
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS="-fsanitize=thread" >/dev/null
