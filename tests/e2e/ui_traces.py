@@ -103,14 +103,15 @@ def send(endpoint: str) -> dict:
     providers = _providers(endpoint, services)
     now = time.time_ns()
     try:
-        # 90 s back: the minute holding them has ended, so the dependency job (lag_s 0)
-        # can take them on its next run.
+        # 90 s back: their minute has ended, so the per-minute metrics (whole
+        # minutes only) show them at once; with the dependency job's lag at 120 s
+        # (test_ui.py) that minute is not computed yet, and is 30-90 s later.
         checkout = _emit(providers, CHECKOUT, now - 90_000 * MS)
         products = []
         for i in range(5):
             plan = [("R", "frontend", "GET /products", SpanKind.SERVER, None, 0, 20 + 15 * i, i == 3),
                     ("Q", "catalog", "list products", SpanKind.INTERNAL, "R", 2, 18 + 15 * i, False)]
-            products.append(_emit(providers, plan, now - (85_000 - i * 3_000) * MS, jitter_us=11))
+            products.append(_emit(providers, plan, now - (90_000 - 130 - 20 * i) * MS, jitter_us=11))
     finally:
         for p in providers.values():
             p.shutdown()

@@ -24,6 +24,13 @@ function timeTicks(from, to, count = 6) {
   return { ticks, step };
 }
 
+// Labels near the plot's ends are anchored inward, so none is cut off.
+function tickAnchor(px, left, right) {
+  if (px < left + 18) return 'start';
+  if (px > right - 18) return 'end';
+  return 'middle';
+}
+
 function tickLabel(t, step) {
   if (step >= 86400e3) {
     const d = new Date(t);
@@ -56,7 +63,7 @@ export function lineChart(series, opts) {
   const { ticks, step } = timeTicks(from, to);
   for (const t of ticks) {
     root.append(svg('line', { x1: x(t), x2: x(t), y1: H - m.b, y2: H - m.b + 4, class: 'tick' }));
-    root.append(svg('text', { x: x(t), y: H - 6, class: 'axis', 'text-anchor': 'middle' }, tickLabel(t, step)));
+    root.append(svg('text', { x: x(t), y: H - 6, class: 'axis', 'text-anchor': tickAnchor(x(t), m.l, W - m.r) }, tickLabel(t, step)));
   }
   root.append(svg('line', { x1: m.l, x2: W - m.r, y1: H - m.b, y2: H - m.b, class: 'baseline' }));
   if (!all.length) {
@@ -118,6 +125,8 @@ export function sparkline(points, opts = {}) {
   const y = (v) => H - 2 - (v / maxV) * (H - 4);
   const d = points.map((p, i) => `${i ? 'L' : 'M'}${x(p[0]).toFixed(1)},${y(p[1]).toFixed(1)}`).join('');
   root.append(svg('path', { d, class: 'spark-line', stroke: opts.color || 'currentColor' }));
+  // A lone point (one minute with traffic) has no line to draw.
+  if (points.length === 1) root.append(svg('circle', { cx: x(points[0][0]), cy: y(points[0][1]), r: 2, fill: opts.color || 'currentColor' }));
   return root;
 }
 
@@ -145,7 +154,7 @@ export function scatter(points, opts) {
   }
   const { ticks, step } = timeTicks(from, to);
   for (const t of ticks) {
-    root.append(svg('text', { x: x(t), y: H - 6, class: 'axis', 'text-anchor': 'middle' }, tickLabel(t, step)));
+    root.append(svg('text', { x: x(t), y: H - 6, class: 'axis', 'text-anchor': tickAnchor(x(t), m.l, W - m.r) }, tickLabel(t, step)));
   }
   root.append(svg('line', { x1: m.l, x2: W - m.r, y1: H - m.b, y2: H - m.b, class: 'baseline' }));
   for (const p of points) {

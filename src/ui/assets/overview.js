@@ -94,14 +94,16 @@ async function fillSparklines(list, sparks, windowMs, foot, ctx) {
   const endTs = Date.now();
   const from = endTs - windowMs;
   const step = stepMsFor(windowMs);
-  const common = { endTs, lookback: windowMs, step };
+  // ratePer (Jaeger: the window each rate is taken over) = step: every
+  // point covers its own step, none is left out between points.
+  const common = { endTs, lookback: windowMs, step, ratePer: step };
   let missing = null;
   let i = 0;
   const worker = async () => {
     while (i < list.length && !missing) {
       const r = list[i++];
       const [calls, p99] = await settle([
-        api('/api/metrics/calls', { service: r.service, ratePer: 1000, ...common }),
+        api('/api/metrics/calls', { service: r.service, ...common }),
         api('/api/metrics/latencies', { service: r.service, quantile: 0.99, ...common }),
       ]);
       if (!ctx.alive()) return;

@@ -11,15 +11,17 @@ export const title = () => 'Search';
 
 const LIMITS = [20, 50, 100, 500];
 
-// Search results as a table, newest first (or slowest first).
-export function traceTable(traces, { limit = Infinity, sortBy = 'start' } = {}) {
+// Search results as a table, newest first (or slowest first); `compact`
+// leaves out the services column (a half-width panel).
+export function traceTable(traces, { limit = Infinity, sortBy = 'start', compact = false } = {}) {
   const rows = traces.map(traceSummary);
   rows.sort(sortBy === 'duration' ? (a, b) => b.duration - a.duration : (a, b) => b.start - a.start);
+  const heads = ['Trace', compact ? null : 'Services', 'Spans', 'Errors', 'Duration', 'Started'].filter(Boolean);
   return h('div', { class: 'table-wrap' }, h('table', { class: 'grid-table trace-table' },
-    h('thead', null, h('tr', null, ['Trace', 'Services', 'Spans', 'Errors', 'Duration', 'Started'].map((c) => h('th', null, c)))),
+    h('thead', null, h('tr', null, heads.map((c) => h('th', null, c)))),
     h('tbody', null, rows.slice(0, limit).map((r) => h('tr', { dataset: { traceId: r.traceID }, class: r.errors ? 'row-error' : '' },
       h('td', null, link(`/trace/${r.traceID}`, { class: 'trace-link' }, r.name), h('div', { class: 'mono muted small' }, r.traceID)),
-      h('td', null, r.services.slice(0, 4).map(([s, n]) => h('span', { class: 'chip', style: { borderColor: serviceColor(s) } }, `${s} ${n}`)),
+      compact ? null : h('td', null, r.services.slice(0, 4).map(([s, n]) => h('span', { class: 'chip', style: { borderColor: serviceColor(s) } }, `${s} ${n}`)),
         r.services.length > 4 ? h('span', { class: 'muted' }, ` +${r.services.length - 4}`) : null),
       h('td', { class: 'num' }, String(r.spans)),
       h('td', { class: ['num', r.errors ? 'err-text' : ''] }, String(r.errors)),

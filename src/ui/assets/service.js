@@ -56,10 +56,11 @@ async function drawTiles(el, summaryP, service, ctx) {
 
 async function drawCharts(el, service, windowMs, endTs, from, ctx) {
   const step = stepMsFor(windowMs);
-  const common = { service, endTs, lookback: windowMs, step };
+  // ratePer = step: each point's rate covers its whole step (overview.js).
+  const common = { service, endTs, lookback: windowMs, step, ratePer: step };
   const [calls, errors, p50, p95, p99] = await settle([
-    api('/api/metrics/calls', { ...common, ratePer: 1000 }),
-    api('/api/metrics/errors', { ...common, ratePer: 1000 }),
+    api('/api/metrics/calls', common),
+    api('/api/metrics/errors', common),
     api('/api/metrics/latencies', { ...common, quantile: 0.5 }),
     api('/api/metrics/latencies', { ...common, quantile: 0.95 }),
     api('/api/metrics/latencies', { ...common, quantile: 0.99 }),
@@ -86,7 +87,8 @@ async function drawCharts(el, service, windowMs, endTs, from, ctx) {
 
 async function drawOperations(el, service, windowMs, lb, ctx) {
   const [sum, names] = await settle([
-    api(`/api/spanhouse/services/${encodeURIComponent(service)}/operations/summary`, { lookback: windowMs }),
+    // Every kind (internal and client spans too), each operation and kind a row.
+    api(`/api/spanhouse/services/${encodeURIComponent(service)}/operations/summary`, { lookback: windowMs, spanKind: 'all' }),
     api('/api/operations', { service }),
   ]);
   if (!ctx.alive()) return;
@@ -99,9 +101,10 @@ async function drawOperations(el, service, windowMs, lb, ctx) {
       return;
     }
     el.append(h('div', { class: 'table-wrap' }, h('table', { class: 'grid-table ops-table' },
-      h('thead', null, h('tr', null, ['Operation', 'Requests', 'Errors', 'p50', 'p95', 'p99', 'Calls'].map((c) => h('th', null, c)))),
+      h('thead', null, h('tr', null, ['Operation', 'Kind', 'Requests', 'Errors', 'p50', 'p95', 'p99', 'Calls'].map((c) => h('th', null, c)))),
       h('tbody', null, list.map((r) => h('tr', { dataset: { operation: r.operation } },
-        h('td', null, opLink(r.operation)), h('td', { class: 'num' }, formatRate(r.rate_per_s)),
+        h('td', null, opLink(r.operation)), h('td', { class: 'muted' }, r.span_kind || ''),
+        h('td', { class: 'num' }, formatRate(r.rate_per_s)),
         h('td', { class: ['num', r.error_rate > 0 ? 'err-text' : ''] }, formatPercent(r.error_rate)),
         h('td', { class: 'num' }, formatMs(r.p50_ms)), h('td', { class: 'num' }, formatMs(r.p95_ms)),
         h('td', { class: 'num' }, formatMs(r.p99_ms)), h('td', { class: 'num' }, formatCount(r.calls))))))));
@@ -116,10 +119,12 @@ async function drawOperations(el, service, windowMs, lb, ctx) {
 }
 
 async function drawSlowTraces(el, summaryP, service, endTs, from, ctx) {
-  // Traces at or above the service's p95 when known, slowest first.
+  // Traces with a span at or above (about) the service's p95 when known,
+  // slowest first; 1% below it, so a trace at the p95 itself is not lost to
+  // the quantile's estimate.
   const [sum] = await settle([summaryP]);
   const row = sum.ok ? (sum.value.data || []).find((x) => x.service === service) : null;
-  const minDuration = row && row.p95_ms > 0 ? `${Math.floor(row.p95_ms * 1000)}us` : undefined;
+  const minDuration = row && row.p95_ms > 0 ? `${Math.floor(row.p95_ms * 990)}us` : undefined;
   const [res] = await settle([api('/api/traces', { service, start: from * 1000, end: endTs * 1000, minDuration, limit: 100 })]);
   if (!ctx.alive()) return;
   el.querySelector('.loading')?.remove();
@@ -132,5 +137,5 @@ async function drawSlowTraces(el, summaryP, service, endTs, from, ctx) {
     el.append(notice('info', 'No traces in this window.'));
     return;
   }
-  el.append(traceTable(traces, { limit: SLOW_TRACES, sortBy: 'duration' }));
+  el.append(traceTable(traces, { limit: SLOW_TRACES, sortBy: 'duration', compact: true }));
 }
