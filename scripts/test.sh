@@ -16,11 +16,13 @@ ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$(nproc)"
 
 echo "== queue, batcher and deferred-answer tests under ThreadSanitizer ($(date -u +%T), ${SECONDS}s)"
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS="-fsanitize=thread" >/dev/null
-cmake --build build-tsan --target pipeline_test storage_test net_test -j"$(nproc)"
+cmake --build build-tsan --target pipeline_test storage_test net_test receivers_test -j"$(nproc)"
 TSAN_OPTIONS="halt_on_error=1" build-tsan/pipeline_test
 TSAN_OPTIONS="halt_on_error=1" build-tsan/storage_test
 # The HTTP server's cross-thread parts: answers given on other threads, Stop.
 TSAN_OPTIONS="halt_on_error=1" build-tsan/net_test --gtest_filter='HttpResponder*:*Defer*:*Answer*:*Stop*'
+# The receiver answering from the durable queue's sync thread.
+TSAN_OPTIONS="halt_on_error=1" build-tsan/receivers_test
 
 echo "== decoder fuzzing (libFuzzer, ASan + UBSan: every target for 60 s, side by side) ($(date -u +%T), ${SECONDS}s)"
 scripts/fuzz.sh all 60
