@@ -13,11 +13,7 @@ Status ChdbSpanReader::GetTrace(const TraceId& id, SpanBatch* out) {
   // The trace index says which seconds of the spans table hold the trace, so
   // the lookup reads only those hours' granules.
   QueryResult r;
-  Status st =
-      conn_.Query(fmt::format("SELECT min(start_ns), max(end_ns), count() FROM {}.trace_index "
-                              "WHERE trace_id = unhex({{id:String}})",
-                              kDatabase),
-                  "TSV", &r, {{"id", hex}});
+  Status st = conn_.Query(TraceRangeQuery(layout_), "TSV", &r, {{"id", hex}});
   if (!st.ok()) return st;
   uint64_t first = 0;
   uint64_t last = 0;
@@ -35,10 +31,7 @@ Status ChdbSpanReader::GetTrace(const TraceId& id, SpanBatch* out) {
                     "timestamp >= toDateTime({lo:UInt32}) AND timestamp <= toDateTime({hi:UInt32}) "
                     "AND trace_id = unhex({id:String})",
                     "start_time, span_id"),
-      "Native", &r,
-      {{"id", hex},
-       {"lo", std::to_string(first / 1000000000)},
-       {"hi", std::to_string(last / 1000000000 + 1)}});
+      "Native", &r, {{"id", hex}, {"lo", std::to_string(first)}, {"hi", std::to_string(last)}});
   if (!st.ok()) return st;
   const size_t before = out->span_count();
   st = DecodeSpanBlocks(r.data, out);
@@ -67,10 +60,19 @@ Status ChdbSpanReader::CountSpansWithAttr(AttrOwner owner, const std::string& ke
                 "FROM {0}.resources WHERE has(attr_keys, {{k:String}}) AND "
                 "attr_values[indexOf(attr_keys, {{k:String}})] = {{v:String}})",
                 kDatabase)
-          : fmt::format(
-                "SELECT count() FROM {}.spans WHERE has(attr_keys, {{k:String}}) AND "
-                "attr_values[indexOf(attr_keys, {{k:String}})] = {{v:String}}",
-                kDatabase);
+          : caps_.json_type
+                // A value the arrays leave to user_fields (its type marked) is
+                // compared as the engine prints it.
+                ? fmt::format(
+                      "SELECT count() FROM {}.spans WHERE has(attr_keys, {{k:String}}) AND "
+                      "if(bitAnd(attr_types[indexOf(attr_keys, {{k:String}})], {}) = 0, "
+                      "attr_values[indexOf(attr_keys, {{k:String}})], "
+                      "toString(getSubcolumn(user_fields, {{k:String}}))) = {{v:String}}",
+                      kDatabase, static_cast<int>(kTypeInUserFields))
+                : fmt::format(
+                      "SELECT count() FROM {}.spans WHERE has(attr_keys, {{k:String}}) AND "
+                      "attr_values[indexOf(attr_keys, {{k:String}})] = {{v:String}}",
+                      kDatabase);
   QueryResult r;
   Status st = conn_.Query(sql, "TSV", &r, {{"k", key}, {"v", value}});
   if (!st.ok()) return st;
