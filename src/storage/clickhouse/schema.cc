@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -917,7 +918,8 @@ Status DropSpansViews(ChdbConnection& conn) {
 // After the spans table's CREATE (`create`, which made no table where one
 // was) and its missing columns: made anew if its layout differs.
 Status RebuildSpansIfChanged(ChdbConnection& conn, const StorageLayout& layout,
-                             const std::string& create) {
+                             const std::string& create,
+                             const std::function<Status()>& before_copy) {
   const std::string old = BeforeUpgrade("spans");
   bool resume = false;
   SH_SCHEMA_TRY(TableExists(conn, old, &resume));
@@ -929,6 +931,7 @@ Status RebuildSpansIfChanged(ChdbConnection& conn, const StorageLayout& layout,
     bool same = true;
     SH_SCHEMA_TRY(SpansLayoutIs(conn, layout, &same));
     if (same) return Status::Ok();
+    SH_SCHEMA_TRY(before_copy());
     SH_SCHEMA_TRY(DropSpansViews(conn));
     SH_SCHEMA_TRY(Run(conn, fmt::format("RENAME TABLE {0}.spans TO {0}.{1}", kDatabase, old)));
     SH_SCHEMA_TRY(Run(conn, create));
@@ -946,7 +949,8 @@ Status RebuildSpansIfChanged(ChdbConnection& conn, const StorageLayout& layout,
 // Before trace_index's CREATE: an existing one with other columns is
 // renamed (and its view dropped), for FinishTraceIndexRebuild to copy.
 Status PrepareTraceIndexRebuild(ChdbConnection& conn, const Capabilities& caps,
-                                const StorageLayout& layout) {
+                                const StorageLayout& layout,
+                                const std::function<Status()>& before_copy) {
   const std::string old = BeforeUpgrade("trace_index");
   bool exists = false;
   SH_SCHEMA_TRY(TableExists(conn, old, &exists));
@@ -958,6 +962,7 @@ Status PrepareTraceIndexRebuild(ChdbConnection& conn, const Capabilities& caps,
   std::set<std::string> want;
   for (const auto& c : ColumnsOf("trace_index", caps, layout)) want.insert(c.name);
   if (have == want) return Status::Ok();
+  SH_SCHEMA_TRY(before_copy());
   SH_SCHEMA_TRY(Run(conn, fmt::format("DROP VIEW IF EXISTS {}.trace_index_mv", kDatabase)));
   return Run(conn, fmt::format("RENAME TABLE {0}.trace_index TO {0}.{1}", kDatabase, old));
 }
@@ -1027,14 +1032,26 @@ Status EnsureSchema(ChdbConnection& conn, Capabilities* caps_out, const SchemaOp
   if (ddl.size() <= spans_at || ddl[spans_at].find(".spans (") == std::string::npos) {
     return Status::Internal("schema: the spans table is not where EnsureSchema expects it");
   }
+  // The hook runs once, before the first copy (the spans table's or
+  // trace_index's), if there is one.
+  bool before_copy_ran = false;
+  const std::function<Status()> before_copy = [&]() -> Status {
+    if (before_copy_ran || !options.before_copy) return Status::Ok();
+    before_copy_ran = true;
+    return options.before_copy(caps);
+  };
   for (size_t i = 0; i < ddl.size(); ++i) {
     if (Status st = conn.Query(ddl[i], ""); !st.ok()) {
       return Status::Internal("schema: " + st.message() + "\nin: " + ddl[i]);
     }
     if (i == spans_at) {
       if (Status st = AddMissingColumns(conn, caps, options.layout); !st.ok()) return st;
-      if (Status st = RebuildSpansIfChanged(conn, options.layout, ddl[i]); !st.ok()) return st;
-      if (Status st = PrepareTraceIndexRebuild(conn, caps, options.layout); !st.ok()) return st;
+      if (Status st = RebuildSpansIfChanged(conn, options.layout, ddl[i], before_copy); !st.ok()) {
+        return st;
+      }
+      if (Status st = PrepareTraceIndexRebuild(conn, caps, options.layout, before_copy); !st.ok()) {
+        return st;
+      }
     }
   }
   if (Status st = FinishTraceIndexRebuild(conn, caps, options.layout); !st.ok()) return st;
