@@ -265,19 +265,24 @@ class UserFieldsColumns {
       if (exact != nullptr) (*exact)[a - own.begin] = e ? 1 : 0;
     }
     // A resource's user fields are found once per batch: its ~15 attributes
-    // come with every span and few are user fields.
-    std::vector<std::vector<uint32_t>>& res = resource_fields_[&b];
-    if (res.empty()) res.resize(b.resources.attrs.size());
-    const uint32_t r = b.spans.resource[i];
-    if (res[r].empty()) {
-      const Range range = b.resources.attrs[r];
-      for (uint32_t a = range.begin; a < range.end; ++a) {
-        if (PathOf(b.Str(b.resource_attrs.key[a])) >= 0) res[r].push_back(a);
-      }
-      res[r].push_back(kNoAttr);  // known, even when it has none
+    // come with every span and few are user fields. Kept with their paths;
+    // the batch's list found once per run of rows from it.
+    if (&b != last_batch_) {
+      last_batch_ = &b;
+      last_fields_ = &resource_fields_[&b];
+      if (last_fields_->empty()) last_fields_->resize(b.resources.attrs.size());
     }
-    for (uint32_t a : res[r]) {
-      if (a != kNoAttr) Set(b, b.resource_attrs, a, PathOf(b.Str(b.resource_attrs.key[a])));
+    std::vector<ResourceField>& res = (*last_fields_)[b.spans.resource[i]];
+    if (res.empty()) {
+      const Range range = b.resources.attrs[b.spans.resource[i]];
+      for (uint32_t a = range.begin; a < range.end; ++a) {
+        const int32_t path = PathOf(b.Str(b.resource_attrs.key[a]));
+        if (path >= 0) res.push_back({a, path});
+      }
+      res.push_back({kNoAttr, -1});  // known, even when it has none
+    }
+    for (const ResourceField& f : res) {
+      if (f.attr != kNoAttr) Set(b, b.resource_attrs, f.attr, f.path);
     }
     ++rows_;
   }
@@ -427,8 +432,15 @@ class UserFieldsColumns {
   std::vector<int32_t> path_of_;     // by key index: its path, or -1 (not a user field)
   std::vector<int32_t> path_of_id_;  // by the caller's key index (PathOfId), or kUnknownPath
   std::vector<Path> paths_;
-  // Per batch, per resource: its attributes that are user fields (then kNoAttr).
-  std::unordered_map<const SpanBatch*, std::vector<std::vector<uint32_t>>> resource_fields_;
+  // Per batch, per resource: its attributes that are user fields, with their
+  // paths (then kNoAttr).
+  struct ResourceField {
+    uint32_t attr;
+    int32_t path;
+  };
+  std::unordered_map<const SpanBatch*, std::vector<std::vector<ResourceField>>> resource_fields_;
+  const SpanBatch* last_batch_ = nullptr;
+  std::vector<std::vector<ResourceField>>* last_fields_ = nullptr;  // last_batch_'s
   size_t rows_ = 0;
 };
 
