@@ -18,6 +18,7 @@
 // any export failed.
 'use strict';
 
+const { report, run } = require('./report');
 const api = require('@opentelemetry/api');
 const { ExportResultCode, TraceState } = require('@opentelemetry/core');
 const { defaultResource, resourceFromAttributes } = require('@opentelemetry/resources');
@@ -104,12 +105,6 @@ function describe(span) {
     start_ns: hrNs(span.startTime),
     end_ns: hrNs(span.endTime),
   };
-}
-
-// JSON with BigInts (nanosecond times) written as exact numbers.
-function toJson(value) {
-  return JSON.stringify(value, (k, v) => (typeof v === 'bigint' ? `#big#${v}` : v), 1)
-    .replace(/"#big#(-?\d+)"/g, '$1');
 }
 
 async function main() {
@@ -235,15 +230,7 @@ async function main() {
   const failures = frontendExp.failures.concat(paymentExp.failures);
   const out = { trace_id: root.spanContext().traceId,
     spans: frontendExp.spans.concat(paymentExp.spans).map(describe), failures };
-  process.stdout.write(`${toJson(out)}\n`);
-  if (failures.length) {
-    process.stderr.write(`export failures: ${failures.join('; ')}\n`);
-    return 1;
-  }
-  return 0;
+  return report(out);
 }
 
-main().then((code) => { process.exitCode = code; }, (err) => {
-  process.stderr.write(`${err.stack || err}\n`);
-  process.exitCode = 2;
-});
+run(main);

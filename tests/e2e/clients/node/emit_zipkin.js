@@ -18,6 +18,7 @@
 // what spanhouse should store. The exit code is 1 if the POST failed.
 'use strict';
 
+const { report, run } = require('./report');
 const {
   Annotation, BatchRecorder, ExplicitContext, InetAddress, Tracer, option, jsonEncoder,
 } = require('zipkin');
@@ -135,15 +136,7 @@ async function main() {
   });
   await Promise.race([posted, timeout]);
 
-  process.stdout.write(`${JSON.stringify({ zipkin_spans: sent, failures }, null, 1)}\n`);
-  if (failures.length) {
-    process.stderr.write(`export failures: ${failures.join('; ')}\n`);
-    return 1;
-  }
-  return 0;
+  return report({ zipkin_spans: sent, failures });
 }
 
-main().then((code) => { process.exitCode = code; }, (err) => {
-  process.stderr.write(`${err.stack || err}\n`);
-  process.exitCode = 2;
-});
+run(main);
