@@ -58,10 +58,14 @@ def node_cmd(script: str, *extra: str) -> Callable[[str], list]:
     return lambda endpoint: ["node", str(NODE_DIR / script), "--endpoint", endpoint, *extra]
 
 
+def python_cmd(protocol: str) -> Callable[[str], list]:
+    return lambda endpoint: [sys.executable, str(E2E_DIR / "emit_trace.py"), "--protocol",
+                             protocol, "--endpoint", endpoint]
+
+
 CLIENTS = [
-    Client("python-otlp-grpc", "otlp_grpc",
-           lambda ep: [sys.executable, str(E2E_DIR / "emit_trace.py"), "--protocol", "grpc",
-                       "--endpoint", ep], ()),
+    Client("python-otlp-http-proto", "otlp_http", python_cmd("http"), ()),
+    Client("python-otlp-grpc", "otlp_grpc", python_cmd("grpc"), ()),
     Client("node-otlp-http-proto", "otlp_http", node_cmd("emit_otel.js", "--encoding", "proto"),
            ("node", NODE_DIR / "node_modules")),
     Client("node-otlp-http-json", "otlp_http", node_cmd("emit_otel.js", "--encoding", "json"),
