@@ -222,12 +222,16 @@ async function main() {
   root.setStatus({ code: api.SpanStatusCode.OK });
   root.end(end(50));
 
-  await frontend.forceFlush();
-  await payment.forceFlush();
-  await frontend.shutdown();
-  await payment.shutdown();
-
-  const failures = frontendExp.failures.concat(paymentExp.failures);
+  const failures = [];
+  for (const step of [() => frontend.forceFlush(), () => payment.forceFlush(),
+    () => frontend.shutdown(), () => payment.shutdown()]) {
+    try {
+      await step(); // eslint-disable-line no-await-in-loop
+    } catch (err) {
+      failures.push(`flush or shutdown: ${err.message || err}`);
+    }
+  }
+  failures.push(...frontendExp.failures, ...paymentExp.failures);
   const out = { trace_id: root.spanContext().traceId,
     spans: frontendExp.spans.concat(paymentExp.spans).map(describe), failures };
   return report(out);
