@@ -216,8 +216,14 @@ func run(endpoint string) (map[string]any, error) {
 		return nil, err
 	}
 	newExporter := func(opts ...otlptracegrpc.Option) (*recordingExporter, error) {
+		// Retries as usual (UNAVAILABLE, RESOURCE_EXHAUSTED), but for seconds, not a
+		// minute: six spans go out one by one, and a failure must show within
+		// the test's time.
 		opts = append(opts, otlptracegrpc.WithEndpointURL(endpoint),
-			otlptracegrpc.WithTimeout(30*time.Second))
+			otlptracegrpc.WithTimeout(10*time.Second),
+			otlptracegrpc.WithRetry(otlptracegrpc.RetryConfig{Enabled: true,
+				InitialInterval: 100 * time.Millisecond, MaxInterval: time.Second,
+				MaxElapsedTime: 5 * time.Second}))
 		exp, err := otlptracegrpc.New(ctx, opts...)
 		if err != nil {
 			return nil, err
