@@ -18,7 +18,8 @@ inline constexpr size_t kRequestHeadBytes = 8;
 
 inline std::string RequestRecordHead(uint64_t received_ns) {
   std::string head(kRequestHeadBytes, '\0');
-  for (size_t i = 0; i < kRequestHeadBytes; ++i) head[i] = static_cast<char>(received_ns >> (8 * i));
+  for (size_t i = 0; i < kRequestHeadBytes; ++i)
+    head[i] = static_cast<char>(received_ns >> (8 * i));
   return head;
 }
 
