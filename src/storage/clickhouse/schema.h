@@ -233,7 +233,8 @@ std::string SpanSelectList(const Capabilities& caps);
 
 // A query returning the spans that match `where` (a condition on the spans
 // table, which may use {name:Type} parameters) as Native blocks in
-// ReadColumns() layout, resource columns joined in, ordered by `order_by`.
+// ReadColumns() layout without user_fields (a copy of the attributes, which
+// DecodeSpanBlocks skips), resource columns joined in, ordered by `order_by`.
 std::string SpanReadQuery(const Capabilities& caps, std::string_view where,
                           std::string_view order_by);
 
