@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (tests/fuzz, clang++-14, ASan + UBSan) and runs them.
-#   scripts/fuzz.sh TARGET SECONDS   one target: otlp_proto, otlp_json or decompress
+#   scripts/fuzz.sh TARGET SECONDS   one target: otlp_proto, otlp_json, decompress, zipkin_json
+#                                    or zipkin_proto
 #   scripts/fuzz.sh all SECONDS      every target for SECONDS each, side by side (what CI runs)
 # Fails on a crash, an ASan or UBSan report, a leak, a broken invariant or an input that takes
 # longer than 25 s; the input is then in build-fuzz/artifacts/TARGET/ (reproduce it with
@@ -10,9 +11,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=true  # the compile cache, as in setup.sh
 
-targets=(otlp_proto otlp_json decompress)
+targets=(otlp_proto otlp_json decompress zipkin_json zipkin_proto)
 if [[ $# -ne 2 || ! "$2" =~ ^[0-9]+$ || ! " all ${targets[*]} " == *" $1 "* ]]; then
-  echo "usage: scripts/fuzz.sh {otlp_proto|otlp_json|decompress|all} SECONDS" >&2
+  echo "usage: scripts/fuzz.sh {$(IFS='|'; echo "${targets[*]}")|all} SECONDS" >&2
   exit 2
 fi
 seconds="$2"

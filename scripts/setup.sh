@@ -4,7 +4,8 @@
 #   scripts/setup.sh            build deps, libchdb, release build in ./build
 #   scripts/setup.sh --tests    also the test tools (Python venv with the real
 #                               OpenTelemetry SDK; gofakes3, a real S3-compatible
-#                               server, from the Go module proxy)
+#                               server, from the Go module proxy; Chromium and
+#                               playwright-core for the UI's browser test)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,8 +16,11 @@ want_tests=0
 PKGS=(build-essential cmake ninja-build pkg-config git ca-certificates curl openssl
       libboost1.81-dev libsimdjson-dev libcli11-dev libyaml-cpp-dev libspdlog-dev libfmt-dev
       libzstd-dev zlib1g-dev libssl-dev libgtest-dev npm python3 python3-venv ccache)
-# clang-14 and its runtimes (libFuzzer, ASan, UBSan) build the fuzz targets (tests/fuzz).
-if ((want_tests)); then PKGS+=(clang-format clang-tidy clang-14 libclang-rt-14-dev); fi
+# clang-14 and its runtimes (libFuzzer, ASan, UBSan) build the fuzz targets (tests/fuzz);
+# Debian's Chromium (and a font for its screenshots) is the browser the UI test drives (tests/ui).
+if ((want_tests)); then
+  PKGS+=(clang-format clang-tidy clang-14 libclang-rt-14-dev chromium fonts-dejavu-core)
+fi
 
 missing=()
 for p in "${PKGS[@]}"; do
@@ -56,6 +60,12 @@ if ((want_tests)); then
   if ! cmp -s tests/e2e/requirements.txt .venv/.requirements 2>/dev/null; then
     .venv/bin/pip install -q --disable-pip-version-check -r tests/e2e/requirements.txt
     cp tests/e2e/requirements.txt .venv/.requirements
+  fi
+  # The UI's browser test (tests/ui): playwright-core, pinned by its lock file, drives the
+  # chromium package above; no browser is downloaded.
+  if ! cmp -s tests/ui/package-lock.json tests/ui/node_modules/.spanhouse-lock 2>/dev/null; then
+    (cd tests/ui && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --silent)
+    cp tests/ui/package-lock.json tests/ui/node_modules/.spanhouse-lock
   fi
   # The S3 cold volume's test (tests/e2e/test_tiering.py) runs against gofakes3,
   # pinned; installed into $(go env GOPATH)/bin unless that version is there.

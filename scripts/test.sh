@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets everything up, then runs every test: unit and integration (ctest, real
-# chDB), end to end (pytest: real spanhouse processes, real OpenTelemetry SDK),
+# chDB), the web UI's logic (node), end to end (pytest: real spanhouse processes,
+# real OpenTelemetry SDK, the web UI in Chromium),
 # the decoders' fuzz targets (tests/fuzz), and the format/lint checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,11 +15,18 @@ scripts/lint.sh
 echo "== unit and integration tests (ctest) ($(date -u +%T), ${SECONDS}s)"
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$(nproc)"
 
-echo "== queue and batcher tests under ThreadSanitizer ($(date -u +%T), ${SECONDS}s)"
+echo "== web UI logic (node --test) ($(date -u +%T), ${SECONDS}s)"
+node --test tests/ui/model.test.mjs
+
+echo "== queue, batcher and deferred-answer tests under ThreadSanitizer ($(date -u +%T), ${SECONDS}s)"
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS="-fsanitize=thread" >/dev/null
-cmake --build build-tsan --target pipeline_test storage_test -j"$(nproc)"
+cmake --build build-tsan --target pipeline_test storage_test net_test receivers_test -j"$(nproc)"
 TSAN_OPTIONS="halt_on_error=1" build-tsan/pipeline_test
 TSAN_OPTIONS="halt_on_error=1" build-tsan/storage_test
+# The HTTP server's cross-thread parts: answers given on other threads, Stop.
+TSAN_OPTIONS="halt_on_error=1" build-tsan/net_test --gtest_filter='HttpResponder*:*Defer*:*Answer*:*Stop*'
+# The receiver answering from the durable queue's sync thread.
+TSAN_OPTIONS="halt_on_error=1" build-tsan/receivers_test
 
 echo "== decoder fuzzing (libFuzzer, ASan + UBSan: every target for 60 s, side by side) ($(date -u +%T), ${SECONDS}s)"
 scripts/fuzz.sh all 60

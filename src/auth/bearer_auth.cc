@@ -123,10 +123,12 @@ Verdict TokenSet::Verify(std::string_view authorization) const {
   return match ? Verdict::kOk : Verdict::kWrong;
 }
 
-Guard::Guard(std::string listener, TokenSet tokens, std::vector<std::string> open_paths)
+Guard::Guard(std::string listener, TokenSet tokens, std::vector<std::string> open_paths,
+             PathPredicate also_open)
     : listener_(std::move(listener)),
       tokens_(std::move(tokens)),
-      open_paths_(std::move(open_paths)) {}
+      open_paths_(std::move(open_paths)),
+      also_open_(also_open) {}
 
 net::HttpAuthorizer Guard::Authorizer() {
   if (!enabled()) return {};
@@ -139,6 +141,7 @@ bool Guard::Authorize(const net::HttpRequest& head, const net::AuthorizationHead
   if (!enabled()) return true;
   const std::string_view path = head.path();
   if (std::find(open_paths_.begin(), open_paths_.end(), path) != open_paths_.end()) return true;
+  if (also_open_ != nullptr && also_open_(path)) return true;
   const Verdict verdict = authorization.count == 0  ? Verdict::kMissing
                           : authorization.count > 1 ? Verdict::kMalformed
                                                     : tokens_.Verify(authorization.value);

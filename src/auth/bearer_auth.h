@@ -69,8 +69,11 @@ struct AuthStats {
 class Guard {
  public:
   // `listener` names it in metrics ("otlp_http", "query"); `open_paths` are
-  // exact paths served to anyone (health probes).
-  Guard(std::string listener, TokenSet tokens, std::vector<std::string> open_paths = {});
+  // exact paths served to anyone (health probes); `also_open`, when set,
+  // opens every path it returns true for (the web UI's files and pages).
+  using PathPredicate = bool (*)(std::string_view path);
+  Guard(std::string listener, TokenSet tokens, std::vector<std::string> open_paths = {},
+        PathPredicate also_open = nullptr);
   Guard(const Guard&) = delete;
   Guard& operator=(const Guard&) = delete;
 
@@ -92,6 +95,7 @@ class Guard {
   std::string listener_;
   TokenSet tokens_;
   std::vector<std::string> open_paths_;
+  PathPredicate also_open_ = nullptr;
   AuthStats stats_;
 };
 

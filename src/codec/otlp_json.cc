@@ -10,13 +10,14 @@
 
 #include <array>
 #include <charconv>
-#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
 #include <string_view>
 #include <system_error>
 
+#include "codec/arena_room.h"
+#include "codec/json_common.h"
 #include "codec/otlp.h"
 #include "codec/value_text.h"
 
@@ -31,9 +32,6 @@ using simdjson::dom::object;
 // A top-level attribute value is at depth 1; the values inside its array or
 // kvlist at depth 2, and so on.
 constexpr int kMaxAnyValueDepth = 16;
-
-// Largest body (and scratch text) whose buffers a thread keeps for the next request.
-constexpr size_t kRetainedCapacity = size_t{4} << 20;
 
 bool Is(std::string_view key, std::string_view camel, std::string_view snake) {
   return key == camel || key == snake;
@@ -85,12 +83,6 @@ class Scoped {
  private:
   Path& p_;
 };
-
-#define SH_RETURN_IF_ERROR(expr) \
-  do {                           \
-    Status _st = (expr);         \
-    if (!_st.ok()) return _st;   \
-  } while (0)
 
 constexpr std::array<std::string_view, 6> kSpanKindNames = {
     "SPAN_KIND_UNSPECIFIED", "SPAN_KIND_INTERNAL", "SPAN_KIND_SERVER",
@@ -177,29 +169,6 @@ class Decoder {
     negative = false;
     mag = 0;
     switch (e.type()) {
-      case element_type::INT64: {
-        int64_t v = e.get_int64().value_unsafe();
-        negative = v < 0;
-        mag = negative ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
-        break;
-      }
-      case element_type::UINT64:
-        mag = e.get_uint64().value_unsafe();
-        break;
-      case element_type::DOUBLE: {
-        double d = e.get_double().value_unsafe();
-        if (!std::isfinite(d) || std::trunc(d) != d) return Err("expected an integer");
-        if (d < -9223372036854775808.0 || d >= 18446744073709551616.0) {
-          return Err("integer out of range");
-        }
-        negative = d < 0;
-        if (negative) {
-          mag = d == -9223372036854775808.0 ? uint64_t{1} << 63 : static_cast<uint64_t>(-d);
-        } else {
-          mag = static_cast<uint64_t>(d);
-        }
-        break;
-      }
       case element_type::STRING: {
         std::string_view s = e.get_string().value_unsafe();
         if (!s.empty() && s[0] == '-') {
@@ -219,7 +188,14 @@ class Decoder {
         break;
       }
       default:
-        return Err("expected an integer");
+        switch (json::ReadInteger(e, negative, mag)) {
+          case json::IntegerRead::kOk:
+            break;
+          case json::IntegerRead::kNotInteger:
+            return Err("expected an integer");
+          case json::IntegerRead::kOutOfRange:
+            return Err("integer out of range");
+        }
     }
     const uint64_t min_mag = min < 0 ? 0 - static_cast<uint64_t>(min) : 0;
     if (negative ? mag > min_mag : mag > max) return Err("integer out of range");
@@ -795,14 +771,10 @@ class Decoder {
   Path path_;
 };
 
-#undef SH_RETURN_IF_ERROR
-
 }  // namespace
 
 Status DecodeOtlpJson(std::string_view body, SpanBatch& out) {
-  // Reused across requests on the same thread: the parser's buffers (including
-  // the padded copy of the body) and the scratch strings only grow.
-  thread_local simdjson::dom::parser parser;
+  // Reused across requests on the same thread: the scratch strings only grow.
   thread_local std::string json_scratch;
   thread_local std::string bytes_scratch;
 
@@ -810,22 +782,13 @@ Status DecodeOtlpJson(std::string_view body, SpanBatch& out) {
   // input bytes and no rendering is more than twice the JSON it came from
   // (the worst is an integral number in exponent form, {"intValue":1e18}), so
   // refuse a body that could push the arena past 4 GiB.
-  const uint64_t arena = out.BeginString();
-  if (static_cast<uint64_t>(body.size()) > (UINT32_MAX - arena) / 2) {
-    return Status::TooLarge("request of " + std::to_string(body.size()) +
-                            " bytes is too large to decode into one batch");
-  }
+  SH_RETURN_IF_ERROR(CheckArenaRoom(body.size(), out, UINT32_MAX, 2));
 
-  element root;
-  const simdjson::error_code err = parser.parse(body.data(), body.size(), true).get(root);
-  Status st = err != simdjson::SUCCESS
-                  ? Status::Invalid(std::string("invalid JSON: ") + simdjson::error_message(err))
-                  : Decoder(out, json_scratch, bytes_scratch).Request(root);
-  // The parser keeps buffers several times the size of the largest body it
-  // has seen: do not let one huge request pin that memory on this thread.
-  if (parser.capacity() > kRetainedCapacity) parser = simdjson::dom::parser();
-  if (json_scratch.capacity() > kRetainedCapacity) std::string().swap(json_scratch);
-  if (bytes_scratch.capacity() > kRetainedCapacity) std::string().swap(bytes_scratch);
+  Status st = json::Parse(
+      body, [&](element root) { return Decoder(out, json_scratch, bytes_scratch).Request(root); });
+  // Do not let one huge request pin its scratch memory on this thread.
+  if (json_scratch.capacity() > json::kRetainedCapacity) std::string().swap(json_scratch);
+  if (bytes_scratch.capacity() > json::kRetainedCapacity) std::string().swap(bytes_scratch);
   return st;
 }
 

@@ -26,17 +26,20 @@
 #include <string>
 #include <string_view>
 
+#include "codec/arena_room.h"
 #include "codec/otlp.h"
+#include "codec/proto_wire.h"
 #include "codec/value_text.h"
 
 namespace spanhouse::codec {
 namespace {
 
-// Protobuf wire types.
-constexpr uint32_t kVarint = 0;
-constexpr uint32_t kFixed64 = 1;
-constexpr uint32_t kLen = 2;
-constexpr uint32_t kFixed32 = 5;
+using wire::Field;
+using wire::kFixed32;
+using wire::kFixed64;
+using wire::kLen;
+using wire::kVarint;
+using wire::Step;
 
 // Deepest AnyValue accepted: an attribute's own value is level 1, each
 // array / kvlist element one level more. Bounds the recursion of the renderer.
@@ -44,16 +47,6 @@ constexpr int kMaxValueDepth = 16;
 
 // Longest attribute key quoted in an error message.
 constexpr size_t kMaxKeyInError = 64;
-
-// One field of a message, as read from the wire.
-struct Field {
-  uint32_t number = 0;
-  uint32_t wire = 0;
-  uint64_t num = 0;        // value of a varint, fixed64 or fixed32 field
-  std::string_view bytes;  // payload of a length-delimited field
-};
-
-enum class Step { kField, kEnd, kError };
 
 // AnyValue's oneof members, indexed by field number.
 struct AnyMember {
@@ -97,150 +90,27 @@ std::string& Scratch() {
   return scratch;
 }
 
-class Decoder {
+class Decoder : public wire::Reader {
  public:
   Decoder(std::string_view body, SpanBatch& out)
-      : body_(body), out_(out), first_span_(static_cast<uint32_t>(out.span_count())) {}
+      : Reader(body), out_(out), first_span_(static_cast<uint32_t>(out.span_count())) {}
 
-  Status Run() {
-    std::string_view in = body_;
+  Status Run(std::string_view in) {
     Field f;
     for (;;) {
       Step st = Next(in, "ExportTraceServiceRequest", f);
       if (st == Step::kEnd) return Status::Ok();
-      if (st == Step::kError) return std::move(err_);
+      if (st == Step::kError) return TakeError();
       if (f.number == 1) {
         if (!Expect(f, kLen, "ExportTraceServiceRequest", "resource_spans") ||
             !ResourceSpans(f.bytes)) {
-          return std::move(err_);
+          return TakeError();
         }
       }
     }
   }
 
  private:
-  // ---- wire-level reading ----
-
-  size_t Offset(std::string_view at) const { return static_cast<size_t>(at.data() - body_.data()); }
-
-  bool Fail(std::string message) {
-    err_ = Status::Invalid(std::move(message));
-    return false;
-  }
-
-  // Most varints on the wire (tags, lengths of short strings) are one byte:
-  // take that path inline and leave the loop to ReadVarintSlow.
-  bool ReadVarint(std::string_view& in, uint64_t& v) {
-    if (!in.empty() && static_cast<uint8_t>(in[0]) < 0x80) [[likely]] {
-      v = static_cast<uint8_t>(in[0]);
-      in.remove_prefix(1);
-      return true;
-    }
-    return ReadVarintSlow(in, v);
-  }
-
-  [[gnu::noinline]] bool ReadVarintSlow(std::string_view& in, uint64_t& v) {
-    v = 0;
-    const size_t n = in.size() < 10 ? in.size() : 10;
-    for (size_t i = 0; i < n; ++i) {
-      const auto b = static_cast<uint8_t>(in[i]);
-      v |= static_cast<uint64_t>(b & 0x7f) << (7 * i);
-      if ((b & 0x80) == 0) {
-        in.remove_prefix(i + 1);
-        return true;
-      }
-    }
-    if (n == 10) {
-      return Fail("varint longer than 10 bytes at offset " + std::to_string(Offset(in)));
-    }
-    return Fail("truncated varint at offset " + std::to_string(Offset(in)));
-  }
-
-  // Reads the next field of the message whose remaining bytes are `in`.
-  // Unknown wire types and groups are errors: their length cannot be known
-  // (groups) or they are not protobuf at all (6, 7). Called for every field
-  // of every span and attribute, so the error text is built out of line.
-  [[gnu::always_inline]] Step Next(std::string_view& in, const char* msg, Field& f) {
-    if (in.empty()) return Step::kEnd;
-    const size_t at = Offset(in);
-    uint64_t tag;
-    if (!ReadVarint(in, tag)) [[unlikely]]
-      return Step::kError;
-    f.number = static_cast<uint32_t>(tag >> 3);
-    f.wire = static_cast<uint32_t>(tag & 7);
-    if (tag >> 3 == 0 || tag >> 3 > 0x1fffffff) [[unlikely]]
-      return BadFieldNumber(tag >> 3, msg, at);
-    switch (f.wire) {
-      case kLen: {
-        const size_t len_at = Offset(in);
-        uint64_t len;
-        if (!ReadVarint(in, len)) [[unlikely]]
-          return Step::kError;
-        if (len > in.size()) [[unlikely]]
-          return LengthTooLong(len, f.number, msg, len_at, in.size());
-        f.bytes = in.substr(0, static_cast<size_t>(len));
-        in.remove_prefix(static_cast<size_t>(len));
-        return Step::kField;
-      }
-      case kVarint:
-        if (!ReadVarint(in, f.num)) [[unlikely]]
-          return Step::kError;
-        return Step::kField;
-      case kFixed64:
-      case kFixed32: {
-        const size_t n = f.wire == kFixed64 ? 8 : 4;
-        if (in.size() < n) [[unlikely]]
-          return TruncatedFixed(n, f.number, msg, Offset(in));
-        // Little-endian on the wire, whatever the host.
-        f.num = 0;
-        for (size_t i = 0; i < n; ++i) {
-          f.num |= static_cast<uint64_t>(static_cast<uint8_t>(in[i])) << (8 * i);
-        }
-        in.remove_prefix(n);
-        return Step::kField;
-      }
-      default:
-        return BadWireType(f.wire, f.number, msg);
-    }
-  }
-
-  [[gnu::noinline, gnu::cold]] Step BadFieldNumber(uint64_t number, const char* msg, size_t at) {
-    Fail("invalid field number " + std::to_string(number) + " in " + msg + " at offset " +
-         std::to_string(at));
-    return Step::kError;
-  }
-  [[gnu::noinline, gnu::cold]] Step LengthTooLong(uint64_t len, uint32_t number, const char* msg,
-                                                  size_t len_at, size_t left) {
-    Fail("length " + std::to_string(len) + " of field " + std::to_string(number) + " in " + msg +
-         " at offset " + std::to_string(len_at) + " exceeds the " + std::to_string(left) +
-         " bytes left");
-    return Step::kError;
-  }
-  [[gnu::noinline, gnu::cold]] Step TruncatedFixed(size_t n, uint32_t number, const char* msg,
-                                                   size_t at) {
-    Fail(std::string("truncated ") + (n == 8 ? "fixed64" : "fixed32") + " for field " +
-         std::to_string(number) + " in " + msg + " at offset " + std::to_string(at));
-    return Step::kError;
-  }
-  [[gnu::noinline, gnu::cold]] Step BadWireType(uint32_t wire, uint32_t number, const char* msg) {
-    Fail("invalid wire type " + std::to_string(wire) + " for field " + std::to_string(number) +
-         " in " + msg + (wire == 3 || wire == 4 ? " (groups are not supported)" : ""));
-    return Step::kError;
-  }
-
-  [[gnu::always_inline]] bool Expect(const Field& f, uint32_t wire, const char* msg,
-                                     const char* name) {
-    if (f.wire == wire) [[likely]]
-      return true;
-    return WrongWire(f, wire, msg, name);
-  }
-  [[gnu::noinline, gnu::cold]] bool WrongWire(const Field& f, uint32_t wire, const char* msg,
-                                              const char* name) {
-    return Fail("wrong wire type " + std::to_string(f.wire) + " for field " +
-                std::to_string(f.number) + " (" + name + ") in " + msg + ", expected " +
-                std::to_string(wire));
-  }
-
   // ---- messages ----
 
   bool ResourceSpans(std::string_view in) {
@@ -891,12 +761,10 @@ class Decoder {
     return "span " + std::to_string(n) + " link " + std::to_string(k);
   }
 
-  std::string_view body_;
   SpanBatch& out_;
   const uint32_t first_span_;
   const uint32_t first_resource_ = static_cast<uint32_t>(out_.resources.attrs.size());
   const uint32_t first_scope_ = static_cast<uint32_t>(out_.scopes.name.size());
-  Status err_;
 };
 
 void PutVarint(std::string& out, uint64_t v) {
@@ -913,12 +781,10 @@ Status DecodeOtlpProto(std::string_view body, SpanBatch& out) {
   // StrRef offsets into the arena are 31-bit. Rendered attribute text is at
   // most ~6x the bytes it came from (\u00XX escapes), so refuse a body that
   // could push the arena past 2 GiB rather than hand out wrapped offsets.
-  const uint64_t arena = out.BeginString();
-  if (static_cast<uint64_t>(body.size()) > (SpanBatch::kSourceBit - 1 - arena) / 8) {
-    return Status::TooLarge("request of " + std::to_string(body.size()) +
-                            " bytes is too large to decode into one batch");
+  if (Status st = CheckArenaRoom(body.size(), out, SpanBatch::kSourceBit - 1, 8); !st.ok()) {
+    return st;
   }
-  return Decoder(body, out).Run();
+  return Decoder(body, out).Run(body);
 }
 
 Status DecodeOtlpProtoOwned(std::string body, SpanBatch& out) {

@@ -17,6 +17,16 @@
 // that thread. A thread leaves new connections to another that owns fewer
 // (IoThread::Accept), so that a few busy connections do not share one core.
 //
+// Deferred answers (HttpDeferral): a handler that would otherwise block the
+// thread (the OTLP receiver waiting for an fsync) returns at once with a
+// responder, and the connection waits in kDeferred, reading nothing, while
+// the thread serves its other connections. The responder may be completed
+// on any thread: it posts the answer, tagged with the connection's id, to
+// the thread's mailbox and wakes the thread through its eventfd, and the
+// thread writes it. An id, not a pointer: a connection closed meanwhile (by
+// its peer, the idle timeout or Stop) is simply not found, and its answer
+// is dropped.
+//
 // A connection is a small state machine: request head, then a body by length
 // or by chunks, then the response being written. Connections are
 // level-triggered in epoll, so a read may stop early (a short recv() means
@@ -63,12 +73,37 @@
 #include <cstring>
 #include <mutex>
 #include <optional>
+#include <unordered_map>
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <spdlog/spdlog.h>
 
 namespace spanhouse::net {
+
+HttpResponder& HttpResponder::operator=(HttpResponder&& o) noexcept {
+  if (this != &o) {
+    Abandon();
+    deliver_ = std::exchange(o.deliver_, nullptr);
+  }
+  return *this;
+}
+
+HttpResponder::~HttpResponder() {
+  Abandon();
+}
+
+void HttpResponder::Abandon() {
+  if (deliver_ == nullptr) return;
+  HttpResponse abandoned{503, "text/plain", "the server abandoned this request; retry\n", {}};
+  abandoned.headers.emplace_back("Retry-After", "1");
+  Respond(std::move(abandoned));
+}
+
+void HttpResponder::Respond(HttpResponse resp) {
+  if (deliver_ == nullptr) return;
+  std::exchange(deliver_, nullptr)(std::move(resp));
+}
 
 bool SplitHostPort(const std::string& s, std::string* host, uint16_t* port) {
   auto colon = s.rfind(':');
@@ -310,6 +345,8 @@ const char* ParseHead(std::string_view head, HttpRequest& req, HeadInfo& info) {
     } else if (IEquals(name, "content-encoding")) {
       if (!info.seen_content_encoding) req.content_encoding = value;
       info.seen_content_encoding = true;
+    } else if (IEquals(name, "if-none-match")) {
+      if (req.if_none_match.empty()) req.if_none_match = value;
     } else if (IEquals(name, "authorization")) {
       if (info.authorization.count++ == 0) info.authorization.value = value;
     }
@@ -328,6 +365,7 @@ enum class State {
   kChunkSize,  // reading a chunk-size line
   kChunkEnd,   // reading the CRLF after a chunk's data
   kTrailer,    // reading trailer fields after the last chunk
+  kDeferred,   // waiting for the handler's deferred answer; not reading
   kWrite,      // writing the response; not reading
   kLinger,     // answered and closing: reading and dropping what the client still sends
 };
@@ -337,6 +375,7 @@ enum class TlsNeed : uint8_t { kNone, kIn, kOut };
 
 struct Conn {
   int fd = -1;
+  uint64_t id = 0;     // unique on its thread: what a deferred answer is addressed to
   SSL* ssl = nullptr;  // HTTPS: the connection's TLS session; null for plain HTTP
   // What the last SSL_read (read_needs) and the last SSL_write (write_needs)
   // wait for, each apart: a read may wait for the socket to take output
@@ -351,9 +390,9 @@ struct Conn {
   State state = State::kHead;
   // Depending on the state: since when the connection is idle (kHead, no
   // bytes yet), since when the request has been arriving (kHead with bytes,
-  // kBody and the chunk states), or since the response last made progress
-  // (kWrite). The sweep closes the connection once it is older than the
-  // idle timeout.
+  // kBody and the chunk states), since when it waits for a deferred answer
+  // (kDeferred), or since the response last made progress (kWrite). The
+  // sweep closes the connection once it is older than the idle timeout.
   Clock::time_point since;
   bool mid_request = false;  // in kHead: some of the next request is here
 
@@ -394,7 +433,7 @@ struct Conn {
 // What the parser needs next.
 enum class Step {
   kNeedInput,  // more bytes from the socket
-  kWait,       // the response to be written first (state kWrite)
+  kWait,       // the response to be given or written first (kDeferred, kWrite)
   kClose,      // the connection is done
   kContinue,   // nothing; keep parsing (internal to Advance)
 };
@@ -416,17 +455,58 @@ LineResult TakeLine(Conn& c, size_t max, std::string_view* line) {
   return LineResult::kLine;
 }
 
+// Answers given to one I/O thread's deferred requests, from any thread.
+// Shared by the thread and the responders, which may outlive it.
+struct Mailbox {
+  std::mutex mu;
+  std::vector<std::pair<uint64_t, HttpResponse>> answers;  // guarded by mu; by connection id
+  int wake_fd = -1;  // guarded by mu: the thread's eventfd; -1 once it is gone
+
+  void Post(uint64_t conn, HttpResponse&& resp) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (wake_fd < 0) return;  // the server has stopped: nobody to answer
+    answers.emplace_back(conn, std::move(resp));
+    if (answers.size() == 1) {  // else the thread is woken already
+      const uint64_t one = 1;
+      [[maybe_unused]] const ssize_t n = write(wake_fd, &one, sizeof(one));
+    }
+  }
+};
+
+// The deferral a handler gets: its responder posts to the connection's
+// thread.
+class ConnDeferral final : public HttpDeferral {
+ public:
+  ConnDeferral(const std::shared_ptr<Mailbox>& mailbox, uint64_t conn)
+      : mailbox_(mailbox), conn_(conn) {}
+  HttpResponder Defer() override {
+    if (deferred_) return HttpResponder();
+    deferred_ = true;
+    return HttpResponder([mailbox = mailbox_, conn = conn_](HttpResponse&& resp) {
+      mailbox->Post(conn, std::move(resp));
+    });
+  }
+  bool deferred() const { return deferred_; }
+
+ private:
+  const std::shared_ptr<Mailbox>& mailbox_;  // the thread's; copied only by Defer
+  uint64_t conn_;
+  bool deferred_ = false;
+};
+
 class IoThread;
 
 }  // namespace
 
 struct HttpServer::Impl {
   HttpServerOptions opts;
-  HttpHandler handler;
+  DeferringHttpHandler handler;
   int listen_fd = -1;
   std::atomic<bool> accepting{false};
   std::atomic<bool> stopping{false};
-  std::atomic<int> in_flight{0};  // handlers running now
+  // Requests whose answer is not given yet: handlers running now and
+  // deferred answers still awaited.
+  std::atomic<int> in_flight{0};
   HttpServerStats stats;
   std::vector<std::unique_ptr<IoThread>> threads;
   std::mutex stop_mu;  // Stop() against itself (the destructor calls it too)
@@ -438,8 +518,14 @@ namespace {
 // loop that serves them. Everything here but Wake() runs on the thread.
 class IoThread {
  public:
-  explicit IoThread(HttpServer::Impl& srv) : srv_(srv) {}
+  explicit IoThread(HttpServer::Impl& srv) : srv_(srv), mailbox_(std::make_shared<Mailbox>()) {}
   ~IoThread() {
+    {
+      // Responders still out answer into the void from now on.
+      std::lock_guard<std::mutex> lock(mailbox_->mu);
+      mailbox_->wake_fd = -1;
+      mailbox_->answers.clear();
+    }
     if (epfd_ >= 0) close(epfd_);
     if (wake_fd_ >= 0) close(wake_fd_);
   }
@@ -453,6 +539,10 @@ class IoThread {
     if (epfd_ < 0) return false;
     wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (wake_fd_ < 0) return false;
+    {
+      std::lock_guard<std::mutex> lock(mailbox_->mu);
+      mailbox_->wake_fd = wake_fd_;
+    }
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.ptr = &wake_key_;
@@ -469,7 +559,8 @@ class IoThread {
   void Join() {
     if (thread_.joinable()) thread_.join();
   }
-  // Makes the thread look at the server's accepting/stopping flags now.
+  // Makes the thread look at the server's accepting/stopping flags (and its
+  // mailbox) now.
   void Wake() {
     const uint64_t one = 1;
     [[maybe_unused]] const ssize_t n = write(wake_fd_, &one, sizeof(one));
@@ -503,6 +594,9 @@ class IoThread {
   void CopyBuffered(Conn& c);
   bool SendContinue(Conn& c);
   Step Respond(Conn& c);
+  Step Await(Conn& c);
+  void TakeAnswers();
+  bool Answer(Conn& c, HttpResponse&& resp);
   Step Fail(Conn& c, int status, std::string message);
   Step Refuse(Conn& c, HttpResponse resp);
   void Queue(Conn& c, HttpResponse resp, bool head_only);
@@ -520,6 +614,10 @@ class IoThread {
   int wake_fd_ = -1;
   bool listening_ = false;  // the listening socket is in epfd_
   std::vector<std::unique_ptr<Conn>> conns_;
+  uint64_t next_conn_id_ = 0;
+  const std::shared_ptr<Mailbox> mailbox_;
+  std::unordered_map<uint64_t, Conn*> awaiting_;            // connections in kDeferred, by id
+  std::vector<std::pair<uint64_t, HttpResponse>> answers_;  // taken from the mailbox
   std::atomic<int> conn_count_{0};  // conns_.size(), for the other threads to read
   std::atomic<bool> accept_kick_{false};
   Clock::time_point now_;  // refreshed after epoll_wait and after each handler
@@ -581,6 +679,7 @@ void IoThread::Run() {
         [[maybe_unused]] const ssize_t r = read(wake_fd_, &v, sizeof(v));
         if (!srv_.accepting.load()) StopListening();
         if (accept_kick_.exchange(false)) Accept();
+        TakeAnswers();
       } else {
         OnEvent(*static_cast<Conn*>(key), events[i].events);
       }
@@ -590,8 +689,7 @@ void IoThread::Run() {
       next_sweep = now_ + sweep_every;
     }
   }
-  for (auto& c : conns_) Close(*c);
-  conns_.clear();
+  while (!conns_.empty()) Remove(*conns_.back());
 }
 
 // Accepts waiting connections until there are none, or until another thread
@@ -636,6 +734,7 @@ void IoThread::Accept() {
     }
     auto c = std::make_unique<Conn>();
     c->fd = fd;
+    c->id = next_conn_id_++;
     if (srv_.opts.tls) {
       c->ssl = SSL_new(srv_.opts.tls->ctx());
       if (c->ssl == nullptr || SSL_set_fd(c->ssl, fd) != 1) {
@@ -692,8 +791,10 @@ void IoThread::Sweep() {
   }
 }
 
-// Closes the connection and frees it; `c` is gone afterwards.
+// Closes the connection and frees it; `c` is gone afterwards, and so is a
+// deferred answer it still awaited.
 void IoThread::Remove(Conn& c) {
+  if (c.state == State::kDeferred && awaiting_.erase(c.id) != 0) srv_.in_flight.fetch_sub(1);
   Close(c);
   const size_t i = c.index;
   if (i + 1 != conns_.size()) {
@@ -728,6 +829,14 @@ void IoThread::OnEvent(Conn& c, uint32_t events) {
     const bool read_ready = (events & (c.read_needs == TlsNeed::kOut ? EPOLLOUT : EPOLLIN)) != 0;
     if (c.state == State::kLinger) {
       keep = Drain(c);
+    } else if (c.state == State::kDeferred) {
+      // epoll reports errors unasked: a reset connection has no one to
+      // answer. Otherwise only what is left of a 100 Continue is written.
+      if (error) {
+        keep = false;
+      } else if (c.out_pending() && write_ready) {
+        keep = Flush(c) != Flushed::kError;
+      }
     } else if (c.state == State::kWrite) {
       if (write_ready || error) {
         switch (Flush(c)) {
@@ -913,6 +1022,7 @@ Step IoThread::Advance(Conn& c) {
       case State::kTrailer:
         step = OnTrailer(c);
         break;
+      case State::kDeferred:
       case State::kWrite:
       case State::kLinger:
         return Step::kWait;
@@ -1073,12 +1183,14 @@ bool IoThread::SendContinue(Conn& c) {
   return Flush(c) != Flushed::kError;  // kPending: UpdateInterest adds EPOLLOUT
 }
 
-// Runs the handler on the complete request and starts writing its answer.
+// Runs the handler on the complete request and starts writing its answer,
+// or waits for it if the handler deferred it.
 Step IoThread::Respond(Conn& c) {
   HttpResponse resp;
+  ConnDeferral later(mailbox_, c.id);
   srv_.in_flight.fetch_add(1);
   try {
-    srv_.handler(c.req, resp);
+    srv_.handler(c.req, resp, later);
   } catch (const std::exception& e) {
     // A handler must not throw; if one does, the client gets a 500 and the
     // server keeps serving.
@@ -1088,14 +1200,65 @@ Step IoThread::Respond(Conn& c) {
     spdlog::error("{}: handler threw a non-exception", srv_.opts.name);
     resp = HttpResponse{500, "text/plain", "internal error\n", {}};
   }
-  srv_.in_flight.fetch_sub(1);
   now_ = Clock::now();
+  c.req = HttpRequest{};  // frees the body unless the handler took it
+  // A handler that deferred and then threw answers through its responder
+  // all the same (a 503 if the throw destroyed it).
+  if (later.deferred()) return Await(c);
+  srv_.in_flight.fetch_sub(1);
   // Once Stop() has begun, answers close their connections so clients go
   // elsewhere instead of sending more.
   c.close_after_write = !c.info.keep_alive() || !srv_.accepting.load();
   Queue(c, std::move(resp), c.info.head_method);
-  c.req = HttpRequest{};  // frees the body unless the handler took it
   return Send(c);
+}
+
+// The handler answers later: the request stays in flight, and the
+// connection reads nothing until the answer comes, so that answers to
+// pipelined requests go out in order.
+Step IoThread::Await(Conn& c) {
+  c.state = State::kDeferred;
+  c.since = now_;
+  awaiting_.emplace(c.id, &c);
+  return Step::kWait;
+}
+
+// Writes the deferred answers posted to this thread, each to its connection
+// if that is still open.
+void IoThread::TakeAnswers() {
+  {
+    std::lock_guard<std::mutex> lock(mailbox_->mu);
+    answers_.swap(mailbox_->answers);
+  }
+  for (auto& [id, resp] : answers_) {
+    const auto it = awaiting_.find(id);
+    if (it == awaiting_.end()) continue;  // closed meanwhile: nobody to tell
+    Conn& c = *it->second;
+    awaiting_.erase(it);
+    srv_.in_flight.fetch_sub(1);
+    bool keep = false;
+    try {
+      keep = Answer(c, std::move(resp));
+    } catch (const std::exception& e) {
+      spdlog::error("{}: closing a connection: {}", srv_.opts.name, e.what());
+    }
+    if (keep) {
+      UpdateInterest(c);
+    } else {
+      Remove(c);
+    }
+  }
+  answers_.clear();
+}
+
+// Starts writing a deferred answer, then goes on with the connection as
+// after any response. False: close it.
+bool IoThread::Answer(Conn& c, HttpResponse&& resp) {
+  c.close_after_write = !c.info.keep_alive() || !srv_.accepting.load();
+  Queue(c, std::move(resp), c.info.head_method);
+  const Step step = Send(c);
+  // kContinue: written at once; on to a pipelined request, if any.
+  return step != Step::kClose && (step != Step::kContinue || Read(c));
 }
 
 // Answers a request that cannot be served and closes the connection after.
@@ -1298,7 +1461,7 @@ void IoThread::UpdateInterest(Conn& c) {
   if (c.state == State::kLinger) {
     want = EPOLLIN;  // raw reads, no TLS
   } else {
-    if (c.state != State::kWrite) {
+    if (c.state != State::kWrite && c.state != State::kDeferred) {
       want |= c.read_needs == TlsNeed::kOut ? EPOLLOUT : EPOLLIN;
     }
     if (c.state == State::kWrite || c.out_pending()) {
@@ -1315,6 +1478,11 @@ void IoThread::UpdateInterest(Conn& c) {
 }  // namespace
 
 HttpServer::HttpServer(HttpServerOptions options, HttpHandler handler)
+    : HttpServer(std::move(options),
+                 [handler = std::move(handler)](HttpRequest& req, HttpResponse& resp,
+                                                HttpDeferral&) { handler(req, resp); }) {}
+
+HttpServer::HttpServer(HttpServerOptions options, DeferringHttpHandler handler)
     : impl_(std::make_unique<Impl>()) {
   impl_->opts = std::move(options);
   impl_->handler = std::move(handler);

@@ -1,6 +1,7 @@
 // A small HTTP/1.1 server on Linux epoll shared by every listener (OTLP/HTTP
-// receiver, query API). Handlers run on the server's I/O threads and answer
-// synchronously; they must not block on anything slow.
+// receiver, query API). Handlers run on the server's I/O threads and must not
+// block on anything slow: one that has to wait (the durable queue's fsync)
+// defers its answer (HttpDeferral) and gives it later, from any thread.
 #pragma once
 
 #include <atomic>
@@ -24,6 +25,7 @@ struct HttpRequest {
   std::string target;  // path and query string
   std::string content_type;
   std::string content_encoding;
+  std::string if_none_match;  // the first If-None-Match header (conditional GETs of the UI's files)
   std::string body;
   std::string_view path() const {
     std::string_view t = target;
@@ -44,6 +46,49 @@ struct HttpResponse {
 // response are the server's; the handler sets status, content type, body and
 // any other headers.
 using HttpHandler = std::function<void(HttpRequest&, HttpResponse&)>;
+
+// One request's answer, given later and from any thread (see HttpDeferral).
+// Movable, not copyable; it answers once: Respond() empties it. Destroyed
+// (or assigned over) without an answer, it answers 503 + Retry-After: the
+// work behind it was abandoned (a shutdown, a bug), and a client may send
+// the request again, which a 500 would tell it not to.
+class HttpResponder {
+ public:
+  using Deliver = std::function<void(HttpResponse&&)>;
+  HttpResponder() = default;  // empty: answers nothing
+  // The server makes them (HttpDeferral::Defer); a test of a handler may
+  // make one whose `deliver` keeps the answer.
+  explicit HttpResponder(Deliver deliver) : deliver_(std::move(deliver)) {}
+  HttpResponder(HttpResponder&& o) noexcept : deliver_(std::exchange(o.deliver_, nullptr)) {}
+  HttpResponder& operator=(HttpResponder&& o) noexcept;
+  HttpResponder(const HttpResponder&) = delete;
+  HttpResponder& operator=(const HttpResponder&) = delete;
+  ~HttpResponder();
+
+  // Hands the answer over to be written; nothing on an empty responder. Safe
+  // on any thread, and after the connection or the server is gone (the
+  // answer is then dropped).
+  void Respond(HttpResponse resp);
+  bool valid() const { return deliver_ != nullptr; }
+
+ private:
+  void Abandon();  // answers 503 if nothing was answered
+  Deliver deliver_;
+};
+
+// What a DeferringHttpHandler may use to answer later. Defer(), during the
+// handler call: the server ignores `resp`, reads no further request on that
+// connection (pipelined requests are answered in order) and writes what the
+// responder is given once it is given. Not called: `resp` is the answer, as
+// from an HttpHandler. A second call gets an empty responder.
+class HttpDeferral {
+ public:
+  virtual HttpResponder Defer() = 0;
+
+ protected:
+  ~HttpDeferral() = default;
+};
+using DeferringHttpHandler = std::function<void(HttpRequest&, HttpResponse&, HttpDeferral&)>;
 
 // Decides whether a request may proceed, from its head alone: it runs once
 // method, target and headers are parsed and before the body is read, so a
@@ -67,8 +112,9 @@ struct HttpServerOptions {
   size_t max_body_bytes = 20u << 20;  // on the wire, before decompression
   int threads = 1;
   // A connection is closed when it has been silent between requests for
-  // longer than this, has spent longer than this sending one request, or has
-  // read nothing of a pending response for this long. Zero or less: never.
+  // longer than this, has spent longer than this sending one request, has
+  // waited this long for a deferred answer, or has read nothing of a pending
+  // response for this long. Zero or less: never.
   // Checked about once a second (more often when shorter), not per read.
   std::chrono::milliseconds idle_timeout{60000};
   HttpAuthorizer authorize{};  // empty: every request proceeds
@@ -93,14 +139,17 @@ struct HttpServerStats {
 class HttpServer {
  public:
   HttpServer(HttpServerOptions options, HttpHandler handler);
+  // A handler that may answer later (HttpDeferral).
+  HttpServer(HttpServerOptions options, DeferringHttpHandler handler);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
   // Binds and starts accepting; a bind failure is returned, not thrown.
   Status Start();
-  // Stops accepting; lets requests in flight finish for up to `grace`, then
-  // closes every connection and joins the threads.
+  // Stops accepting; lets requests in flight finish, deferred answers
+  // included, for up to `grace`, then closes every connection and joins the
+  // threads. An answer given after that is dropped.
   void Stop(std::chrono::milliseconds grace = std::chrono::milliseconds(2000));
   uint16_t port() const { return port_; }
   const HttpServerStats& stats() const;

@@ -308,6 +308,7 @@ void QueryApi::Handle(const net::HttpRequest& req, net::HttpResponse& resp) {
     if (Status st = QueryString::Parse(req.target, &q); !st.ok()) return Fail(st, "", resp);
     return HandleApi(path.substr(kApi.size()), q, resp);
   }
+  if (hooks_.ui && path.substr(0, 5) != "/api/" && hooks_.ui(req, resp)) return;
   resp.status = 404;
   resp.body = RenderJaegerError(404, "not found: " + std::string(path));
 }

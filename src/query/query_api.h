@@ -36,6 +36,9 @@ struct AdminHooks {
   std::function<std::string()> not_ready;
   // /debug/... (fault injection for tests); only set when enabled in config.
   std::function<void(const net::HttpRequest&, net::HttpResponse&)> debug;
+  // Paths outside /api that no route above took (the web UI, ui/ui_server.h):
+  // true when it answered.
+  std::function<bool(const net::HttpRequest&, net::HttpResponse&)> ui;
 };
 
 class QueryApi {

@@ -112,9 +112,11 @@ struct Config {
     // budget (queue.max_bytes) cannot take waits here instead (spilled).
     uint64_t max_bytes = 1ull << 30;
     // "always": the 200 waits for the fsync that covers the request (group
-    // commit: one fsync for every request written meanwhile). A number N:
-    // fsync every N ms, the 200 once written (survives a crash of the
-    // process, not of the machine).
+    // commit: one fsync for every request written meanwhile), however long
+    // that takes; the answer is deferred, so the I/O thread serves other
+    // connections meanwhile; a failed sync answers 503. A number N: fsync
+    // every N ms, the 200 once written (survives a crash of the process, not
+    // of the machine).
     std::string fsync = "200";
   } durable;
   struct {

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "net/http_server.h"
+#include "ui/ui_server.h"
 
 namespace spanhouse::server {
 
@@ -19,12 +20,13 @@ Status LoadTls(const std::string& listener, const std::string& cert, const std::
 }
 
 Status LoadGuard(const std::string& listener, const std::string& key, const std::string& tokens,
-                 std::vector<std::string> open_paths, std::unique_ptr<auth::Guard>* out) {
+                 std::vector<std::string> open_paths, auth::Guard::PathPredicate also_open,
+                 std::unique_ptr<auth::Guard>* out) {
   auth::TokenSet set;
   if (Status st = auth::TokenSet::Parse(tokens, &set); !st.ok()) {
     return Status::Invalid("config key '" + key + "': " + st.message());
   }
-  *out = std::make_unique<auth::Guard>(listener, std::move(set), std::move(open_paths));
+  *out = std::make_unique<auth::Guard>(listener, std::move(set), std::move(open_paths), also_open);
   return Status::Ok();
 }
 
@@ -50,13 +52,15 @@ void WarnIfExposed(const std::string& listener, const std::string& address,
 
 Status ListenerSecurity::Load(const Config& cfg, ListenerSecurity* out) {
   ListenerSecurity s;
-  if (Status st =
-          LoadGuard("otlp_http", "auth.ingest_tokens", cfg.auth.ingest_tokens, {}, &s.ingest);
+  if (Status st = LoadGuard("otlp_http", "auth.ingest_tokens", cfg.auth.ingest_tokens, {}, nullptr,
+                            &s.ingest);
       !st.ok()) {
     return st;
   }
+  // The web UI's files and pages hold no data: a browser loads them without a
+  // token, and the UI sends the token with its /api requests.
   if (Status st = LoadGuard("query", "auth.query_tokens", cfg.auth.query_tokens,
-                            {"/healthz", "/readyz"}, &s.query);
+                            {"/healthz", "/readyz"}, ui::IsUiPath, &s.query);
       !st.ok()) {
     return st;
   }

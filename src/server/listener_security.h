@@ -15,8 +15,8 @@
 namespace spanhouse::server {
 
 struct ListenerSecurity {
-  std::unique_ptr<auth::Guard> ingest;                // OTLP/HTTP
-  std::unique_ptr<auth::Guard> query;                 // query API: all but /healthz and /readyz
+  std::unique_ptr<auth::Guard> ingest;  // OTLP/HTTP
+  std::unique_ptr<auth::Guard> query;   // query API: all but /healthz, /readyz and the web UI
   std::shared_ptr<const net::TlsContext> ingest_tls;  // null: plain HTTP
   std::shared_ptr<const net::TlsContext> query_tls;
 

@@ -28,6 +28,7 @@
 #include "storage/clickhouse/embedded_writer.h"
 #include "storage/clickhouse/engine_config.h"
 #include "storage/clickhouse/schema.h"
+#include "ui/ui_server.h"
 
 namespace spanhouse::server {
 
@@ -365,6 +366,7 @@ int Serve(const Config& cfg) {
       HandleDebugSink(req, resp, faults);
     };
   }
+  hooks.ui = ui::ServeUi;
   query::QueryApi query_api({cfg.query.listen, 2, security.query->Authorizer(), security.query_tls},
                             reader, std::move(hooks));
 

@@ -1,6 +1,10 @@
 """Back-pressure: a slowed sink makes spanhouse answer 429 + Retry-After, the
 real OpenTelemetry SDK exporter retries, and once the sink recovers every
-span the SDK reports as exported is stored exactly once."""
+span the SDK reports as exported is stored exactly once.
+
+With the durable queue (the default) the memory budget spills to disk and the
+429 comes when the durable queue is full; without it, when the memory budget
+is spent."""
 
 from __future__ import annotations
 
@@ -29,7 +33,8 @@ def test_slow_sink_gives_429_sdk_retries_nothing_lost_or_doubled(spanhouse_facto
     cfg = tmp_path / "bp.yaml"
     cfg.write_text(
         "otlp_http:\n  max_body_bytes: 1MiB\n"
-        "queue:\n  max_bytes: 2MiB\n"
+        "queue:\n  max_bytes: 1MiB\n"
+        "durable:\n  max_bytes: 2MiB\n"
         "writer:\n  max_rows: 1000\n  max_age_ms: 100\n"
         "debug:\n  fault_injection: true\n")
     sh = spanhouse_factory("bp", config=cfg)
@@ -46,7 +51,8 @@ def test_slow_sink_gives_429_sdk_retries_nothing_lost_or_doubled(spanhouse_facto
     try:
         # Wait until spanhouse has refused with 429 at least once, then let the sink recover.
         deadline = time.time() + 90
-        while metric(sh, "spanhouse_receiver_rejected_requests_total", 'reason="memory_limit"') == 0:
+        while metric(sh, "spanhouse_receiver_rejected_requests_total",
+                     'reason="durable_queue_full"') == 0:
             assert flood.poll() is None or time.time() < deadline, "the flood ended without any 429"
             assert time.time() < deadline, "no 429 within 90 s\n" + sh.diagnostics()
             time.sleep(0.2)
@@ -74,14 +80,20 @@ def test_slow_sink_gives_429_sdk_retries_nothing_lost_or_doubled(spanhouse_facto
             break
         time.sleep(0.5)
     assert count == len(exported), f"stored {count}, exported {len(exported)}"
-    rejected = metric(sh, "spanhouse_receiver_rejected_requests_total", 'reason="memory_limit"')
+    rejected = metric(sh, "spanhouse_receiver_rejected_requests_total",
+                      'reason="durable_queue_full"')
     assert rejected > 0
+    # The memory budget was spent first: requests waited on disk, none refused for memory.
+    assert metric(sh, "spanhouse_durable_queue_spilled_requests_total") > 0
+    assert metric(sh, "spanhouse_receiver_rejected_requests_total", 'reason="memory_limit"') == 0
     assert metric(sh, "spanhouse_sink_rows_lost_total") == 0
 
 
 def test_429_carries_retry_after(spanhouse_factory, tmp_path):
+    """Without the durable queue the memory budget is what refuses."""
     cfg = tmp_path / "full.yaml"
     cfg.write_text("otlp_http:\n  max_body_bytes: 1MiB\nqueue:\n  max_bytes: 1MiB\n"
+                   "durable:\n  enabled: false\n"
                    "writer:\n  max_age_ms: 60000\n  max_rows: 100000000\n")
     sh = spanhouse_factory("full", config=cfg)
     # Spans pile up in the writer (it waits a minute before inserting) until

@@ -200,6 +200,32 @@ def test_sigkill_five_times_under_load_stores_every_acked_span_once(spanhouse_fa
     print(f"crash test: {result}, replayed records {replayed}, answers {dict(client.responses)}")
 
 
+def test_fsync_always_acks_survive_sigkill_stored_once(spanhouse_factory, tmp_path):
+    """`durable.fsync: always`: each 200 comes from the durable queue's sync thread after
+    the fdatasync that covers its request (the answer deferred, the HTTP I/O thread free);
+    what was acknowledged survives SIGKILL and is stored once."""
+    sh = spanhouse_factory("always", config=write_config(tmp_path, "always",
+                                                         "durable:\n  fsync: always\n"))
+    traces = [os.urandom(16).hex() for _ in range(6)]
+    client = SteadyClient(sh, traces, rate=100, tag="always")
+    client.start()
+    fsyncs = 0.0
+    try:
+        for _ in range(2):
+            time.sleep(1.5)
+            sh.stop(signal.SIGKILL)
+            sh.start(keep_ports=True)
+        time.sleep(1.5)
+        fsyncs = metric(sh, "spanhouse_durable_queue_fsyncs_total")
+    finally:
+        client.halt()
+        client.join(timeout=60)
+    assert fsyncs > 0, "no fsync with durable.fsync: always"
+    result = check_stored_once(sh, [client], "fsync always, after 2 SIGKILLs")
+    print(f"fsync-always test: {result}, fsyncs since the last start {fsyncs}, "
+          f"answers {dict(client.responses)}")
+
+
 def test_kill_right_after_an_insert_replays_it_without_storing_it_twice(spanhouse_factory,
                                                                           tmp_path):
     """The ambiguous case, forced: the block is stored, the process dies before its records

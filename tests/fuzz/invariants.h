@@ -78,4 +78,46 @@ inline void CheckReencodes(const SpanBatch& decoded) {
   if (codec::EncodeOtlpProto(again) != encoded) Fail("encoding is not stable", "second encoding");
 }
 
+// What the Zipkin mapping (codec/zipkin_mapping.h) promises of any batch a Zipkin decoder
+// accepted: no links; a resource holds only service.name and resources have distinct
+// service names; the tags the mapping consumes are not left as attributes (error only as
+// "false", otel.status_code only with a value it does not know); times are whole microseconds
+// from start to end; the kind is never UNSPECIFIED.
+inline void CheckZipkinMapping(const SpanBatch& b) {
+  for (size_t r = 0; r < b.resources.attrs.size(); ++r) {
+    const Range a = b.resources.attrs[r];
+    if (a.size() > 1 || (a.size() == 1 && b.Str(b.resource_attrs.key[a.begin]) != "service.name")) {
+      Fail("zipkin resource", "holds more than service.name");
+    }
+    for (size_t o = 0; o < r; ++o) {
+      if (b.Str(b.resources.service_name[o]) == b.Str(b.resources.service_name[r])) {
+        Fail("zipkin resource", "two resources of one service");
+      }
+    }
+  }
+  for (uint32_t i = 0; i < b.span_count(); ++i) {
+    if (b.spans.links[i].size() != 0) Fail("zipkin span", "has links");
+    if (b.spans.kind[i] == static_cast<uint8_t>(SpanKind::kUnspecified)) {
+      Fail("zipkin span", "kind UNSPECIFIED");
+    }
+    if (b.spans.start_ns[i] % 1000 != 0 || b.spans.end_ns[i] % 1000 != 0 ||
+        b.spans.end_ns[i] < b.spans.start_ns[i]) {
+      Fail("zipkin span", "times are not whole microseconds from start to end");
+    }
+    const Range a = b.spans.attrs[i];
+    for (uint32_t k = a.begin; k < a.end; ++k) {
+      const std::string_view key = b.Str(b.span_attrs.key[k]);
+      const std::string_view value = b.Str(b.span_attrs.value[k]);
+      const bool consumed =
+          (key == "error" && value != "false") ||
+          (key == "otel.status_code" &&
+           (value == "OK" || value == "ERROR" || value == "UNSET" || value == "STATUS_CODE_OK" ||
+            value == "STATUS_CODE_ERROR" || value == "STATUS_CODE_UNSET")) ||
+          key == "otel.scope.name" || key == "otel.scope.version" || key == "otel.library.name" ||
+          key == "otel.library.version" || key == "w3c.tracestate";
+      if (consumed) Fail("zipkin tag kept as an attribute", key);
+    }
+  }
+}
+
 }  // namespace spanhouse::fuzz

@@ -12,11 +12,14 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "codec/otlp.h"
 #include "codec/otlp_encode.h"
 #include "model/span_batch.h"
 #include "testdata/sample_batch.h"
+#include "testdata/zipkin_spans.h"
 #include "tools/loadgen/compressor.h"
 #include "tools/loadgen/generator.h"
 
@@ -75,6 +78,77 @@ std::string DecompressInput(uint8_t encoding, uint8_t cap, std::string_view body
   return s;
 }
 
+// Zipkin span lists written both as JSON and as protobuf, under the same name in
+// zipkin_json/ (NAME.json) and zipkin_proto/ (NAME): every field and every tag the mapping
+// reads, a shared RPC span, 64-bit ids over several services, what an OTel SDK exporter sends.
+std::vector<std::pair<std::string, std::vector<spanhouse::testdata::ZSpan>>> ZipkinSeeds() {
+  using spanhouse::testdata::ZEndpoint;
+  using spanhouse::testdata::ZSpan;
+  constexpr uint64_t kStart = 1700000000000000;
+  ZSpan full = spanhouse::testdata::ZipkinFullSpan();
+  ZSpan tagged = full;
+  tagged.id = "eee19b7ec3c1b175";
+  tagged.kind = "";
+  tagged.local = ZEndpoint{"checkout", "", "", 0};
+  tagged.remote.reset();
+  tagged.debug = false;
+  tagged.shared = false;
+  tagged.tags = {{"error", "connection refused"},
+                 {"otel.status_code", "ERROR"},
+                 {"otel.status_description", "upstream failed"},
+                 {"otel.scope.name", "io.opentelemetry.okhttp"},
+                 {"otel.scope.version", "1.2.0"},
+                 {"otel.library.name", "old"},
+                 {"otel.library.version", "0.1"},
+                 {"w3c.tracestate", "rojo=00f067aa0ba902b7"},
+                 {"span.kind", "producer"},
+                 {"service.peer.name", "queue"},
+                 {"error", "false"}};
+
+  ZSpan client = full;
+  client.kind = "CLIENT";
+  client.shared = false;
+  client.debug = false;
+  client.local = ZEndpoint{"frontend", "192.168.99.101", "", 0};
+  client.remote = ZEndpoint{"checkout", "", "", 8080};
+  ZSpan server = client;
+  server.kind = "SERVER";
+  server.shared = true;
+  server.local = ZEndpoint{"checkout", "10.0.0.1", "", 8080};
+  server.remote = ZEndpoint{"", "192.168.99.101", "", 52000};
+
+  std::vector<ZSpan> ids;
+  for (int i = 0; i < 4; ++i) {
+    ZSpan s;
+    s.trace_id = "463ac35c9f6413ad";
+    s.id = "000000000000000" + std::to_string(i + 1);
+    if (i > 0) s.parent_id = "0000000000000001";
+    s.name = "op" + std::to_string(i);
+    s.timestamp = kStart + static_cast<uint64_t>(i) * 100;
+    s.duration = 50;
+    s.local = ZEndpoint{i % 2 == 0 ? "a" : "b", "", "", 0};
+    ids.push_back(s);
+  }
+
+  // The OTel spec's Zipkin exporter: no kind for INTERNAL, status as tags, scope as tags.
+  ZSpan otel;
+  otel.trace_id = "48485a3953bb6124463ac35c9f6413ad";
+  otel.id = "1c8355eb114c9bb4";
+  otel.name = "process order";
+  otel.timestamp = kStart;
+  otel.duration = 1;
+  otel.local = ZEndpoint{"orders", "", "", 0};
+  otel.tags = {{"otel.status_code", "ERROR"},
+               {"error", "out of stock"},
+               {"otel.scope.name", "shop.orders"},
+               {"app.items", "[1,2]"}};
+  otel.annotations = {{kStart, "\"exception\": {\"type\":\"OutOfStock\"}"}};
+  return {{"every-field", {full, tagged}},
+          {"shared-rpc", {client, server}},
+          {"ids-64-bit", ids},
+          {"otel-exporter", {otel}}};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -85,6 +159,8 @@ int main(int argc, char** argv) {
   const fs::path root = argv[1];
   const fs::path proto = root / "otlp_proto";
   const fs::path compressed = root / "decompress";
+  const fs::path zipkin_json = root / "zipkin_json";
+  const fs::path zipkin_proto = root / "zipkin_proto";
 
   // One loadgen trace per request keeps each seed a few KiB: small inputs mutate faster.
   for (uint64_t seed : {1, 2, 3}) {
@@ -112,6 +188,12 @@ int main(int argc, char** argv) {
   const std::string ids = Len(1, std::string(16, '\x5b')) + Len(2, std::string(8, '\xee'));
   Write(proto, "instrumentation-library-spans",
         Len(1, Len(1000, Len(1, Len(1, "io.legacy")) + Len(2, ids + Len(5, "old sdk")))));
+
+  for (const auto& [name, spans] : ZipkinSeeds()) {
+    Write(zipkin_json, name + ".json", spanhouse::testdata::ZipkinJson(spans));
+    Write(zipkin_proto, name, spanhouse::testdata::ZipkinProto(spans));
+  }
+  Write(zipkin_proto, "empty", "");
 
   // Selectors as fuzz_decompress.cc reads them: 0 gzip, 1 deflate, 2 zstd, 3 none; cap 63 is the
   // largest (4 MiB), 40 is 8 KiB.

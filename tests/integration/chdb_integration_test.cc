@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <set>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -112,11 +113,14 @@ TEST(ChdbRoundTrip, TraceIndexHoldsFirstAndLastTime) {
   WriteAll(first, caps);
   SpanBatch later = testdata::SampleBatch(1, 1700000100000000000ull);
   WriteAll(later, caps);
-  const std::string row = Q(fmt::format(
-      "SELECT min(start_ns), max(end_ns) FROM {}.trace_index WHERE trace_id = unhex('{}')",
-      kDatabase, ToHex(testdata::MakeTraceId(0))));
-  const uint64_t lo = in.spans.start_ns[0];
-  const uint64_t hi = later.spans.end_ns[2];
+  // By the id's first 8 bytes, in seconds: the first start rounded down,
+  // the last end up.
+  const std::string row =
+      Q(fmt::format("SELECT min(start_s), max(end_s) FROM {}.trace_index WHERE trace_id8 = "
+                    "substring(unhex('{}'), 1, 8)",
+                    kDatabase, ToHex(testdata::MakeTraceId(0))));
+  const uint64_t lo = in.spans.start_ns[0] / 1000000000;
+  const uint64_t hi = (later.spans.end_ns[2] + 999999999) / 1000000000;
   EXPECT_EQ(row, fmt::format("{}\t{}\n", lo, hi));
 }
 
@@ -150,6 +154,155 @@ TEST(ChdbSchema, OldSpansTableIsUpgradedInPlace) {
   // New rows still go in next to the old one.
   WriteAll(testdata::SampleBatch(1), caps);
   EXPECT_EQ(Q(fmt::format("SELECT count() FROM {}.spans", kDatabase)), "4\n");
+}
+
+// A schema-4 data directory: its layout (Schema4Layout), loadgen traces of
+// the last hour written as schema 4's writer did (user-field values in the
+// arrays too), in two inserts. Returns the spans written.
+SpanBatch MakeVersion4(Capabilities* caps, size_t traces) {
+  SchemaOptions v4;
+  v4.layout = Schema4Layout();
+  EXPECT_TRUE(EnsureSchema(*Engine::conn, caps, v4).ok());
+  loadgen::TraceGenerator gen(loadgen::CorpusOptions{9});
+  const auto now = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                             std::chrono::system_clock::now().time_since_epoch())
+                                             .count());
+  SpanBatch a;
+  SpanBatch b;
+  for (size_t t = 0; t < traces; ++t) {
+    gen.AppendTrace(now - 1800000000000ull + t * 20000000ull, t % 2 == 0 ? &a : &b);
+  }
+  WriteAll(a, *caps, UserFieldValues::kInArrays);
+  WriteAll(b, *caps, UserFieldValues::kInArrays);
+  a.Append(b);
+  return a;
+}
+
+// What an upgrade must keep: every spans row with every column (a hash
+// over all of them), the traces in trace_index, the views' sums.
+std::string Fingerprint() {
+  std::string cols;
+  for (const auto& c : SpanColumns()) {
+    cols += fmt::format("{}{}", cols.empty() ? "" : ", ",
+                        c.logical == Logical::kJson ? "toString(user_fields)" : c.name);
+  }
+  const bool short_ids = Q(fmt::format("SELECT count() FROM system.columns WHERE database = '{}' "
+                                       "AND table = 'trace_index' AND name = 'trace_id8'",
+                                       kDatabase)) == "1\n";
+  return Q(fmt::format(
+      "SELECT (SELECT count() FROM {0}.spans), (SELECT sum(cityHash64({1})) FROM {0}.spans), "
+      "(SELECT uniqExact(substring({2}, 1, 8)) FROM {0}.trace_index), "
+      "(SELECT sum(calls) FROM {0}.red_1m), (SELECT count() FROM (SELECT DISTINCT service_name, "
+      "name, kind FROM {0}.operations))",
+      kDatabase, cols, short_ids ? "trace_id8" : "trace_id"));
+}
+
+// The spans of `in` as a lookup returns a trace's: ordered by start time,
+// then span id.
+SpanBatch TraceAsRead(const SpanBatch& in, const TraceId& id) {
+  std::vector<uint32_t> order;
+  for (uint32_t i = 0; i < in.span_count(); ++i) {
+    if (in.spans.trace_id[i] == id) order.push_back(i);
+  }
+  const auto& sp = in.spans;
+  std::sort(order.begin(), order.end(), [&](uint32_t x, uint32_t y) {
+    return std::tie(sp.start_ns[x], sp.span_id[x]) < std::tie(sp.start_ns[y], sp.span_id[y]);
+  });
+  SpanBatch out;
+  out.AppendSpans(in, order.data(), order.size());
+  return out;
+}
+
+void ExpectUpgradedToVersion5(const SpanBatch& old, const Capabilities& caps,
+                              const std::string& before) {
+  EXPECT_EQ(Q(fmt::format("SELECT sorting_key, engine_full LIKE '%index_granularity = 32768%' "
+                          "FROM system.tables WHERE database = '{}' AND name = 'spans'",
+                          kDatabase)),
+            "toStartOfHour(timestamp), trace_id, start_time\t1\n");
+  EXPECT_EQ(Q(fmt::format("SELECT groupArray(name) FROM (SELECT name FROM system.columns WHERE "
+                          "database = '{}' AND table = 'trace_index' ORDER BY position)",
+                          kDatabase)),
+            "['day','trace_id8','start_s','end_s']\n");
+  EXPECT_EQ(Q(fmt::format("SELECT count() FROM system.tables WHERE database = '{}' AND name LIKE "
+                          "'%before_upgrade'",
+                          kDatabase)),
+            "0\n");
+  EXPECT_EQ(Q(fmt::format("SELECT max(version) FROM {}.schema_version", kDatabase)), "5\n");
+  // Every row kept, nothing counted twice by the views.
+  EXPECT_EQ(Fingerprint(), before);
+  // The old rows read back exactly (their user-field values in the arrays).
+  ChdbSpanReader reader(*Engine::conn, caps);
+  std::set<TraceId> ids(old.spans.trace_id.begin(), old.spans.trace_id.end());
+  std::string why;
+  for (const TraceId& id : ids) {
+    SpanBatch out;
+    Status st = reader.GetTrace(id, &out);
+    ASSERT_TRUE(st.ok()) << ToHex(id) << ": " << st.message();
+    ASSERT_TRUE(TraceAsRead(old, id).LogicallyEquals(out, &why)) << ToHex(id) << ": " << why;
+  }
+  // New spans go in the new way, next to the old; the views feed on.
+  SpanBatch fresh = testdata::SampleBatch(1, old.spans.start_ns[0] + 5000000);
+  fresh.spans.trace_id[0] = fresh.spans.trace_id[1] = fresh.spans.trace_id[2] =
+      testdata::MakeTraceId(250);
+  WriteAll(fresh, caps);
+  SpanBatch out;
+  ASSERT_TRUE(reader.GetTrace(testdata::MakeTraceId(250), &out).ok());
+  EXPECT_TRUE(fresh.LogicallyEquals(out, &why)) << why;
+  EXPECT_EQ(Q(fmt::format("SELECT sum(calls) FROM {}.red_1m", kDatabase)),
+            fmt::format("{}\n", old.span_count() + 3));
+  EXPECT_EQ(Q(fmt::format("SELECT countIf(bitAnd(t, 128) != 0) > 0 FROM {}.spans ARRAY JOIN "
+                          "attr_types AS t",
+                          kDatabase)),
+            "1\n");
+}
+
+TEST(ChdbSchema, Version4DataDirectoryIsUpgradedKeepingEveryRow) {
+  Reset();
+  Capabilities caps;
+  const SpanBatch old = MakeVersion4(&caps, 60);
+  const std::string before = Fingerprint();
+  ASSERT_NE(before.substr(0, 2), "0\t");
+  // Schema 4's rows keep user-field values in the arrays: nothing marked.
+  EXPECT_EQ(Q(fmt::format("SELECT countIf(bitAnd(t, 128) != 0) FROM {}.spans ARRAY JOIN "
+                          "attr_types AS t",
+                          kDatabase)),
+            "0\n");
+  Status st = EnsureSchema(*Engine::conn, &caps);
+  ASSERT_TRUE(st.ok()) << st.message();
+  ExpectUpgradedToVersion5(old, caps, before);
+  // The next start finds nothing to do.
+  const std::string after = Fingerprint();
+  ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
+  EXPECT_EQ(Fingerprint(), after);
+}
+
+// An upgrade stopped part-way (after the renames, the new tables half
+// filled) is finished by the next start, every row there once.
+TEST(ChdbSchema, Version4UpgradeStoppedPartWayIsFinishedByTheNextStart) {
+  Reset();
+  Capabilities caps;
+  const SpanBatch old = MakeVersion4(&caps, 40);
+  const std::string before = Fingerprint();
+  for (const char* view : {"trace_index_mv", "red_1m_mv", "operations_mv"}) {
+    Q(fmt::format("DROP VIEW {}.{}", kDatabase, view));
+  }
+  Q(fmt::format("RENAME TABLE {0}.spans TO {0}.spans_before_upgrade", kDatabase));
+  Q(fmt::format("RENAME TABLE {0}.trace_index TO {0}.trace_index_before_upgrade", kDatabase));
+  for (const std::string& sql : SchemaDdl(caps)) {
+    if (sql.find(".spans (") != std::string::npos ||
+        sql.find(".trace_index (") != std::string::npos) {
+      Q(sql);
+    }
+  }
+  Q(fmt::format("INSERT INTO {0}.spans SELECT * FROM {0}.spans_before_upgrade LIMIT 25",
+                kDatabase));
+  Q(
+      fmt::format("INSERT INTO {0}.trace_index SELECT day, substring(trace_id, 1, 8), 1, 2 FROM "
+                  "{0}.trace_index_before_upgrade LIMIT 5",
+                  kDatabase));
+  Status st = EnsureSchema(*Engine::conn, &caps);
+  ASSERT_TRUE(st.ok()) << st.message();
+  ExpectUpgradedToVersion5(old, caps, before);
 }
 
 TEST(ChdbSchema, Version1ResourceColumnsMoveToTheResourcesTable) {
@@ -353,6 +506,117 @@ TEST(ChdbUserFields, QueryByPathReturnsExactlyTheSpansThatCarryIt) {
   EXPECT_EQ(count("no.such.field", ""), 0u);
   // The path is a bound parameter, not SQL.
   EXPECT_EQ(count("x') OR 1=1 --", ""), 0u);
+}
+
+// A span's user fields keep their value in user_fields only (the arrays
+// keep key and marked type); a read must give every one back, with its type
+// and in its place: after merges, for keys the engine might treat specially
+// (dots, spaces, quotes, non-ASCII), and for parts with more paths than the
+// JSON type keeps as subcolumns (the rest go to its shared data).
+TEST(ChdbUserFields, SpanAttributesComeBackWithTheirTypesAfterMerges) {
+  Reset();
+  Capabilities caps;
+  ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
+  ASSERT_TRUE(caps.json_type);
+  const auto now = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                             std::chrono::system_clock::now().time_since_epoch())
+                                             .count());
+  // Loadgen traces (app.* fields of every type), then spans with odd keys
+  // and two with 700 distinct keys each, in three inserts: merged, a part
+  // has more than 1024 paths.
+  loadgen::TraceGenerator gen(loadgen::CorpusOptions{5});
+  SpanBatch loadgen_part;
+  for (size_t t = 0; t < 50; ++t) {
+    gen.AppendTrace(now - 1200000000000ull + t * 1000000ull, &loadgen_part);
+  }
+  auto odd = [&](uint8_t trace, int keys, int salt) {
+    SpanBatch b = testdata::SampleBatch(1, now - 600000000000ull + static_cast<uint64_t>(salt));
+    for (uint32_t i = 0; i < b.span_count(); ++i) {
+      b.spans.trace_id[i] = testdata::MakeTraceId(trace);
+      const uint32_t begin = static_cast<uint32_t>(b.span_attrs.size());
+      for (uint32_t a = b.spans.attrs[i].begin; a < b.spans.attrs[i].end; ++a) {
+        SpanBatch::AddAttr(b.span_attrs, b.span_attrs.key[a], b.span_attrs.type[a],
+                           b.span_attrs.value[a]);
+      }
+      auto add = [&](const std::string& k, ValueType t, const std::string& v) {
+        SpanBatch::AddAttr(b.span_attrs, b.AddString(k), t, b.AddString(v));
+      };
+      add("a..b", ValueType::kString, "double dot");
+      add(".lead", ValueType::kInt, "7");
+      add("trail.", ValueType::kBool, "false");
+      add("with space", ValueType::kDouble, "2.5");
+      add("quote\"'`", ValueType::kString, "q");
+      add("\xc3\xa4pfel.gr\xc3\xb6\xc3\x9f"
+          "e",
+          ValueType::kString, "\xe2\x82\xac");
+      add("cart", ValueType::kString, "leaf");  // a leaf beside cart.items
+      add("cart.items", ValueType::kInt, "3");
+      add("mixed", i % 2 == 0 ? ValueType::kInt : ValueType::kString, i % 2 == 0 ? "12" : "12");
+      for (int k = 0; k < keys; ++k) {
+        add(fmt::format("many.s{}.k{}", salt, k), k % 3 == 0 ? ValueType::kInt : ValueType::kString,
+            std::to_string(k * 7 + salt));
+      }
+      b.spans.attrs[i] = {begin, static_cast<uint32_t>(b.span_attrs.size())};
+    }
+    return b;
+  };
+  const SpanBatch odd1 = odd(201, 700, 1);
+  const SpanBatch odd2 = odd(202, 700, 2);
+  WriteAll(loadgen_part, caps);
+  WriteAll(odd1, caps);
+  WriteAll(odd2, caps);
+  // The values are stored once: marked in the arrays.
+  EXPECT_EQ(Q(fmt::format("SELECT countIf(bitAnd(t, 128) != 0) > 0, countIf(bitAnd(t, 128) != 0 "
+                          "AND v != '') FROM {}.spans ARRAY JOIN attr_types AS t, attr_values AS v",
+                          kDatabase)),
+            "1\t0\n");
+  Q(fmt::format("OPTIMIZE TABLE {}.spans FINAL", kDatabase));
+  EXPECT_EQ(Q(fmt::format("SELECT count() FROM system.parts WHERE database = '{}' AND table = "
+                          "'spans' AND active",
+                          kDatabase)),
+            "1\n");
+  // Some of the merged part's paths are in the JSON type's shared data.
+  EXPECT_EQ(Q(fmt::format("SELECT max(length(JSONSharedDataPaths(user_fields))) > 0 FROM {}.spans",
+                          kDatabase)),
+            "1\n");
+
+  ChdbSpanReader reader(*Engine::conn, caps);
+  std::string why;
+  for (const SpanBatch* in : {&odd1, &odd2}) {
+    SpanBatch out;
+    Status st = reader.GetTrace(in->spans.trace_id[0], &out);
+    ASSERT_TRUE(st.ok()) << st.message();
+    EXPECT_TRUE(in->LogicallyEquals(out, &why)) << why;
+  }
+  // Every loadgen trace, span for span (the reader orders a trace's spans
+  // by start time, then id: so is the expected batch).
+  std::map<TraceId, std::vector<uint32_t>> want;
+  for (uint32_t i = 0; i < loadgen_part.span_count(); ++i) {
+    want[loadgen_part.spans.trace_id[i]].push_back(i);
+  }
+  size_t checked = 0;
+  const auto& sp = loadgen_part.spans;
+  for (auto& [id, order] : want) {
+    std::sort(order.begin(), order.end(), [&](uint32_t x, uint32_t y) {
+      return std::tie(sp.start_ns[x], sp.span_id[x]) < std::tie(sp.start_ns[y], sp.span_id[y]);
+    });
+    SpanBatch sorted;
+    sorted.AppendSpans(loadgen_part, order.data(), order.size());
+    SpanBatch out;
+    Status st = reader.GetTrace(id, &out);
+    ASSERT_TRUE(st.ok()) << st.message();
+    ASSERT_TRUE(sorted.LogicallyEquals(out, &why)) << ToHex(id) << ": " << why;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 50u);
+  // Counting by a span attribute finds values stored in user_fields too.
+  uint64_t n = 0;
+  ASSERT_TRUE(
+      reader.CountSpansWithAttr(ChdbSpanReader::AttrOwner::kSpan, "with space", "2.5", &n).ok());
+  EXPECT_EQ(n, odd1.span_count() + odd2.span_count());
+  ASSERT_TRUE(
+      reader.CountSpansWithAttr(ChdbSpanReader::AttrOwner::kSpan, "many.s2.k3", "23", &n).ok());
+  EXPECT_EQ(n, odd2.span_count());
 }
 
 TEST(ChdbViews, RedPerMinuteEqualsTheSpansTable) {

@@ -73,10 +73,13 @@ inline void Reset() {
 }
 
 // Stores `b` through the real writer path (one EmbeddedWriter, one flush).
-inline void WriteAll(const SpanBatch& b, const Capabilities& caps) {
+// `values`: the writer's encoding (kInArrays: schema 4's).
+inline void WriteAll(const SpanBatch& b, const Capabilities& caps,
+                     UserFieldValues values = UserFieldValues::kMarked) {
   pipeline::SpanQueue queue(64u << 20);
   WriterOptions opts;
   opts.spool_dir = Engine::dir + "/spool";
+  opts.user_field_values = values;
   EmbeddedWriter writer(Engine::conn.get(), caps, queue, opts);
   writer.Start();
   auto copy = std::make_unique<SpanBatch>(b);

@@ -414,6 +414,9 @@ TEST_F(QueryGolden, SearchByAttributesStatusKindAndDuration) {
   ASSERT_GT(android.size(), 0u);
   ExpectTraces("/api/traces?service=frontend&limit=1500&tag=user_fields.app.channel:android",
                android);
+  // The same key as a plain tag: the span's value lives in user_fields only
+  // (the arrays keep its key, the type marked), the resource's in its arrays.
+  ExpectTraces("/api/traces?service=frontend&limit=1500&tag=app.channel:android", android);
   // Two tags at once must hold on the same span.
   ExpectTraces(
       "/api/traces?service=api-gateway&limit=1500&tag=error:true"

@@ -103,7 +103,8 @@ TEST_P(RowFormatsTest, RowsReadBackIdentical) {
 
   QueryResult r;
   st = Engine::conn->Query(
-      fmt::format("SELECT {} FROM {} ORDER BY start_time, span_id", SpanSelectList(caps), table),
+      fmt::format("SELECT {} FROM {} ORDER BY start_time, span_id SETTINGS {} = 1",
+                  SpanSelectList(caps), table, kFlattenedJsonSetting),
       "Native", &r);
   ASSERT_TRUE(st.ok()) << st.message();
   SpanBatch out;

@@ -21,10 +21,11 @@
 namespace spanhouse::storage {
 namespace {
 
-void ExpectRoundTrip(const Capabilities& caps, const std::string& label) {
+void ExpectRoundTrip(const Capabilities& caps, const std::string& label,
+                     const StorageLayout& layout = {}) {
   SpanBatch in = testdata::SampleBatch(2);
   WriteAll(in, caps);
-  ChdbSpanReader reader(*Engine::conn, caps);
+  ChdbSpanReader reader(*Engine::conn, caps, {}, layout);
   SpanBatch out;
   for (uint8_t t = 0; t < 2; ++t) {
     Status st = reader.GetTrace(testdata::MakeTraceId(t), &out);
@@ -46,11 +47,12 @@ TEST(StorageLayout, ChosenCodecsAndTypesAreTheTables) {
   Capabilities caps;
   ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
   EXPECT_TRUE(caps.codecs);
-  EXPECT_EQ(Column("spans", "attr_values"), "Array(LowCardinality(String))\tCODEC(Default)\n");
+  EXPECT_EQ(Column("spans", "attr_values"), "Array(LowCardinality(String))\tCODEC(ZSTD(3))\n");
   EXPECT_EQ(Column("spans", "duration_ns"), "UInt64\tCODEC(T64, Default)\n");
   EXPECT_EQ(Column("spans", "attr_keys"), "Array(LowCardinality(String))\tCODEC(ZSTD(3))\n");
-  EXPECT_EQ(Column("trace_index", "start_ns"),
-            "SimpleAggregateFunction(min, UInt64)\tCODEC(T64, Default)\n");
+  EXPECT_EQ(Column("trace_index", "start_s"),
+            "SimpleAggregateFunction(min, UInt32)\tCODEC(T64, Default)\n");
+  EXPECT_EQ(Column("spans", "user_fields"), "JSON\tCODEC(ZSTD(3))\n");
   EXPECT_EQ(Column("resources", "attr_values"), "Array(LowCardinality(String))\tCODEC(Default)\n");
   // Every column of every table has a codec.
   EXPECT_EQ(Q(fmt::format("SELECT groupArray(concat(table, '.', name)) FROM system.columns WHERE "
@@ -73,7 +75,7 @@ TEST(StorageLayout, EveryBenchVariantRoundTripsSpans) {
     options.layout = v.layout;
     Status st = EnsureSchema(*Engine::conn, &caps, options);
     ASSERT_TRUE(st.ok()) << v.name << ": " << st.message();
-    ExpectRoundTrip(caps, v.name);
+    ExpectRoundTrip(caps, v.name, v.layout);
   }
 }
 
@@ -98,10 +100,10 @@ TEST(StorageLayout, OlderTablesTakeTheChosenCodecsInPlace) {
   ASSERT_NE(parts, "");
 
   ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
-  EXPECT_EQ(Column("spans", "attr_values"), "Array(String)\tCODEC(Default)\n");
+  EXPECT_EQ(Column("spans", "attr_values"), "Array(String)\tCODEC(ZSTD(3))\n");
   EXPECT_EQ(Column("spans", "duration_ns"), "UInt64\tCODEC(T64, Default)\n");
-  EXPECT_EQ(Column("trace_index", "end_ns"),
-            "SimpleAggregateFunction(max, UInt64)\tCODEC(T64, Default)\n");
+  EXPECT_EQ(Column("trace_index", "end_s"),
+            "SimpleAggregateFunction(max, UInt32)\tCODEC(T64, Default)\n");
   EXPECT_EQ(Q(fmt::format("SELECT count() FROM system.mutations WHERE database = '{}'", kDatabase)),
             "0\n");
   EXPECT_EQ(parts, Q(parts_sql));
@@ -113,7 +115,7 @@ TEST(StorageLayout, OlderTablesTakeTheChosenCodecsInPlace) {
   EXPECT_EQ(out.span_count(), 6u);
   // A third start changes nothing.
   ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
-  EXPECT_EQ(Column("spans", "attr_values"), "Array(String)\tCODEC(Default)\n");
+  EXPECT_EQ(Column("spans", "attr_values"), "Array(String)\tCODEC(ZSTD(3))\n");
 }
 
 // Columns with CODEC(Default) take the engine's rule: a small fresh part is
@@ -133,9 +135,11 @@ TEST(StorageLayout, PartSizePicksLz4OrZstd) {
   SpanBatch a;
   SpanBatch b;
   uint64_t t = 1700000000000000000ull;
-  // ~80 bytes a span with LZ4: each insert below the threshold, both above.
-  while (a.span_count() < 8000) gen.AppendTrace(t += 1000000, &a);
-  while (b.span_count() < 8000) gen.AppendTrace(t += 1000000, &b);
+  // 44-87 bytes a span with LZ4 (schema 5: user-field values once, ZSTD(3)
+  // on attr_values and user_fields): each insert below the threshold, both
+  // above.
+  while (a.span_count() < 12000) gen.AppendTrace(t += 1000000, &a);
+  while (b.span_count() < 12000) gen.AppendTrace(t += 1000000, &b);
   const size_t n = a.span_count() + b.span_count();
   WriteAll(a, caps);
   WriteAll(b, caps);

@@ -458,6 +458,21 @@ bool SegmentLog::WaitDurable(uint64_t lsn, std::chrono::milliseconds timeout) {
   return durable_lsn_ >= lsn;
 }
 
+void SegmentLog::OnDurable(uint64_t lsn, std::function<void(bool ok)> done) {
+  bool ok = true;
+  if (opts_.fsync_always) {
+    std::lock_guard<std::mutex> lock(sync_mu_);
+    if (durable_lsn_ < lsn) {
+      if (!failed_ && !sync_ended_) {
+        waiters_.emplace(lsn, std::move(done));
+        return;
+      }
+      ok = false;
+    }
+  }
+  done(ok);
+}
+
 void SegmentLog::SyncLoop() {
   for (;;) {
     uint64_t target = 0;
@@ -468,7 +483,7 @@ void SegmentLog::SyncLoop() {
       } else {
         sync_cv_.wait_for(lock, opts_.fsync_interval, [&] { return closing_; });
       }
-      if (closing_ && written_lsn_ == durable_lsn_) return;
+      if (closing_ && written_lsn_ == durable_lsn_) break;
       if (written_lsn_ == durable_lsn_) continue;
     }
     // Segments sealed since the last sync were synced when sealed; the
@@ -480,20 +495,39 @@ void SegmentLog::SyncLoop() {
       std::lock_guard<std::mutex> sl(sync_mu_);
       target = written_lsn_;
     }
+    if (opts_.test_before_sync) opts_.test_before_sync();
     const bool ok = ::fdatasync(file->fd) == 0;
     stats_.fsyncs++;
+    std::vector<std::function<void(bool)>> synced;  // called outside the lock
     {
       std::lock_guard<std::mutex> lock(sync_mu_);
       if (ok) {
         durable_lsn_ = std::max(durable_lsn_, target);
+        const auto end = waiters_.upper_bound(durable_lsn_);
+        for (auto it = waiters_.begin(); it != end; ++it) synced.push_back(std::move(it->second));
+        waiters_.erase(waiters_.begin(), end);
       } else {
         failed_ = true;
         spdlog::error("durable queue: fdatasync failed: {}", std::strerror(errno));
       }
     }
     durable_cv_.notify_all();
-    if (!ok) return;
+    for (auto& done : synced) done(true);
+    if (!ok) break;
   }
+  FailWaiters();
+}
+
+// The sync thread has returned (the log closes, or a sync failed): no fsync
+// will cover what is still awaited.
+void SegmentLog::FailWaiters() {
+  std::multimap<uint64_t, std::function<void(bool)>> left;
+  {
+    std::lock_guard<std::mutex> lock(sync_mu_);
+    sync_ended_ = true;
+    left.swap(waiters_);
+  }
+  for (auto& [lsn, done] : left) done(false);
 }
 
 void SegmentLog::Release(uint64_t segment) {

@@ -20,7 +20,9 @@
 // the group commit that covers it has run: one thread calls fdatasync for
 // every record appended since the last one, so concurrent requests share
 // it. Otherwise the thread syncs every `fsync_interval` and an append counts
-// as durable once written (it survives the process, not the machine).
+// as durable once written (it survives the process, not the machine). Who
+// must not block while it waits (an HTTP I/O thread) asks to be called back
+// instead (OnDurable): the sync thread calls it right after that fdatasync.
 //
 // Segments are deleted oldest first, once sealed (no longer appended to)
 // and released: each record's consumers take holds (SegmentLog::Ref) on its
@@ -61,6 +63,9 @@ struct LogOptions {
   uint64_t segment_bytes = 64ull << 20;  // a segment is sealed once this large
   bool fsync_always = true;
   std::chrono::milliseconds fsync_interval{200};
+  // Tests: runs on the sync thread before each fdatasync, to make it as slow
+  // as a test needs (a slow disk) without sleeping for a guessed time.
+  std::function<void()> test_before_sync{};
 };
 
 struct LogStats {
@@ -159,6 +164,13 @@ class SegmentLog {
   // Waits until the record `lsn` is durable by the fsync policy; false if
   // that took longer than `timeout` (or the log failed or closed).
   bool WaitDurable(uint64_t lsn, std::chrono::milliseconds timeout);
+  // Calls `done` once, when the record `lsn` is durable by the fsync policy:
+  // done(true) on the sync thread right after the fdatasync that covers it,
+  // or at once on this thread if it is durable already (always so by the
+  // interval policy); done(false) if the log failed or closes first. No lock
+  // is held during the call, so `done` may use the log again; it delays the
+  // next group commit, so it should only hand the news on.
+  void OnDurable(uint64_t lsn, std::function<void(bool ok)> done);
 
   // Syncs what was appended and stops the sync thread. Holds still
   // outstanding keep their segments.
@@ -184,6 +196,7 @@ class SegmentLog {
   void Release(uint64_t segment);
   void DeleteReleased();  // under mu_
   void SyncLoop();
+  void FailWaiters();
 
   const LogOptions opts_;
   LogStats stats_;
@@ -208,6 +221,9 @@ class SegmentLog {
   uint64_t durable_lsn_ = 0;            // guarded by sync_mu_: last LSN synced
   bool failed_ = false;                 // guarded by sync_mu_: a sync failed
   bool closing_ = false;                // guarded by sync_mu_
+  bool sync_ended_ = false;             // guarded by sync_mu_: the sync thread has returned
+  // OnDurable callbacks by LSN, waiting for the fdatasync that covers it.
+  std::multimap<uint64_t, std::function<void(bool)>> waiters_;  // guarded by sync_mu_
   std::thread sync_thread_;
 };
 

@@ -63,6 +63,22 @@ void ErrorBody(Encoding enc, int http_status, int rpc_code, const std::string& m
   resp.body += message;
 }
 
+// The 200. Spans the filter dropped are reported, not retried (OTLP partial
+// success); with trims only, the message alone is a warning. A report that
+// is not clean came from `filter`.
+void Accepted(Encoding enc, const pipeline::FilterReport& filtered,
+              const pipeline::SpanFilter* filter, net::HttpResponse& resp) {
+  resp.status = 200;
+  const std::string message = filtered.clean() ? "" : filtered.Message(filter->limits());
+  if (enc == Encoding::kJson) {
+    resp.content_type = "application/json";
+    resp.body = codec::EncodeExportResponseJson(filtered.rejected_spans(), message);
+  } else {
+    resp.content_type = "application/x-protobuf";
+    resp.body = codec::EncodeExportResponseProto(filtered.rejected_spans(), message);
+  }
+}
+
 // gRPC codes used in google.rpc.Status bodies.
 constexpr int kRpcInvalidArgument = 3;
 constexpr int kRpcResourceExhausted = 8;
@@ -82,7 +98,9 @@ OtlpHttpReceiver::OtlpHttpReceiver(OtlpHttpOptions options, pipeline::ShardedQue
                .threads = opts_.threads,
                .authorize = opts_.authorize,
                .tls = opts_.tls},
-              [this](net::HttpRequest& req, net::HttpResponse& resp) { Handle(req, resp); }) {}
+              [this](net::HttpRequest& req, net::HttpResponse& resp, net::HttpDeferral& later) {
+                Handle(req, resp, later);
+              }) {}
 
 Status OtlpHttpReceiver::Start() {
   return server_.Start();
@@ -91,8 +109,9 @@ void OtlpHttpReceiver::Stop() {
   server_.Stop();
 }
 
-void OtlpHttpReceiver::Handle(net::HttpRequest& req, net::HttpResponse& resp) {
-  stats_.requests++;
+void OtlpHttpReceiver::Handle(net::HttpRequest& req, net::HttpResponse& resp,
+                              net::HttpDeferral& later) {
+  stats_->requests++;
   if (req.path() != "/v1/traces") {
     resp.status = 404;
     resp.body = "not found: this endpoint serves POST /v1/traces\n";
@@ -106,7 +125,7 @@ void OtlpHttpReceiver::Handle(net::HttpRequest& req, net::HttpResponse& resp) {
   }
   const Encoding enc = EncodingOf(req.content_type);
   if (enc == Encoding::kUnknown) {
-    stats_.rejected_media_type++;
+    stats_->rejected_media_type++;
     resp.status = 415;
     resp.body = "unsupported Content-Type '" + req.content_type +
                 "': use application/x-protobuf or application/json\n";
@@ -132,7 +151,7 @@ void OtlpHttpReceiver::Handle(net::HttpRequest& req, net::HttpResponse& resp) {
     } else if (spill != nullptr) {
       spilled = true;
     } else {
-      stats_.rejected_queue_full++;
+      stats_->rejected_queue_full++;
       resp.headers.emplace_back("Retry-After", "1");
       return ErrorBody(enc, 429, kRpcResourceExhausted,
                        "spanhouse is at its memory limit, retry later", resp);
@@ -145,19 +164,19 @@ void OtlpHttpReceiver::Handle(net::HttpRequest& req, net::HttpResponse& resp) {
     Status st = codec::Decompress(coding, req.body, opts_.max_body_bytes, &decompressed);
     if (!st.ok()) {
       if (st.code() == StatusCode::kTooLarge) {
-        stats_.rejected_too_large++;
+        stats_->rejected_too_large++;
         return ErrorBody(enc, 413, kRpcInvalidArgument, st.message(), resp);
       }
       if (st.code() == StatusCode::kUnsupportedMedia) {
-        stats_.rejected_media_type++;
+        stats_->rejected_media_type++;
         return ErrorBody(enc, 415, kRpcInvalidArgument, st.message(), resp);
       }
-      stats_.rejected_malformed++;
+      stats_->rejected_malformed++;
       return ErrorBody(enc, 400, kRpcInvalidArgument, st.message(), resp);
     }
     body = decompressed;
   } else if (body.size() > opts_.max_body_bytes) {
-    stats_.rejected_too_large++;
+    stats_->rejected_too_large++;
     return ErrorBody(enc, 413, kRpcInvalidArgument, "body exceeds the size limit", resp);
   }
 
@@ -172,12 +191,12 @@ void OtlpHttpReceiver::Handle(net::HttpRequest& req, net::HttpResponse& resp) {
     st = codec::DecodeOtlpJson(body, *batch);
   }
   if (!st.ok()) {
-    stats_.rejected_malformed++;
+    stats_->rejected_malformed++;
     return ErrorBody(enc, 400, kRpcInvalidArgument, st.message(), resp);
   }
-  stats_.spans_received += batch->span_count();
+  stats_->spans_received += batch->span_count();
   if (batch->span_count() > opts_.max_spans_per_request) {
-    stats_.rejected_too_many_spans++;
+    stats_->rejected_too_many_spans++;
     return ErrorBody(
         enc, 413, kRpcInvalidArgument,
         "request has " + std::to_string(batch->span_count()) + " spans, over the limit of " +
@@ -208,12 +227,12 @@ void OtlpHttpReceiver::Handle(net::HttpRequest& req, net::HttpResponse& resp) {
         case pipeline::durable::SegmentLog::AppendResult::kOk:
           break;
         case pipeline::durable::SegmentLog::AppendResult::kFull:
-          stats_.rejected_durable_full++;
+          stats_->rejected_durable_full++;
           resp.headers.emplace_back("Retry-After", "1");
           return ErrorBody(enc, 429, kRpcResourceExhausted, "durable queue full, retry later",
                            resp);
         case pipeline::durable::SegmentLog::AppendResult::kError:
-          stats_.durable_errors++;
+          stats_->durable_errors++;
           resp.headers.emplace_back("Retry-After", "5");
           return ErrorBody(enc, 503, kRpcUnavailable, "cannot write the durable queue", resp);
       }
@@ -229,37 +248,46 @@ void OtlpHttpReceiver::Handle(net::HttpRequest& req, net::HttpResponse& resp) {
         case pipeline::SpanQueue::PushResult::kOk:
           break;
         case pipeline::SpanQueue::PushResult::kFull:
-          stats_.rejected_queue_full++;
+          stats_->rejected_queue_full++;
           resp.headers.emplace_back("Retry-After", "1");
           return ErrorBody(enc, 429, kRpcResourceExhausted, "queue full, retry later", resp);
         case pipeline::SpanQueue::PushResult::kClosed:
-          stats_.rejected_shutting_down++;
+          stats_->rejected_shutting_down++;
           resp.headers.emplace_back("Retry-After", "5");
           return ErrorBody(enc, 503, kRpcUnavailable, "shutting down, retry later", resp);
       }
     }
-    // Queued first, so the writer works on the spans while the fsync runs.
-    // The wait holds this I/O thread; with group commit it lasts one
-    // fdatasync (milliseconds), however many requests share it.
-    if (opts_.log != nullptr && !opts_.log->WaitDurable(lsn, opts_.durable_wait)) {
-      stats_.durable_errors++;
-      resp.headers.emplace_back("Retry-After", "5");
-      return ErrorBody(enc, 503, kRpcUnavailable, "the durable queue did not sync in time", resp);
+    // Queued (or spilled) first, so the writer works on the spans while the
+    // fsync runs. The answer waits for the fdatasync that covers the record
+    // (group commit: one for every request written meanwhile), but this I/O
+    // thread does not: the log's sync thread answers, and the connection
+    // reads no further request until then.
+    if (opts_.log != nullptr && opts_.log->options().fsync_always) {
+      struct Pending {
+        net::HttpResponder responder;
+        net::HttpResponse accepted;
+      };
+      auto pending = std::make_shared<Pending>(Pending{later.Defer(), {}});
+      Accepted(enc, filtered, filter_, pending->accepted);
+      opts_.log->OnDurable(lsn, [pending, stats = stats_, enc, n](bool durable) {
+        if (!durable) {
+          stats->durable_errors++;
+          net::HttpResponse failed;
+          failed.headers.emplace_back("Retry-After", "5");
+          ErrorBody(enc, 503, kRpcUnavailable, "the durable queue could not sync the request",
+                    failed);
+          return pending->responder.Respond(std::move(failed));
+        }
+        stats->requests_accepted++;
+        stats->spans_accepted += n;
+        pending->responder.Respond(std::move(pending->accepted));
+      });
+      return;
     }
   }
-  stats_.requests_accepted++;
-  stats_.spans_accepted += n;
-  resp.status = 200;
-  // Spans the filter dropped are reported, not retried (OTLP partial
-  // success); with trims only, the message alone is a warning.
-  const std::string message = filtered.clean() ? "" : filtered.Message(filter_->limits());
-  if (enc == Encoding::kJson) {
-    resp.content_type = "application/json";
-    resp.body = codec::EncodeExportResponseJson(filtered.rejected_spans(), message);
-  } else {
-    resp.content_type = "application/x-protobuf";
-    resp.body = codec::EncodeExportResponseProto(filtered.rejected_spans(), message);
-  }
+  stats_->requests_accepted++;
+  stats_->spans_accepted += n;
+  Accepted(enc, filtered, filter_, resp);
 }
 
 }  // namespace spanhouse::receivers

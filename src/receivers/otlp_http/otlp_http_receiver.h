@@ -1,7 +1,10 @@
 // OTLP/HTTP trace receiver: POST /v1/traces, protobuf or JSON, plain, gzip
 // or zstd. Decodes into a SpanBatch, hands it to the queue, and answers once
 // the spans are queued (the writer inserts them later, in large batches)
-// and, with the durable queue, once their record is durable in its log.
+// and, with the durable queue, once their record is durable in its log: by
+// the interval fsync policy at once, by "always" after the fdatasync that
+// covers it. That answer is deferred (net::HttpDeferral) and given by the
+// log's sync thread, so the I/O thread serves other connections meanwhile.
 //
 // Answers follow the OTLP/HTTP specification: 200 with an
 // ExportTraceServiceResponse in the request's encoding; 400 for bad data and
@@ -40,10 +43,12 @@ struct OtlpHttpOptions {
   net::HttpAuthorizer authorize{};               // empty: no token needed
   std::shared_ptr<const net::TlsContext> tls{};  // set: HTTPS only
   // The durable queue (null: none). Each accepted request is appended to it
-  // as one record before the 200, which waits (up to durable_wait) for the
-  // record to be durable by the log's fsync policy.
+  // as one record before the 200, which waits for the record to be durable
+  // by the log's fsync policy, for as long as that takes: there is no
+  // timeout, since a 503 after one would make the client send again spans
+  // that are queued and will be stored (duplicates). The sync failing, or
+  // the log closing first, answers 503.
   pipeline::durable::SegmentLog* log = nullptr;
-  std::chrono::milliseconds durable_wait{5000};
   // With the log: where a request goes once logged when the memory budget
   // is spent (or others already wait there), instead of a 429 (null: 429).
   SpillBacklog* spill = nullptr;
@@ -72,19 +77,22 @@ class OtlpHttpReceiver {
   Status Start();
   void Stop();
   uint16_t port() const { return server_.port(); }
-  const OtlpHttpStats& stats() const { return stats_; }
+  const OtlpHttpStats& stats() const { return *stats_; }
   // What the HTTP server refused before the handler (bodies over the cap on the wire).
   const net::HttpServerStats& http_stats() const { return server_.stats(); }
 
-  // The request handler, public for tests that bypass the socket.
-  void Handle(net::HttpRequest& req, net::HttpResponse& resp);
+  // The request handler, public for tests that bypass the socket. With the
+  // "always" fsync policy it defers every accepted request's answer.
+  void Handle(net::HttpRequest& req, net::HttpResponse& resp, net::HttpDeferral& later);
 
  private:
   OtlpHttpOptions opts_;
   pipeline::ShardedQueue& queue_;
   pipeline::MemoryBudget& budget_;
   pipeline::SpanFilter* filter_;
-  OtlpHttpStats stats_;
+  // Shared with deferred answers, which the log's sync thread may give
+  // after the receiver is gone (a sync slower than the server's Stop).
+  std::shared_ptr<OtlpHttpStats> stats_ = std::make_shared<OtlpHttpStats>();
   net::HttpServer server_;
 };
 

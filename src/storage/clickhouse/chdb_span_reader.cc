@@ -107,6 +107,18 @@ std::string AttrEquals(std::string_view k, std::string_view v) {
       k, v);
 }
 
+// The span's own attributes have key {k} with value {v}. A value the arrays
+// leave to user_fields (its type marked kTypeInUserFields, schema 5) is
+// compared as the engine prints it.
+std::string SpanAttrEquals(const Capabilities& caps, std::string_view k, std::string_view v) {
+  if (!caps.json_type) return AttrEquals(k, v);
+  return fmt::format(
+      "(has(attr_keys, {{{0}:String}}) AND if(bitAnd(attr_types[indexOf(attr_keys, "
+      "{{{0}:String}})], {2}) = 0, attr_values[indexOf(attr_keys, {{{0}:String}})], {3}) = "
+      "{{{1}:String}})",
+      k, v, static_cast<int>(kTypeInUserFields), UserFieldText(caps, k));
+}
+
 // Spans whose resource has attribute {k} = {v}: the resources table first
 // (one row per distinct resource), then the spans that carry them.
 std::string ResourceAttrEquals(std::string_view k, std::string_view v) {
@@ -130,7 +142,8 @@ std::string TagCondition(const Capabilities& caps, const query::TagFilter& tag, 
   }
   params->emplace_back(k, tag.key);
   params->emplace_back(v, tag.value);
-  const std::string generic = fmt::format("({} OR {})", AttrEquals(k, v), ResourceAttrEquals(k, v));
+  const std::string generic =
+      fmt::format("({} OR {})", SpanAttrEquals(caps, k, v), ResourceAttrEquals(k, v));
   // Tags the Jaeger JSON derives from span fields (jaeger_json.h).
   std::string field;
   if (tag.key == "error") {
@@ -201,33 +214,28 @@ Status ChdbSpanReader::GetTrace(const TraceId& id, SpanBatch* out) {
 Status ChdbSpanReader::GetTraces(const std::vector<TraceId>& ids, SpanBatch* out) {
   if (ids.empty()) return Status::Ok();
   const std::string ids_param = HexArray(ids);
-  // The trace index (ordered by trace id) says which seconds hold each
-  // trace, so the spans table is read only in those hours, where its key
-  // (hour, trace id) finds the traces' granules.
+  // The trace index says which seconds hold each trace, so the spans table
+  // is read only in those hours, where its key (hour, trace id) finds the
+  // traces' granules.
   QueryResult r;
-  Status st = Run(fmt::format("SELECT min(start_ns), max(end_ns) FROM {}.trace_index WHERE "
-                              "trace_id IN ({}) "
-                              "GROUP BY trace_id",
-                              kDatabase, kIdSet),
-                  "TSV", &r, {{"ids", ids_param}}, ids.size());
+  Status st = Run(TraceRangeQuery(layout_), "TSV", &r, {{"ids", ids_param}}, ids.size());
   if (!st.ok()) return st;
   std::set<uint64_t> hours;
   for (const auto& row : TsvRows(r.data)) {
-    if (row.size() != 2) continue;
-    const uint64_t first = ToU64(row[0]) / kNsPerS / 3600;
-    const uint64_t last = ToU64(row[1]) / kNsPerS / 3600;
+    if (row.size() != 3 || ToU64(row[2]) == 0) continue;
+    const uint64_t first = ToU64(row[0]) / 3600;
+    const uint64_t last = ToU64(row[1]) / 3600;
     for (uint64_t h = first; h <= last && h <= first + 48; ++h) hours.insert(h * 3600);
   }
   if (hours.empty()) return Status::Ok();
-  std::string hours_param = "[";
-  for (uint64_t h : hours) hours_param += fmt::format("{}{}", hours_param.size() > 1 ? "," : "", h);
-  hours_param += ']';
   st = Run(SpanReadQuery(caps_,
                          fmt::format("toStartOfHour(timestamp) IN {{hours:Array(DateTime)}} AND "
                                      "trace_id IN ({})",
                                      kIdSet),
                          "indexOf({ids:Array(String)}, lower(hex(trace_id))), start_time, span_id"),
-           "Native", &r, {{"ids", ids_param}, {"hours", hours_param}}, limits_.max_spans);
+           "Native", &r,
+           {{"ids", ids_param}, {"hours", NumberArray(std::vector(hours.begin(), hours.end()))}},
+           limits_.max_spans);
   if (!st.ok()) return st;
   return DecodeSpanBlocks(r.data, out);
 }
@@ -441,7 +449,7 @@ Status ChdbSpanReader::CountSpansWithAttr(AttrOwner owner, const std::string& ke
       cond = ResourceAttrEquals("k", "v");
       break;
     case AttrOwner::kSpan:
-      cond = AttrEquals("k", "v");
+      cond = SpanAttrEquals(caps_, "k", "v");
       break;
   }
   QueryResult r;

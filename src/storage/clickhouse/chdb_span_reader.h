@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "query/span_reader.h"
@@ -32,8 +33,11 @@ Status ReaderError(const Status& engine_error, const ReaderLimits& limits, uint6
 
 class ChdbSpanReader : public query::SpanReader {
  public:
-  ChdbSpanReader(ChdbConnection& conn, Capabilities caps, ReaderLimits limits = {})
-      : conn_(conn), caps_(caps), limits_(limits) {}
+  // `layout`: the tables' layout (the project's own; `bench storage` reads
+  // other layouts too).
+  ChdbSpanReader(ChdbConnection& conn, Capabilities caps, ReaderLimits limits = {},
+                 StorageLayout layout = {})
+      : conn_(conn), caps_(caps), limits_(limits), layout_(std::move(layout)) {}
   Status GetTrace(const TraceId& id, SpanBatch* out) override;
   Status GetTraces(const std::vector<TraceId>& ids, SpanBatch* out) override;
   Status FindTraceIds(const query::TraceQuery& query, std::vector<TraceId>* out) override;
@@ -57,6 +61,7 @@ class ChdbSpanReader : public query::SpanReader {
   ChdbConnection& conn_;
   const Capabilities caps_;
   const ReaderLimits limits_;
+  const StorageLayout layout_;
 };
 
 }  // namespace spanhouse::storage

@@ -66,6 +66,9 @@ struct WriterOptions {
   int shutdown_retries = 5;
   // Attribute keys outside these namespaces are copied to user_fields.
   std::vector<std::string> well_known = UserFields::DefaultWellKnown();
+  // Where a span's user fields keep their values: schema 5 stores them once
+  // (kMarked); kInArrays writes as schema 4 did (the upgrade's tests).
+  UserFieldValues user_field_values = UserFieldValues::kMarked;
   // How often the writer forgets which resources it has stored and stores
   // them again (with a fresh last_seen): the resources table's retention
   // (schema.cc) counts from last_seen, so a resource in use is never older

@@ -160,20 +160,49 @@ struct StorageLayout {
   // values, but a trace repeats its own (session, request, user ids) in
   // every span, and the dictionary stores them once per part.
   bool low_cardinality_values = true;
-  // The spans table's ORDER BY; empty: (toStartOfHour(timestamp), trace_id).
-  // The writer sorts its blocks by the default key (SortByTableKey).
+  // The spans table's ORDER BY; empty: kSpansOrderBy. The writer sorts its
+  // blocks by that key (SortByTableKey).
   std::string spans_order_by;
   // Rows per granule of the spans table, its cap in bytes
   // (index_granularity_bytes, 10 MiB for 8192 rows) and the rows per block a
   // merge writes (merge_max_block_size) raised alike; 0: the server's
-  // defaults.
-  uint32_t index_granularity = 0;
+  // defaults (8192). Schema 5: 32768, measured 1.5 bytes per span smaller
+  // (the dictionaries of LowCardinality values, the marks); a lookup by
+  // trace id reads one granule either way, 32768 rows instead of 8192.
+  uint32_t index_granularity = 32768;
   // Keep the statistics newer servers (26.3+) build on every column of every
   // part by default; off, the tables are made with auto_statistics_types = ''.
   bool column_statistics = false;
   // More settings for every table ("name = value, ...").
   std::string table_settings;
+  // trace_index's times in whole seconds (UInt32: the first start rounded
+  // down, the last end up), where schema 4 kept nanoseconds: a lookup needs
+  // only the seconds of the spans table to read.
+  bool trace_index_seconds = true;
+  // trace_index keyed by the trace id's first 8 bytes (trace_id8), not all
+  // 16: a lookup whose prefix another trace shares reads a wider time range,
+  // never a wrong span (the spans table is read by the whole id).
+  bool trace_index_short_id = true;
 };
+
+// The spans table's sort key: a trace's spans together, in start order (a
+// lookup reads one granule range; trace ids, and the parent ids and times
+// of a trace, compress), within the hour (time-range scans stay cheap).
+inline constexpr std::string_view kSpansOrderBy =
+    "(toStartOfHour(timestamp), trace_id, start_time)";
+
+// Schema 4's layout, where schema 5 differs: sort key (hour, trace_id),
+// granules of 8192 rows, trace_index by the whole id in nanoseconds,
+// user_fields and attr_values with the part-size codec. (The upgrade test and `bench
+// storage` build it; schema 4's writer also kept user-field values in the
+// attribute arrays: UserFieldValues::kInArrays.)
+StorageLayout Schema4Layout();
+
+// The query a trace lookup starts with: the seconds of the spans table that
+// hold the traces with ids {ids:Array(String)} (hex), as TSV rows
+// "first\tlast\trows", one per id found (with trace_index_short_id, one per
+// distinct 8-byte prefix: a shared prefix widens the range, never narrows it).
+std::string TraceRangeQuery(const StorageLayout& layout = {});
 
 // Type of a column in a Native block (no LowCardinality, no codecs).
 // How many Array()s wrap the column: 0, 1 or 2.
@@ -188,7 +217,15 @@ inline constexpr std::string_view kDatabase = "spanhouse";
 // 4: codecs and types chosen by `spanhouse bench storage`, the user_fields
 // JSON column (older tables take the codecs in place and gain the column;
 // their types stay).
-inline constexpr uint32_t kSchemaVersion = 4;
+// 5: a span's user-field values stored once (in user_fields; the arrays
+// keep key and marked type), spans sorted by (hour, trace_id, start_time)
+// in granules of 32768 rows, user_fields and attr_values ZSTD(3),
+// trace_index by the id's first 8 bytes in seconds. Sort key, granules and
+// trace_index's columns
+// cannot change in place: an older spans or trace_index table is made anew
+// and its rows copied (EnsureSchema). Rows of schema 4 (values in both
+// places) read back as they are.
+inline constexpr uint32_t kSchemaVersion = 5;
 
 // Choices the schema takes from the configuration.
 struct SchemaOptions {
@@ -219,6 +256,11 @@ std::vector<std::string> SchemaDdl(const Capabilities& caps, const SchemaOptions
 
 // Reads the server version, creates what is missing, adds columns an older
 // schema lacks, and records the schema version. Safe to run at every start.
+// A spans table with another sort key or granule size, a trace_index with
+// other columns (schema 4's) is renamed "<table>_before_upgrade", made anew
+// and filled from the old one, which is then dropped: the rows are copied
+// once, at that start (an upgrade stopped part-way starts its copy again
+// at the next). The views reading the spans table are made again after it.
 // The retention of the per-minute tables follows `options` at every start
 // (TTL changed in place, applied as parts merge). So do the spans table's
 // storage policy and TTL, trace_index's and resources' retention: a changed
@@ -227,14 +269,19 @@ std::vector<std::string> SchemaDdl(const Capabilities& caps, const SchemaOptions
 Status EnsureSchema(ChdbConnection& conn, Capabilities* caps_out,
                     const SchemaOptions& options = {});
 
+// The setting under which a Native result carries JSON columns in the
+// layout DecodeSpanBlocks reads (set it to 1 on a query of SpanSelectList).
+inline constexpr std::string_view kFlattenedJsonSetting =
+    "output_format_native_use_flattened_dynamic_and_json_serialization";
+
 // "CAST(col AS wire) AS col, ..." over the stored columns (a table in the
-// spans table's layout, without the resource join).
+// spans table's layout, without the resource join); user_fields as the JSON
+// type where the engine has it (the query needs kFlattenedJsonSetting).
 std::string SpanSelectList(const Capabilities& caps);
 
 // A query returning the spans that match `where` (a condition on the spans
 // table, which may use {name:Type} parameters) as Native blocks in
-// ReadColumns() layout without user_fields (a copy of the attributes, which
-// DecodeSpanBlocks skips), resource columns joined in, ordered by `order_by`.
+// ReadColumns() layout, resource columns joined in, ordered by `order_by`.
 std::string SpanReadQuery(const Capabilities& caps, std::string_view where,
                           std::string_view order_by);
 

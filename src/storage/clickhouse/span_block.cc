@@ -230,8 +230,17 @@ class UserFieldsColumns {
  public:
   explicit UserFieldsColumns(const UserFields& filter) : filter_(filter) {}
 
-  void Row(const SpanBatch& b, uint32_t i) {
-    AddAttrs(b, b.span_attrs, b.spans.attrs[i]);  // the span's first: a key in both is its
+  // Span `i` of `b` as the next row. `exact`, when given, gets one flag per
+  // attribute of the span: 1 where user_fields holds that attribute's value
+  // and gives it back exactly (its type and its text).
+  void Row(const SpanBatch& b, uint32_t i, std::vector<uint8_t>* exact = nullptr) {
+    // The span's first: a key in both is its.
+    const Range own = b.spans.attrs[i];
+    if (exact != nullptr) exact->assign(own.size(), 0);
+    for (uint32_t a = own.begin; a < own.end; ++a) {
+      const bool e = Set(b, b.span_attrs, a);
+      if (exact != nullptr) (*exact)[a - own.begin] = e ? 1 : 0;
+    }
     // A resource's user fields are found once per batch: its ~15 attributes
     // come with every span and few are user fields.
     std::vector<std::vector<uint32_t>>& res = resource_fields_[&b];
@@ -312,31 +321,33 @@ class UserFieldsColumns {
     }
     return path_of_[k];
   }
-  void AddAttrs(const SpanBatch& b, const AttrColumns& cols, Range r) {
-    for (uint32_t a = r.begin; a < r.end; ++a) Set(b, cols, a);
-  }
-  // Attribute `a` in this row, if it is a user field.
-  void Set(const SpanBatch& b, const AttrColumns& cols, uint32_t a) {
+  // Attribute `a` in this row, if it is a user field. True when it was
+  // stored (the first of its key in the row) and reads back exactly.
+  bool Set(const SpanBatch& b, const AttrColumns& cols, uint32_t a) {
     const int32_t path = PathOf(b.Str(cols.key[a]));
-    if (path < 0 || cols.type[a] == ValueType::kEmpty) return;
+    if (path < 0 || cols.type[a] == ValueType::kEmpty) return false;
     Path& p = paths_[static_cast<size_t>(path)];
-    if (p.type.size() > rows_) return;  // already set in this row: the first wins
+    if (p.type.size() > rows_) return false;  // already set in this row: the first wins
     p.type.resize(rows_, kNull);
-    Add(p, cols.type[a], b.Str(cols.value[a]));
+    return Add(p, cols.type[a], b.Str(cols.value[a]));
   }
-  static void Add(Path& p, ValueType t, std::string_view v) {
+  // Adds one value; true when the type and text come back as they are
+  // (the text is what the decoders make of such a value: value_text.h).
+  static bool Add(Path& p, ValueType t, std::string_view v) {
     const char* end = v.data() + v.size();
     switch (t) {
       case ValueType::kBool:
         Push(p, kBool);
         p.bools.push_back(v == "true" ? 1 : 0);
-        return;
+        return v == "true" || v == "false";
       case ValueType::kInt: {
         int64_t n = 0;
         if (std::from_chars(v.data(), end, n).ptr == end && !v.empty()) {
           Push(p, kInt64);
           p.ints.push_back(n);
-          return;
+          char buf[24];
+          const auto r = std::to_chars(buf, buf + sizeof(buf), n);
+          return std::string_view(buf, static_cast<size_t>(r.ptr - buf)) == v;
         }
         break;
       }
@@ -346,7 +357,9 @@ class UserFieldsColumns {
             std::from_chars(v.data(), end, d).ptr == end) {
           Push(p, kFloat64);
           p.doubles.push_back(d);
-          return;
+          char buf[32];
+          const auto r = std::to_chars(buf, buf + sizeof(buf), d);
+          return std::string_view(buf, static_cast<size_t>(r.ptr - buf)) == v;
         }
         break;  // NaN, Infinity: as text
       }
@@ -355,13 +368,14 @@ class UserFieldsColumns {
         codec::AppendBase64(b64, v);
         Push(p, kString);
         AppendString(p.strings, b64);
-        return;
+        return false;
       }
       default:
         break;
     }
     Push(p, kString);  // strings; arrays and kvlists as their JSON text
     AppendString(p.strings, v);
+    return t == ValueType::kString;
   }
   static void Push(Path& p, uint8_t type) {
     p.type.push_back(type);
@@ -397,9 +411,11 @@ class UserFieldsColumns {
 // columnar encoder would, fetched every span's data from memory ~40 times.
 class Encoder {
  public:
-  Encoder(const Capabilities& caps, EncodedBlock* out, size_t rows, const UserFields& user_fields)
+  Encoder(const Capabilities& caps, EncodedBlock* out, size_t rows, const UserFields& user_fields,
+          UserFieldValues values)
       : out_(out),
         json_type_(caps.json_type),
+        values_(caps.json_type ? values : UserFieldValues::kInArrays),
         user_fields_(user_fields),
         user_field_columns_(user_fields) {
     const auto& cols = SpanColumns();
@@ -449,13 +465,14 @@ class Encoder {
   }
 
   void Row(const SpanRow& r) {
+    // user_fields first: it says which attributes' values the arrays leave out.
+    if (json_type_) {
+      user_field_columns_.Row(*r.batch, r.index,
+                              values_ == UserFieldValues::kInArrays ? nullptr : &exact_);
+    }
     for (ColumnOut& c : cols_) {
       if (c.id == Col::kUserFields) {
-        if (json_type_) {
-          user_field_columns_.Row(*r.batch, r.index);
-        } else {
-          c.w[0]->String(user_fields_.Of(*r.batch, r.index));
-        }
+        if (!json_type_) c.w[0]->String(user_fields_.Of(*r.batch, r.index));
       } else {
         Column(c, *r.batch, r.index, r.resource_id);
       }
@@ -515,6 +532,36 @@ class Encoder {
     c.w[0]->Fixed<uint64_t>(c.total[0]);
     AttrValues(c, *c.w[1], b, cols, r, p);
   }
+  // Array(T) of the span's own attributes: those whose value is in
+  // user_fields (exact_) marked or left out, as values_ says.
+  void SpanAttrs(ColumnOut& c, const SpanBatch& b, Range r, Part p) {
+    if (values_ == UserFieldValues::kInArrays) return Attrs(c, b, b.span_attrs, r, p);
+    const AttrColumns& cols = b.span_attrs;
+    const bool drop = values_ == UserFieldValues::kDropped;
+    uint64_t n = r.size();
+    if (drop) {
+      for (uint8_t e : exact_) n -= e;
+    }
+    c.total[0] += n;
+    c.w[0]->Fixed<uint64_t>(c.total[0]);
+    native::Writer& w = *c.w[1];
+    for (uint32_t a = r.begin; a < r.end; ++a) {
+      const bool in_json = exact_[a - r.begin] != 0;
+      if (in_json && drop) continue;
+      switch (p) {
+        case Part::kKey:
+          Key(c, w, b.Str(cols.key[a]));
+          break;
+        case Part::kType:
+          w.Fixed<uint8_t>(static_cast<uint8_t>(static_cast<uint8_t>(cols.type[a]) |
+                                                (in_json ? kTypeInUserFields : 0)));
+          break;
+        case Part::kValue:
+          Key(c, w, in_json ? std::string_view() : b.Str(cols.value[a]));
+          break;
+      }
+    }
+  }
   // Array(T) over a span's events or links: `each(child)` writes one.
   template <typename Fn>
   static void Nested(ColumnOut& c, Range children, Fn&& each) {
@@ -536,7 +583,7 @@ class Encoder {
     }
   }
 
-  static void Column(ColumnOut& c, const SpanBatch& b, uint32_t i, uint64_t resource_id) {
+  void Column(ColumnOut& c, const SpanBatch& b, uint32_t i, uint64_t resource_id) {
     native::Writer& w = *c.w[0];
     const auto& s = b.spans;
     switch (c.id) {
@@ -607,13 +654,13 @@ class Encoder {
         Key(c, w, b.Str(b.scopes.schema_url[s.scope[i]]));
         break;
       case Col::kAttrKeys:
-        Attrs(c, b, b.span_attrs, s.attrs[i], Part::kKey);
+        SpanAttrs(c, b, s.attrs[i], Part::kKey);
         break;
       case Col::kAttrTypes:
-        Attrs(c, b, b.span_attrs, s.attrs[i], Part::kType);
+        SpanAttrs(c, b, s.attrs[i], Part::kType);
         break;
       case Col::kAttrValues:
-        Attrs(c, b, b.span_attrs, s.attrs[i], Part::kValue);
+        SpanAttrs(c, b, s.attrs[i], Part::kValue);
         break;
       case Col::kDroppedAttrs:
         w.Fixed<uint32_t>(s.dropped_attributes_count[i]);
@@ -687,6 +734,10 @@ class Encoder {
 
   EncodedBlock* out_;
   bool json_type_;
+  UserFieldValues values_;
+  // Per attribute of the current row's span: 1 where user_fields holds its
+  // value exactly (UserFieldsColumns::Row).
+  std::vector<uint8_t> exact_;
   UserFieldsJson user_fields_;  // as JSON text, where the engine lacks the JSON type
   UserFieldsColumns user_field_columns_;
   std::vector<ColumnOut> cols_;
@@ -745,8 +796,11 @@ class Decoder {
     return Status::Ok();
   }
   void SetJson(bool json) { json_ = json; }
-  // A JSON column in the flattened layout (UserFieldsColumns), read past.
-  Status SkipFlattenedJson() {
+  // A JSON column in the flattened layout (UserFieldsColumns; a SELECT
+  // with output_format_native_use_flattened_dynamic_and_json_serialization):
+  // every path's value of every row, kept for ResolveUserFields.
+  Status ReadFlattenedJson() {
+    json_paths_.clear();
     if (n_ == 0) return Status::Ok();
     uint64_t version = 0;
     uint64_t npaths = 0;
@@ -754,36 +808,112 @@ class Decoder {
     if (version != 3) return Status::Internal("native: JSON column not in the flattened layout");
     SH_TRY(r_.Varint(&npaths));
     if (npaths > r_.left()) return Status::Internal("native: JSON paths past the end");
-    std::string_view name;
-    for (uint64_t p = 0; p < npaths; ++p) SH_TRY(r_.String(&name));
-    std::vector<std::vector<unsigned>> widths(npaths);  // per path, per type: bytes, 0 = String
-    for (auto& w : widths) {
+    json_paths_.resize(npaths);
+    for (JsonPath& p : json_paths_) SH_TRY(r_.String(&p.name));
+    for (JsonPath& p : json_paths_) {
       uint64_t ntypes = 0;
       SH_TRY(r_.Fixed(&version));
       if (version != 3) return Status::Internal("native: Dynamic column not flattened");
       SH_TRY(r_.Varint(&ntypes));
       if (ntypes > 250) return Status::Internal("native: too many Dynamic types");
       for (uint64_t t = 0; t < ntypes; ++t) {
+        std::string_view name;
         SH_TRY(r_.String(&name));
-        w.push_back(name == "Bool" ? 1 : name == "Float64" || name == "Int64" ? 8 : 0);
-        if (name != "Bool" && name != "Float64" && name != "Int64" && name != "String") {
+        const JsonType jt = name == "Bool"      ? JsonType::kBool
+                            : name == "Float64" ? JsonType::kFloat64
+                            : name == "Int64"   ? JsonType::kInt64
+                            : name == "String"  ? JsonType::kString
+                                                : JsonType::kNone;
+        if (jt == JsonType::kNone) {
           return Status::Internal("native: unexpected Dynamic type " + std::string(name));
         }
+        p.types.push_back(jt);
       }
     }
-    for (const auto& w : widths) {
-      std::vector<uint64_t> count(w.size() + 1, 0);
+    for (JsonPath& p : json_paths_) {
+      const size_t ntypes = p.types.size();
+      std::vector<uint64_t> count(ntypes + 1, 0);
+      p.row.resize(n_);
       for (uint64_t i = 0; i < n_; ++i) {
         uint8_t d = 0;
         SH_TRY(r_.Fixed(&d));
-        if (d > w.size()) return Status::Internal("native: Dynamic discriminator out of range");
-        ++count[d];
+        if (d > ntypes) return Status::Internal("native: Dynamic discriminator out of range");
+        // Which type, and the value's place among that type's values.
+        p.row[i] = {d, static_cast<uint32_t>(count[d]++)};
       }
-      for (size_t t = 0; t < w.size(); ++t) {
-        for (uint64_t k = 0; k < count[t]; ++k) {
-          std::string_view v;
-          SH_TRY(w[t] == 0 ? r_.String(&v) : r_.Bytes(w[t], &v));
+      p.values.resize(ntypes);
+      for (size_t t = 0; t < ntypes; ++t) {
+        p.values[t].resize(count[t]);
+        const unsigned width = p.types[t] == JsonType::kBool     ? 1
+                               : p.types[t] == JsonType::kString ? 0
+                                                                 : 8;
+        for (auto& v : p.values[t]) SH_TRY(width == 0 ? r_.String(&v) : r_.Bytes(width, &v));
+      }
+    }
+    return Status::Ok();
+  }
+
+  // After the block's last column: span attributes whose value is in
+  // user_fields (attr_types marked kTypeInUserFields) get it from there, as
+  // the text and type the writer had.
+  Status ResolveUserFields() {
+    std::unordered_map<std::string_view, const JsonPath*> by_name;
+    bool indexed = false;
+    std::string text;
+    for (uint64_t i = 0; i < n_; ++i) {
+      const uint32_t span = base_ + static_cast<uint32_t>(i);
+      const Range r = b_.spans.attrs[span];
+      for (uint32_t a = r.begin; a < r.end; ++a) {
+        const auto t = static_cast<uint8_t>(b_.span_attrs.type[a]);
+        if ((t & kTypeInUserFields) == 0) continue;
+        if (!indexed) {
+          for (const JsonPath& p : json_paths_) by_name.emplace(p.name, &p);
+          indexed = true;
         }
+        const std::string_view key = b_.Str(b_.span_attrs.key[a]);
+        const auto type = static_cast<ValueType>(t & ~kTypeInUserFields);
+        auto it = by_name.find(key);
+        if (it == by_name.end() || it->second->row[i].type >= it->second->types.size()) {
+          return Status::Internal("native: attribute " + std::string(key) +
+                                  " has its value in user_fields, which lacks it");
+        }
+        const JsonPath& p = *it->second;
+        const auto [ti, vi] = p.row[i];
+        const std::string_view raw = p.values[ti][vi];
+        text.clear();
+        bool ok = false;
+        switch (p.types[ti]) {
+          case JsonType::kBool:
+            ok = type == ValueType::kBool;
+            text = raw[0] != 0 ? "true" : "false";
+            break;
+          case JsonType::kInt64: {
+            int64_t v = 0;
+            std::memcpy(&v, raw.data(), 8);
+            ok = type == ValueType::kInt;
+            codec::AppendInt(text, v);
+            break;
+          }
+          case JsonType::kFloat64: {
+            double v = 0;
+            std::memcpy(&v, raw.data(), 8);
+            ok = type == ValueType::kDouble;
+            codec::AppendDouble(text, v);
+            break;
+          }
+          case JsonType::kString:
+            ok = type == ValueType::kString;
+            text = raw;
+            break;
+          case JsonType::kNone:
+            break;
+        }
+        if (!ok) {
+          return Status::Internal("native: attribute " + std::string(key) +
+                                  ": its type in user_fields differs from attr_types");
+        }
+        b_.span_attrs.type[a] = type;
+        b_.span_attrs.value[a] = b_.AddString(text);
       }
     }
     return Status::Ok();
@@ -1066,8 +1196,10 @@ class Decoder {
           uint64_t id;
           return r_.Fixed(&id);
         });
-      case Col::kUserFields:  // a copy of attributes the span already has: skipped
-        if (json_) return SkipFlattenedJson();
+      case Col::kUserFields:
+        // Read for the values the attribute arrays leave to it; as JSON text
+        // (engines without the JSON type) a copy of attributes the span has.
+        if (json_) return ReadFlattenedJson();
         return each([&](uint32_t) {
           std::string_view json;
           return r_.String(&json);
@@ -1084,7 +1216,20 @@ class Decoder {
   uint32_t base_;
   uint64_t n_;
   bool json_ = false;  // the current column is of the JSON type
-  bool lc_ = false;    // the current column is LowCardinality
+  // The block's user_fields (ReadFlattenedJson).
+  enum class JsonType : uint8_t { kBool, kFloat64, kInt64, kString, kNone };
+  struct JsonPath {
+    std::string_view name;
+    std::vector<JsonType> types;
+    struct At {
+      uint8_t type;    // index into types; types.size() for none
+      uint32_t value;  // index into values[type]
+    };
+    std::vector<At> row;
+    std::vector<std::vector<std::string_view>> values;  // per type
+  };
+  std::vector<JsonPath> json_paths_;
+  bool lc_ = false;  // the current column is LowCardinality
   bool lc_loaded_ = false;
   std::vector<std::string_view> lc_keys_;
   std::vector<uint64_t> lc_index_;
@@ -1148,8 +1293,10 @@ void SortByTableKey(std::vector<SpanRow>* rows) {
     const uint64_t hx = x.batch->spans.start_ns[x.index] / 3600000000000ull;
     const uint64_t hy = y.batch->spans.start_ns[y.index] / 3600000000000ull;
     if (hx != hy) return hx < hy;
-    return std::memcmp(x.batch->spans.trace_id[x.index].data(),
-                       y.batch->spans.trace_id[y.index].data(), 16) < 0;
+    const int c = std::memcmp(x.batch->spans.trace_id[x.index].data(),
+                              y.batch->spans.trace_id[y.index].data(), 16);
+    if (c != 0) return c < 0;
+    return x.batch->spans.start_ns[x.index] < y.batch->spans.start_ns[y.index];
   });
 }
 
@@ -1165,16 +1312,16 @@ void EncodedBlock::AppendTo(std::string* out) const {
 }
 
 void EncodeSpanRows(const std::vector<SpanRow>& rows, const Capabilities& caps, EncodedBlock* out,
-                    const UserFields& user_fields) {
-  Encoder enc(caps, out, rows.size(), user_fields);
+                    const UserFields& user_fields, UserFieldValues values) {
+  Encoder enc(caps, out, rows.size(), user_fields, values);
   for (const SpanRow& r : rows) enc.Row(r);
   enc.Finish();
 }
 
 void EncodeSpanRows(const std::vector<SpanRow>& rows, const Capabilities& caps, std::string* out,
-                    const UserFields& user_fields) {
+                    const UserFields& user_fields, UserFieldValues values) {
   EncodedBlock block;
-  EncodeSpanRows(rows, caps, &block, user_fields);
+  EncodeSpanRows(rows, caps, &block, user_fields, values);
   block.AppendTo(out);
 }
 
@@ -1267,6 +1414,7 @@ Status DecodeSpanBlocks(std::string_view data, SpanBatch* out) {
       SH_TRY(dec.Column(it->second));
     }
     SH_TRY(dec.BeginColumn(false));  // checks the last column
+    SH_TRY(dec.ResolveUserFields());
   }
   return Status::Ok();
 }

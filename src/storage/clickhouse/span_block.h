@@ -51,6 +51,26 @@ class UserFieldsJson {
   std::unique_ptr<Impl> impl_;
 };
 
+// Where a span's own user-field attribute keeps its value. Every user field
+// goes to the user_fields JSON column; the question is what stays in the
+// attribute arrays beside it.
+enum class UserFieldValues : uint8_t {
+  // Key, type and value in the arrays too: schema 4, and every engine
+  // without the JSON type.
+  kInArrays,
+  // Key and type in the arrays, the type marked (kTypeInUserFields), the
+  // value empty: the value is stored once, in user_fields, and read back
+  // from there (schema 5). Only values the JSON type gives back exactly:
+  // strings, ints and doubles in their canonical text, bools; not bytes,
+  // arrays, kvlists, non-finite doubles, nor a key past the block's path cap.
+  kMarked,
+  // Left out of the arrays altogether (measured by `bench storage` only: the
+  // reader does not restore these).
+  kDropped,
+};
+// attr_types of a span attribute whose value is in user_fields (kMarked).
+inline constexpr uint8_t kTypeInUserFields = 0x80;
+
 // ResourceFingerprint of every resource of `batch`, by resource index.
 std::vector<uint64_t> ResourceIds(const SpanBatch& batch);
 
@@ -69,9 +89,9 @@ struct SpanRow {
   uint64_t resource_id = 0;
 };
 
-// Orders rows as the spans table's sort key, (toStartOfHour(timestamp),
-// trace_id), stably. An insert whose block is already in key order is not
-// sorted again by the engine.
+// Orders rows as the spans table's sort key (kSpansOrderBy:
+// toStartOfHour(timestamp), trace_id, start_time), stably. An insert whose block is already in key
+// order is not sorted again by the engine.
 void SortByTableKey(std::vector<SpanRow>* rows);
 
 // One Native block in pieces (the block header, then per column its header
@@ -87,11 +107,15 @@ struct EncodedBlock {
 
 // One Native block with `rows`, in that order, in the spans table's layout:
 // replaces `out`'s content. The batches must outlive the call.
+// `values`: where the spans' user fields keep their values (kInArrays where
+// the engine lacks the JSON type).
 void EncodeSpanRows(const std::vector<SpanRow>& rows, const Capabilities& caps, EncodedBlock* out,
-                    const UserFields& user_fields = UserFields::Default());
+                    const UserFields& user_fields = UserFields::Default(),
+                    UserFieldValues values = UserFieldValues::kMarked);
 // The same, appended to `out`.
 void EncodeSpanRows(const std::vector<SpanRow>& rows, const Capabilities& caps, std::string* out,
-                    const UserFields& user_fields = UserFields::Default());
+                    const UserFields& user_fields = UserFields::Default(),
+                    UserFieldValues values = UserFieldValues::kMarked);
 
 // Appends one Native block of the resources table (ResourceColumns) with
 // one row per resource index in `which`.

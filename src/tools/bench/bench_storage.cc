@@ -62,6 +62,12 @@ struct StorageOptions {
   size_t request_spans = 500;   // loadgen's spans per request
   size_t lookups = 100;
   uint64_t seed = 1;
+  // The engine's part size from which CODEC(Default) columns are ZSTD
+  // (storage.zstd_min_part_bytes in serve: 64 MiB). Below serve's, so that
+  // the full merge's part is ZSTD as the long-lived parts of a day are,
+  // while the inserts (~15 MB) stay LZ4 as serve's do: at ~50 bytes per
+  // span a 1M-span part is about 64 MiB, and would flip between the two.
+  uint64_t zstd_min_part_mib = 32;
   std::vector<std::string> variants;
   std::string keep;
   bool list = false;
@@ -175,8 +181,8 @@ Corpus BuildCorpus(const StorageOptions& o) {
 
 // The corpus as the writer inserts it, blocks sorted in `order`.
 Status EncodeBlocks(const Corpus& c, const StorageOptions& o, SpanOrder order,
-                    const storage::Capabilities& caps, const std::string& dir,
-                    std::vector<BlockFiles>* out) {
+                    storage::UserFieldValues values, const storage::Capabilities& caps,
+                    const std::string& dir, std::vector<BlockFiles>* out) {
   std::filesystem::create_directories(dir);
   std::set<uint64_t> stored;  // resources inserted by an earlier block
   std::vector<storage::SpanRow> rows;
@@ -201,7 +207,7 @@ Status EncodeBlocks(const Corpus& c, const StorageOptions& o, SpanOrder order,
         rows.push_back({&b, i, ids[b.spans.resource[i]]});
     }
     SortRows(order, &rows);
-    storage::EncodeSpanRows(rows, caps, &spans);
+    storage::EncodeSpanRows(rows, caps, &spans, storage::UserFields::Default(), values);
     BlockFiles f;
     f.rows = rows.size();
     f.spans = fmt::format("{}/block-{}.spans.native", dir, out->size());
@@ -287,7 +293,7 @@ Status OptimizeAll(storage::ChdbConnection& conn, const std::string& only = "") 
 // Loads, merges and measures one variant; writes what it found to
 // `result_path` (lines of tab-separated fields, read by ReadResult).
 Status MeasureVariant(const Corpus& c, const std::vector<BlockFiles>& blocks,
-                      const StorageVariant& v, const std::string& dir,
+                      const StorageVariant& v, uint64_t zstd_min_part_bytes, const std::string& dir,
                       const std::string& result_path) {
   std::shared_ptr<storage::ChdbLibrary> lib;
   if (Status st = storage::ChdbLibrary::Load(&lib); !st.ok()) return st;
@@ -295,7 +301,10 @@ Status MeasureVariant(const Corpus& c, const std::vector<BlockFiles>& blocks,
   // compression rule (CODEC(Default) columns: LZ4 on small parts, ZSTD on
   // large ones; the full merge below makes one large part).
   const std::string config = dir + "/clickhouse-config.xml";
-  if (Status st = storage::WriteEngineConfig(config, {}); !st.ok()) return st;
+  storage::CompressionOptions compression;
+  compression.zstd_min_part_bytes = zstd_min_part_bytes;
+  if (v.zstd_level != 0) compression.zstd_level = v.zstd_level;
+  if (Status st = storage::WriteEngineConfig(config, {}, compression); !st.ok()) return st;
   std::unique_ptr<storage::ChdbConnection> conn;
   if (Status st = storage::ChdbConnection::Open(lib, dir + "/clickhouse",
                                                 storage::EngineArgs(config), &conn);
@@ -349,7 +358,7 @@ Status MeasureVariant(const Corpus& c, const std::vector<BlockFiles>& blocks,
 
   // Trace lookups: the reader's own path (trace_index, then the spans in
   // that range), and the rows the spans part of it reads.
-  storage::ChdbSpanReader reader(*conn, caps);
+  storage::ChdbSpanReader reader(*conn, caps, {}, v.layout);
   double granules = 0;
   double total_granules = 0;
   double lookup_s = 0;
@@ -454,7 +463,8 @@ VariantResult ReadResult(const std::string& path) {
 
 // Runs MeasureVariant in a child process (one chDB engine per process).
 VariantResult RunChild(const Corpus& c, const std::vector<BlockFiles>& blocks,
-                       const StorageVariant& v, const std::string& dir) {
+                       const StorageVariant& v, uint64_t zstd_min_part_bytes,
+                       const std::string& dir) {
   const std::string result_path = dir + "/result.tsv";
   std::filesystem::create_directories(dir);
   std::fflush(stdout);
@@ -462,7 +472,7 @@ VariantResult RunChild(const Corpus& c, const std::vector<BlockFiles>& blocks,
   const pid_t pid = fork();
   if (pid < 0) return Failed("fork failed");
   if (pid == 0) {
-    Status st = MeasureVariant(c, blocks, v, dir, result_path);
+    Status st = MeasureVariant(c, blocks, v, zstd_min_part_bytes, dir, result_path);
     if (!st.ok()) fmt::print(stderr, "bench storage: {}: {}\n", v.name, st.message());
     std::fflush(stderr);
     // Without exit handlers: the parent's state is not this process's to tear down.
@@ -551,17 +561,20 @@ void PrintSummary(const std::vector<const StorageVariant*>& vs,
   }
   const char* kTables[] = {"spans",  "resources",  "trace_index",
                            "red_1m", "operations", "dependencies_1m"};
+  size_t width = 7;
+  for (const auto* v : vs) width = std::max(width, v->name.size());
   fmt::print(
       "\n== summary: bytes per span on disk (every table of the variant), CPU of the "
       "inserts + OPTIMIZE\n");
   fmt::print(
-      "{:<26} {:>7} {:>7} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>10} {:>10} {:>9} {:>9}  {}\n",
-      "variant", "TOTAL", "spans", "res", "trace", "red", "ops", "deps", "other", "insert CPU",
-      "optim CPU", "CPU-s/M", "granules", runs.front().size() > 1 ? "CPU-s/M of each round" : "");
+      "{:<{}} {:>7} {:>7} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>10} {:>10} {:>9} {:>9}  {}\n",
+      "variant", width, "TOTAL", "spans", "res", "trace", "red", "ops", "deps", "other",
+      "insert CPU", "optim CPU", "CPU-s/M", "granules",
+      runs.front().size() > 1 ? "CPU-s/M of each round" : "");
   for (size_t i = 0; i < vs.size(); ++i) {
     const VariantResult& r = rs[i];
     if (!r.ok) {
-      fmt::print("{:<26} failed: {}\n", vs[i]->name, r.error);
+      fmt::print("{:<{}} failed: {}\n", vs[i]->name, width, r.error);
       continue;
     }
     std::string row;
@@ -581,9 +594,9 @@ void PrintSummary(const std::vector<const StorageVariant*>& vs,
       total.push_back((x.insert_cpu + x.optimize_cpu) / n * 1e6);
       each += fmt::format(" {:.2f}", total.back());
     }
-    fmt::print("{:<26} {:>7.2f}{}{:>7.2f} {:>10.2f} {:>10.2f} {:>9.2f} {:>9.0f} {}\n", vs[i]->name,
-               r.OnDisk() / n, row, (r.OnDisk() - named) / n, Median(insert), Median(optimize),
-               Median(total), r.lookup_granules, runs[i].size() > 1 ? each : "");
+    fmt::print("{:<{}} {:>7.2f}{}{:>7.2f} {:>10.2f} {:>10.2f} {:>9.2f} {:>9.0f} {}\n", vs[i]->name,
+               width, r.OnDisk() / n, row, (r.OnDisk() - named) / n, Median(insert),
+               Median(optimize), Median(total), r.lookup_granules, runs[i].size() > 1 ? each : "");
   }
   // The heaviest spans columns of the first variant, across every variant.
   const VariantResult* first = nullptr;
@@ -601,16 +614,20 @@ void PrintSummary(const std::vector<const StorageVariant*>& vs,
             [](const ColumnSize* a, const ColumnSize* b) { return a->compressed > b->compressed; });
   if (top.size() > 12) top.resize(12);
   if (top.empty() || top[0]->compressed == 0) return;
-  fmt::print("\n== spans columns, compressed bytes per span (wide parts only)\n{:<22}", "column");
-  for (const auto* v : vs) fmt::print(" {:>9.9}", v->name);
+  // A row per variant, a column per spans column (the first variant's
+  // heaviest), so long variant names stay whole.
+  fmt::print("\n== spans columns, compressed bytes per span (wide parts only)\n{:<{}}", "variant",
+             width);
+  for (const ColumnSize* c : top)
+    fmt::print(" {:>{}}", c->column, std::max<size_t>(6, c->column.size()));
   fmt::print("\n");
-  for (const ColumnSize* c : top) {
-    fmt::print("{:<22}", c->column);
-    for (const auto& r : rs) {
+  for (size_t i = 0; i < vs.size(); ++i) {
+    fmt::print("{:<{}}", vs[i]->name, width);
+    for (const ColumnSize* c : top) {
       double b = 0;
-      for (const auto& x : r.columns)
+      for (const auto& x : rs[i].columns)
         if (x.table == "spans" && x.column == c->column) b = x.compressed;
-      fmt::print(" {:>9.2f}", b / n);
+      fmt::print(" {:>{}.2f}", b / n, std::max<size_t>(6, c->column.size()));
     }
     fmt::print("\n");
   }
@@ -626,7 +643,7 @@ int Fail(const std::string& message) {
 int RunStorage(const StorageOptions& o) {
   const auto& all = StorageVariants();
   if (o.list) {
-    for (const auto& v : all) fmt::print("{:<26} {}\n", v.name, v.description);
+    for (const auto& v : all) fmt::print("{:<34} {}\n", v.name, v.description);
     return 0;
   }
   if (o.spans == 0 || o.block_spans == 0 || o.request_spans == 0 || o.rounds <= 0) {
@@ -654,26 +671,32 @@ int RunStorage(const StorageOptions& o) {
   const Corpus corpus = BuildCorpus(o);
   fmt::print(
       "spanhouse bench storage: {} spans in {} traces (seed {}, requests of ~{} spans, traces "
-      "{} us apart, {:.1f} s of span time), inserted in blocks of ~{} spans, {} CPUs\n",
+      "{} us apart, {:.1f} s of span time), inserted in blocks of ~{} spans, ZSTD from parts of {} "
+      "MiB, {} CPUs\n",
       corpus.spans, corpus.traces, o.seed, o.request_spans, loadgen::kTraceSpacingNs / 1000,
       static_cast<double>(corpus.last_ns - corpus.first_ns) / 1e9, o.block_spans,
-      std::thread::hardware_concurrency());
+      o.zstd_min_part_mib, std::thread::hardware_concurrency());
   fmt::print(stderr, "corpus generated in {:.1f} s\n", Seconds(t0));
 
-  // The blocks depend only on the sort order: encoded once per order.
+  // The blocks depend only on the sort order and the encoding: encoded once
+  // per pair.
   const auto caps = storage::Capabilities::FromVersion("26.5");
-  std::map<SpanOrder, std::vector<BlockFiles>> blocks;
+  using Encoding = std::pair<SpanOrder, storage::UserFieldValues>;
+  auto encoding_name = [](const Encoding& e) {
+    return fmt::format("{}-{}", static_cast<int>(e.first), static_cast<int>(e.second));
+  };
+  std::map<Encoding, std::vector<BlockFiles>> blocks;
   // Rounds take every variant in turn, so machine noise spreads over all.
   std::vector<std::vector<VariantResult>> results(chosen.size());
   for (int round = 0; round < o.rounds; ++round) {
     for (size_t i = 0; i < chosen.size(); ++i) {
       const StorageVariant& v = *chosen[i];
-      auto& files = blocks[v.order];
+      const Encoding enc{v.order, v.values};
+      auto& files = blocks[enc];
       if (files.empty()) {
-        fmt::print(stderr, "encoding blocks in {}'s order...\n", v.name);
-        if (Status st =
-                EncodeBlocks(corpus, o, v.order, caps,
-                             fmt::format("{}/blocks-{}", dir, static_cast<int>(v.order)), &files);
+        fmt::print(stderr, "encoding blocks in {}'s order and encoding...\n", v.name);
+        if (Status st = EncodeBlocks(corpus, o, v.order, v.values, caps,
+                                     fmt::format("{}/blocks-{}", dir, encoding_name(enc)), &files);
             !st.ok()) {
           return Fail(st.message());
         }
@@ -684,7 +707,7 @@ int RunStorage(const StorageOptions& o) {
       const std::string vdir = fmt::format("{}/{}", dir, v.name);
       std::filesystem::remove_all(vdir);
       const auto v0 = Clock::now();
-      const VariantResult r = RunChild(corpus, files, v, vdir);
+      const VariantResult r = RunChild(corpus, files, v, o.zstd_min_part_mib << 20, vdir);
       results[i].push_back(r);
       fmt::print(
           stderr, "{}: {} in {:.1f} s\n", step,
@@ -696,9 +719,9 @@ int RunStorage(const StorageOptions& o) {
       if (!keep) std::filesystem::remove_all(vdir);
     }
   }
-  for (const auto& [order, files] : blocks) {
+  for (const auto& [enc, files] : blocks) {
     std::error_code ec;
-    std::filesystem::remove_all(fmt::format("{}/blocks-{}", dir, static_cast<int>(order)), ec);
+    std::filesystem::remove_all(fmt::format("{}/blocks-{}", dir, encoding_name(enc)), ec);
   }
   PrintSummary(chosen, results, corpus.spans);
   if (!keep) std::filesystem::remove_all(dir);
@@ -730,6 +753,10 @@ void AddStorageCommand(CLI::App& bench, std::function<int()>* run) {
   cmd->add_option("--request-spans", opts->request_spans,
                   "Spans per generated request (loadgen's default)")
       ->default_val(opts->request_spans);
+  cmd->add_option("--zstd-min-part-mib", opts->zstd_min_part_mib,
+                  "Part size (MiB) from which CODEC(Default) columns are ZSTD (serve: "
+                  "storage.zstd_min_part_bytes, 64 MiB); 0: every part")
+      ->default_val(opts->zstd_min_part_mib);
   cmd->add_option("--lookups", opts->lookups, "Traces looked up by id in each variant")
       ->default_val(opts->lookups);
   cmd->add_option("--rounds", opts->rounds,

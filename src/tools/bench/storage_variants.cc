@@ -5,6 +5,8 @@
 #include <map>
 #include <utility>
 
+#include <fmt/format.h>
+
 namespace spanhouse::bench {
 namespace {
 
@@ -48,15 +50,24 @@ CodecFn Override(CodecFn base, std::map<std::string, std::string, std::less<>> o
 
 std::vector<StorageVariant> Build() {
   using storage::StorageLayout;
+  using storage::UserFieldValues;
   std::vector<StorageVariant> v;
+  // A variant of schema 4's time: its sort order, values in the arrays too.
   auto add = [&](std::string name, std::string description, StorageLayout layout,
-                 SpanOrder order = SpanOrder::kHourTrace) {
-    v.push_back({std::move(name), std::move(description), std::move(layout), order});
+                 SpanOrder order = SpanOrder::kHourTrace,
+                 UserFieldValues values = UserFieldValues::kInArrays) {
+    v.push_back({std::move(name), std::move(description), std::move(layout), order, values});
+  };
+  // A variant of the project's schema (5): its sort order and encoding.
+  auto add5 = [&](std::string name, std::string description, StorageLayout layout,
+                  UserFieldValues values = UserFieldValues::kMarked) {
+    v.push_back({std::move(name), std::move(description), std::move(layout),
+                 SpanOrder::kHourTraceStart, values});
   };
   // Schema 3's types (attribute values as plain String) and table settings
-  // with `fn`'s codecs.
+  // with `fn`'s codecs, in schema 4's layout otherwise.
   auto schema3_types = [](CodecFn fn) {
-    StorageLayout l;
+    StorageLayout l = storage::Schema4Layout();
     l.codec = std::move(fn);
     l.low_cardinality_values = false;
     l.column_statistics = true;
@@ -68,14 +79,28 @@ std::vector<StorageVariant> Build() {
     change(l);
     return l;
   };
+  // Schema 4 with one change (codecs: `over` on top of schema 4's).
+  auto schema4 = [](auto&& change, std::map<std::string, std::string, std::less<>> over = {}) {
+    StorageLayout l = storage::Schema4Layout();
+    change(l);
+    if (!over.empty()) l.codec = Override(l.codec, std::move(over));
+    return l;
+  };
+  auto nothing = [](StorageLayout&) {};
   const CodecFn zstd1 = Everywhere("ZSTD(1)");
   const char* values[] = {"attr_values", "event_attr_values", "scope_attr_values",
                           "link_attr_values"};
 
   add("schema3", "schema 3 as it was: no codecs (LZ4), LowCardinality keys, (hour, trace_id)",
       schema3_types(Everywhere("LZ4")));
-  add("chosen", "the project's schema: schema.cc's codecs, the default StorageLayout",
-      StorageLayout{});
+  add("schema4",
+      "schema 4 as it was: user-field values in the arrays too, (hour, trace_id), granules of "
+      "8192, trace_index by 16 bytes in ns, user_fields with the part-size codec",
+      storage::Schema4Layout());
+  add5("chosen",
+       "the project's schema (5): schema.cc's codecs, the default StorageLayout, "
+       "user-field values once",
+       StorageLayout{});
   // Codecs alone, on schema 3's types.
   add("zstd1", "schema 3, ZSTD(1) on every column of every table", schema3_types(zstd1));
   add("zstd3", "schema 3, ZSTD(3) on every column of every table",
@@ -106,46 +131,129 @@ std::vector<StorageVariant> Build() {
     l.low_cardinality_values = true;
     add("zstd1+lc-values", "zstd1, attribute values Array(LowCardinality(String))", std::move(l));
   }
+
+  // Schema 4, one thing changed: the steps to schema 5, measured alone.
+  add("schema4+uf-marked",
+      "schema4, a span's user fields keep their value in user_fields only (key and marked type "
+      "stay in the arrays)",
+      schema4(nothing), SpanOrder::kHourTrace, UserFieldValues::kMarked);
+  add("schema4+uf-dropped",
+      "schema4, a span's user fields left out of the attribute arrays (user_fields only)",
+      schema4(nothing), SpanOrder::kHourTrace, UserFieldValues::kDropped);
+  add("schema4+sort-trace-start", "schema4, ORDER BY (hour, trace_id, start_time)",
+      schema4([](StorageLayout& l) { l.spans_order_by = std::string(storage::kSpansOrderBy); }),
+      SpanOrder::kHourTraceStart);
+  add("schema4+granule-32k",
+      "schema4, granules (and merge blocks) of 32768 rows, 40 MiB, instead of 8192, 10 MiB",
+      schema4([](StorageLayout& l) { l.index_granularity = 32768; }));
+  add("schema4+ti-seconds", "schema4, trace_index times in seconds (UInt32), not ns",
+      schema4([](StorageLayout& l) { l.trace_index_seconds = true; }));
+  add("schema4+ti-short", "schema4, trace_index by the id's first 8 bytes, times in seconds",
+      schema4([](StorageLayout& l) {
+        l.trace_index_seconds = true;
+        l.trace_index_short_id = true;
+      }));
+  add("schema4+uf-zstd3", "schema4, ZSTD(3) on user_fields",
+      schema4(nothing, {{"user_fields", "ZSTD(3)"}}));
+  // The same steps one on top of the other (the last adds the granules: chosen).
+  add("schema4+uf-marked+sort", "schema4+uf-marked, ORDER BY (hour, trace_id, start_time)",
+      schema4([](StorageLayout& l) { l.spans_order_by = std::string(storage::kSpansOrderBy); }),
+      SpanOrder::kHourTraceStart, UserFieldValues::kMarked);
+  add("schema4+uf-marked+sort+ti-short", "schema4+uf-marked+sort, trace_index short",
+      schema4([](StorageLayout& l) {
+        l.spans_order_by = std::string(storage::kSpansOrderBy);
+        l.trace_index_seconds = true;
+        l.trace_index_short_id = true;
+      }),
+      SpanOrder::kHourTraceStart, UserFieldValues::kMarked);
+  add("schema4+uf-marked+sort+ti-short+uf-zstd3",
+      "schema4+uf-marked+sort+ti-short, ZSTD(3) on user_fields",
+      schema4(
+          [](StorageLayout& l) {
+            l.spans_order_by = std::string(storage::kSpansOrderBy);
+            l.trace_index_seconds = true;
+            l.trace_index_short_id = true;
+          },
+          {{"user_fields", "ZSTD(3)"}}),
+      SpanOrder::kHourTraceStart, UserFieldValues::kMarked);
+  add("schema4+uf-marked+sort+ti-short+uf-zstd3+g32k",
+      "schema4+uf-marked+sort+ti-short+uf-zstd3, granules of 32768 (chosen with attr_values "
+      "on the part-size codec)",
+      schema4(
+          [](StorageLayout& l) {
+            l.spans_order_by = std::string(storage::kSpansOrderBy);
+            l.trace_index_seconds = true;
+            l.trace_index_short_id = true;
+            l.index_granularity = 32768;
+          },
+          {{"user_fields", "ZSTD(3)"}}),
+      SpanOrder::kHourTraceStart, UserFieldValues::kMarked);
+
   // The project's schema, one thing changed.
-  add("chosen+string-values", "chosen, attribute values plain String (not LowCardinality)",
-      chosen([](StorageLayout& l) { l.low_cardinality_values = false; }));
+  add5("chosen+uf-dropped",
+       "chosen, a span's user fields left out of the attribute arrays, not marked (the reader "
+       "cannot restore them)",
+       StorageLayout{}, UserFieldValues::kDropped);
+  add5("chosen+uf-in-arrays", "chosen, user-field values in the arrays too (as schema 4)",
+       StorageLayout{}, UserFieldValues::kInArrays);
+  add5("chosen+string-values", "chosen, attribute values plain String (not LowCardinality)",
+       chosen([](StorageLayout& l) { l.low_cardinality_values = false; }));
+  // The project's schema with other codecs on some spans columns.
+  using Codecs = std::map<std::string, std::string, std::less<>>;
+  auto with_codecs = [](Codecs over) {
+    StorageLayout l;
+    l.codec = Override(nullptr, std::move(over));
+    return l;
+  };
+  add5("chosen+values-default-codec", "chosen, attr_values with the part-size codec, not ZSTD(3)",
+       with_codecs({{"attr_values", "Default"}}));
+  add5("chosen+start-delta", "chosen, Delta before the codec on start_time",
+       with_codecs({{"start_time", "Delta, Default"}}));
+  add5("chosen+start-doubledelta", "chosen, DoubleDelta before the codec on start_time",
+       with_codecs({{"start_time", "DoubleDelta, Default"}}));
+  add5("chosen+event-times-delta", "chosen, Delta before the codec on event_times",
+       with_codecs({{"event_times", "Delta, Default"}}));
+  add5("chosen+ids-zstd3", "chosen, ZSTD(3) on span_id and parent_span_id",
+       with_codecs({{"span_id", "ZSTD(3)"}, {"parent_span_id", "ZSTD(3)"}}));
+  add5("chosen+uf-default-codec", "chosen, user_fields with the part-size codec, not ZSTD(3)",
+       with_codecs({{"user_fields", "Default"}}));
   {
-    std::map<std::string, std::string, std::less<>> over;
-    for (const char* c : values) over[c] = "ZSTD(3)";
-    add("chosen+values-zstd3", "chosen, ZSTD(3) on the attribute values",
-        chosen([&](StorageLayout& l) { l.codec = Override(nullptr, over); }));
+    StorageVariant z{"chosen+large-parts-zstd3",
+                     "chosen, ZSTD(3) (not 1) for CODEC(Default) columns of large parts",
+                     StorageLayout{}, SpanOrder::kHourTraceStart, UserFieldValues::kMarked};
+    z.zstd_level = 3;
+    v.push_back(std::move(z));
   }
-  add("chosen+auto-stats",
-      "chosen, with the server's automatic column statistics (minmax, uniq on every column)",
-      chosen([](StorageLayout& l) { l.column_statistics = true; }));
-  add("chosen+lz4", "chosen's types and settings without codecs (LZ4)",
-      chosen([](StorageLayout& l) { l.codec = Everywhere("LZ4"); }));
-  add("chosen+zstd1-always",
-      "chosen with ZSTD(1) on every part, where chosen lets part size pick LZ4 or ZSTD(1)",
-      chosen([](StorageLayout& l) { l.codec = InsteadOfDefault("ZSTD(1)"); }));
-  add("chosen+string-keys", "chosen, keys and names String instead of LowCardinality",
-      chosen([](StorageLayout& l) { l.low_cardinality_keys = false; }));
-  add("chosen+granule-32k",
-      "chosen, granules (and merge blocks) of 32768 rows, 40 MiB, instead of 8192, 10 MiB",
-      chosen([](StorageLayout& l) { l.index_granularity = 32768; }));
-  add("chosen+merge-blocks-32k",
-      "chosen, merges writing blocks of 32768 rows instead of 8192 (granules stay 8192)",
-      chosen([](StorageLayout& l) { l.table_settings = "merge_max_block_size = 32768"; }));
+  add5("chosen+granule-8k", "chosen, granules of 8192 rows (the server's default)",
+       chosen([](StorageLayout& l) { l.index_granularity = 0; }));
+  add5("chosen+granule-16k", "chosen, granules (and merge blocks) of 16384 rows",
+       chosen([](StorageLayout& l) { l.index_granularity = 16384; }));
+  add5("chosen+auto-stats",
+       "chosen, with the server's automatic column statistics (minmax, uniq on every column)",
+       chosen([](StorageLayout& l) { l.column_statistics = true; }));
+  add5("chosen+lz4", "chosen's types and settings without codecs (LZ4)",
+       chosen([](StorageLayout& l) { l.codec = Everywhere("LZ4"); }));
+  add5("chosen+zstd1-always",
+       "chosen with ZSTD(1) on every part, where chosen lets part size pick LZ4 or ZSTD(1)",
+       chosen([](StorageLayout& l) { l.codec = InsteadOfDefault("ZSTD(1)"); }));
+  add5("chosen+string-keys", "chosen, keys and names String instead of LowCardinality",
+       chosen([](StorageLayout& l) { l.low_cardinality_keys = false; }));
+  {
+    StorageLayout l;
+    l.spans_order_by = "(toStartOfHour(timestamp), trace_id)";
+    add("chosen+sort-trace", "chosen, ORDER BY (hour, trace_id) (schema 4's)", std::move(l),
+        SpanOrder::kHourTrace, UserFieldValues::kMarked);
+  }
   add("chosen+sort-service-name", "chosen, ORDER BY (service_name, name, hour, trace_id)",
       chosen([](StorageLayout& l) {
         l.spans_order_by = "(service_name, name, toStartOfHour(timestamp), trace_id)";
       }),
-      SpanOrder::kServiceNameHourTrace);
+      SpanOrder::kServiceNameHourTrace, UserFieldValues::kMarked);
   add("chosen+sort-hour-service", "chosen, ORDER BY (hour, service_name, trace_id)",
       chosen([](StorageLayout& l) {
         l.spans_order_by = "(toStartOfHour(timestamp), service_name, trace_id)";
       }),
-      SpanOrder::kHourServiceTrace);
-  add("chosen+sort-trace-start", "chosen, ORDER BY (hour, trace_id, start_time)",
-      chosen([](StorageLayout& l) {
-        l.spans_order_by = "(toStartOfHour(timestamp), trace_id, start_time)";
-      }),
-      SpanOrder::kHourTraceStart);
+      SpanOrder::kHourServiceTrace, UserFieldValues::kMarked);
   return v;
 }
 
@@ -157,7 +265,7 @@ const std::vector<StorageVariant>& StorageVariants() {
 }
 
 void SortRows(SpanOrder order, std::vector<storage::SpanRow>* rows) {
-  if (order == SpanOrder::kHourTrace) return storage::SortByTableKey(rows);
+  if (order == SpanOrder::kHourTraceStart) return storage::SortByTableKey(rows);
   constexpr uint64_t kHourNs = 3600000000000ull;
   auto hour = [](const storage::SpanRow& r) { return r.batch->spans.start_ns[r.index] / kHourNs; };
   auto trace_cmp = [](const storage::SpanRow& x, const storage::SpanRow& y) {

@@ -16,10 +16,10 @@ namespace spanhouse::bench {
 // key, as the writer does for the real one (an insert in key order is not
 // sorted again by the engine).
 enum class SpanOrder {
-  kHourTrace,             // (toStartOfHour(timestamp), trace_id): SortByTableKey
+  kHourTrace,             // (toStartOfHour(timestamp), trace_id): schema 4's
   kServiceNameHourTrace,  // (service_name, name, toStartOfHour(timestamp), trace_id)
   kHourServiceTrace,      // (toStartOfHour(timestamp), service_name, trace_id)
-  kHourTraceStart,        // (toStartOfHour(timestamp), trace_id, start_time)
+  kHourTraceStart,        // (toStartOfHour(timestamp), trace_id, start_time): SortByTableKey
 };
 
 struct StorageVariant {
@@ -27,6 +27,11 @@ struct StorageVariant {
   std::string description;
   storage::StorageLayout layout;
   SpanOrder order = SpanOrder::kHourTrace;
+  // Where the spans' user fields keep their values (the writer's encoding).
+  storage::UserFieldValues values = storage::UserFieldValues::kInArrays;
+  // The ZSTD level the engine gives CODEC(Default) columns of large parts
+  // (CompressionOptions::zstd_level); 0: the engine configuration's own.
+  int zstd_level = 0;
 };
 
 // Every variant, the project's schema ("chosen") among them.

@@ -178,6 +178,28 @@ TEST(Guard, RefusesWith401AndCounts) {
   EXPECT_EQ(g.stats().malformed.load(), 3u);
 }
 
+// A predicate opens more paths (serve: the web UI's files and pages); what it
+// does not take stays guarded, and nothing it opens is counted as refused.
+bool IsUiLike(std::string_view path) {
+  return path == "/" || path.substr(0, 4) == "/ui/";
+}
+
+TEST(Guard, PredicateOpensItsPathsOnly) {
+  Guard g("query", Tokens("query-token-0123456"), {"/healthz"}, IsUiLike);
+  net::HttpResponse resp;
+  EXPECT_TRUE(g.Authorize(Request("/"), kNoHeader, resp));
+  EXPECT_TRUE(g.Authorize(Request("/ui/app.js"), One("Bearer wrong"), resp));
+  EXPECT_TRUE(g.Authorize(Request("/healthz"), kNoHeader, resp));
+  EXPECT_EQ(resp.status, 200);
+  EXPECT_FALSE(g.Authorize(Request("/api/services"), kNoHeader, resp));
+  EXPECT_EQ(resp.status, 401);
+  resp = {};
+  EXPECT_FALSE(g.Authorize(Request("/uix"), kNoHeader, resp));
+  EXPECT_TRUE(g.Authorize(Request("/api/services"), One("Bearer query-token-0123456"), resp));
+  EXPECT_EQ(g.stats().missing.load(), 2u);
+  EXPECT_EQ(g.stats().wrong.load(), 0u);
+}
+
 TEST(Guard, WithoutTokensIsOffAndFree) {
   Guard g("otlp_http", Tokens(""));
   EXPECT_FALSE(g.enabled());

@@ -13,6 +13,7 @@
 
 #include "codec/otlp.h"
 #include "codec/otlp_encode.h"
+#include "codec/zipkin.h"
 #include "model/span_batch.h"
 
 namespace spanhouse::codec {
@@ -65,6 +66,34 @@ TEST(FuzzCorpus, ProtoSeedsDecodeAndReencode) {
 TEST(FuzzCorpus, JsonSeedsDecodeAndReencode) {
   Replay("otlp_json",
          [](const std::string& body, SpanBatch& b) { return DecodeOtlpJson(body, b); });
+}
+
+TEST(FuzzCorpus, ZipkinJsonSeedsDecodeAndReencode) {
+  Replay("zipkin_json",
+         [](const std::string& body, SpanBatch& b) { return DecodeZipkinJson(body, b); });
+}
+
+TEST(FuzzCorpus, ZipkinProtoSeedsDecodeAndReencode) {
+  Replay("zipkin_proto",
+         [](const std::string& body, SpanBatch& b) { return DecodeZipkinProto(body, b); });
+}
+
+// make_seeds writes each Zipkin span list both ways, as zipkin_json/NAME.json and
+// zipkin_proto/NAME: the two must decode to the same spans.
+TEST(FuzzCorpus, ZipkinSeedPairsDecodeAlike) {
+  int pairs = 0;
+  for (const auto& proto : Seeds("zipkin_proto")) {
+    const fs::path json =
+        proto.parent_path().parent_path() / "zipkin_json" / (proto.filename().string() + ".json");
+    if (!fs::exists(json)) continue;
+    SpanBatch a, b;
+    ASSERT_TRUE(DecodeZipkinJson(Read(json), a).ok()) << json;
+    ASSERT_TRUE(DecodeZipkinProto(Read(proto), b).ok()) << proto;
+    std::string why;
+    EXPECT_TRUE(a.LogicallyEquals(b, &why)) << proto << ": " << why;
+    ++pairs;
+  }
+  EXPECT_GE(pairs, 4);
 }
 
 }  // namespace

@@ -10,34 +10,16 @@
 
 #include "codec/otlp.h"
 #include "model/span_batch.h"
+#include "testdata/attrs.h"
 
 namespace spanhouse::codec {
 namespace {
 
 using namespace std::string_literals;
+using testdata::Attr;
+using testdata::Attrs;
 
 // ---- helpers ----
-
-struct Attr {
-  std::string key;
-  ValueType type;
-  std::string value;
-  bool operator==(const Attr&) const = default;
-};
-
-std::ostream& operator<<(std::ostream& os, const Attr& a) {
-  return os << "{" << a.key << ", " << static_cast<int>(a.type) << ", '" << a.value << "'}";
-}
-
-std::vector<Attr> Attrs(const SpanBatch& b, const AttrColumns& c, Range r) {
-  std::vector<Attr> out;
-  EXPECT_LE(r.begin, r.end);
-  EXPECT_LE(r.end, c.size());
-  for (uint32_t i = r.begin; i < r.end && i < c.size(); ++i) {
-    out.push_back({std::string(b.Str(c.key[i])), c.type[i], std::string(b.Str(c.value[i]))});
-  }
-  return out;
-}
 
 std::string Str(const SpanBatch& b, StrRef r) {
   return std::string(b.Str(r));

@@ -15,59 +15,15 @@
 
 #include "codec/otlp.h"
 #include "model/span_batch.h"
+#include "testdata/attrs.h"
+#include "testdata/pb.h"
 
 namespace spanhouse::codec {
 namespace {
 
-// ---- a tiny protobuf encoder ----
-
-class Pb {
- public:
-  Pb& Varint(uint32_t field, uint64_t v) {
-    Tag(field, 0);
-    PutVarint(v);
-    return *this;
-  }
-  Pb& Fixed64(uint32_t field, uint64_t v) {
-    Tag(field, 1);
-    for (int i = 0; i < 8; ++i) s_ += static_cast<char>(v >> (8 * i));
-    return *this;
-  }
-  Pb& Double(uint32_t field, double v) { return Fixed64(field, std::bit_cast<uint64_t>(v)); }
-  Pb& Fixed32(uint32_t field, uint32_t v) {
-    Tag(field, 5);
-    for (int i = 0; i < 4; ++i) s_ += static_cast<char>(v >> (8 * i));
-    return *this;
-  }
-  Pb& Bytes(uint32_t field, std::string_view v) {
-    Tag(field, 2);
-    PutVarint(v.size());
-    s_.append(v);
-    return *this;
-  }
-  Pb& Msg(uint32_t field, const Pb& m) { return Bytes(field, m.str()); }
-  // Raw bytes, for hand-made broken encodings.
-  Pb& Raw(std::string_view v) {
-    s_.append(v);
-    return *this;
-  }
-  Pb& Tag(uint32_t field, uint32_t wire) {
-    PutVarint(static_cast<uint64_t>(field) << 3 | wire);
-    return *this;
-  }
-  Pb& PutVarint(uint64_t v) {
-    while (v >= 0x80) {
-      s_ += static_cast<char>((v & 0x7f) | 0x80);
-      v >>= 7;
-    }
-    s_ += static_cast<char>(v);
-    return *this;
-  }
-  const std::string& str() const { return s_; }
-
- private:
-  std::string s_;
-};
+using testdata::Attr;
+using testdata::Attrs;
+using testdata::Pb;
 
 std::string Id(size_t n, uint8_t seed) {
   std::string s;
@@ -184,24 +140,6 @@ void CheckInvariants(const SpanBatch& b) {
     ASSERT_TRUE(range_ok(b.links.attrs[l], b.link_attrs.size()));
     ASSERT_TRUE(str_ok(b.links.trace_state[l]));
   }
-}
-
-// Attribute i of `r` in `c` as (key, type, value text).
-struct Attr {
-  std::string key;
-  ValueType type;
-  std::string value;
-  bool operator==(const Attr&) const = default;
-};
-std::ostream& operator<<(std::ostream& os, const Attr& a) {
-  return os << "{" << a.key << ", " << static_cast<int>(a.type) << ", " << a.value << "}";
-}
-std::vector<Attr> Attrs(const SpanBatch& b, const AttrColumns& c, Range r) {
-  std::vector<Attr> out;
-  for (uint32_t i = r.begin; i < r.end; ++i) {
-    out.push_back({std::string(b.Str(c.key[i])), c.type[i], std::string(b.Str(c.value[i]))});
-  }
-  return out;
 }
 
 Status Decode(const Pb& body, SpanBatch& b) {

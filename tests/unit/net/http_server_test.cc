@@ -5,6 +5,8 @@
 // time) and with an authorizer refusing requests from their heads.
 #include "net/http_server.h"
 
+#include "unit/net/http_client.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -24,9 +26,12 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <deque>
 #include <filesystem>
 #include <map>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -47,173 +52,6 @@ std::string Pattern(size_t n, size_t seed = 0) {
   return s;
 }
 
-struct Response {
-  int status = 0;
-  std::map<std::string, std::string> headers;  // names lower-cased
-  std::string body;
-
-  std::string header(const std::string& name) const {
-    auto it = headers.find(name);
-    return it == headers.end() ? "<none>" : it->second;
-  }
-};
-
-// A blocking client socket. Receives time out after 10 s, so a server that
-// never answers fails the test instead of hanging it.
-class Client {
- public:
-  // rcvbuf > 0: a small receive buffer (set before connecting), for slow-reader tests.
-  explicit Client(uint16_t port, int rcvbuf = 0) {
-    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    timeval tv{10, 0};
-    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-    if (rcvbuf > 0) setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
-    const int one = 1;
-    setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    connected_ = connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
-  }
-  ~Client() {
-    if (ssl_ != nullptr) SSL_free(ssl_);
-    close(fd_);
-  }
-  Client(const Client&) = delete;
-  Client& operator=(const Client&) = delete;
-
-  bool connected() const { return connected_; }
-  int fd() const { return fd_; }
-
-  // Speaks TLS from here on: a handshake trusting what `ctx` trusts. False
-  // if the handshake fails.
-  bool StartTls(SSL_CTX* ctx) {
-    ssl_ = SSL_new(ctx);
-    SSL_set_fd(ssl_, fd_);
-    return SSL_connect(ssl_) == 1;
-  }
-
-  bool Send(std::string_view data) {
-    while (!data.empty()) {
-      const ssize_t n = ssl_ != nullptr
-                            ? SSL_write(ssl_, data.data(), static_cast<int>(data.size()))
-                            : send(fd_, data.data(), data.size(), MSG_NOSIGNAL);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return false;
-      data.remove_prefix(n);
-    }
-    return true;
-  }
-
-  // Sends `data` in writes of 1 to max_piece bytes.
-  bool SendInPieces(std::string_view data, size_t max_piece) {
-    size_t i = 0;
-    while (!data.empty()) {
-      const size_t n = std::min(data.size(), 1 + (i++ * 7919) % max_piece);
-      if (!Send(data.substr(0, n))) return false;
-      data.remove_prefix(n);
-    }
-    return true;
-  }
-
-  // Reads exactly n bytes.
-  bool ReadExactly(size_t n, std::string* out, size_t chunk = 64 * 1024) {
-    while (buf_.size() < n) {
-      if (!Fill(chunk)) return false;
-    }
-    *out = buf_.substr(0, n);
-    buf_.erase(0, n);
-    return true;
-  }
-
-  // Reads one response with a Content-Length body.
-  bool ReadResponse(Response* r, bool head_request = false) {
-    size_t end;
-    while ((end = buf_.find("\r\n\r\n")) == std::string::npos) {
-      if (!Fill(64 * 1024)) return false;
-    }
-    const std::string head = buf_.substr(0, end + 2);
-    buf_.erase(0, end + 4);
-    // HTTP/1.1 200 OK
-    if (head.compare(0, 9, "HTTP/1.1 ") != 0) return false;
-    r->status = std::stoi(head.substr(9, 3));
-    r->headers.clear();
-    size_t pos = head.find("\r\n") + 2;
-    while (pos < head.size()) {
-      const size_t eol = head.find("\r\n", pos);
-      const std::string line = head.substr(pos, eol - pos);
-      pos = eol + 2;
-      const size_t colon = line.find(':');
-      if (colon == std::string::npos) return false;
-      std::string name = line.substr(0, colon);
-      std::transform(name.begin(), name.end(), name.begin(),
-                     [](unsigned char c) { return std::tolower(c); });
-      std::string value = line.substr(colon + 1);
-      value.erase(0, value.find_first_not_of(' '));
-      if (r->headers.count(name) != 0) return false;  // the server never repeats one
-      r->headers[name] = value;
-    }
-    if (r->headers.count("content-length") == 0) return false;
-    const size_t length = std::stoull(r->headers["content-length"]);
-    r->body.clear();
-    return head_request || ReadExactly(length, &r->body);
-  }
-
-  // True once the server has closed the connection and nothing more is to
-  // be read (false on a timeout or unexpected bytes).
-  bool ReadsEof() {
-    if (!buf_.empty()) return false;
-    char c;
-    if (ssl_ != nullptr) {
-      const int n = SSL_read(ssl_, &c, 1);
-      const int err = SSL_get_error(ssl_, n);
-      return n <= 0 && (err == SSL_ERROR_ZERO_RETURN || err == SSL_ERROR_SYSCALL);
-    }
-    const ssize_t n = recv(fd_, &c, 1, 0);
-    return n == 0 || (n < 0 && errno == ECONNRESET);
-  }
-
-  // Everything the server sends until it closes (or a read times out).
-  std::string ReadToEof() {
-    while (Fill(64 * 1024)) {
-    }
-    return std::exchange(buf_, std::string());
-  }
-
-  // Bytes received but not consumed yet.
-  const std::string& buffered() const { return buf_; }
-
- private:
-  bool Fill(size_t chunk) {
-    std::string tmp(chunk, '\0');
-    ssize_t n;
-    do {
-      n = ssl_ != nullptr ? SSL_read(ssl_, tmp.data(), static_cast<int>(tmp.size()))
-                          : recv(fd_, tmp.data(), tmp.size(), 0);
-    } while (n < 0 && errno == EINTR && ssl_ == nullptr);
-    if (n <= 0) return false;
-    buf_.append(tmp.data(), n);
-    return true;
-  }
-
-  int fd_ = -1;
-  SSL* ssl_ = nullptr;
-  bool connected_ = false;
-  std::string buf_;
-};
-
-std::string Post(std::string_view target, std::string_view body, std::string_view extra = "") {
-  return "POST " + std::string(target) +
-         " HTTP/1.1\r\nHost: t\r\nContent-Length: " + std::to_string(body.size()) + "\r\n" +
-         std::string(extra) + "\r\n" + std::string(body);
-}
-
-std::string Get(std::string_view target, std::string_view extra = "") {
-  return "GET " + std::string(target) + " HTTP/1.1\r\nHost: t\r\n" + std::string(extra) + "\r\n";
-}
-
 class HttpServerTest : public ::testing::Test {
  protected:
   static HttpServerOptions Options() {
@@ -231,7 +69,70 @@ class HttpServerTest : public ::testing::Test {
     ASSERT_TRUE(server_->Start().ok());
     ASSERT_NE(server_->port(), 0);
   }
+  // A deferring handler: /later and /defer-throw keep their responder for
+  // the test to answer (NextHeld), /defer-throw then throws, /drop lets it
+  // go unanswered; anything else is answered at once with its target.
+  void StartDeferringServer(HttpServerOptions opts = Options()) {
+    server_ = std::make_unique<HttpServer>(
+        std::move(opts), [this](HttpRequest& req, HttpResponse& resp, HttpDeferral& later) {
+          requests_++;
+          const std::string_view path = req.path();
+          if (path == "/later" || path == "/defer-throw") {
+            std::lock_guard<std::mutex> lock(held_mu_);
+            held_.emplace_back(later.Defer(), req.target);
+            held_cv_.notify_all();
+            if (path == "/defer-throw") throw std::runtime_error("thrown after deferring");
+          } else if (path == "/drop") {
+            const HttpResponder dropped = later.Defer();
+          } else {
+            resp.body = "now " + req.target;
+          }
+        });
+    ASSERT_TRUE(server_->Start().ok());
+  }
   uint16_t port() const { return server_->port(); }
+
+  // The next deferred request's responder and target, in arrival order.
+  std::pair<HttpResponder, std::string> NextHeld() {
+    std::unique_lock<std::mutex> lock(held_mu_);
+    EXPECT_TRUE(held_cv_.wait_for(lock, 10s, [&] { return !held_.empty(); }));
+    if (held_.empty()) return {};
+    auto next = std::move(held_.front());
+    held_.pop_front();
+    return next;
+  }
+
+  // Answers on a thread of its own, as the durable queue's sync thread does.
+  static void AnswerFromAnotherThread(HttpResponder r, std::string body) {
+    std::thread([&r, &body] {
+      r.Respond(HttpResponse{200, "text/plain", std::move(body), {}});
+    }).join();
+  }
+
+  // An answer with `body` that says the connection closes, then the close.
+  static void ExpectLastAnswer(Client& c, const std::string& body) {
+    Response r;
+    ASSERT_TRUE(c.ReadResponse(&r));
+    EXPECT_EQ(r.body, body);
+    EXPECT_EQ(r.header("connection"), "close");
+    EXPECT_TRUE(c.ReadsEof());
+  }
+
+  // For tests that need to know what the I/O thread has done (RoundTrip).
+  static HttpServerOptions OneThread() {
+    HttpServerOptions o = Options();
+    o.threads = 1;
+    return o;
+  }
+  // One request on a new connection. With one I/O thread: once it is
+  // answered, the thread is done with whatever was handed to it before.
+  void RoundTrip() {
+    Client c(port());
+    ASSERT_TRUE(c.Send(Get("/round-trip")));
+    Response r;
+    ASSERT_TRUE(c.ReadResponse(&r));
+    EXPECT_EQ(r.body, "now /round-trip");
+  }
 
   void Handle(HttpRequest& req, HttpResponse& resp) {
     requests_++;
@@ -242,6 +143,7 @@ class HttpServerTest : public ::testing::Test {
       resp.headers.emplace_back("X-Method", req.method);
       resp.headers.emplace_back("X-Target", req.target);
       resp.headers.emplace_back("X-Content-Encoding", req.content_encoding);
+      resp.headers.emplace_back("X-If-None-Match", req.if_none_match);
       resp.body = std::move(req.body);
     } else if (path == "/hello") {
       resp.body = "hello\n";
@@ -271,6 +173,9 @@ class HttpServerTest : public ::testing::Test {
   std::atomic<int> requests_{0};
   std::atomic<bool> moved_out_{false};
   std::atomic<bool> slow_started_{false};
+  std::mutex held_mu_;
+  std::condition_variable held_cv_;
+  std::deque<std::pair<HttpResponder, std::string>> held_;  // guarded by held_mu_
   std::unique_ptr<HttpServer> server_;  // last: goes first, while the handler's state lives
 };
 
@@ -294,11 +199,14 @@ TEST_F(HttpServerTest, GetAndPostWithContentLength) {
   // Header names in any case, values trimmed.
   ASSERT_TRUE(c.Send(Post("/echo", "hello, world",
                           "content-TYPE: \t application/x-protobuf  \r\n"
-                          "Content-Encoding:gzip\r\n")));
+                          "Content-Encoding:gzip\r\n"
+                          "if-none-match:  \"a1\", W/\"b2\" \r\n"
+                          "If-None-Match: \"ignored\"\r\n")));
   ASSERT_TRUE(c.ReadResponse(&r));
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(r.header("content-type"), "application/x-protobuf");
   EXPECT_EQ(r.header("x-content-encoding"), "gzip");
+  EXPECT_EQ(r.header("x-if-none-match"), "\"a1\", W/\"b2\"");  // the first one, trimmed
   EXPECT_EQ(r.header("x-method"), "POST");
   EXPECT_EQ(r.header("content-length"), "12");
   EXPECT_EQ(r.body, "hello, world");
@@ -690,11 +598,7 @@ TEST_F(HttpServerTest, StopWaitsForHandlersInFlight) {
   server_->Stop(5s);
   // The handler finished and its answer went out, telling the client the
   // connection closes.
-  Response r;
-  ASSERT_TRUE(c.ReadResponse(&r));
-  EXPECT_EQ(r.body, "slow\n");
-  EXPECT_EQ(r.header("connection"), "close");
-  EXPECT_TRUE(c.ReadsEof());
+  ExpectLastAnswer(c, "slow\n");
 }
 
 TEST_F(HttpServerTest, HandlerMayMoveTheBodyOut) {
@@ -821,6 +725,173 @@ TEST(IsLoopbackAddressTest, Forms) {
   EXPECT_FALSE(IsLoopbackAddress("128.0.0.1:4318"));
   EXPECT_FALSE(IsLoopbackAddress("example.com:4318"));
   EXPECT_FALSE(IsLoopbackAddress("nonsense"));
+}
+
+// --- Deferred answers (HttpDeferral) ---
+
+TEST(HttpResponderTest, AnswersOnceAndAnAbandonedOneAnswers503) {
+  std::vector<HttpResponse> got;
+  const auto deliver = [&got](HttpResponse&& r) { got.push_back(std::move(r)); };
+  HttpResponder a(deliver);
+  EXPECT_TRUE(a.valid());
+  a.Respond(HttpResponse{201, "text/plain", "first", {}});
+  EXPECT_FALSE(a.valid());
+  a.Respond(HttpResponse{202, "text/plain", "second", {}});  // empty: nothing
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].status, 201);
+
+  { HttpResponder dropped(deliver); }
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[1].status, 503);
+  ASSERT_EQ(got[1].headers.size(), 1u);
+  EXPECT_EQ(got[1].headers[0].first, "Retry-After");
+
+  // Moved: the handle goes along; assigned over: the old one is abandoned.
+  HttpResponder b(deliver);
+  HttpResponder c(std::move(b));
+  EXPECT_FALSE(b.valid());  // moved-from: empty
+  HttpResponder d(deliver);
+  d = std::move(c);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[2].status, 503);
+  d.Respond(HttpResponse{200, "text/plain", "d", {}});
+  ASSERT_EQ(got.size(), 4u);
+  EXPECT_EQ(got[3].body, "d");
+}
+
+TEST_F(HttpServerTest, DeferredAnswerGivenFromAnotherThread) {
+  StartDeferringServer();
+  Client c(port());
+  ASSERT_TRUE(c.Send(Get("/later?1")));
+  auto [responder, target] = NextHeld();
+  EXPECT_EQ(target, "/later?1");
+  AnswerFromAnotherThread(std::move(responder), "later 1");
+  Response r;
+  ASSERT_TRUE(c.ReadResponse(&r));
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "later 1");
+  EXPECT_EQ(r.header("connection"), "<none>");
+  // The connection goes on as after any answer.
+  ASSERT_TRUE(c.Send(Get("/next")));
+  ASSERT_TRUE(c.ReadResponse(&r));
+  EXPECT_EQ(r.body, "now /next");
+}
+
+// Requests pipelined behind a deferred one are not handled until it is
+// answered, so the answers go out in request order.
+TEST_F(HttpServerTest, PipelinedRequestsWaitForADeferredAnswer) {
+  StartDeferringServer(OneThread());
+  Client c(port());
+  ASSERT_TRUE(
+      c.Send(Get("/later?first") + Get("/second") + Post("/later?third", "abc") + Get("/fourth")));
+  auto first = NextHeld();
+  EXPECT_EQ(first.second, "/later?first");
+  // The thread has finished with `c` (its bytes came in one write): a server
+  // that read on would have run /second's handler and answered it by now.
+  RoundTrip();
+  EXPECT_EQ(requests_.load(), 2);  // /later?first and the round trip
+  EXPECT_TRUE(c.NothingYet());
+
+  AnswerFromAnotherThread(std::move(first.first), "first");
+  auto third = NextHeld();
+  EXPECT_EQ(third.second, "/later?third");
+  AnswerFromAnotherThread(std::move(third.first), "third");
+  Response r;
+  for (const char* want : {"first", "now /second", "third", "now /fourth"}) {
+    ASSERT_TRUE(c.ReadResponse(&r)) << want;
+    EXPECT_EQ(r.body, want);
+  }
+}
+
+// A connection gone while its answer is deferred: answering later is safe,
+// the answer is dropped, and the request no longer counts as in flight.
+TEST_F(HttpServerTest, PeerGoneWhileTheAnswerIsDeferred) {
+  StartDeferringServer(OneThread());
+  auto fin = std::make_unique<Client>(port());
+  ASSERT_TRUE(fin->Send(Get("/later?fin")));
+  auto a = NextHeld();
+  auto rst = std::make_unique<Client>(port());
+  ASSERT_TRUE(rst->Send(Get("/later?rst")));
+  auto b = NextHeld();
+  fin.reset();  // a FIN: the server finds out when it writes the answer
+  const linger reset{1, 0};
+  ASSERT_EQ(setsockopt(rst->fd(), SOL_SOCKET, SO_LINGER, &reset, sizeof(reset)), 0);
+  rst.reset();  // a reset: epoll reports it, and the connection goes at once
+  RoundTrip();
+  AnswerFromAnotherThread(std::move(a.first), "to a half-closed connection");
+  AnswerFromAnotherThread(std::move(b.first), "to nobody");
+  RoundTrip();
+  // Stop waits for requests in flight: none are left.
+  const auto start = std::chrono::steady_clock::now();
+  server_->Stop(30s);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 15s);
+}
+
+TEST_F(HttpServerTest, IdleTimeoutClosesAConnectionWaitingForItsAnswer) {
+  HttpServerOptions o = Options();
+  o.idle_timeout = 300ms;
+  StartDeferringServer(o);
+  Client c(port());
+  ASSERT_TRUE(c.Send(Get("/later")));
+  auto held = NextHeld();
+  EXPECT_TRUE(c.ReadsEof());
+  AnswerFromAnotherThread(std::move(held.first), "too late");
+  RoundTrip();
+}
+
+TEST_F(HttpServerTest, StopWaitsForADeferredAnswer) {
+  StartDeferringServer();
+  const uint16_t p = port();
+  Client c(p);
+  ASSERT_TRUE(c.Send(Get("/later")));
+  auto held = NextHeld();
+  std::jthread stopper([this] { server_->Stop(30s); });  // joined on any way out
+  // Stop has begun once connects are refused.
+  for (int i = 0; i < 1000 && Client(p).connected(); ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_FALSE(Client(p).connected());
+  AnswerFromAnotherThread(std::move(held.first), "given during Stop");
+  ExpectLastAnswer(c, "given during Stop");
+}
+
+TEST_F(HttpServerTest, StopDropsDeferredAnswersNotGivenInTime) {
+  StartDeferringServer();
+  Client c1(port());
+  Client c2(port());
+  ASSERT_TRUE(c1.Send(Get("/later?1")));
+  auto one = NextHeld();
+  ASSERT_TRUE(c2.Send(Get("/later?2")));
+  auto two = NextHeld();
+  server_->Stop(100ms);
+  EXPECT_TRUE(c1.ReadsEof());
+  EXPECT_TRUE(c2.ReadsEof());
+  AnswerFromAnotherThread(std::move(one.first), "after Stop");
+  server_.reset();
+  AnswerFromAnotherThread(std::move(two.first), "after the server");
+}
+
+TEST_F(HttpServerTest, AnAbandonedDeferredAnswerIs503) {
+  StartDeferringServer();
+  Client c(port());
+  ASSERT_TRUE(c.Send(Get("/drop")));
+  Response r;
+  ASSERT_TRUE(c.ReadResponse(&r));
+  EXPECT_EQ(r.status, 503);
+  EXPECT_EQ(r.header("retry-after"), "1");
+  ASSERT_TRUE(c.Send(Get("/next")));
+  ASSERT_TRUE(c.ReadResponse(&r));
+  EXPECT_EQ(r.body, "now /next");
+}
+
+TEST_F(HttpServerTest, AHandlerThatDefersThenThrowsAnswersThroughItsResponder) {
+  StartDeferringServer();
+  Client c(port());
+  ASSERT_TRUE(c.Send(Get("/defer-throw")));
+  auto held = NextHeld();
+  AnswerFromAnotherThread(std::move(held.first), "kept");
+  Response r;
+  ASSERT_TRUE(c.ReadResponse(&r));
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "kept");
 }
 
 // --- Authorizer: requests refused from their heads ---
@@ -1156,6 +1227,28 @@ TEST_F(TlsServerTest, ResetMidHandshakeIsNotAHandshakeFailure) {
     std::this_thread::sleep_for(5ms);
   }
   EXPECT_EQ(tls_->handshake_failures(), 1u);
+}
+
+TEST_F(TlsServerTest, DeferredAnswersOverTls) {
+  HttpServerOptions o = Options();
+  o.tls = tls_;
+  StartDeferringServer(o);
+  Client c(port());
+  ASSERT_TRUE(c.StartTls(client_ctx_.get()));
+  ASSERT_TRUE(c.Send(Get("/later?1") + Get("/2")));
+  auto first = NextHeld();
+  AnswerFromAnotherThread(std::move(first.first), "1");
+  Response r;
+  ASSERT_TRUE(c.ReadResponse(&r));
+  EXPECT_EQ(r.body, "1");
+  ASSERT_TRUE(c.ReadResponse(&r));
+  EXPECT_EQ(r.body, "now /2");
+  // An answer of many TLS records.
+  ASSERT_TRUE(c.Send(Get("/later?big")));
+  auto big = NextHeld();
+  AnswerFromAnotherThread(std::move(big.first), Pattern(kBigResponse));
+  ASSERT_TRUE(c.ReadResponse(&r));
+  EXPECT_TRUE(r.body == Pattern(kBigResponse)) << r.body.size();
 }
 
 TEST_F(TlsServerTest, RenegotiationIsOff) {

@@ -8,12 +8,15 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "pipeline/durable/block_record.h"
+#include "unit/pipeline/sync_gate.h"
 
 namespace spanhouse::pipeline::durable {
 namespace {
@@ -31,11 +34,17 @@ class SegmentLogTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  std::unique_ptr<SegmentLog> Open(uint64_t max_bytes = 1 << 20, uint64_t segment = 4096) {
+  LogOptions Options(uint64_t max_bytes = 1 << 20, uint64_t segment = 4096) const {
     LogOptions o;
     o.dir = dir_.string();
     o.max_bytes = max_bytes;
     o.segment_bytes = segment;
+    return o;
+  }
+  std::unique_ptr<SegmentLog> Open(uint64_t max_bytes = 1 << 20, uint64_t segment = 4096) {
+    return Open(Options(max_bytes, segment));
+  }
+  static std::unique_ptr<SegmentLog> Open(const LogOptions& o) {
     std::unique_ptr<SegmentLog> log;
     EXPECT_TRUE(SegmentLog::Open(o, &log).ok());
     return log;
@@ -305,6 +314,97 @@ TEST_F(SegmentLogTest, GroupCommitMakesConcurrentAppendsDurable) {
   EXPECT_EQ(ok.load(), 400);
   EXPECT_GE(log->stats().fsyncs.load(), 1u);
   EXPECT_LE(log->stats().fsyncs.load(), 400u);
+}
+
+// What an OnDurable callback saw when it was called.
+struct DurableCall {
+  bool ok = false;
+  std::thread::id thread;
+  uint64_t fsyncs = 0;  // the log's count at the time
+};
+
+TEST_F(SegmentLogTest, OnDurableIsCalledRightAfterTheSyncThatCoversTheRecord) {
+  SyncGate gate;
+  LogOptions o = Options();
+  o.test_before_sync = gate.Hook();
+  auto log = Open(o);
+  SegmentLog::Ref ref;
+  ASSERT_EQ(log->Append(RecordKind::kSpans, "a", &ref), SegmentLog::AppendResult::kOk);
+  std::promise<DurableCall> called;
+  log->OnDurable(ref.lsn(), [&](bool ok) {
+    called.set_value({ok, std::this_thread::get_id(), log->stats().fsyncs.load()});
+  });
+  auto future = called.get_future();
+  ASSERT_TRUE(gate.WaitEntered());  // the sync that covers it has begun
+  EXPECT_EQ(future.wait_for(0s), std::future_status::timeout);
+  gate.Open();
+  ASSERT_EQ(future.wait_for(10s), std::future_status::ready);
+  const DurableCall call = future.get();
+  EXPECT_TRUE(call.ok);
+  EXPECT_NE(call.thread, std::this_thread::get_id());  // the sync thread's
+  EXPECT_EQ(call.fsyncs, 1u);
+}
+
+TEST_F(SegmentLogTest, OnDurableForADurableRecordIsCalledAtOnce) {
+  auto log = Open();
+  SegmentLog::Ref ref;
+  ASSERT_EQ(log->Append(RecordKind::kSpans, "a", &ref), SegmentLog::AppendResult::kOk);
+  ASSERT_TRUE(log->WaitDurable(ref.lsn(), 10s));
+  std::optional<DurableCall> call;
+  log->OnDurable(ref.lsn(), [&](bool ok) { call = DurableCall{ok, std::this_thread::get_id()}; });
+  ASSERT_TRUE(call.has_value());
+  EXPECT_TRUE(call->ok);
+  EXPECT_EQ(call->thread, std::this_thread::get_id());
+
+  // By the interval policy a record counts as durable once written.
+  log.reset();
+  LogOptions o = Options();
+  o.fsync_always = false;
+  o.fsync_interval = 1h;
+  log = Open(o);
+  ASSERT_EQ(log->Append(RecordKind::kSpans, "b", &ref), SegmentLog::AppendResult::kOk);
+  call.reset();
+  log->OnDurable(ref.lsn(), [&](bool ok) { call = DurableCall{ok, std::this_thread::get_id()}; });
+  ASSERT_TRUE(call.has_value());
+  EXPECT_TRUE(call->ok);
+}
+
+// The sync thread calls back with no lock held: a callback may append and
+// wait again (as a receiver answering on it could), without deadlock.
+TEST_F(SegmentLogTest, OnDurableCallbacksMayUseTheLog) {
+  auto log = Open();
+  SegmentLog::Ref first;
+  ASSERT_EQ(log->Append(RecordKind::kSpans, "a", &first), SegmentLog::AppendResult::kOk);
+  std::promise<bool> second_durable;
+  log->OnDurable(first.lsn(), [&](bool ok) {
+    EXPECT_TRUE(ok);
+    SegmentLog::Ref second;
+    ASSERT_EQ(log->Append(RecordKind::kSpans, "b", &second), SegmentLog::AppendResult::kOk);
+    log->OnDurable(second.lsn(), [&](bool ok2) { second_durable.set_value(ok2); });
+  });
+  auto future = second_durable.get_future();
+  ASSERT_EQ(future.wait_for(10s), std::future_status::ready);
+  EXPECT_TRUE(future.get());
+}
+
+// Waiters the log can no longer sync for are told so, once: at Close for a
+// record never written, at once after it.
+TEST_F(SegmentLogTest, OnDurableAfterTheLogClosesIsFalse) {
+  auto log = Open();
+  SegmentLog::Ref ref;
+  ASSERT_EQ(log->Append(RecordKind::kSpans, "a", &ref), SegmentLog::AppendResult::kOk);
+  std::vector<bool> calls;
+  log->OnDurable(ref.lsn() + 1, [&](bool ok) { calls.push_back(ok); });
+  log->Close();
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_FALSE(calls[0]);
+  log->OnDurable(ref.lsn() + 1, [&](bool ok) { calls.push_back(ok); });
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_FALSE(calls[1]);
+  // What was written before Close was synced by it.
+  log->OnDurable(ref.lsn(), [&](bool ok) { calls.push_back(ok); });
+  ASSERT_EQ(calls.size(), 3u);
+  EXPECT_TRUE(calls[2]);
 }
 
 TEST_F(SegmentLogTest, EpochSurvivesReopenAndANewLogGetsAnother) {

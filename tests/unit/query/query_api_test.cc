@@ -475,6 +475,30 @@ TEST(QueryApi, ReadyzFollowsTheHook) {
   EXPECT_EQ(f.Do(Get("/readyz")).status, 503);
 }
 
+// The UI hook sees what no route took, outside /api only; when it declines,
+// the usual 404 envelope follows.
+TEST(QueryApi, UiHookTakesUnroutedPathsOutsideApi) {
+  std::vector<std::string> asked;
+  AdminHooks hooks;
+  hooks.ui = [&](const net::HttpRequest& req, net::HttpResponse& resp) {
+    asked.emplace_back(req.path());
+    if (req.path() != "/") return false;
+    resp.content_type = "text/html";
+    resp.body = "<!doctype html>";
+    return true;
+  };
+  Fixture f(std::move(hooks));
+  net::HttpResponse resp = f.Do(Get("/?x=1"));
+  EXPECT_EQ(resp.status, 200);
+  EXPECT_EQ(resp.body, "<!doctype html>");
+  EXPECT_EQ(resp.content_type, "text/html");
+  ExpectEnvelope(f.Do(Get("/nowhere")), 404, "not found: /nowhere");
+  ExpectEnvelope(f.Do(Get("/api/nowhere")), 404, "not found: /api/nowhere");
+  EXPECT_EQ(f.Do(Get("/healthz")).body, "ok\n");
+  EXPECT_EQ(f.Do(Get("/api/traces/zz")).status, 400);
+  EXPECT_EQ(asked, (std::vector<std::string>{"/", "/nowhere"}));
+}
+
 TEST(QueryApi, ReadyzWithoutHookIsReady) {
   Fixture f;
   EXPECT_EQ(f.Do(Get("/readyz")).status, 200);

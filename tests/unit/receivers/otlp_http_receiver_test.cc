@@ -1,15 +1,20 @@
 // Tests for the OTLP/HTTP receiver's request handler, called directly (no
-// socket; the receiver is never started): routing, media types and content
-// codings, size limits before and after decompression, the error bodies the
-// OTLP/HTTP specification asks for (google.rpc.Status in the request's
-// encoding), back-pressure answers from the queue, and the stats counters.
+// socket): routing, media types and content codings, size limits before and
+// after decompression, the error bodies the OTLP/HTTP specification asks for
+// (google.rpc.Status in the request's encoding), back-pressure answers from
+// the queue, the stats counters, and with the durable queue's "always" fsync
+// the answer deferred until the sync, its I/O thread free meanwhile (that
+// one over a socket, the receiver started).
 #include <gtest/gtest.h>
 #include <simdjson.h>
 #include <zlib.h>
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -30,6 +35,8 @@
 #include "receivers/durable/logged_request.h"
 #include "receivers/durable/spill_backlog.h"
 #include "receivers/otlp_http/otlp_http_receiver.h"
+#include "unit/net/http_client.h"
+#include "unit/pipeline/sync_gate.h"
 
 namespace spanhouse::receivers {
 namespace {
@@ -199,6 +206,37 @@ std::string TraceHexOf(const SpanBatch& b, size_t i) {
   return ToHex(b.spans.trace_id[i]);
 }
 
+// Stands in for the HTTP server's deferral: keeps a deferred answer.
+class TestDeferral : public net::HttpDeferral {
+ public:
+  net::HttpResponder Defer() override {
+    deferred_ = true;
+    return net::HttpResponder([this](net::HttpResponse&& r) { answer_.set_value(std::move(r)); });
+  }
+  bool deferred() const { return deferred_; }
+  bool answered() const { return future_.wait_for(milliseconds(0)) == std::future_status::ready; }
+  // The deferred answer; a 0 status if none came within 10 s.
+  net::HttpResponse Wait() {
+    if (future_.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+      return net::HttpResponse{0, "", "no answer", {}};
+    }
+    return future_.get();
+  }
+
+ private:
+  bool deferred_ = false;
+  std::promise<net::HttpResponse> answer_;
+  std::future<net::HttpResponse> future_ = answer_.get_future();
+};
+
+// The receiver's answer to `req`, deferred or not.
+net::HttpResponse Answer(OtlpHttpReceiver& receiver, net::HttpRequest& req) {
+  net::HttpResponse resp;
+  TestDeferral later;
+  receiver.Handle(req, resp, later);
+  return later.deferred() ? later.Wait() : resp;
+}
+
 // A receiver on a one-shard queue and a memory budget, never started.
 // `queue` is that one shard, where every accepted batch lands.
 struct Fixture {
@@ -216,11 +254,7 @@ struct Fixture {
     return o;
   }
   // By value: the receiver may take the body, as it does from the server.
-  net::HttpResponse Do(net::HttpRequest req) {
-    net::HttpResponse resp;
-    receiver.Handle(req, resp);
-    return resp;
-  }
+  net::HttpResponse Do(net::HttpRequest req) { return Answer(receiver, req); }
   pipeline::ShardedQueue sharded;
   pipeline::MemoryBudget budget;
   OtlpHttpReceiver receiver;
@@ -599,15 +633,13 @@ TEST(OtlpHttpReceiver, TooManySpansIs413AndQueuesNothing) {
   OtlpHttpOptions o = Fixture::Options(1 << 20);
   o.max_spans_per_request = 3;
   OtlpHttpReceiver receiver(o, sharded, budget);
-  net::HttpResponse resp;
   net::HttpRequest ok = Post(kProto, ProtoRequest(kTraceHex, 3));  // at the limit
-  receiver.Handle(ok, resp);
+  net::HttpResponse resp = Answer(receiver, ok);
   EXPECT_EQ(resp.status, 200);
   ASSERT_TRUE(sharded.shard(0).Pop(milliseconds(100)).has_value());
 
   net::HttpRequest over = Post(kProto, ProtoRequest(kTraceHex, 4));
-  resp = net::HttpResponse();
-  receiver.Handle(over, resp);
+  resp = Answer(receiver, over);
   ExpectProtoRpcError(resp, 413, 3);
   EXPECT_NE(ProtoRpcStatus(resp.body)->message.find("4 spans, over the limit of 3"),
             std::string::npos);
@@ -634,8 +666,7 @@ TEST(OtlpHttpReceiver, FilteredSpansAreReportedAsPartialSuccess) {
   OtlpHttpReceiver receiver(Fixture::Options(1 << 20), sharded, budget, &filter);
   // The helpers' spans have no times: start 0 is older than any retention.
   net::HttpRequest req = Post(kProto, ProtoRequest(kTraceHex, 2));
-  net::HttpResponse resp;
-  receiver.Handle(req, resp);
+  net::HttpResponse resp = Answer(receiver, req);
   EXPECT_EQ(resp.status, 200);
   auto ps = ProtoPartialSuccess(resp.body);
   ASSERT_TRUE(ps.has_value()) << "no partial_success in the response";
@@ -644,8 +675,7 @@ TEST(OtlpHttpReceiver, FilteredSpansAreReportedAsPartialSuccess) {
   EXPECT_FALSE(sharded.shard(0).Pop(milliseconds(0)).has_value());  // nothing left to queue
 
   net::HttpRequest json = Post(kJson, JsonRequest());
-  resp = net::HttpResponse();
-  receiver.Handle(json, resp);
+  resp = Answer(receiver, json);
   EXPECT_EQ(resp.status, 200);
   simdjson::dom::parser parser;
   simdjson::dom::element root;
@@ -723,11 +753,7 @@ class DurableReceiverTest : public ::testing::Test {
     o.memory_wait = milliseconds(0);
     receiver_ = std::make_unique<OtlpHttpReceiver>(o, sharded_, *budget_, &filter_);
   }
-  net::HttpResponse Do(net::HttpRequest req) {
-    net::HttpResponse resp;
-    receiver_->Handle(req, resp);
-    return resp;
-  }
+  net::HttpResponse Do(net::HttpRequest req) { return Answer(*receiver_, req); }
 
   std::filesystem::path dir_;
   std::unique_ptr<pipeline::durable::SegmentLog> log_;
@@ -846,6 +872,106 @@ TEST(LoggedRequest, ARequestIsFilteredAgainstTheClockItWasReceivedAt) {
   SpanBatch bad;
   EXPECT_FALSE(DecodeLoggedRequest(RecordKind::kRequest, "1234", &filter, &bad).ok());
   EXPECT_FALSE(DecodeLoggedRequest(RecordKind::kBlock, body, &filter, &bad).ok());
+}
+
+// ---- the durable queue: the answer deferred until the fsync ----
+
+// A receiver whose accepted requests go to a durable queue in a fresh
+// directory, its fsyncs held back by a gate until the test opens it.
+struct DurableFixture {
+  explicit DurableFixture(bool fsync_always = true) {
+    pipeline::durable::LogOptions lo;
+    lo.dir = dir;
+    lo.fsync_always = fsync_always;
+    lo.test_before_sync = gate.Hook();
+    std::filesystem::remove_all(dir);
+    EXPECT_TRUE(pipeline::durable::SegmentLog::Open(lo, &log).ok());
+    OtlpHttpOptions o = Fixture::Options(1 << 20);
+    o.log = log.get();
+    receiver = std::make_unique<OtlpHttpReceiver>(o, sharded, budget);
+  }
+  ~DurableFixture() {
+    gate.Open();
+    receiver.reset();
+    log.reset();
+    std::filesystem::remove_all(dir);
+  }
+
+  const std::string dir = ::testing::TempDir() + "receiver-durable-" + std::to_string(::getpid()) +
+                          "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  pipeline::durable::SyncGate gate;
+  TestDeferral later;  // outlives the log, which may still answer through it
+  std::unique_ptr<pipeline::durable::SegmentLog> log;
+  pipeline::MemoryBudget budget{1ull << 30};  // outlives the batches' reservations
+  pipeline::ShardedQueue sharded{1, 64 << 20};
+  std::unique_ptr<OtlpHttpReceiver> receiver;
+};
+
+TEST(OtlpHttpReceiver, FsyncAlwaysAnswersAfterTheSyncThatCoversTheRequest) {
+  DurableFixture f;
+  net::HttpRequest req = Post(kProto, ProtoRequest(kTraceHex, 2));
+  net::HttpResponse resp;
+  f.receiver->Handle(req, resp, f.later);
+  ASSERT_TRUE(f.later.deferred());
+  // Queued at once, so the writer works while the fsync runs.
+  EXPECT_TRUE(f.sharded.shard(0).Pop(milliseconds(0)).has_value());
+  ASSERT_TRUE(f.gate.WaitEntered());  // the fsync that covers it has begun
+  EXPECT_FALSE(f.later.answered());
+  EXPECT_EQ(f.receiver->stats().requests_accepted, 0u);
+  f.gate.Open();
+  const net::HttpResponse answer = f.later.Wait();
+  EXPECT_EQ(answer.status, 200);
+  EXPECT_EQ(answer.content_type, "application/x-protobuf");
+  EXPECT_EQ(f.receiver->stats().requests_accepted, 1u);
+  EXPECT_EQ(f.receiver->stats().spans_accepted, 2u);
+  EXPECT_EQ(f.log->stats().fsyncs, 1u);
+}
+
+TEST(OtlpHttpReceiver, IntervalFsyncAnswersAtOnce) {
+  DurableFixture f(/*fsync_always=*/false);
+  net::HttpRequest req = Post(kJson, JsonRequest());
+  net::HttpResponse resp;
+  f.receiver->Handle(req, resp, f.later);
+  EXPECT_FALSE(f.later.deferred());
+  EXPECT_EQ(resp.status, 200);
+  EXPECT_EQ(f.log->stats().records_appended, 1u);
+  EXPECT_EQ(f.receiver->stats().requests_accepted, 1u);
+}
+
+TEST(OtlpHttpReceiver, DurableQueueClosedBeforeTheSyncIs503) {
+  DurableFixture f;
+  f.log->Close();
+  net::HttpRequest req = Post(kJson, JsonRequest());
+  net::HttpResponse resp;
+  f.receiver->Handle(req, resp, f.later);
+  ASSERT_TRUE(f.later.deferred());
+  const net::HttpResponse answer = f.later.Wait();
+  ExpectJsonRpcError(answer, 503, 14);
+  EXPECT_EQ(Header(answer, "Retry-After"), "5");
+  EXPECT_EQ(f.receiver->stats().durable_errors, 1u);
+  EXPECT_EQ(f.receiver->stats().requests_accepted, 0u);
+}
+
+// The point of deferring: while one request waits for its fsync, its I/O
+// thread (the only one) answers another connection.
+TEST(OtlpHttpReceiver, AnIoThreadWhoseRequestWaitsForItsFsyncServesOthers) {
+  DurableFixture f;
+  ASSERT_TRUE(f.receiver->Start().ok());
+  net::Client waiting(f.receiver->port());
+  ASSERT_TRUE(waiting.Send(
+      net::Post("/v1/traces", ProtoRequest(), "Content-Type: application/x-protobuf\r\n")));
+  ASSERT_TRUE(f.gate.WaitEntered());  // its fsync is under way, and held there
+  net::Client other(f.receiver->port());
+  ASSERT_TRUE(other.Send(net::Get("/elsewhere")));
+  net::Response r;
+  ASSERT_TRUE(other.ReadResponse(&r));
+  EXPECT_EQ(r.status, 404);
+  EXPECT_TRUE(waiting.NothingYet());
+  f.gate.Open();
+  ASSERT_TRUE(waiting.ReadResponse(&r));
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.header("content-type"), "application/x-protobuf");
+  f.receiver->Stop();
 }
 
 }  // namespace

@@ -150,6 +150,121 @@ TEST(SpanBlock, UserFieldsAsJsonColumnsOrText) {
   }
 }
 
+// Span attributes of the types the JSON type gives back exactly (string,
+// int, double, bool) keep their value in user_fields only: the arrays keep
+// the key and the type, marked, with an empty value. Decoding puts the value
+// back, with its type, in its place.
+TEST(SpanBlock, UserFieldValuesAreStoredOnceAndComeBackTyped) {
+  SpanBatch in;
+  const uint32_t r = in.AddResource();
+  SpanBatch::AddAttr(in.resource_attrs, in.AddString("service.name"), ValueType::kString,
+                     in.AddString("shop"));
+  SpanBatch::AddAttr(in.resource_attrs, in.AddString("app.tier"), ValueType::kString,
+                     in.AddString("gold"));
+  in.resources.attrs[r] = {0, 2};
+  in.ResolveServiceName(r);
+  const uint32_t sc = in.AddScope();
+  const uint32_t sp = in.AddSpan(r, sc);
+  in.spans.trace_id[sp] = testdata::MakeTraceId(1);
+  in.spans.span_id[sp] = testdata::MakeSpanId(1);
+  in.spans.start_ns[sp] = 1700000000000000000ull;
+  in.spans.end_ns[sp] = in.spans.start_ns[sp] + 5;
+  struct A {
+    const char* key;
+    ValueType type;
+    std::string value;
+    bool once;  // value in user_fields only
+  };
+  const std::vector<A> attrs = {
+      {"http.request.method", ValueType::kString, "GET", false},  // well-known
+      {"app.user_id", ValueType::kString, "user-8c1f0e2a77", true},
+      {"app.order_id", ValueType::kInt, "-9223372036854775808", true},
+      {"app.price", ValueType::kDouble, "19.99", true},
+      {"app.tiny", ValueType::kDouble, "5e-324", true},
+      {"app.neg_zero", ValueType::kDouble, "-0", true},
+      {"app.flag", ValueType::kBool, "true", true},
+      {"app.tier", ValueType::kString, "platinum", true},  // the resource has it too
+      {"app.empty", ValueType::kString, "", true},
+      {"app.bin", ValueType::kString, std::string("\x00\xff\xfe", 3), true},
+      // Not given back exactly by the JSON type: stay in the arrays.
+      {"app.bytes", ValueType::kBytes, std::string("\x01\x02", 2), false},
+      {"app.list", ValueType::kArray, "[1,2]", false},
+      {"app.map", ValueType::kKvList, "{\"a\":1}", false},
+      {"app.nan", ValueType::kDouble, "NaN", false},
+      {"app.long_form", ValueType::kDouble, "1.50", false},  // not the shortest text
+      {"app.plus", ValueType::kInt, "+5", false},
+      {"app.nothing", ValueType::kEmpty, "", false},
+      // A key twice: the first's value goes to user_fields, the second stays.
+      {"app.twice", ValueType::kInt, "1", true},
+      {"app.twice", ValueType::kString, "second-value-of-twice", false},
+  };
+  for (const A& a : attrs) {
+    SpanBatch::AddAttr(in.span_attrs, in.AddString(a.key), a.type, in.AddString(a.value));
+  }
+  in.spans.attrs[sp] = {0, static_cast<uint32_t>(in.span_attrs.size())};
+
+  std::string block;
+  EncodeSpanBlock(in, Modern(), &block);
+  // A value stored once is in the block once (user_fields), a value kept
+  // in the arrays twice (arrays and user_fields) or once (not a user field).
+  auto occurrences = [&](std::string_view v) {
+    size_t n = 0;
+    for (size_t at = block.find(v); at != std::string::npos; at = block.find(v, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(occurrences("user-8c1f0e2a77"), 1u);
+  EXPECT_EQ(occurrences("platinum"), 1u);
+  EXPECT_EQ(occurrences("second-value-of-twice"), 1u);  // the second of a key: arrays only
+  EXPECT_EQ(occurrences("GET"), 1u);
+
+  SpanBatch out;
+  Status st = DecodeSpanBlocks(block, &out);
+  ASSERT_TRUE(st.ok()) << st.message();
+  std::string why;
+  EXPECT_TRUE(testdata::StoredPart(in).LogicallyEquals(out, &why)) << why;
+  ASSERT_EQ(out.span_count(), 1u);
+  const Range got = out.spans.attrs[0];
+  ASSERT_EQ(got.size(), attrs.size());
+  for (size_t k = 0; k < attrs.size(); ++k) {
+    EXPECT_EQ(out.Str(out.span_attrs.key[got.begin + k]), attrs[k].key);
+    EXPECT_EQ(out.span_attrs.type[got.begin + k], attrs[k].type) << attrs[k].key;
+    EXPECT_EQ(out.Str(out.span_attrs.value[got.begin + k]), attrs[k].value) << attrs[k].key;
+  }
+
+  // Schema 4's encoding (every value in the arrays too) decodes the same.
+  std::vector<SpanRow> rows = {{&in, 0, ResourceIds(in)[0]}};
+  std::string both;
+  EncodeSpanRows(rows, Modern(), &both, UserFields::Default(), UserFieldValues::kInArrays);
+  size_t twice = 0;
+  for (size_t at = both.find("user-8c1f0e2a77"); at != std::string::npos;
+       at = both.find("user-8c1f0e2a77", at + 1)) {
+    ++twice;
+  }
+  EXPECT_EQ(twice, 2u);
+  SpanBatch old;
+  st = DecodeSpanBlocks(both, &old);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_TRUE(testdata::StoredPart(in).LogicallyEquals(old, &why)) << why;
+}
+
+// A marked attribute whose value user_fields lacks is an error, not an
+// attribute that silently comes back empty.
+TEST(SpanBlock, MarkedValueMissingFromUserFieldsIsAnError) {
+  SpanBatch in = testdata::SampleBatch(1);
+  std::string block;
+  EncodeSpanBlock(in, Modern(), &block);
+  // The path "ratio" renamed in the block's user_fields ("ratio" is a
+  // marked double): the decoder finds no value for it.
+  const std::string path("\x05ratio", 6);
+  const size_t at = block.rfind(path);
+  ASSERT_NE(at, std::string::npos);
+  block[at + 1] = 'R';
+  SpanBatch out;
+  Status st = DecodeSpanBlocks(block, &out);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("ratio"), std::string::npos) << st.message();
+}
+
 TEST(SpanBlock, EmptyBatchIsAnEmptyBlock) {
   SpanBatch in;
   std::string block;
@@ -235,11 +350,26 @@ TEST(Schema, CodecsOnlyWhereTheServerHasThem) {
   std::string all;
   for (const auto& sql : ddl) all += sql + "\n";
   EXPECT_NE(all.find("duration_ns UInt64 CODEC(T64, Default)"), std::string::npos) << all;
-  EXPECT_NE(all.find("attr_values Array(LowCardinality(String)) CODEC(Default)"), std::string::npos)
+  EXPECT_NE(all.find("attr_values Array(LowCardinality(String)) CODEC(ZSTD(3))"), std::string::npos)
       << all;
-  EXPECT_NE(all.find("end_ns SimpleAggregateFunction(max, UInt64) CODEC(T64, Default)"),
+  EXPECT_NE(all.find("end_s SimpleAggregateFunction(max, UInt32) CODEC(T64, Default)"),
             std::string::npos)
       << all;
+  EXPECT_NE(all.find("trace_id8 FixedString(8) CODEC(Default)"), std::string::npos) << all;
+  EXPECT_NE(all.find("user_fields JSON CODEC(ZSTD(3))"), std::string::npos) << all;
+  EXPECT_NE(all.find("index_granularity = 32768"), std::string::npos) << all;
+  // Schema 4's layout, as its upgrade test and the benchmark build it.
+  SchemaOptions v4;
+  v4.layout = Schema4Layout();
+  std::string old;
+  for (const auto& sql : SchemaDdl(Modern(), v4)) old += sql + "\n";
+  EXPECT_NE(old.find("ORDER BY (toStartOfHour(timestamp), trace_id) SETTINGS"), std::string::npos)
+      << old;
+  EXPECT_NE(old.find("end_ns SimpleAggregateFunction(max, UInt64) CODEC(T64, Default)"),
+            std::string::npos)
+      << old;
+  EXPECT_NE(old.find("user_fields JSON CODEC(Default)"), std::string::npos) << old;
+  EXPECT_EQ(old.find("index_granularity"), std::string::npos) << old;
   EXPECT_NE(all.find("attr_keys Array(LowCardinality(String)) CODEC(ZSTD(3))"), std::string::npos)
       << all;
   // Servers with codecs but before the Default codec: ZSTD(1) where it would be.
@@ -248,7 +378,8 @@ TEST(Schema, CodecsOnlyWhereTheServerHasThem) {
   EXPECT_NE(all.find("duration_ns UInt64 CODEC(T64, ZSTD(1))"), std::string::npos) << all;
   EXPECT_NE(all.find("trace_id FixedString(16) CODEC(ZSTD(1))"), std::string::npos) << all;
   EXPECT_EQ(all.find("Default"), std::string::npos) << all;
-  EXPECT_NE(all.find("ORDER BY (toStartOfHour(timestamp), trace_id)"), std::string::npos);
+  EXPECT_NE(all.find("ORDER BY (toStartOfHour(timestamp), trace_id, start_time)"),
+            std::string::npos);
   // The master list gives every stored column a codec.
   for (const auto& c : SpanColumns()) EXPECT_STRNE(c.codec, "") << c.name;
 }
@@ -269,7 +400,7 @@ TEST(Schema, LayoutChangesCodecsTypesKeyAndSettings) {
   for (const auto& sql : SchemaDdl(Modern(), o)) all += sql + "\n";
   EXPECT_NE(all.find("span_id FixedString(8) CODEC(NONE)"), std::string::npos) << all;
   EXPECT_NE(all.find("duration_ns UInt64,"), std::string::npos) << all;
-  EXPECT_NE(all.find("start_ns SimpleAggregateFunction(min, UInt64) CODEC(ZSTD(3))"),
+  EXPECT_NE(all.find("start_s SimpleAggregateFunction(min, UInt32) CODEC(ZSTD(3))"),
             std::string::npos)
       << all;
   EXPECT_EQ(all.find("LowCardinality"), std::string::npos) << all;

@@ -1,0 +1,87 @@
+// Calls to spanhouse's query API, with the query token when one is stored.
+import { h, notice, qs } from './dom.js';
+
+const TOKEN_KEY = 'spanhouse.queryToken';
+
+export function getToken() {
+  try {
+    return localStorage.getItem(TOKEN_KEY) || '';
+  } catch {
+    return '';
+  }
+}
+
+export function setToken(token) {
+  try {
+    if (token) localStorage.setItem(TOKEN_KEY, token);
+    else localStorage.removeItem(TOKEN_KEY);
+  } catch {
+    /* storage disabled: the token lasts until the page is left */
+  }
+}
+
+export class ApiError extends Error {
+  constructor(status, message, path) {
+    super(message);
+    this.status = status;
+    this.path = path;
+    // The server has no such endpoint (an older spanhouse): its generic 404.
+    this.missing = status === 404 && /^not found: \//.test(message);
+  }
+}
+
+function endpointOf(url) {
+  return url.split('?')[0];
+}
+
+// GET `path` (with `query`, an object) and parse the JSON; throws ApiError.
+export async function api(path, query) {
+  const url = path + qs(query || {});
+  const headers = { Accept: 'application/json' };
+  const token = getToken();
+  if (token) headers.Authorization = `Bearer ${token}`;
+  let resp;
+  try {
+    resp = await fetch(url, { headers, cache: 'no-store' });
+  } catch (e) {
+    throw new ApiError(0, `cannot reach spanhouse (${e.message})`, endpointOf(url));
+  }
+  const text = await resp.text();
+  let body = null;
+  try {
+    body = text ? JSON.parse(text) : null;
+  } catch {
+    body = null;
+  }
+  if (!resp.ok) {
+    let msg = text.trim() || resp.statusText;
+    if (body && Array.isArray(body.errors) && body.errors[0] && body.errors[0].msg) msg = body.errors[0].msg;
+    const err = new ApiError(resp.status, msg, endpointOf(url));
+    if (resp.status === 401) window.dispatchEvent(new CustomEvent('spanhouse:unauthorized'));
+    throw err;
+  }
+  if (body === null) throw new ApiError(resp.status, 'the answer is not JSON', endpointOf(url));
+  return body;
+}
+
+// A notice for a failed call, saying what the page could not show and why.
+export function errorNotice(err, what) {
+  if (err instanceof ApiError && err.missing) {
+    const el = notice('missing', `${what} cannot be shown: this spanhouse does not serve ${err.path}.`,
+      'It comes with the full query API; an older spanhouse has only /api/traces/{id}. ',
+      'A trace can still be opened by its id (box at the top).');
+    el.dataset.missing = err.path;
+    return el;
+  }
+  if (err instanceof ApiError && err.status === 401) {
+    return notice('warn', `${what}: this spanhouse wants a query token.`,
+      'Enter one of its auth.query_tokens with the Token button at the top; it is kept in this browser.');
+  }
+  const status = err instanceof ApiError && err.status ? `HTTP ${err.status}: ` : '';
+  return notice('error', `${what} failed.`, h('span', { class: 'mono' }, status + err.message));
+}
+
+// Runs the calls side by side; each result is {ok, value} or {ok: false, error}.
+export function settle(promises) {
+  return Promise.all(promises.map((p) => p.then((value) => ({ ok: true, value }), (error) => ({ ok: false, error }))));
+}
