@@ -20,7 +20,8 @@ from urllib.parse import quote
 
 import pytest
 
-from conftest import E2E_DIR, POLL_DEADLINE_S, SpanhouseFactory, clean_env, describe_response
+from conftest import (E2E_DIR, POLL_DEADLINE_S, SpanhouseFactory, clean_env, describe_response,
+                      otlp_json_request, otlp_json_span)
 
 KIND = {"internal": 1, "server": 2, "client": 3, "producer": 4, "consumer": 5}
 
@@ -351,3 +352,28 @@ def test_unknown_routes_and_methods(corpus):
     assert r.status_code == 405 and r.headers.get("Allow") == "GET", describe_response(r)
     r = sh.session.get(f"{sh.query_url}/api/nothing", timeout=30)
     assert r.status_code == 404 and r.json()["errors"][0]["code"] == 404
+
+
+def test_configured_row_limit_is_a_400(spanhouse_factory, tmp_path):
+    """query.max_rows bounds every answer: past it, a 400 that says how to narrow it."""
+    config = tmp_path / "limits.yaml"
+    config.write_text("query:\n  max_rows: 100\n")
+    sh = spanhouse_factory(config=config)
+    now = time.time_ns()
+    spans = [otlp_json_span("7d3c1b0a9e8f7d6c5b4a39281706f5e4", f"{i + 1:016x}", f"op-{i:03d}",
+                            start_ns=now + i) for i in range(101)]
+    assert sh.post_traces(otlp_json_request(spans[:100], service="limits")).status_code == 200
+    # 100 operations: at the limit, answered.
+    deadline = time.monotonic() + POLL_DEADLINE_S
+    while len(get(sh, "/api/services/limits/operations")["data"] or []) < 100:
+        assert time.monotonic() < deadline, "the 100 operations were not stored"
+        time.sleep(0.2)
+    assert sh.post_traces(otlp_json_request(spans[100:], service="limits")).status_code == 200
+    while True:  # 101: over it, once the last one is stored
+        r = sh.session.get(f"{sh.query_url}/api/services/limits/operations", timeout=30)
+        if r.status_code != 200:
+            break
+        assert time.monotonic() < deadline, describe_response(r)
+        time.sleep(0.2)
+    assert r.status_code == 400, describe_response(r)
+    assert "limit of 100 rows" in r.json()["errors"][0]["msg"], describe_response(r)
