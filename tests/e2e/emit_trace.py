@@ -125,6 +125,25 @@ def exporter(protocol: str, endpoint: str, gzip: bool) -> SpanExporter:
                             compression=Compression.Gzip if gzip else None)
 
 
+def finish(providers: list, exporters: list, extra: dict) -> int:
+    """Flushes and shuts the providers down, prints the description of every span the
+    exporters were given (with `extra`'s members) and returns the exit code: 1 if an
+    export failed."""
+    for provider in providers:
+        provider.force_flush()
+    for provider in providers:
+        provider.shutdown()
+    spans = [describe(s) for e in exporters for s in e.spans]
+    failures = [f for e in exporters for f in e.failures]
+    json.dump({**extra, "spans": spans, "failures": failures}, sys.stdout, indent=1,
+              sort_keys=True)
+    sys.stdout.write("\n")
+    if failures:
+        print("export failures: " + "; ".join(failures), file=sys.stderr)
+        return 1
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--endpoint", required=True)
@@ -250,21 +269,8 @@ def main() -> int:
     root.set_status(Status(StatusCode.OK))
     root.end(end_time=end(50))
 
-    frontend.force_flush()
-    payment.force_flush()
-    frontend.shutdown()
-    payment.shutdown()
-
-    spans = [describe(s) for s in frontend_exp.spans + payment_exp.spans]
-    failures = frontend_exp.failures + payment_exp.failures
-    out = {"trace_id": format(root.get_span_context().trace_id, "032x"), "spans": spans,
-           "failures": failures}
-    json.dump(out, sys.stdout, indent=1, sort_keys=True)
-    sys.stdout.write("\n")
-    if failures:
-        print("export failures: " + "; ".join(failures), file=sys.stderr)
-        return 1
-    return 0
+    return finish([frontend, payment], [frontend_exp, payment_exp],
+                  {"trace_id": format(root.get_span_context().trace_id, "032x")})
 
 
 if __name__ == "__main__":
