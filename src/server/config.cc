@@ -164,7 +164,7 @@ const std::vector<Key>& Keys() {
       SH_UINT_KEY("storage.retention_s", storage.retention_s, ParseUint, 1, kMaxSeconds,
                   "seconds, 1 to 315360000 (10 years)"),
       SH_UINT_KEY("storage.zstd_min_part_bytes", storage.zstd_min_part_bytes, ParseBytes, 0,
-                  1ull << 40, "a size, 0 (ZSTD on every part) to 1TiB, e.g. 64MiB"),
+                  1ull << 40, "a size, 0 (ZSTD on every part) to 1TiB, e.g. 32MiB"),
       SH_STRING_KEY("storage.s3_endpoint", storage.s3_endpoint, IsS3Endpoint(v),
                     "empty, or http(s)://host[:port]/bucket[/prefix]/"),
       SH_STRING_KEY("storage.s3_access_key_id", storage.s3_access_key_id, true, "text"),

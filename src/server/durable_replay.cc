@@ -3,6 +3,7 @@
 #include <map>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include <spdlog/spdlog.h>
@@ -70,12 +71,53 @@ bool IsCovered(const std::vector<Covered>& parts, const TraceId& trace, uint64_t
   return false;
 }
 
-}  // namespace
+// The logged blocks a start already inserted again and stored before a
+// copying upgrade (kReplayed records).
+std::unordered_set<uint64_t> ReplayedBlockLsns(SegmentLog& log) {
+  std::unordered_set<uint64_t> done;
+  log.ReadReplay([&](const SegmentLog::Record& r, uint64_t) {
+    if (r.kind != RecordKind::kReplayed) return;
+    pipeline::durable::ReplayedBlocks b;
+    if (!b.Decode(r.payload)) {
+      spdlog::error("durable queue: record {} (blocks replayed before an upgrade) unreadable",
+                    r.lsn);
+      return;
+    }
+    done.insert(b.block_lsns.begin(), b.block_lsns.end());
+  });
+  return done;
+}
 
-void ReplayLoggedBlocks(SegmentLog& log,
-                        const std::vector<std::unique_ptr<storage::EmbeddedWriter>>& writers,
-                        pipeline::SpanFilter* filter, ReplayCounts* counts) {
-  const auto covered = CoveredParts(log);
+// Phase one with `writers` (any of them may insert any block).
+void ReplayBlocks(SegmentLog& log, const std::vector<storage::EmbeddedWriter*>& writers,
+                  pipeline::SpanFilter* filter, ReplayCounts* counts,
+                  std::vector<uint64_t>* inserted) {
+  auto covered = CoveredParts(log);
+  // Blocks stored before a copying upgrade: the copied table no longer
+  // knows their tokens, and they are there already. Their records stay
+  // covered (the second phase must not queue their spans again).
+  auto replayed = ReplayedBlockLsns(log);
+  replayed.insert(counts->stored_before_copy.begin(), counts->stored_before_copy.end());
+  size_t skipped = 0;
+  if (!replayed.empty()) {
+    std::unordered_set<uint64_t> seen;
+    for (auto& [lsn, parts] : covered) {
+      std::erase_if(parts, [&](const Covered& c) {
+        if (replayed.count(c.block_lsn) == 0) return false;
+        seen.insert(c.block_lsn);
+        return true;
+      });
+    }
+    std::erase_if(covered, [](const auto& kv) { return kv.second.empty(); });
+    skipped = seen.size();
+  }
+  if (skipped > 0) {
+    counts->blocks_replayed_before_upgrade += skipped;
+    spdlog::info(
+        "durable queue: {} logged block(s) stored before the schema upgrade's copy: not "
+        "inserted again",
+        skipped);
+  }
   if (covered.empty()) return;
   struct Block {
     uint32_t shard = 0;
@@ -112,8 +154,10 @@ void ReplayLoggedBlocks(SegmentLog& log,
     counts->block_spans += spans;
     if (spans == 0) {
       for (auto& r : b.refs) r.Done();
+      if (inserted != nullptr) inserted->push_back(lsn);
       continue;
     }
+    if (inserted != nullptr) inserted->push_back(lsn);
     // Any writer can insert it: the token, not the writer, makes it once.
     writers[b.shard % writers.size()]->InsertReplayed(
         b.day, pipeline::durable::DedupToken(log.epoch(), lsn), std::move(b.parts),
@@ -121,6 +165,48 @@ void ReplayLoggedBlocks(SegmentLog& log,
   }
   spdlog::info("durable queue: {} logged block(s), {} spans, inserted again with their tokens",
                counts->blocks, counts->block_spans);
+}
+
+}  // namespace
+
+void ReplayLoggedBlocks(SegmentLog& log,
+                        const std::vector<std::unique_ptr<storage::EmbeddedWriter>>& writers,
+                        pipeline::SpanFilter* filter, ReplayCounts* counts,
+                        std::vector<uint64_t>* inserted) {
+  std::vector<storage::EmbeddedWriter*> w;
+  w.reserve(writers.size());
+  for (const auto& p : writers) w.push_back(p.get());
+  ReplayBlocks(log, w, filter, counts, inserted);
+}
+
+Status ReplayLoggedBlocksBeforeCopy(SegmentLog& log, storage::EmbeddedWriter& writer,
+                                    pipeline::SpanFilter* filter, ReplayCounts* counts) {
+  std::vector<uint64_t> inserted;
+  const uint64_t lost_before = writer.stats().rows_lost.load();
+  ReplayBlocks(log, {&writer}, filter, counts, &inserted);
+  if (writer.stats().rows_lost.load() != lost_before) {
+    // Neither stored nor dead-lettered: the blocks must stay to be replayed
+    // into the old table, so the upgrade waits for the next start.
+    return Status::Unavailable(
+        "durable queue: logged blocks could not be stored before the schema upgrade");
+  }
+  if (inserted.empty()) return Status::Ok();
+  pipeline::durable::ReplayedBlocks marker;
+  marker.block_lsns = std::move(inserted);
+  SegmentLog::Ref ref;
+  if (log.Append(RecordKind::kReplayed, marker.Encode(), &ref, /*past_limit=*/true) !=
+      SegmentLog::AppendResult::kOk) {
+    return Status::Internal("durable queue: cannot log the blocks replayed before the upgrade");
+  }
+  const uint64_t lsn = ref.lsn();
+  ref.Done();  // kept as long as the blocks it names: it lies after them
+  if (!log.WaitDurable(lsn, std::chrono::minutes(1))) {
+    return Status::Internal("durable queue: the blocks replayed before the upgrade are not synced");
+  }
+  counts->stored_before_copy = marker.block_lsns;
+  spdlog::info("durable queue: {} logged block(s) stored before the schema upgrade's copy",
+               marker.block_lsns.size());
+  return Status::Ok();
 }
 
 void ReplayRemainingRecords(SegmentLog& log, pipeline::ShardedQueue& queue,

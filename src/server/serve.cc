@@ -223,12 +223,51 @@ int Serve(const Config& cfg) {
   if (Status st = storage::ChdbConnection::Open(lib, ch_path, engine_args, &read_conn); !st.ok()) {
     return Fail(st);
   }
+  // The durable queue: opened (and its old segments indexed) before the
+  // schema is ensured (an upgrade that copies the spans table replays its
+  // logged blocks first), replayed before the receivers open.
+  std::unique_ptr<pipeline::durable::SegmentLog> log;
+  if (cfg.durable.enabled) {
+    pipeline::durable::LogOptions lopts;
+    lopts.dir = std::filesystem::absolute(DurableDir(cfg)).lexically_normal().string();
+    lopts.max_bytes = cfg.durable.max_bytes;
+    // Several segments per queue, so stored ones can go while others fill.
+    lopts.segment_bytes = std::clamp<uint64_t>(cfg.durable.max_bytes / 8, 64 << 10, 64 << 20);
+    lopts.fsync_always = cfg.durable.fsync == "always";
+    if (!lopts.fsync_always) {
+      lopts.fsync_interval = std::chrono::milliseconds(std::stoull(cfg.durable.fsync));
+    }
+    if (Status st = pipeline::durable::SegmentLog::Open(lopts, &log); !st.ok()) {
+      read_conn->Close();
+      return Fail(st);
+    }
+  }
+  pipeline::SpanFilter filter(FilterLimitsOf(cfg));
+  ReplayCounts replayed;
+
   storage::Capabilities caps;
   storage::SchemaOptions schema_opts;
   schema_opts.metrics_retention_days = static_cast<uint32_t>(cfg.metrics.retention_days);
   schema_opts.tiered = true;
   schema_opts.move_after_s = cfg.storage.move_after_s;
   schema_opts.retention_s = cfg.storage.retention_s;
+  if (log != nullptr) {
+    // A copying upgrade starts the tables' deduplication history afresh:
+    // the logged blocks go into the old tables first (durable_replay.h).
+    schema_opts.before_copy = [&](const storage::Capabilities& c) -> Status {
+      if (Status st = storage::EnableInsertDeduplication(*read_conn, c); !st.ok()) return st;
+      pipeline::SpanQueue none(1);
+      storage::WriterOptions wopts;
+      wopts.spool_dir = dir + "/spool";
+      wopts.name = "upgrade";
+      wopts.well_known = WellKnownNamespaces(cfg);
+      wopts.dead_letter_dir = dir + "/dead-letter";
+      storage::EmbeddedWriter writer(read_conn.get(), c, none, wopts);
+      Status st = ReplayLoggedBlocksBeforeCopy(*log, writer, &filter, &replayed);
+      none.Close();
+      return st;
+    };
+  }
   if (Status st = storage::EnsureSchema(*read_conn, &caps, schema_opts); !st.ok()) {
     read_conn->Close();
     return Fail(st);
@@ -265,28 +304,6 @@ int Serve(const Config& cfg) {
                tiering.s3_endpoint.empty() ? tiering.cold_path : tiering.s3_endpoint,
                cfg.storage.move_after_s, cfg.storage.retention_s);
 
-  // The durable queue: opened (and its old segments indexed) before the
-  // writers exist, replayed before the receivers open.
-  std::unique_ptr<pipeline::durable::SegmentLog> log;
-  if (cfg.durable.enabled) {
-    pipeline::durable::LogOptions lopts;
-    lopts.dir = std::filesystem::absolute(DurableDir(cfg)).lexically_normal().string();
-    lopts.max_bytes = cfg.durable.max_bytes;
-    // Several segments per queue, so stored ones can go while others fill.
-    lopts.segment_bytes = std::clamp<uint64_t>(cfg.durable.max_bytes / 8, 64 << 10, 64 << 20);
-    lopts.fsync_always = cfg.durable.fsync == "always";
-    if (!lopts.fsync_always) {
-      lopts.fsync_interval = std::chrono::milliseconds(std::stoull(cfg.durable.fsync));
-    }
-    if (Status st = pipeline::durable::SegmentLog::Open(lopts, &log); !st.ok()) {
-      dependency_job.Stop();
-      job_conn->Close();
-      read_conn->Close();
-      for (auto& c : write_conns) c->Close();
-      return Fail(st);
-    }
-  }
-
   storage::SinkFaults faults;
   pipeline::MemoryBudget budget(cfg.queue.max_bytes);
   // Each shard's own bound is the whole budget: the budget is what refuses.
@@ -308,8 +325,6 @@ int Serve(const Config& cfg) {
     writers.push_back(std::make_unique<storage::EmbeddedWriter>(write_conns[i].get(), caps,
                                                                 queue.shard(i), wopts, &faults));
   }
-  pipeline::SpanFilter filter(FilterLimitsOf(cfg));
-  ReplayCounts replayed;
   if (log != nullptr) ReplayLoggedBlocks(*log, writers, &filter, &replayed);
   for (auto& w : writers) w->Start();
   std::unique_ptr<receivers::SpillBacklog> backlog;

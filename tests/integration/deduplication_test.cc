@@ -4,10 +4,16 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "codec/otlp_encode.h"
 #include "engine.h"
+#include "pipeline/durable/block_record.h"
+#include "pipeline/durable/segment_log.h"
+#include "server/durable_replay.h"
 #include "storage/clickhouse/deduplication.h"
 #include "testdata/sample_batch.h"
 
@@ -51,6 +57,114 @@ TEST(ChdbDeduplication, ABlockInsertedAgainWithItsTokenIsStoredOnce) {
   const std::string twice = std::to_string(2 * n) + "\n";
   EXPECT_EQ(Q(fmt::format("SELECT count() FROM {}.spans", kDatabase)), twice);
   EXPECT_EQ(Q(fmt::format("SELECT sum(calls) FROM {}.red_1m", kDatabase)), twice);
+}
+
+using pipeline::durable::BlockRecord;
+using pipeline::durable::RecordKind;
+using pipeline::durable::SegmentLog;
+
+std::unique_ptr<SegmentLog> OpenLog(const std::string& dir) {
+  pipeline::durable::LogOptions o;
+  o.dir = dir;
+  o.fsync_always = true;
+  std::unique_ptr<SegmentLog> log;
+  const Status st = SegmentLog::Open(o, &log);
+  EXPECT_TRUE(st.ok()) << st.message();
+  return log;
+}
+
+// Logs `b` as a request and then a block record naming it, as a writer
+// does before its insert; returns the block's token.
+std::string LogBlock(SegmentLog& log, const SpanBatch& b) {
+  SegmentLog::Ref spans;
+  EXPECT_EQ(log.Append(RecordKind::kSpans, codec::EncodeOtlpProto(b), &spans),
+            SegmentLog::AppendResult::kOk);
+  BlockRecord rec;
+  rec.day = PartitionDay(b.spans.start_ns[0]);
+  rec.lsns = {spans.lsn()};
+  SegmentLog::Ref block;
+  EXPECT_EQ(log.Append(RecordKind::kBlock, rec.Encode(), &block, true),
+            SegmentLog::AppendResult::kOk);
+  EXPECT_TRUE(log.WaitDurable(block.lsn(), std::chrono::seconds(10)));
+  return pipeline::durable::DedupToken(log.epoch(), block.lsn());
+}
+
+// A start as serve makes it: the schema ensured (its copying upgrade
+// replaying the logged blocks into the old tables first when `fixed`),
+// then the first phase of the replay.
+void Start(SegmentLog& log, Capabilities* caps, bool fixed, server::ReplayCounts* counts) {
+  SchemaOptions opts;
+  pipeline::SpanQueue none(1);
+  WriterOptions wopts;
+  wopts.spool_dir = Engine::dir + "/spool";
+  if (fixed) {
+    opts.before_copy = [&](const Capabilities& c) -> Status {
+      if (Status st = EnableInsertDeduplication(*Engine::conn, c); !st.ok()) return st;
+      EmbeddedWriter writer(Engine::conn.get(), c, none, wopts);
+      return server::ReplayLoggedBlocksBeforeCopy(log, writer, nullptr, counts);
+    };
+  }
+  Status st = EnsureSchema(*Engine::conn, caps, opts);
+  ASSERT_TRUE(st.ok()) << st.message();
+  ASSERT_TRUE(EnableInsertDeduplication(*Engine::conn, *caps).ok());
+  std::vector<std::unique_ptr<EmbeddedWriter>> writers;
+  writers.push_back(std::make_unique<EmbeddedWriter>(Engine::conn.get(), *caps, none, wopts));
+  server::ReplayLoggedBlocks(log, writers, nullptr, counts);
+  none.Close();
+}
+
+// Two blocks logged under schema 4 when the process died: the first's
+// insert had reached the engine (the answer was lost), the second's had
+// not. The restart upgrades to schema 5 by copying, which starts the spans
+// table's deduplication history afresh; each block must still be stored
+// once, and so on every later restart.
+void AmbiguousBlocksAcrossTheUpgrade(bool fixed, size_t* stored, uint64_t* red_calls) {
+  Reset();
+  const std::string log_dir = Engine::dir + "/durable-upgrade";
+  std::filesystem::remove_all(log_dir);
+  Capabilities caps;
+  SchemaOptions v4;
+  v4.layout = Schema4Layout();
+  ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps, v4).ok());
+  ASSERT_TRUE(EnableInsertDeduplication(*Engine::conn, caps).ok());
+  const auto now_ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                std::chrono::system_clock::now().time_since_epoch())
+                                                .count());
+  const SpanBatch a = testdata::SampleBatch(3, now_ns - 3600000000000ull);
+  SpanBatch b = testdata::SampleBatch(2, now_ns - 3500000000000ull);
+  for (auto& id : b.spans.trace_id) id[15] ^= 0x5a;  // other traces
+  {
+    auto log = OpenLog(log_dir);
+    const std::string token_a = LogBlock(*log, a);
+    LogBlock(*log, b);
+    InsertWithToken(a, caps, token_a);  // stored; the writer never learnt it
+    log->Close();                       // the crash: no hold released
+  }
+  for (int restart = 0; restart < 2; ++restart) {
+    auto log = OpenLog(log_dir);
+    server::ReplayCounts counts;
+    Start(*log, &caps, fixed, &counts);
+    log->Close();  // a crash again before the log is cleaned up
+  }
+  *stored = std::stoul(Q(fmt::format("SELECT count() FROM {}.spans", kDatabase)));
+  *red_calls = std::stoull(Q(fmt::format("SELECT sum(calls) FROM {}.red_1m", kDatabase)));
+  EXPECT_EQ(Q(fmt::format("SELECT max(version) FROM {}.schema_version", kDatabase)), "5\n");
+}
+
+// The first block is stored once with the replay before the copy; without
+// it, twice: what the replay guards against happens on this engine (red_1m
+// was not copied, so its deduplication history holds either way).
+TEST(ChdbDeduplication, AnAmbiguousBlockFromBeforeACopyingUpgradeIsStoredOnce) {
+  const size_t a = testdata::SampleBatch(3).span_count();
+  const size_t b = testdata::SampleBatch(2).span_count();
+  for (const bool fixed : {true, false}) {
+    SCOPED_TRACE(fixed ? "replayed before the copy" : "replayed after the copy only");
+    size_t stored = 0;
+    uint64_t red = 0;
+    AmbiguousBlocksAcrossTheUpgrade(fixed, &stored, &red);
+    EXPECT_EQ(stored, (fixed ? a : 2 * a) + b);
+    EXPECT_EQ(red, a + b);
+  }
 }
 
 }  // namespace

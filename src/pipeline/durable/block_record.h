@@ -15,6 +15,16 @@
 
 namespace spanhouse::pipeline::durable {
 
+// Little-endian fields of the records below.
+inline void PutLe(std::string* out, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
+}
+inline uint64_t GetLe(std::string_view p, size_t off, int bytes) {
+  uint64_t v = 0;
+  for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[off + i]);
+  return v;
+}
+
 struct BlockRecord {
   uint32_t shard = 0;
   uint32_t shards = 1;
@@ -24,31 +34,53 @@ struct BlockRecord {
   std::string Encode() const {
     std::string out;
     out.reserve(16 + 8 * lsns.size());
-    auto put = [&](uint64_t v, int bytes) {
-      for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>(v >> (8 * i)));
-    };
-    put(shard, 4);
-    put(shards, 4);
-    put(day, 4);
-    put(lsns.size(), 4);
-    for (uint64_t l : lsns) put(l, 8);
+    PutLe(&out, shard, 4);
+    PutLe(&out, shards, 4);
+    PutLe(&out, day, 4);
+    PutLe(&out, lsns.size(), 4);
+    for (uint64_t l : lsns) PutLe(&out, l, 8);
     return out;
   }
 
   bool Decode(std::string_view p) {
-    auto get = [&](size_t off, int bytes) {
-      uint64_t v = 0;
-      for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[off + i]);
-      return v;
-    };
     if (p.size() < 16) return false;
-    shard = static_cast<uint32_t>(get(0, 4));
-    shards = static_cast<uint32_t>(get(4, 4));
-    day = static_cast<uint32_t>(get(8, 4));
-    const uint64_t n = get(12, 4);
+    shard = static_cast<uint32_t>(GetLe(p, 0, 4));
+    shards = static_cast<uint32_t>(GetLe(p, 4, 4));
+    day = static_cast<uint32_t>(GetLe(p, 8, 4));
+    const uint64_t n = GetLe(p, 12, 4);
     if (p.size() != 16 + 8 * n) return false;
     lsns.resize(n);
-    for (uint64_t i = 0; i < n; ++i) lsns[i] = get(16 + 8 * i, 8);
+    for (uint64_t i = 0; i < n; ++i) lsns[i] = GetLe(p, 16 + 8 * i, 8);
+    return true;
+  }
+};
+
+// What the start logs (RecordKind::kReplayed) once it has inserted the
+// logged blocks again, with their tokens, into a table it is about to copy
+// for a schema upgrade (schema.h: SchemaOptions::before_copy): the copy
+// starts the engine's deduplication history afresh, so those tokens would
+// no longer keep a later replay from storing the blocks twice; this record
+// does. It lies after the block records it names, so the log keeps it as
+// long as them (segments go oldest first).
+//
+// Payload, little-endian: u32 n, then n u64 LSNs of kBlock records.
+struct ReplayedBlocks {
+  std::vector<uint64_t> block_lsns;
+
+  std::string Encode() const {
+    std::string out;
+    out.reserve(4 + 8 * block_lsns.size());
+    PutLe(&out, block_lsns.size(), 4);
+    for (uint64_t l : block_lsns) PutLe(&out, l, 8);
+    return out;
+  }
+
+  bool Decode(std::string_view p) {
+    if (p.size() < 4) return false;
+    const uint64_t n = GetLe(p, 0, 4);
+    if (p.size() != 4 + 8 * n) return false;
+    block_lsns.resize(n);
+    for (uint64_t i = 0; i < n; ++i) block_lsns[i] = GetLe(p, 4 + 8 * i, 8);
     return true;
   }
 };

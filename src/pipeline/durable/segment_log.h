@@ -55,6 +55,9 @@ enum class RecordKind : uint8_t {
   // The receiver's clock when it took the request, then the request as kSpans
   // (request_record.h): replay filters it as it was filtered then.
   kRequest = 3,
+  // Logged blocks inserted again before a copying schema upgrade, and
+  // stored once (block_record.h: ReplayedBlocks): later replays skip them.
+  kReplayed = 4,
 };
 
 struct LogOptions {

@@ -44,7 +44,7 @@ struct TieringOptions {
 // they take the cheap codec; the parts that stay (and move to the cold
 // volume) take the small one. 0: ZSTD for every part.
 struct CompressionOptions {
-  uint64_t zstd_min_part_bytes = 64ull << 20;
+  uint64_t zstd_min_part_bytes = 32ull << 20;  // serve's default (storage.zstd_min_part_bytes)
   int zstd_level = 1;
 };
 

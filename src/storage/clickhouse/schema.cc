@@ -2,10 +2,14 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
+#include <cstdlib>
+#include <functional>
 #include <map>
 #include <set>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "storage/clickhouse/chdb.h"
 #include "storage/clickhouse/engine_config.h"
@@ -919,39 +923,88 @@ Status DropSpansViews(ChdbConnection& conn) {
   return Status::Ok();
 }
 
+// Rows per partition id of `table`'s active parts.
+Status PartitionRows(ChdbConnection& conn, std::string_view table,
+                     std::map<std::string, uint64_t>* out) {
+  QueryResult r;
+  if (Status st = conn.Query(fmt::format("SELECT partition_id, sum(rows) FROM system.parts WHERE "
+                                         "database = '{}' AND table = '{}' AND active GROUP BY "
+                                         "partition_id ORDER BY partition_id",
+                                         kDatabase, table),
+                             "TSV", &r);
+      !st.ok()) {
+    return st;
+  }
+  out->clear();
+  for (const auto& f : TsvRows(r.data)) {
+    if (f.size() == 2) (*out)[f[0]] = std::strtoull(f[1].c_str(), nullptr, 10);
+  }
+  return Status::Ok();
+}
+
 // After the spans table's CREATE (`create`, which made no table where one
-// was) and its missing columns: made anew if its layout differs.
+// was) and its missing columns: made anew if its layout differs. The copy
+// goes one partition (day) at a time, in order, each logged with the rows
+// copied so far; a start that finds a copy stopped part-way keeps the
+// partitions that are complete, empties a partial one and copies the rest.
 Status RebuildSpansIfChanged(ChdbConnection& conn, const StorageLayout& layout,
-                             const std::string& create) {
+                             const std::string& create,
+                             const std::function<Status()>& before_copy) {
   const std::string old = BeforeUpgrade("spans");
   bool resume = false;
   SH_SCHEMA_TRY(TableExists(conn, old, &resume));
+  std::map<std::string, uint64_t> have;  // what a stopped copy left
   if (resume) {
-    // Stopped part-way: the new table may hold part of the copy.
     SH_SCHEMA_TRY(DropSpansViews(conn));
-    SH_SCHEMA_TRY(Run(conn, fmt::format("TRUNCATE TABLE {}.spans", kDatabase)));
+    SH_SCHEMA_TRY(PartitionRows(conn, "spans", &have));
   } else {
     bool same = true;
     SH_SCHEMA_TRY(SpansLayoutIs(conn, layout, &same));
     if (same) return Status::Ok();
+    SH_SCHEMA_TRY(before_copy());
     SH_SCHEMA_TRY(DropSpansViews(conn));
     SH_SCHEMA_TRY(Run(conn, fmt::format("RENAME TABLE {0}.spans TO {0}.{1}", kDatabase, old)));
     SH_SCHEMA_TRY(Run(conn, create));
   }
+  std::map<std::string, uint64_t> parts;
+  SH_SCHEMA_TRY(PartitionRows(conn, old, &parts));
+  uint64_t total = 0;
+  for (const auto& [id, rows] : parts) total += rows;
+  spdlog::info("schema upgrade: copying {} spans in {} partition(s) into the new spans table",
+               total, parts.size());
   std::string cols;
   for (const auto& c : SpanColumns()) cols += fmt::format("{}{}", cols.empty() ? "" : ", ", c.name);
-  // One day per partition: a long retention is more partitions than an
-  // insert may touch by default (100).
-  SH_SCHEMA_TRY(Run(conn, fmt::format("INSERT INTO {0}.spans ({1}) SELECT {1} FROM {0}.{2} "
-                                      "SETTINGS max_partitions_per_insert_block = 0",
-                                      kDatabase, cols, old)));
+  const auto t0 = std::chrono::steady_clock::now();
+  uint64_t copied = 0;
+  for (const auto& [id, rows] : parts) {
+    const auto it = have.find(id);
+    if (it != have.end() && it->second == rows) {
+      copied += rows;
+      spdlog::info("schema upgrade: spans partition {} already copied ({} rows)", id, rows);
+      continue;
+    }
+    if (it != have.end()) {
+      SH_SCHEMA_TRY(
+          Run(conn, fmt::format("ALTER TABLE {}.spans DROP PARTITION ID '{}'", kDatabase, id)));
+    }
+    SH_SCHEMA_TRY(Run(conn, fmt::format("INSERT INTO {0}.spans ({1}) SELECT {1} FROM {0}.{2} "
+                                        "WHERE _partition_id = '{3}'",
+                                        kDatabase, cols, old, id)));
+    copied += rows;
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    spdlog::info(
+        "schema upgrade: spans partition {} copied ({} rows): {} of {} rows ({:.0f}%), "
+        "{:.1f} s",
+        id, rows, copied, total, total > 0 ? 100.0 * copied / total : 100.0, s);
+  }
   return Run(conn, fmt::format("DROP TABLE {}.{}", kDatabase, old));
 }
 
 // Before trace_index's CREATE: an existing one with other columns is
 // renamed (and its view dropped), for FinishTraceIndexRebuild to copy.
 Status PrepareTraceIndexRebuild(ChdbConnection& conn, const Capabilities& caps,
-                                const StorageLayout& layout) {
+                                const StorageLayout& layout,
+                                const std::function<Status()>& before_copy) {
   const std::string old = BeforeUpgrade("trace_index");
   bool exists = false;
   SH_SCHEMA_TRY(TableExists(conn, old, &exists));
@@ -963,6 +1016,7 @@ Status PrepareTraceIndexRebuild(ChdbConnection& conn, const Capabilities& caps,
   std::set<std::string> want;
   for (const auto& c : ColumnsOf("trace_index", caps, layout)) want.insert(c.name);
   if (have == want) return Status::Ok();
+  SH_SCHEMA_TRY(before_copy());
   SH_SCHEMA_TRY(Run(conn, fmt::format("DROP VIEW IF EXISTS {}.trace_index_mv", kDatabase)));
   return Run(conn, fmt::format("RENAME TABLE {0}.trace_index TO {0}.{1}", kDatabase, old));
 }
@@ -1032,14 +1086,26 @@ Status EnsureSchema(ChdbConnection& conn, Capabilities* caps_out, const SchemaOp
   if (ddl.size() <= spans_at || ddl[spans_at].find(".spans (") == std::string::npos) {
     return Status::Internal("schema: the spans table is not where EnsureSchema expects it");
   }
+  // The hook runs once, before the first copy (the spans table's or
+  // trace_index's), if there is one.
+  bool before_copy_ran = false;
+  const std::function<Status()> before_copy = [&]() -> Status {
+    if (before_copy_ran || !options.before_copy) return Status::Ok();
+    before_copy_ran = true;
+    return options.before_copy(caps);
+  };
   for (size_t i = 0; i < ddl.size(); ++i) {
     if (Status st = conn.Query(ddl[i], ""); !st.ok()) {
       return Status::Internal("schema: " + st.message() + "\nin: " + ddl[i]);
     }
     if (i == spans_at) {
       if (Status st = AddMissingColumns(conn, caps, options.layout); !st.ok()) return st;
-      if (Status st = RebuildSpansIfChanged(conn, options.layout, ddl[i]); !st.ok()) return st;
-      if (Status st = PrepareTraceIndexRebuild(conn, caps, options.layout); !st.ok()) return st;
+      if (Status st = RebuildSpansIfChanged(conn, options.layout, ddl[i], before_copy); !st.ok()) {
+        return st;
+      }
+      if (Status st = PrepareTraceIndexRebuild(conn, caps, options.layout, before_copy); !st.ok()) {
+        return st;
+      }
     }
   }
   if (Status st = FinishTraceIndexRebuild(conn, caps, options.layout); !st.ok()) return st;

@@ -243,6 +243,13 @@ struct SchemaOptions {
   // Codecs, LowCardinality, sort key: the project's own unless a benchmark
   // says otherwise.
   StorageLayout layout;
+  // Called once, with the engine's capabilities, right before an upgrade
+  // starts copying a table (spans or trace_index: see EnsureSchema), while
+  // the old tables and their views are still as they were; not OK stops
+  // EnsureSchema before anything is renamed. The copy starts the engine's
+  // insert-deduplication history afresh: serve inserts the durable queue's
+  // logged blocks here, into the old tables (server/durable_replay.h).
+  std::function<Status(const Capabilities&)> before_copy;
 };
 // The spans table's TTL ("" for none), as the engine prints it back in
 // system.tables.engine_full (so a start can tell whether it changed).

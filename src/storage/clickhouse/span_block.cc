@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cstring>
 #include <memory>
+#include <tuple>
 #include <unordered_map>
 
 #include "codec/value_text.h"
@@ -105,7 +106,21 @@ class LcDict {
  public:
   LcDict() { keys_.Find(std::string_view()); }  // key 0: the default value
 
-  void Add(std::string_view s) { index_.push_back(keys_.Find(s)); }
+  void Add(std::string_view s) {
+    // Rows come in the table's order (by trace): a value is often the
+    // previous row's (its service, scope, name), which a compare finds
+    // for less than a hash and a probe.
+    if (s != last_) {
+      last_ = s;
+      last_index_ = keys_.Find(s);
+    }
+    index_.push_back(last_index_);
+  }
+  // The index of `s` in the dictionary (added if new), without a row: for
+  // a caller that adds the row later with AddIndex, the same keys in the
+  // same order.
+  uint32_t Index(std::string_view s) { return keys_.Find(s); }
+  void AddIndex(uint32_t k) { index_.push_back(k); }
 
   // The column's data after its array offsets, in the engine's layout
   // (keys as "additional keys" of the block, no shared dictionary): flags
@@ -133,6 +148,8 @@ class LcDict {
  private:
   KeyIndex keys_;
   std::vector<uint32_t> index_;
+  std::string_view last_;
+  uint32_t last_index_ = 0;  // of last_ (key 0: "", which last_ starts as)
 };
 
 }  // namespace
@@ -233,28 +250,39 @@ class UserFieldsColumns {
   // Span `i` of `b` as the next row. `exact`, when given, gets one flag per
   // attribute of the span: 1 where user_fields holds that attribute's value
   // and gives it back exactly (its type and its text).
-  void Row(const SpanBatch& b, uint32_t i, std::vector<uint8_t>* exact = nullptr) {
+  // `key_ids`, when given, are the span's attribute keys as indexes of a
+  // dictionary of the block's span attribute keys (the attr_keys column's):
+  // each key's path is then looked up once per block, not once per row.
+  void Row(const SpanBatch& b, uint32_t i, std::vector<uint8_t>* exact = nullptr,
+           const uint32_t* key_ids = nullptr) {
     // The span's first: a key in both is its.
     const Range own = b.spans.attrs[i];
     if (exact != nullptr) exact->assign(own.size(), 0);
     for (uint32_t a = own.begin; a < own.end; ++a) {
-      const bool e = Set(b, b.span_attrs, a);
+      const std::string_view key = b.Str(b.span_attrs.key[a]);
+      const int32_t path = key_ids != nullptr ? PathOfId(key_ids[a - own.begin], key) : PathOf(key);
+      const bool e = Set(b, b.span_attrs, a, path);
       if (exact != nullptr) (*exact)[a - own.begin] = e ? 1 : 0;
     }
     // A resource's user fields are found once per batch: its ~15 attributes
-    // come with every span and few are user fields.
-    std::vector<std::vector<uint32_t>>& res = resource_fields_[&b];
-    if (res.empty()) res.resize(b.resources.attrs.size());
-    const uint32_t r = b.spans.resource[i];
-    if (res[r].empty()) {
-      const Range range = b.resources.attrs[r];
-      for (uint32_t a = range.begin; a < range.end; ++a) {
-        if (PathOf(b.Str(b.resource_attrs.key[a])) >= 0) res[r].push_back(a);
-      }
-      res[r].push_back(kNoAttr);  // known, even when it has none
+    // come with every span and few are user fields. Kept with their paths;
+    // the batch's list found once per run of rows from it.
+    if (&b != last_batch_) {
+      last_batch_ = &b;
+      last_fields_ = &resource_fields_[&b];
+      if (last_fields_->empty()) last_fields_->resize(b.resources.attrs.size());
     }
-    for (uint32_t a : res[r]) {
-      if (a != kNoAttr) Set(b, b.resource_attrs, a);
+    std::vector<ResourceField>& res = (*last_fields_)[b.spans.resource[i]];
+    if (res.empty()) {
+      const Range range = b.resources.attrs[b.spans.resource[i]];
+      for (uint32_t a = range.begin; a < range.end; ++a) {
+        const int32_t path = PathOf(b.Str(b.resource_attrs.key[a]));
+        if (path >= 0) res.push_back({a, path});
+      }
+      res.push_back({kNoAttr, -1});  // known, even when it has none
+    }
+    for (const ResourceField& f : res) {
+      if (f.attr != kNoAttr) Set(b, b.resource_attrs, f.attr, f.path);
     }
     ++rows_;
   }
@@ -321,10 +349,17 @@ class UserFieldsColumns {
     }
     return path_of_[k];
   }
-  // Attribute `a` in this row, if it is a user field. True when it was
-  // stored (the first of its key in the row) and reads back exactly.
-  bool Set(const SpanBatch& b, const AttrColumns& cols, uint32_t a) {
-    const int32_t path = PathOf(b.Str(cols.key[a]));
+  // The path of the key with index `id` in the caller's key dictionary.
+  int32_t PathOfId(uint32_t id, std::string_view key) {
+    if (id >= path_of_id_.size()) path_of_id_.resize(id + 1, kUnknownPath);
+    int32_t& path = path_of_id_[id];
+    if (path == kUnknownPath) path = PathOf(key);
+    return path;
+  }
+  // Attribute `a`, whose key has `path` (-1: not a user field), in this
+  // row. True when it was stored (the first of its key in the row) and
+  // reads back exactly.
+  bool Set(const SpanBatch& b, const AttrColumns& cols, uint32_t a, int32_t path) {
     if (path < 0 || cols.type[a] == ValueType::kEmpty) return false;
     Path& p = paths_[static_cast<size_t>(path)];
     if (p.type.size() > rows_) return false;  // already set in this row: the first wins
@@ -392,11 +427,20 @@ class UserFieldsColumns {
   }
 
   const UserFields& filter_;
+  static constexpr int32_t kUnknownPath = -2;
   KeyIndex keys_;
-  std::vector<int32_t> path_of_;  // by key index: its path, or -1 (not a user field)
+  std::vector<int32_t> path_of_;     // by key index: its path, or -1 (not a user field)
+  std::vector<int32_t> path_of_id_;  // by the caller's key index (PathOfId), or kUnknownPath
   std::vector<Path> paths_;
-  // Per batch, per resource: its attributes that are user fields (then kNoAttr).
-  std::unordered_map<const SpanBatch*, std::vector<std::vector<uint32_t>>> resource_fields_;
+  // Per batch, per resource: its attributes that are user fields, with their
+  // paths (then kNoAttr).
+  struct ResourceField {
+    uint32_t attr;
+    int32_t path;
+  };
+  std::unordered_map<const SpanBatch*, std::vector<std::vector<ResourceField>>> resource_fields_;
+  const SpanBatch* last_batch_ = nullptr;
+  std::vector<std::vector<ResourceField>>* last_fields_ = nullptr;  // last_batch_'s
   size_t rows_ = 0;
 };
 
@@ -453,6 +497,7 @@ class Encoder {
       if (lc) {
         dicts_.push_back(std::make_unique<LcDict>());
         co.dict = dicts_.back().get();
+        if (c.id == Col::kAttrKeys) attr_keys_ = co.dict;
       }
       const int streams = ArrayDepth(c.logical) + 1;
       for (int s = 0; s < streams; ++s) {
@@ -465,10 +510,15 @@ class Encoder {
   }
 
   void Row(const SpanRow& r) {
+    // The span's attribute keys, looked up once for the attr_keys column and
+    // the user-field paths (not where attr_keys leaves some out).
+    const bool ids = attr_keys_ != nullptr && values_ != UserFieldValues::kDropped;
+    if (ids) KeyIds(*r.batch, r.batch->spans.attrs[r.index]);
     // user_fields first: it says which attributes' values the arrays leave out.
     if (json_type_) {
       user_field_columns_.Row(*r.batch, r.index,
-                              values_ == UserFieldValues::kInArrays ? nullptr : &exact_);
+                              values_ == UserFieldValues::kInArrays ? nullptr : &exact_,
+                              ids ? key_ids_.data() : nullptr);
     }
     for (ColumnOut& c : cols_) {
       if (c.id == Col::kUserFields) {
@@ -532,9 +582,36 @@ class Encoder {
     c.w[0]->Fixed<uint64_t>(c.total[0]);
     AttrValues(c, *c.w[1], b, cols, r, p);
   }
+  // key_ids_: the attr_keys dictionary's index of each attribute key of
+  // the row's span `r`. Rows come by trace, and a trace's spans of one
+  // operation carry the same keys in the same places: a key equal to the
+  // previous row's in its place takes its index without a lookup.
+  void KeyIds(const SpanBatch& b, Range r) {
+    key_ids_.resize(r.size());
+    if (prev_keys_.size() < r.size()) prev_keys_.resize(r.size());
+    for (uint32_t j = 0; j < r.size(); ++j) {
+      const std::string_view key = b.Str(b.span_attrs.key[r.begin + j]);
+      if (j >= prev_count_ || prev_keys_[j] != key) {
+        prev_keys_[j] = key;
+        prev_ids_.resize(std::max<size_t>(prev_ids_.size(), j + 1));
+        prev_ids_[j] = attr_keys_->Index(key);
+      }
+      key_ids_[j] = prev_ids_[j];
+    }
+    prev_count_ = r.size();
+  }
+
   // Array(T) of the span's own attributes: those whose value is in
   // user_fields (exact_) marked or left out, as values_ says.
   void SpanAttrs(ColumnOut& c, const SpanBatch& b, Range r, Part p) {
+    if (p == Part::kKey && c.dict == attr_keys_ && c.dict != nullptr &&
+        values_ != UserFieldValues::kDropped) {
+      // Every key, in order: their indexes are known (KeyIds).
+      c.total[0] += r.size();
+      c.w[0]->Fixed<uint64_t>(c.total[0]);
+      for (uint32_t k : key_ids_) c.dict->AddIndex(k);
+      return;
+    }
     if (values_ == UserFieldValues::kInArrays) return Attrs(c, b, b.span_attrs, r, p);
     const AttrColumns& cols = b.span_attrs;
     const bool drop = values_ == UserFieldValues::kDropped;
@@ -742,6 +819,12 @@ class Encoder {
   UserFieldsColumns user_field_columns_;
   std::vector<ColumnOut> cols_;
   std::vector<std::unique_ptr<LcDict>> dicts_;
+  LcDict* attr_keys_ = nullptr;  // the attr_keys column's dictionary, if LowCardinality
+  // KeyIds: the current row's, and the previous row's keys by place.
+  std::vector<uint32_t> key_ids_;
+  std::vector<std::string_view> prev_keys_;
+  std::vector<uint32_t> prev_ids_;
+  size_t prev_count_ = 0;
   // Declared last: destroyed first, trimming each piece to what was written.
   std::vector<std::unique_ptr<native::Writer>> writers_;
 };
@@ -1288,16 +1371,35 @@ std::vector<uint64_t> ResourceIds(const SpanBatch& batch) {
 }
 
 void SortByTableKey(std::vector<SpanRow>* rows) {
-  // Hours in UTC, as the engine's toStartOfHour in its default (UTC) zone.
-  std::stable_sort(rows->begin(), rows->end(), [](const SpanRow& x, const SpanRow& y) {
-    const uint64_t hx = x.batch->spans.start_ns[x.index] / 3600000000000ull;
-    const uint64_t hy = y.batch->spans.start_ns[y.index] / 3600000000000ull;
-    if (hx != hy) return hx < hy;
-    const int c = std::memcmp(x.batch->spans.trace_id[x.index].data(),
-                              y.batch->spans.trace_id[y.index].data(), 16);
-    if (c != 0) return c < 0;
-    return x.batch->spans.start_ns[x.index] < y.batch->spans.start_ns[y.index];
+  // Each row's key gathered once (hours in UTC, as the engine's
+  // toStartOfHour in its default zone; the trace id as two big-endian
+  // words, which order as its bytes do), then sorted without going back
+  // to the batches or dividing per comparison. Ties keep the rows' order,
+  // as a stable sort would.
+  struct Keyed {
+    uint64_t hour, id_hi, id_lo, start;
+    uint32_t at;
+  };
+  auto be64 = [](const uint8_t* p) {
+    uint64_t v = 0;
+    std::memcpy(&v, p, 8);
+    return __builtin_bswap64(v);
+  };
+  std::vector<Keyed> keys(rows->size());
+  for (uint32_t i = 0; i < keys.size(); ++i) {
+    const SpanRow& r = (*rows)[i];
+    const uint64_t start = r.batch->spans.start_ns[r.index];
+    const uint8_t* id = r.batch->spans.trace_id[r.index].data();
+    keys[i] = {start / 3600000000000ull, be64(id), be64(id + 8), start, i};
+  }
+  std::sort(keys.begin(), keys.end(), [](const Keyed& x, const Keyed& y) {
+    return std::tie(x.hour, x.id_hi, x.id_lo, x.start, x.at) <
+           std::tie(y.hour, y.id_hi, y.id_lo, y.start, y.at);
   });
+  std::vector<SpanRow> sorted;
+  sorted.reserve(rows->size());
+  for (const Keyed& k : keys) sorted.push_back((*rows)[k.at]);
+  rows->swap(sorted);
 }
 
 size_t EncodedBlock::size() const {

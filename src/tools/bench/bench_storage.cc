@@ -62,11 +62,10 @@ struct StorageOptions {
   size_t request_spans = 500;   // loadgen's spans per request
   size_t lookups = 100;
   uint64_t seed = 1;
-  // The engine's part size from which CODEC(Default) columns are ZSTD
-  // (storage.zstd_min_part_bytes in serve: 64 MiB). Below serve's, so that
-  // the full merge's part is ZSTD as the long-lived parts of a day are,
-  // while the inserts (~15 MB) stay LZ4 as serve's do: at ~50 bytes per
-  // span a 1M-span part is about 64 MiB, and would flip between the two.
+  // The engine's part size from which CODEC(Default) columns are ZSTD:
+  // serve's default (storage.zstd_min_part_bytes, 32 MiB), so the full
+  // merge's part is ZSTD as serve's merged parts of such a day are, and the
+  // inserts (~12 MB) stay LZ4 as serve's do.
   uint64_t zstd_min_part_mib = 32;
   std::vector<std::string> variants;
   std::string keep;
@@ -112,6 +111,7 @@ struct VariantResult {
   bool ok = false;
   std::string error;
   double insert_cpu = 0, optimize_cpu = 0, insert_wall = 0, optimize_wall = 0;
+  double upgrade_cpu = 0, upgrade_wall = 0;  // the upgrade variant's copy
   // A lookup by trace id: spans granules it reads (of total_granules), wall
   // time of the reader's GetTrace, share of lookups that found every span.
   double lookup_granules = 0, total_granules = 0, lookup_ms = 0, lookup_spans_ok = 0;
@@ -337,6 +337,18 @@ Status MeasureVariant(const Corpus& c, const std::vector<BlockFiles>& blocks,
   t0 = Clock::now();
   if (Status st = OptimizeAll(*conn); !st.ok()) return st;
   out += fmt::format("optimize\t{}\t{}\n", CpuSeconds() - cpu0, Seconds(t0));
+  storage::StorageLayout layout = v.layout;
+  if (v.upgrade) {
+    // What a start of the new spanhouse does to this data directory.
+    fmt::print(stderr, "  {}: upgrade to the project's schema\n", v.name);
+    cpu0 = CpuSeconds();
+    t0 = Clock::now();
+    if (Status st = storage::EnsureSchema(*conn, &caps, storage::SchemaOptions{}); !st.ok()) {
+      return st;
+    }
+    out += fmt::format("upgrade\t{}\t{}\n", CpuSeconds() - cpu0, Seconds(t0));
+    layout = storage::StorageLayout{};
+  }
 
   // The dependency job's query over the whole corpus (not counted above).
   fmt::print(stderr, "  {}: dependencies, trace lookups\n", v.name);
@@ -358,7 +370,7 @@ Status MeasureVariant(const Corpus& c, const std::vector<BlockFiles>& blocks,
 
   // Trace lookups: the reader's own path (trace_index, then the spans in
   // that range), and the rows the spans part of it reads.
-  storage::ChdbSpanReader reader(*conn, caps, {}, v.layout);
+  storage::ChdbSpanReader reader(*conn, caps, {}, layout);
   double granules = 0;
   double total_granules = 0;
   double lookup_s = 0;
@@ -445,6 +457,9 @@ VariantResult ReadResult(const std::string& path) {
     } else if (f[0] == "optimize" && f.size() == 3) {
       r.optimize_cpu = num(f[1]);
       r.optimize_wall = num(f[2]);
+    } else if (f[0] == "upgrade" && f.size() == 3) {
+      r.upgrade_cpu = num(f[1]);
+      r.upgrade_wall = num(f[2]);
     } else if (f[0] == "lookup" && f.size() == 5) {
       r.lookup_granules = num(f[1]);
       r.total_granules = num(f[2]);
@@ -543,6 +558,12 @@ void PrintVariant(const StorageVariant& v, const VariantResult& r, size_t spans,
       "= {:.2f} CPU-s/M spans; wall insert {:.2f} s, OPTIMIZE {:.2f} s\n",
       r.OnDisk() / n, r.insert_cpu, r.optimize_cpu, (r.insert_cpu + r.optimize_cpu) / n * 1e6,
       r.insert_wall, r.optimize_wall);
+  if (v.upgrade) {
+    fmt::print(
+        "UPGRADE (EnsureSchema's copy of {:.0f} spans): {:.2f} s wall, {:.2f} CPU-s = {:.2f} s "
+        "and {:.2f} CPU-s per M spans\n",
+        n, r.upgrade_wall, r.upgrade_cpu, r.upgrade_wall / n * 1e6, r.upgrade_cpu / n * 1e6);
+  }
   fmt::print(
       "trace lookup by id (mean of {}): {:.1f} of {:.0f} spans granules read, {:.1f} ms, {:.0f}% "
       "complete\n",
@@ -755,7 +776,7 @@ void AddStorageCommand(CLI::App& bench, std::function<int()>* run) {
       ->default_val(opts->request_spans);
   cmd->add_option("--zstd-min-part-mib", opts->zstd_min_part_mib,
                   "Part size (MiB) from which CODEC(Default) columns are ZSTD (serve: "
-                  "storage.zstd_min_part_bytes, 64 MiB); 0: every part")
+                  "storage.zstd_min_part_bytes, 32 MiB); 0: every part")
       ->default_val(opts->zstd_min_part_mib);
   cmd->add_option("--lookups", opts->lookups, "Traces looked up by id in each variant")
       ->default_val(opts->lookups);

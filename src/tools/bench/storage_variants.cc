@@ -97,6 +97,11 @@ std::vector<StorageVariant> Build() {
       "schema 4 as it was: user-field values in the arrays too, (hour, trace_id), granules of "
       "8192, trace_index by 16 bytes in ns, user_fields with the part-size codec",
       storage::Schema4Layout());
+  v.push_back({"upgrade4to5",
+               "schema4 loaded and merged, then upgraded to schema 5 at start (EnsureSchema's "
+               "copy, timed; sizes as the copy leaves them, before any merge)",
+               storage::Schema4Layout(), SpanOrder::kHourTrace, UserFieldValues::kInArrays, 0,
+               true});
   add5("chosen",
        "the project's schema (5): schema.cc's codecs, the default StorageLayout, "
        "user-field values once",

@@ -32,6 +32,10 @@ struct StorageVariant {
   // The ZSTD level the engine gives CODEC(Default) columns of large parts
   // (CompressionOptions::zstd_level); 0: the engine configuration's own.
   int zstd_level = 0;
+  // Loaded and merged in `layout`, then upgraded in place to the project's
+  // schema by EnsureSchema (its copy measured: `bench storage` prints its
+  // wall and CPU time); sizes and lookups are those of the copy.
+  bool upgrade = false;
 };
 
 // Every variant, the project's schema ("chosen") among them.

@@ -509,5 +509,19 @@ TEST(BlockRecord, RoundTripsAndRejectsBadLengths) {
   EXPECT_NE(DedupToken(1, 5), DedupToken(1, 6));
 }
 
+TEST(ReplayedBlocks, RoundTripsAndRejectsBadLengths) {
+  ReplayedBlocks r;
+  r.block_lsns = {3, 9, 1ull << 41};
+  ReplayedBlocks d;
+  ASSERT_TRUE(d.Decode(r.Encode()));
+  EXPECT_EQ(d.block_lsns, r.block_lsns);
+  ASSERT_TRUE(d.Decode(ReplayedBlocks{}.Encode()));
+  EXPECT_TRUE(d.block_lsns.empty());
+  std::string bad = r.Encode();
+  bad.pop_back();
+  EXPECT_FALSE(d.Decode(bad));
+  EXPECT_FALSE(d.Decode("abc"));
+}
+
 }  // namespace
 }  // namespace spanhouse::pipeline::durable

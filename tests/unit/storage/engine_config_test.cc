@@ -53,8 +53,8 @@ TEST(EngineConfig, CompressionRuleAndNoPolicyWithoutColdPath) {
                   "  </compression>"))
       << xml;
   EXPECT_FALSE(Has(xml, "storage_configuration")) << xml;
-  // Serve's default: 64 MiB, level 1.
-  EXPECT_TRUE(Has(EngineConfigXml(TieringOptions{}), "<min_part_size>67108864</min_part_size>"));
+  // Serve's default: 32 MiB, level 1.
+  EXPECT_TRUE(Has(EngineConfigXml(TieringOptions{}), "<min_part_size>33554432</min_part_size>"));
   EXPECT_TRUE(Has(EngineConfigXml(TieringOptions{}), "<level>1</level>"));
 }
 

@@ -247,6 +247,77 @@ TEST(SpanBlock, UserFieldValuesAreStoredOnceAndComeBackTyped) {
   EXPECT_TRUE(testdata::StoredPart(in).LogicallyEquals(old, &why)) << why;
 }
 
+// Rows of a block repeat their neighbours' keys and values (a trace's
+// spans), and the encoder reuses what it found for the row before (a key's
+// dictionary index by its place, a number's parse by its path). Every row
+// still comes back as it went in: keys repeated, moved, fewer and more, the
+// same text as another type, numbers the JSON type does not give back
+// exactly, a key twice, no attributes; in both encodings.
+TEST(SpanBlock, RowsRepeatingTheirNeighboursKeysAndValuesRoundTrip) {
+  SpanBatch in;
+  const uint32_t r = in.AddResource();
+  SpanBatch::AddAttr(in.resource_attrs, in.AddString("service.name"), ValueType::kString,
+                     in.AddString("shop"));
+  in.resources.attrs[r] = {0, 1};
+  in.ResolveServiceName(r);
+  const uint32_t sc = in.AddScope();
+  struct A {
+    const char* key;
+    ValueType type;
+    const char* value;
+  };
+  const ValueType kI = ValueType::kInt;
+  const ValueType kD = ValueType::kDouble;
+  const ValueType kS = ValueType::kString;
+  const std::vector<std::vector<A>> rows = {
+      {{"app.n", kI, "42"}, {"app.d", kD, "19.99"}, {"http.route", kS, "/a"}},
+      {{"app.n", kI, "42"}, {"app.d", kD, "19.99"}, {"http.route", kS, "/a"}},
+      {{"app.d", kD, "19.99"}, {"app.n", kI, "42"}},
+      {{"app.n", kS, "42"}, {"app.d", kD, "1.50"}, {"http.route", kS, "/b"}, {"app.x", kI, "+5"}},
+      {{"app.n", kI, "42"}, {"app.d", kD, "1.50"}, {"http.route", kS, "/b"}, {"app.x", kI, "+5"}},
+      {{"app.n", kD, "NaN"}, {"app.d", kD, "NaN"}},
+      {{"app.n", kD, "NaN"}, {"app.d", kI, "7"}},
+      {{"app.n", kI, "42"}, {"app.d", kI, "7"}, {"app.n", kI, "43"}},
+      {},
+      {{"app.n", kI, "-9223372036854775808"}, {"app.d", kD, "7"}},
+      {{"app.n", kI, "-9223372036854775808"}, {"app.d", kD, "7"}},
+  };
+  for (size_t k = 0; k < rows.size(); ++k) {
+    const uint32_t sp = in.AddSpan(r, sc);
+    in.spans.trace_id[sp] = testdata::MakeTraceId(1);
+    in.spans.span_id[sp] = testdata::MakeSpanId(static_cast<uint8_t>(k + 1));
+    in.spans.start_ns[sp] = 1700000000000000000ull + k;
+    in.spans.end_ns[sp] = in.spans.start_ns[sp] + 5;
+    const auto first = static_cast<uint32_t>(in.span_attrs.size());
+    for (const A& a : rows[k]) {
+      SpanBatch::AddAttr(in.span_attrs, in.AddString(a.key), a.type, in.AddString(a.value));
+    }
+    in.spans.attrs[sp] = {first, static_cast<uint32_t>(in.span_attrs.size())};
+  }
+  std::vector<SpanRow> order;
+  for (uint32_t i = 0; i < in.span_count(); ++i) order.push_back({&in, i, ResourceIds(in)[0]});
+  for (const UserFieldValues values : {UserFieldValues::kMarked, UserFieldValues::kInArrays}) {
+    std::string block;
+    EncodeSpanRows(order, Modern(), &block, UserFields::Default(), values);
+    SpanBatch out;
+    const Status st = DecodeSpanBlocks(block, &out);
+    ASSERT_TRUE(st.ok()) << st.message();
+    std::string why;
+    EXPECT_TRUE(testdata::StoredPart(in).LogicallyEquals(out, &why)) << why;
+    ASSERT_EQ(out.span_count(), rows.size());
+    for (size_t k = 0; k < rows.size(); ++k) {
+      const Range got = out.spans.attrs[k];
+      ASSERT_EQ(got.size(), rows[k].size()) << k;
+      for (size_t j = 0; j < rows[k].size(); ++j) {
+        const A& a = rows[k][j];
+        EXPECT_EQ(out.Str(out.span_attrs.key[got.begin + j]), a.key) << k << " " << j;
+        EXPECT_EQ(out.span_attrs.type[got.begin + j], a.type) << k << " " << a.key;
+        EXPECT_EQ(out.Str(out.span_attrs.value[got.begin + j]), a.value) << k << " " << a.key;
+      }
+    }
+  }
+}
+
 // A marked attribute whose value user_fields lacks is an error, not an
 // attribute that silently comes back empty.
 TEST(SpanBlock, MarkedValueMissingFromUserFieldsIsAnError) {
@@ -323,6 +394,35 @@ TEST(SpanBlock, RowsFromSeveralBatchesInTableKeyOrder) {
     EXPECT_EQ(out.spans.span_id[k], rows[k].batch->spans.span_id[rows[k].index]) << k;
     EXPECT_EQ(out.spans.start_ns[k], rows[k].batch->spans.start_ns[rows[k].index]) << k;
   }
+}
+
+// Rows with equal keys (hour, trace id, start) keep their order; trace ids
+// order as their bytes do (the first byte most significant).
+TEST(SpanBlock, SortByTableKeyIsStableAndOrdersIdsByteWise) {
+  SpanBatch b = testdata::SampleBatch(1);
+  ASSERT_GE(b.span_count(), 3u);
+  const uint64_t t = b.spans.start_ns[0];
+  for (uint32_t i = 0; i < b.span_count(); ++i) {
+    b.spans.start_ns[i] = t;
+    b.spans.trace_id[i] = testdata::MakeTraceId(1);
+  }
+  b.spans.trace_id[0][0] = 0x80;  // greater in its first byte, smaller in its last
+  b.spans.trace_id[0][15] = 0x00;
+  b.spans.trace_id[1][15] = 0xff;
+  // Every span twice, the copies told apart by resource_id (0, then 1).
+  std::vector<SpanRow> rows;
+  for (uint64_t copy = 0; copy < 2; ++copy) {
+    for (uint32_t i = 0; i < b.span_count(); ++i) rows.push_back({&b, i, copy});
+  }
+  SortByTableKey(&rows);
+  std::vector<std::pair<uint32_t, uint64_t>> got;
+  for (const SpanRow& r : rows) got.emplace_back(r.index, r.resource_id);
+  std::vector<std::pair<uint32_t, uint64_t>> want;
+  for (uint64_t copy = 0; copy < 2; ++copy) {
+    for (uint32_t i = 2; i < b.span_count(); ++i) want.emplace_back(i, copy);
+  }
+  want.insert(want.end(), {{1, 0}, {1, 1}, {0, 0}, {0, 1}});
+  EXPECT_EQ(got, want);
 }
 
 TEST(Schema, WireTypesFollowCapabilities) {
