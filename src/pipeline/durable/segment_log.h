@@ -55,6 +55,9 @@ enum class RecordKind : uint8_t {
   // The receiver's clock when it took the request, then the request as kSpans
   // (request_record.h): replay filters it as it was filtered then.
   kRequest = 3,
+  // The receive time, the body's format (OTLP or Zipkin, protobuf or JSON),
+  // then the body as received (request_record.h).
+  kEncodedRequest = 4,
 };
 
 struct LogOptions {
