@@ -261,9 +261,10 @@ def test_tokens_from_environment_variables(tmp_path):
 
 
 def test_bad_certificate_paths_stop_start_up(tmp_path, tls_dir):
-    otlp_port, query_port = free_ports(2)
+    otlp_port, query_port, grpc_port, zipkin_port = free_ports(4)
     base = ["--data-dir", str(tmp_path / "data"), "--otlp-http-listen", f"127.0.0.1:{otlp_port}",
-            "--query-listen", f"127.0.0.1:{query_port}"]
+            "--query-listen", f"127.0.0.1:{query_port}", "--otlp-grpc-listen",
+            f"127.0.0.1:{grpc_port}", "--zipkin-listen", f"127.0.0.1:{zipkin_port}"]
     missing = tmp_path / "no-such-cert.pem"
     cfg = tmp_path / "missing.yaml"
     cfg.write_text(f"query:\n  tls_cert: {missing}\n  tls_key: {tls_dir / 'key.pem'}\n")
