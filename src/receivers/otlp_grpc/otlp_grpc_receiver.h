@@ -20,7 +20,9 @@
 //
 // With the durable queue's "always" fsync the answer waits for the sync
 // that covers the request, given from the log's sync thread: the call's
-// reactor finishes then, no gRPC thread is held meanwhile.
+// reactor finishes then, no gRPC thread is held meanwhile. (A call does
+// hold gRPC's callback thread while it waits for memory, up to
+// memory_wait, as an HTTP I/O thread does.)
 #pragma once
 
 #include <memory>
