@@ -10,10 +10,13 @@ namespace spanhouse::receivers {
 using pipeline::durable::BodyFormat;
 using pipeline::durable::RecordKind;
 
-Status DecodeBody(BodyFormat format, std::string body, SpanBatch* batch) {
+Status DecodeBody(BodyFormat format, std::string& body, SpanBatch* batch) {
   switch (format) {
-    case BodyFormat::kOtlpProto:
-      return codec::DecodeOtlpProtoOwned(std::move(body), *batch);
+    case BodyFormat::kOtlpProto: {
+      std::string taken = std::move(body);
+      body.clear();
+      return codec::DecodeOtlpProtoOwned(std::move(taken), *batch);
+    }
     case BodyFormat::kOtlpJson:
       return codec::DecodeOtlpJson(body, *batch);
     case BodyFormat::kZipkinJson:
@@ -45,7 +48,7 @@ Status DecodeLoggedRequest(RecordKind kind, std::string payload, pipeline::SpanF
   } else if (kind != RecordKind::kSpans) {
     return Status::Invalid("durable queue: not a span record");
   }
-  if (Status st = DecodeBody(format, std::move(payload), batch); !st.ok()) return st;
+  if (Status st = DecodeBody(format, payload, batch); !st.ok()) return st;
   if (timed && filter != nullptr) {
     pipeline::FilterReport report;
     filter->Apply(*batch, received_ns, &report, /*count=*/false);

@@ -15,10 +15,12 @@
 
 namespace spanhouse::receivers {
 
-// Decodes a request body (decompressed, taken: a protobuf body becomes the
-// batch's source, which the batch points into) of `format` into `batch`, which
-// must be empty. The one decoder every receiver and the replay use.
-Status DecodeBody(pipeline::durable::BodyFormat format, std::string body, SpanBatch* batch);
+// Decodes a request body (decompressed) of `format` into `batch`, which must
+// be empty. A protobuf body is taken (moved into the batch as its source,
+// which the batch's strings point into; `body` is left empty); a JSON body is
+// only read (its strings are copied), so the caller keeps it, e.g. to log it.
+// The one decoder every receiver and the replay use.
+Status DecodeBody(pipeline::durable::BodyFormat format, std::string& body, SpanBatch* batch);
 
 // Decodes a kEncodedRequest, kRequest or kSpans record's payload (taken) into
 // `batch`. A kEncodedRequest or kRequest record's spans go through `filter`

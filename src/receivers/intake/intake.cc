@@ -162,20 +162,12 @@ Intake::Submitted Intake::Submit(pipeline::durable::BodyFormat format, std::stri
     return {false, Refuse(Outcome::kTooLarge, "body exceeds the size limit")};
   }
 
-  // The record logs the body as decoded. A protobuf body becomes the
-  // batch's source (the batch points into it); a JSON one is kept here
-  // until it is logged.
+  // The record logs the body as decoded: a protobuf body becomes the
+  // batch's source (the batch points into it), a JSON one stays in `body`.
   const bool proto = format == pipeline::durable::BodyFormat::kOtlpProto ||
                      format == pipeline::durable::BodyFormat::kZipkinProto;
-  std::string json_body;
   auto batch = std::make_unique<SpanBatch>();
-  Status st;
-  if (proto || opts_.log == nullptr) {
-    st = DecodeBody(format, std::move(body), batch.get());
-  } else {
-    json_body = std::move(body);
-    st = DecodeBody(format, json_body, batch.get());
-  }
+  const Status st = DecodeBody(format, body, batch.get());
   if (!st.ok()) return {false, Refuse(Outcome::kBadData, st.message())};
   stats_->spans_received += batch->span_count();
   if (batch->span_count() > opts_.max_spans_per_request) {
@@ -198,7 +190,7 @@ Intake::Submitted Intake::Submit(pipeline::durable::BodyFormat format, std::stri
   if (opts_.log != nullptr) {
     // The receive time and the body as decoded: read back, it is decoded
     // and filtered again against that time (logged_request.h).
-    const std::string_view record = proto ? batch->source() : std::string_view(json_body);
+    const std::string_view record = proto ? batch->source() : std::string_view(body);
     switch (opts_.log->Append(pipeline::durable::RecordKind::kEncodedRequest,
                               pipeline::durable::EncodedRequestRecordHead(now_ns, format), record,
                               &ref)) {
@@ -210,7 +202,7 @@ Intake::Submitted Intake::Submit(pipeline::durable::BodyFormat format, std::stri
         return {false, Refuse(Outcome::kDurableError, "cannot write the durable queue")};
     }
   }
-  json_body = std::string();  // give the transient memory back before it is accounted
+  body = std::string();  // give the transient memory back before it is accounted
   if (!spilled) reservation.Resize(batch->MemoryBytes());
   const uint64_t lsn = ref.lsn();
   if (spilled) {

@@ -137,7 +137,8 @@ TEST(Intake, RecordsNameTheirDecoderAndDecodeBack) {
     EXPECT_EQ(r.payload.substr(pipeline::durable::kEncodedRequestHeadBytes), sent[i].second);
     SpanBatch back, direct;
     ASSERT_TRUE(DecodeLoggedRequest(r.kind, std::string(r.payload), nullptr, &back).ok());
-    ASSERT_TRUE(DecodeBody(sent[i].first, sent[i].second, &direct).ok());
+    std::string body = sent[i].second;
+    ASSERT_TRUE(DecodeBody(sent[i].first, body, &direct).ok());
     std::string why;
     EXPECT_TRUE(direct.LogicallyEquals(back, &why)) << why;
     ++i;
