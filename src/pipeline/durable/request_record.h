@@ -8,8 +8,10 @@
 //   kRequest (3), older logs: u64 receive time (Unix ns, little-endian), then
 //     an OTLP ExportTraceServiceRequest in protobuf.
 //   kEncodedRequest (4), written now: u64 receive time, u8 BodyFormat, then
-//     the body as the receiver decoded it (after any Content-Encoding), so a
-//     Zipkin or OTLP/JSON request is logged as it came, not encoded again.
+//     the body in that format, after any Content-Encoding. The receivers log
+//     a protobuf body (OTLP or Zipkin) as it came, and a JSON one (OTLP or
+//     Zipkin) as OTLP protobuf encoded from the decoded batch (smaller); the
+//     decoders read all four formats.
 // Both replay; a kEncodedRequest with a format this build does not know is a
 // bad record (counted and skipped, like a corrupt one).
 #pragma once

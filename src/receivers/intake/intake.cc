@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "codec/compression.h"
+#include "codec/otlp_encode.h"
 #include "receivers/durable/logged_request.h"
 
 namespace spanhouse::receivers {
@@ -162,12 +163,11 @@ Intake::Submitted Intake::Submit(pipeline::durable::BodyFormat format, std::stri
     return {false, Refuse(Outcome::kTooLarge, "body exceeds the size limit")};
   }
 
-  // The record logs the body as decoded: a protobuf body becomes the
-  // batch's source (the batch points into it), a JSON one stays in `body`.
-  const bool proto = format == pipeline::durable::BodyFormat::kOtlpProto ||
-                     format == pipeline::durable::BodyFormat::kZipkinProto;
+  // A protobuf body becomes the batch's source (the batch points into it);
+  // a JSON one is read in place and freed once decoded.
   auto batch = std::make_unique<SpanBatch>();
   const Status st = DecodeBody(format, body, batch.get());
+  body = std::string();
   if (!st.ok()) return {false, Refuse(Outcome::kBadData, st.message())};
   stats_->spans_received += batch->span_count();
   if (batch->span_count() > opts_.max_spans_per_request) {
@@ -188,11 +188,21 @@ Intake::Submitted Intake::Submit(pipeline::durable::BodyFormat format, std::stri
   }
   pipeline::durable::SegmentLog::Ref ref;
   if (opts_.log != nullptr) {
-    // The receive time and the body as decoded: read back, it is decoded
-    // and filtered again against that time (logged_request.h).
-    const std::string_view record = proto ? batch->source() : std::string_view(body);
+    // The receive time, the body's format and the body: read back, it is
+    // decoded and filtered again against that time (logged_request.h). A
+    // protobuf body (OTLP or Zipkin) is logged as it came, the batch's
+    // source; a JSON one as OTLP protobuf encoded from the (filtered) batch:
+    // a third of the disk, and filtering it again changes nothing.
+    pipeline::durable::BodyFormat logged = format;
+    std::string encoded;
+    std::string_view record = batch->source();
+    if (record.empty()) {
+      encoded = codec::EncodeOtlpProto(*batch);
+      record = encoded;
+      logged = pipeline::durable::BodyFormat::kOtlpProto;
+    }
     switch (opts_.log->Append(pipeline::durable::RecordKind::kEncodedRequest,
-                              pipeline::durable::EncodedRequestRecordHead(now_ns, format), record,
+                              pipeline::durable::EncodedRequestRecordHead(now_ns, logged), record,
                               &ref)) {
       case pipeline::durable::SegmentLog::AppendResult::kOk:
         break;
@@ -202,7 +212,6 @@ Intake::Submitted Intake::Submit(pipeline::durable::BodyFormat format, std::stri
         return {false, Refuse(Outcome::kDurableError, "cannot write the durable queue")};
     }
   }
-  body = std::string();  // give the transient memory back before it is accounted
   if (!spilled) reservation.Resize(batch->MemoryBytes());
   const uint64_t lsn = ref.lsn();
   if (spilled) {

@@ -10,8 +10,9 @@
 //   3. decoding (durable/logged_request.h: DecodeBody), at most
 //      max_spans_per_request spans;
 //   4. the filter (partial success: its report goes back with kAccepted);
-//   5. the durable log: one kEncodedRequest record, the receive time and the
-//      body as decoded, before the answer;
+//   5. the durable log: one kEncodedRequest record before the answer: the
+//      receive time, the body's format and the body (a protobuf body as it
+//      came, a JSON one encoded as OTLP protobuf);
 //   6. the queue (or the spill backlog);
 //   7. the answer: at once, or with the "always" fsync policy once the
 //      fdatasync that covers the record has run, given from the log's sync
