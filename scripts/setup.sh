@@ -3,9 +3,11 @@
 # it. Idempotent: a second run installs nothing and rebuilds only what changed.
 #   scripts/setup.sh            build deps, libchdb, release build in ./build
 #   scripts/setup.sh --tests    also the test tools (Python venv with the real
-#                               OpenTelemetry SDK; gofakes3, a real S3-compatible
-#                               server, from the Go module proxy; Chromium and
-#                               playwright-core for the UI's browser test)
+#                               OpenTelemetry SDK; the Node.js, Go and Java
+#                               clients of test_clients.py: setup_clients.sh;
+#                               gofakes3, a real S3-compatible server, from the
+#                               Go module proxy; Chromium and playwright-core
+#                               for the UI's browser test)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -61,6 +63,8 @@ if ((want_tests)); then
     .venv/bin/pip install -q --disable-pip-version-check -r tests/e2e/requirements.txt
     cp tests/e2e/requirements.txt .venv/.requirements
   fi
+  # Real clients in other languages (tests/e2e/clients), pinned.
+  scripts/setup_clients.sh
   # The UI's browser test (tests/ui): playwright-core, pinned by its lock file, drives the
   # chromium package above; no browser is downloaded.
   if ! cmp -s tests/ui/package-lock.json tests/ui/node_modules/.spanhouse-lock 2>/dev/null; then

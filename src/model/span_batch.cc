@@ -470,4 +470,33 @@ bool FromHex(std::string_view hex, uint8_t* out, size_t n) {
   return true;
 }
 
+namespace {
+constexpr std::string_view kSpanKindNames[] = {"",       "internal", "server",
+                                               "client", "producer", "consumer"};
+}  // namespace
+
+std::string_view SpanKindName(uint8_t kind) {
+  return kind < std::size(kSpanKindNames) ? kSpanKindNames[kind] : std::string_view();
+}
+
+bool ParseSpanKind(std::string_view name, uint8_t* kind) {
+  std::string lower(name);
+  for (char& c : lower) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  std::string_view s = lower;
+  if (s.substr(0, 10) == "span_kind_") {
+    s.remove_prefix(10);
+    if (s.empty()) return false;
+  }
+  if (s == "unspecified") s = "";
+  for (size_t k = 0; k < std::size(kSpanKindNames); ++k) {
+    if (s == kSpanKindNames[k]) {
+      *kind = static_cast<uint8_t>(k);
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace spanhouse

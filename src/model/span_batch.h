@@ -72,6 +72,14 @@ enum class SpanKind : uint8_t {
 };
 enum class StatusCodeOtlp : uint8_t { kUnset = 0, kOk = 1, kError = 2 };
 
+// Jaeger's lowercase name of a span kind ("server", "client", ...); "" for
+// kUnspecified and out-of-range values.
+std::string_view SpanKindName(uint8_t kind);
+// The kind named `name` as Jaeger ("server") or OTLP ("SPAN_KIND_SERVER")
+// writes it, in any case; "" and "unspecified" are kUnspecified. False for
+// any other name.
+bool ParseSpanKind(std::string_view name, uint8_t* kind);
+
 class SpanBatch {
  public:
   // ---- strings ----

@@ -165,23 +165,6 @@ void AppendAttrTags(std::string& out, Commas& commas, const SpanBatch& b, const 
   }
 }
 
-std::string_view SpanKindName(uint8_t kind) {
-  switch (static_cast<SpanKind>(kind)) {
-    case SpanKind::kInternal:
-      return "internal";
-    case SpanKind::kServer:
-      return "server";
-    case SpanKind::kClient:
-      return "client";
-    case SpanKind::kProducer:
-      return "producer";
-    case SpanKind::kConsumer:
-      return "consumer";
-    default:
-      return {};
-  }
-}
-
 // The body of a process object, without braces: "serviceName":..,"tags":[..].
 // Two resources with equal bodies are the same Jaeger process.
 std::string RenderProcessBody(const SpanBatch& b, uint32_t r) {
@@ -342,7 +325,7 @@ void AppendSpan(std::string& out, const SpanBatch& b, uint32_t s, uint32_t proce
 
 }  // namespace
 
-std::string RenderJaegerTraces(const SpanBatch& batch) {
+std::string RenderJaegerTraces(const SpanBatch& batch, std::string_view errors) {
   const SpanBatch::Spans& sp = batch.spans;
   const auto n = static_cast<uint32_t>(batch.span_count());
 
@@ -426,7 +409,9 @@ std::string RenderJaegerTraces(const SpanBatch& batch) {
     }
     out += "},\"warnings\":null}";
   }
-  out += "],\"total\":0,\"limit\":0,\"offset\":0,\"errors\":null}";
+  out += "],\"total\":0,\"limit\":0,\"offset\":0,\"errors\":";
+  out += errors;
+  out += '}';
   return out;
 }
 

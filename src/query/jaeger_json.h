@@ -22,7 +22,9 @@ namespace spanhouse::query {
 // Spans are grouped by trace id (traces in order of first appearance; spans
 // within a trace sorted by start time, then span id). The output is always
 // valid JSON: strings are escaped and invalid UTF-8 replaced by U+FFFD.
-std::string RenderJaegerTraces(const SpanBatch& batch);
+// `errors` is the JSON of the envelope's errors member ("null", or Jaeger's
+// per-trace errors of a lookup by several ids).
+std::string RenderJaegerTraces(const SpanBatch& batch, std::string_view errors = "null");
 
 // {"data":null,"total":0,"limit":0,"offset":0,"errors":[{"code":404,"msg":"trace not found"}]}
 std::string RenderJaegerError(int code, std::string_view message);

@@ -2,20 +2,19 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <chrono>
+
+#include "query/api_json.h"
 #include "query/jaeger_json.h"
 
 namespace spanhouse::query {
 
-bool ParseTraceIdHex(std::string_view hex, TraceId* out) {
-  if (hex.empty() || hex.size() > 32) return false;
-  std::string padded(32 - hex.size(), '0');
-  padded.append(hex);
-  return FromHex(padded, out->data(), out->size());
-}
-
 QueryApi::QueryApi(const QueryApiOptions& options, SpanReader& reader, AdminHooks hooks)
     : reader_(reader),
       hooks_(std::move(hooks)),
+      limits_(options.limits),
+      now_ns_(options.now_ns),
       server_({.name = "query",
                .address = options.address,
                .max_body_bytes = 1u << 20,
@@ -32,83 +31,248 @@ void QueryApi::Stop() {
   server_.Stop();
 }
 
-namespace {
-
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
+uint64_t QueryApi::Now() const {
+  if (now_ns_) return now_ns_();
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
 }
 
-// Percent-decoding of one query-string component ('+' is a space).
-bool UrlDecode(std::string_view in, std::string* out) {
-  out->clear();
-  for (size_t i = 0; i < in.size(); ++i) {
-    if (in[i] == '+') {
-      out->push_back(' ');
-    } else if (in[i] == '%') {
-      if (i + 2 >= in.size()) return false;
-      int hi = HexValue(in[i + 1]);
-      int lo = HexValue(in[i + 2]);
-      if (hi < 0 || lo < 0) return false;
-      out->push_back(static_cast<char>(hi << 4 | lo));
-      i += 2;
-    } else {
-      out->push_back(in[i]);
-    }
-  }
+bool QueryParam(std::string_view target, std::string_view name, std::string* value) {
+  QueryString q;
+  if (!QueryString::Parse(target, &q).ok()) return false;
+  const std::string* v = q.First(name);
+  if (v == nullptr) return false;
+  *value = *v;
   return true;
 }
 
-}  // namespace
-
-bool QueryParam(std::string_view target, std::string_view name, std::string* value) {
-  auto q = target.find('?');
-  if (q == std::string_view::npos) return false;
-  std::string_view rest = target.substr(q + 1);
-  while (!rest.empty()) {
-    auto amp = rest.find('&');
-    std::string_view pair = rest.substr(0, amp);
-    rest = amp == std::string_view::npos ? std::string_view() : rest.substr(amp + 1);
-    auto eq = pair.find('=');
-    std::string key;
-    if (!UrlDecode(pair.substr(0, eq), &key) || key != name) continue;
-    return UrlDecode(eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1),
-                     value);
+void QueryApi::Fail(const Status& st, std::string_view what, net::HttpResponse& resp) {
+  switch (st.code()) {
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kTooLarge:  // an answer over the row limit: the request asked too much
+      resp.status = 400;
+      break;
+    case StatusCode::kNotFound:
+      resp.status = 404;
+      break;
+    case StatusCode::kUnavailable:
+    case StatusCode::kResourceExhausted:
+      resp.status = 503;
+      break;
+    default:
+      // The store's own failure: its text (SQL, engine internals) goes to
+      // the log only.
+      spdlog::error("query API: {}: {}", what, st.message());
+      resp.status = 500;
+      resp.body = RenderJaegerError(500,
+                                    "internal error: the store could not answer (the "
+                                    "reason is in spanhouse's log)");
+      return;
   }
-  return false;
+  resp.body = RenderJaegerError(resp.status, st.message());
 }
 
-void QueryApi::CountSpans(const net::HttpRequest& req, net::HttpResponse& resp) {
-  std::string key;
-  std::string value;
+void QueryApi::CountSpans(const QueryString& q, net::HttpResponse& resp) {
   SpanReader::AttrOwner owner = SpanReader::AttrOwner::kResource;
-  bool have_key = QueryParam(req.target, "resource_attr", &key) && !key.empty();
-  if (!have_key) {
+  const std::string* key = q.First("resource_attr");
+  if (key == nullptr || key->empty()) {
     owner = SpanReader::AttrOwner::kSpan;
-    have_key = QueryParam(req.target, "attr", &key) && !key.empty();
+    key = q.First("attr");
   }
-  if (!have_key) {
+  if (key == nullptr || key->empty()) {
     owner = SpanReader::AttrOwner::kUserField;
-    have_key = QueryParam(req.target, "user_field", &key) && !key.empty();
+    key = q.First("user_field");
   }
-  const bool have_value = QueryParam(req.target, "value", &value);
-  if (!have_key || (!have_value && owner != SpanReader::AttrOwner::kUserField)) {
-    resp.status = 400;
-    resp.body = RenderJaegerError(400,
-                                  "want ?resource_attr=KEY&value=VALUE, ?attr=KEY&value=VALUE or "
-                                  "?user_field=PATH[&value=VALUE]");
-    return;
+  const std::string* value = q.First("value");
+  if (key == nullptr || key->empty() ||
+      (value == nullptr && owner != SpanReader::AttrOwner::kUserField)) {
+    return Fail(Status::Invalid("want ?resource_attr=KEY&value=VALUE, ?attr=KEY&value=VALUE or "
+                                "?user_field=PATH[&value=VALUE]"),
+                "", resp);
   }
   uint64_t n = 0;
-  Status st = reader_.CountSpansWithAttr(owner, key, value, &n);
-  if (!st.ok()) {
-    resp.status = st.retryable() ? 503 : 500;
-    resp.body = RenderJaegerError(resp.status, st.message());
+  Status st = reader_.CountSpansWithAttr(owner, *key, value == nullptr ? "" : *value, &n);
+  if (!st.ok()) return Fail(st, "count spans", resp);
+  resp.body = "{\"count\":" + std::to_string(n) + "}";
+}
+
+void QueryApi::GetTrace(std::string_view hex, net::HttpResponse& resp) {
+  TraceId id{};
+  if (!ParseTraceIdHex(hex, &id)) {
+    return Fail(
+        Status::Invalid("malformed trace id '" + std::string(hex) + "': want up to 32 hex digits"),
+        "", resp);
+  }
+  SpanBatch batch;
+  Status st = reader_.GetTrace(id, &batch);
+  if (st.code() == StatusCode::kNotFound) st = {StatusCode::kNotFound, "trace not found"};
+  if (!st.ok()) return Fail(st, "trace " + std::string(hex), resp);
+  resp.body = RenderJaegerTraces(batch);
+}
+
+void QueryApi::SearchTraces(const QueryString& q, net::HttpResponse& resp) {
+  TraceSearchRequest req;
+  if (Status st = ParseTraceSearch(q, Now(), limits_, &req); !st.ok()) return Fail(st, "", resp);
+  std::vector<TraceId> ids = std::move(req.ids);
+  const bool by_id = !ids.empty();
+  if (!by_id) {
+    if (Status st = reader_.FindTraceIds(req.query, &ids); !st.ok()) {
+      return Fail(st, "trace search", resp);
+    }
+  }
+  SpanBatch batch;
+  if (Status st = reader_.GetTraces(ids, &batch); !st.ok()) return Fail(st, "traces", resp);
+  std::vector<TraceId> missing;
+  if (by_id) {
+    // Jaeger answers the ids it found and names the others in errors.
+    std::vector<TraceId> found(batch.spans.trace_id.begin(), batch.spans.trace_id.end());
+    std::sort(found.begin(), found.end());
+    for (const TraceId& id : ids) {
+      if (!std::binary_search(found.begin(), found.end(), id)) missing.push_back(id);
+    }
+  }
+  resp.body = RenderJaegerTraces(batch, RenderMissingTraces(missing));
+}
+
+void QueryApi::Operations(const QueryString& q, net::HttpResponse& resp) {
+  const std::string* service = q.First("service");
+  if (service == nullptr || service->empty()) {
+    return Fail(Status::Invalid("parameter 'service' is required"), "", resp);
+  }
+  const std::string* kind_text = q.First("spanKind");
+  uint8_t kind = 0;
+  const bool any_kind = kind_text == nullptr || kind_text->empty();
+  if (!any_kind && !ParseSpanKind(*kind_text, &kind)) {
+    return Fail(
+        Status::Invalid("unable to parse param 'spanKind': unsupported span kind '" + *kind_text +
+                        "': want server, client, producer, consumer or internal"),
+        "", resp);
+  }
+  std::vector<OperationInfo> ops;
+  if (Status st = reader_.GetOperations(*service, any_kind, kind, &ops); !st.ok()) {
+    return Fail(st, "operations", resp);
+  }
+  resp.body = RenderOperations(ops);
+}
+
+void QueryApi::OperationNames(const std::string& service, net::HttpResponse& resp) {
+  std::vector<OperationInfo> ops;
+  if (Status st = reader_.GetOperations(service, true, 0, &ops); !st.ok()) {
+    return Fail(st, "operations", resp);
+  }
+  std::vector<std::string> names;
+  for (const OperationInfo& op : ops) {
+    if (names.empty() || names.back() != op.name) names.push_back(op.name);  // sorted by name
+  }
+  resp.body = RenderStringList(names);
+}
+
+void QueryApi::Dependencies(const QueryString& q, net::HttpResponse& resp) {
+  DependenciesRequest req;
+  if (Status st = ParseDependencies(q, Now(), limits_, &req); !st.ok()) {
+    return Fail(st, "", resp);
+  }
+  std::vector<DependencyLink> links;
+  const uint64_t from = req.end_s > req.lookback_s ? req.end_s - req.lookback_s : 0;
+  if (Status st = reader_.GetDependencies(from, req.end_s, &links); !st.ok()) {
+    return Fail(st, "dependencies", resp);
+  }
+  if (!req.service.empty()) {
+    std::erase_if(links, [&](const DependencyLink& l) {
+      return l.parent != req.service && l.child != req.service;
+    });
+  }
+  resp.body = RenderDependencies(links);
+}
+
+void QueryApi::Metrics(std::string_view which, const QueryString& q, net::HttpResponse& resp) {
+  if (which == "minstep") {
+    resp.body = RenderNumberData(kMinStepMs);
     return;
   }
-  resp.body = "{\"count\":" + std::to_string(n) + "}";
+  RedMetric metric = RedMetric::kCalls;
+  if (which == "latencies") {
+    metric = RedMetric::kLatencies;
+  } else if (which == "errors") {
+    metric = RedMetric::kErrors;
+  } else if (which != "calls") {
+    return Fail({StatusCode::kNotFound, "not found: /api/metrics/" + std::string(which)}, "", resp);
+  }
+  RedQuery query;
+  if (Status st = ParseMetricsQuery(q, Now(), limits_, metric == RedMetric::kLatencies, &query);
+      !st.ok()) {
+    return Fail(st, "", resp);
+  }
+  std::vector<RedSeries> series;
+  if (Status st = reader_.GetRedSeries(query, &series); !st.ok()) {
+    return Fail(st, "metrics", resp);
+  }
+  resp.body = RenderMetricFamily(metric, query, series);
+}
+
+void QueryApi::Summary(const std::string& service, const QueryString& q, net::HttpResponse& resp) {
+  RedSummaryQuery query;
+  if (Status st = ParseSummary(q, Now(), limits_, &query); !st.ok()) return Fail(st, "", resp);
+  query.service = service;
+  std::vector<RedSummaryRow> rows;
+  if (Status st = reader_.GetRedSummary(query, &rows); !st.ok()) {
+    return Fail(st, "summary", resp);
+  }
+  resp.body = RenderSummary(query, rows);
+}
+
+void QueryApi::HandleApi(std::string_view path, const QueryString& q, net::HttpResponse& resp) {
+  // Splits off the first segment of `rest`.
+  auto next = [](std::string_view& rest) {
+    const size_t slash = rest.find('/');
+    std::string_view seg = rest.substr(0, slash);
+    rest = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
+    return seg;
+  };
+  auto decode = [&](std::string_view seg, std::string* out) {
+    if (DecodePathSegment(seg, out) && !out->empty()) return true;
+    Fail(Status::Invalid("malformed path segment '" + std::string(seg) + "'"), "", resp);
+    return false;
+  };
+  std::string_view rest = path;
+  const std::string_view first = next(rest);
+  if (first == "spans" && rest == "count") return CountSpans(q, resp);
+  if (first == "traces") {
+    if (path == "traces") return SearchTraces(q, resp);
+    return GetTrace(rest, resp);  // anything else after /api/traces/ is a (bad) id
+  }
+  if (first == "services") {
+    if (path == "services") {
+      std::vector<std::string> services;
+      if (Status st = reader_.GetServices(&services); !st.ok()) {
+        return Fail(st, "services", resp);
+      }
+      resp.body = RenderStringList(services);
+      return;
+    }
+    const std::string_view seg = next(rest);
+    std::string service;
+    if (rest == "operations") {
+      if (decode(seg, &service)) OperationNames(service, resp);
+      return;
+    }
+  }
+  if (path == "operations") return Operations(q, resp);
+  if (path == "dependencies") return Dependencies(q, resp);
+  if (first == "metrics" && !rest.empty() && rest.find('/') == std::string_view::npos) {
+    return Metrics(rest, q, resp);
+  }
+  if (first == "spanhouse" && next(rest) == "services") {
+    if (rest == "summary") return Summary("", q, resp);
+    const std::string_view seg = next(rest);
+    std::string service;
+    if (rest == "operations/summary") {
+      if (decode(seg, &service)) Summary(service, q, resp);
+      return;
+    }
+  }
+  Fail({StatusCode::kNotFound, "not found: /api/" + std::string(path)}, "", resp);
 }
 
 void QueryApi::Handle(const net::HttpRequest& req, net::HttpResponse& resp) {
@@ -132,38 +296,17 @@ void QueryApi::Handle(const net::HttpRequest& req, net::HttpResponse& resp) {
     return;
   }
   if (path.substr(0, 7) == "/debug/" && hooks_.debug) return hooks_.debug(req, resp);
-  if (path == "/api/spans/count") return CountSpans(req, resp);
-  constexpr std::string_view kTraces = "/api/traces/";
-  if (path.substr(0, kTraces.size()) == kTraces) {
+  constexpr std::string_view kApi = "/api/";
+  if (path.substr(0, kApi.size()) == kApi) {
     if (req.method != "GET") {
       resp.status = 405;
       resp.headers.emplace_back("Allow", "GET");
       resp.body = RenderJaegerError(405, "method not allowed: use GET");
       return;
     }
-    std::string_view hex = path.substr(kTraces.size());
-    TraceId id{};
-    if (!ParseTraceIdHex(hex, &id)) {
-      resp.status = 400;
-      resp.body = RenderJaegerError(
-          400, "malformed trace id '" + std::string(hex) + "': want up to 32 hex digits");
-      return;
-    }
-    SpanBatch batch;
-    Status st = reader_.GetTrace(id, &batch);
-    if (st.code() == StatusCode::kNotFound) {
-      resp.status = 404;
-      resp.body = RenderJaegerError(404, "trace not found");
-      return;
-    }
-    if (!st.ok()) {
-      spdlog::error("trace {}: {}", hex, st.message());
-      resp.status = st.retryable() ? 503 : 500;
-      resp.body = RenderJaegerError(resp.status, st.message());
-      return;
-    }
-    resp.body = RenderJaegerTraces(batch);
-    return;
+    QueryString q;
+    if (Status st = QueryString::Parse(req.target, &q); !st.ok()) return Fail(st, "", resp);
+    return HandleApi(path.substr(kApi.size()), q, resp);
   }
   if (hooks_.ui && path.substr(0, 5) != "/api/" && hooks_.ui(req, resp)) return;
   resp.status = 404;

@@ -1,12 +1,21 @@
-// The query API on :16686: Jaeger-compatible JSON so Grafana and the Jaeger
-// UI can read spanhouse, plus /healthz (the process answers) and /readyz
-// (it takes spans: 503 while starting or shutting down).
+// The query API on :16686: Jaeger's HTTP query API (the paths, parameters
+// and JSON shapes the Jaeger UI and Grafana's Jaeger data source use), its
+// service-metrics (SPM) API over the per-minute RED views, spanhouse's
+// overview summaries, plus /healthz (the process answers) and /readyz (it
+// takes spans: 503 while starting or shutting down).
+//
+// Request parameters are checked by query/params.h (a bad one is a 400 in
+// Jaeger's error envelope, naming it); the SpanReader does the reading. An
+// error of the store is logged and answered 500 without its text, so a
+// client never sees SQL or engine messages.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 
 #include "net/http_server.h"
+#include "query/params.h"
 #include "query/span_reader.h"
 
 namespace spanhouse::query {
@@ -16,6 +25,8 @@ struct QueryApiOptions {
   int threads = 2;
   net::HttpAuthorizer authorize{};               // empty: no token needed
   std::shared_ptr<const net::TlsContext> tls{};  // set: HTTPS only
+  QueryLimits limits{};
+  std::function<uint64_t()> now_ns{};  // the clock (tests); unset: the system clock
 };
 
 // Endpoints the server wires in beside the query routes; each may be empty.
@@ -38,16 +49,31 @@ class QueryApi {
   uint16_t port() const { return server_.port(); }
   void Handle(const net::HttpRequest& req, net::HttpResponse& resp);
 
+  // red_1m's resolution: the smallest step of /api/metrics/* (minstep).
+  static constexpr uint64_t kMinStepMs = 60000;
+
  private:
-  void CountSpans(const net::HttpRequest& req, net::HttpResponse& resp);
+  // The /api/ routes; `path` starts after "/api/".
+  void HandleApi(std::string_view path, const QueryString& q, net::HttpResponse& resp);
+  void CountSpans(const QueryString& q, net::HttpResponse& resp);
+  void SearchTraces(const QueryString& q, net::HttpResponse& resp);
+  void GetTrace(std::string_view hex, net::HttpResponse& resp);
+  void Operations(const QueryString& q, net::HttpResponse& resp);
+  void OperationNames(const std::string& service, net::HttpResponse& resp);
+  void Dependencies(const QueryString& q, net::HttpResponse& resp);
+  void Metrics(std::string_view which, const QueryString& q, net::HttpResponse& resp);
+  void Summary(const std::string& service, const QueryString& q, net::HttpResponse& resp);
+  // Answers a failed Status: its message for the client's errors (400,
+  // 404, 503), a generic one for the store's own failures (500, logged).
+  void Fail(const Status& st, std::string_view what, net::HttpResponse& resp);
+  uint64_t Now() const;
 
   SpanReader& reader_;
   AdminHooks hooks_;
+  QueryLimits limits_;
+  std::function<uint64_t()> now_ns_;
   net::HttpServer server_;
 };
-
-// Jaeger accepts ids with leading zeros left out and 64-bit ids: pad to 128 bits.
-bool ParseTraceIdHex(std::string_view hex, TraceId* out);
 
 // The percent-decoded value of query-string parameter `name` in `target`.
 bool QueryParam(std::string_view target, std::string_view name, std::string* value);

@@ -37,6 +37,12 @@ struct Config {
     std::string listen = "127.0.0.1:16686";
     std::string tls_cert;
     std::string tls_key;
+    // Every query of the query API runs at most this long (a 503 after) and
+    // answers at most this many rows (a 400 after); a trace lookup reads at
+    // most max_trace_spans spans.
+    uint64_t timeout_s = 30;
+    uint64_t max_rows = 200000;
+    uint64_t max_trace_spans = 1000000;
   } query;
   struct {
     // Comma-separated bearer tokens; a request needs one of its listener's

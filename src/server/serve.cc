@@ -324,7 +324,10 @@ int Serve(const Config& cfg) {
     ReplayRemainingRecords(*log, queue, budget, &filter, backlog.get(), &replayed);
   }
 
-  storage::ChdbSpanReader reader(*read_conn, caps);
+  storage::ChdbSpanReader reader(*read_conn, caps,
+                                 {.max_execution_s = static_cast<uint32_t>(cfg.query.timeout_s),
+                                  .max_spans = cfg.query.max_trace_spans,
+                                  .max_rows = cfg.query.max_rows});
   receivers::OtlpHttpOptions receiver_opts;
   receiver_opts.address = cfg.otlp_http.listen;
   receiver_opts.max_body_bytes = cfg.otlp_http.max_body_bytes;

@@ -2,13 +2,14 @@
 """Emits one trace to spanhouse with the real OpenTelemetry Python SDK.
 
 Usage: emit_trace.py --endpoint http://127.0.0.1:PORT/v1/traces
+       emit_trace.py --protocol grpc --endpoint http://127.0.0.1:PORT
 
 Two services (two TracerProviders with different Resources) produce six spans
 of all five kinds, with attributes of every type the SDK allows, events, an
 error and an OK status, links (to a span of this trace and to a span of another
 trace), a W3C tracestate, and explicit start/end times. The spans go out through
-OTLPSpanExporter (OTLP/HTTP protobuf; one service gzip-compressed) via a
-SimpleSpanProcessor. A recording wrapper keeps every span the exporter was
+OTLPSpanExporter (OTLP/HTTP protobuf, or with --protocol grpc OTLP/gRPC, plain
+text; one service gzip-compressed) via a SimpleSpanProcessor. A recording wrapper keeps every span the exporter was
 given and whether the export succeeded.
 
 On success it prints to stdout a JSON description of exactly what was sent:
@@ -29,8 +30,6 @@ import time
 from typing import Sequence
 
 from opentelemetry import trace
-from opentelemetry.exporter.otlp.proto.http import Compression
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
@@ -111,9 +110,44 @@ def describe(span: ReadableSpan) -> dict:
     }
 
 
+def exporter(protocol: str, endpoint: str, gzip: bool) -> SpanExporter:
+    """The SDK's OTLP exporter for `protocol`, gzip-compressed or not."""
+    if protocol == "grpc":
+        import grpc
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import \
+            OTLPSpanExporter as GrpcExporter
+        # It retries UNAVAILABLE until its timeout, for each of the six spans.
+        return GrpcExporter(endpoint=endpoint, insecure=True, timeout=10,
+                            compression=grpc.Compression.Gzip if gzip else None)
+    from opentelemetry.exporter.otlp.proto.http import Compression
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    return OTLPSpanExporter(endpoint=endpoint, timeout=30,
+                            compression=Compression.Gzip if gzip else None)
+
+
+def finish(providers: list, exporters: list, extra: dict) -> int:
+    """Flushes and shuts the providers down, prints the description of every span the
+    exporters were given (with `extra`'s members) and returns the exit code: 1 if an
+    export failed."""
+    for provider in providers:
+        provider.force_flush()
+    for provider in providers:
+        provider.shutdown()
+    spans = [describe(s) for e in exporters for s in e.spans]
+    failures = [f for e in exporters for f in e.failures]
+    json.dump({**extra, "spans": spans, "failures": failures}, sys.stdout, indent=1,
+              sort_keys=True)
+    sys.stdout.write("\n")
+    if failures:
+        print("export failures: " + "; ".join(failures), file=sys.stderr)
+        return 1
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--endpoint", required=True)
+    ap.add_argument("--protocol", choices=["http", "grpc"], default="http")
     args = ap.parse_args()
 
     frontend_resource = Resource.create({
@@ -135,9 +169,8 @@ def main() -> int:
         "zones": ["eu-1a", "eu-1b", "eu-1c"],
         "ports": [8080, 9090],
     })
-    frontend_exp = RecordingExporter(OTLPSpanExporter(
-        endpoint=args.endpoint, timeout=30, compression=Compression.Gzip))
-    payment_exp = RecordingExporter(OTLPSpanExporter(endpoint=args.endpoint, timeout=30))
+    frontend_exp = RecordingExporter(exporter(args.protocol, args.endpoint, gzip=True))
+    payment_exp = RecordingExporter(exporter(args.protocol, args.endpoint, gzip=False))
     sampler = TraceStateSampler()
     frontend = TracerProvider(resource=frontend_resource, sampler=sampler)
     frontend.add_span_processor(SimpleSpanProcessor(frontend_exp))
@@ -236,21 +269,8 @@ def main() -> int:
     root.set_status(Status(StatusCode.OK))
     root.end(end_time=end(50))
 
-    frontend.force_flush()
-    payment.force_flush()
-    frontend.shutdown()
-    payment.shutdown()
-
-    spans = [describe(s) for s in frontend_exp.spans + payment_exp.spans]
-    failures = frontend_exp.failures + payment_exp.failures
-    out = {"trace_id": format(root.get_span_context().trace_id, "032x"), "spans": spans,
-           "failures": failures}
-    json.dump(out, sys.stdout, indent=1, sort_keys=True)
-    sys.stdout.write("\n")
-    if failures:
-        print("export failures: " + "; ".join(failures), file=sys.stderr)
-        return 1
-    return 0
+    return finish([frontend, payment], [frontend_exp, payment_exp],
+                  {"trace_id": format(root.get_span_context().trace_id, "032x")})
 
 
 if __name__ == "__main__":

@@ -124,11 +124,9 @@ def missing_endpoint(sh, path: str, **params) -> bool:
     return msg.startswith("not found: /")
 
 
-def skip_unless_served(sh, *paths: str) -> None:
+def require_served(sh, *paths: str) -> None:
     missing = [p for p in paths if missing_endpoint(sh, p)]
-    if missing:
-        pytest.skip(f"this spanhouse does not serve {', '.join(missing)} yet (the query API "
-                    f"branch); test_pages_name_missing_endpoints checks what the UI says instead")
+    assert not missing, f"spanhouse does not serve {', '.join(missing)}, which the pages use"
 
 
 def parse_duration_text(text: str) -> tuple[float, float]:
@@ -263,7 +261,7 @@ def test_unknown_trace_and_page_say_so(ui, request):
 
 
 def test_overview_lists_services(ui, request):
-    skip_unless_served(ui.sh, "/api/services", "/api/spanhouse/services/summary")
+    require_served(ui.sh, "/api/services", "/api/spanhouse/services/summary")
     res = browse(ui.sh.query_url, "overview", artifacts(request))
     rows = {r["service"]: r for r in res["rows"]}
     assert {"frontend", "checkout", "inventory", "payment", "catalog"} <= set(rows), list(rows)
@@ -273,14 +271,11 @@ def test_overview_lists_services(ui, request):
         assert cells["p99_ms"] not in ("", "–"), (name, cells)
     assert rows["payment"]["cells"]["error_rate"] not in ("0%", "–"), rows["payment"]
     assert rows["inventory"]["cells"]["error_rate"] == "0%", rows["inventory"]
-    if missing_endpoint(ui.sh, "/api/metrics/calls"):
-        assert any(n["missing"] == "/api/metrics/calls" for n in res["notices"]), res["notices"]
-    else:
-        assert rows["frontend"]["sparklines"] == 2, rows["frontend"]
+    assert rows["frontend"]["sparklines"] == 2, rows["frontend"]
 
 
 def test_search_finds_and_opens_traces(ui, request):
-    skip_unless_served(ui.sh, "/api/services", "/api/traces")
+    require_served(ui.sh, "/api/services", "/api/traces")
     res = browse(ui.sh.query_url, "search", artifacts(request), service="frontend",
                  minDuration="10ms", open=ui.trace_id)
     assert "service=frontend" in res["url"] and "minDuration=10ms" in res["url"], res["url"]
@@ -293,7 +288,7 @@ def test_search_finds_and_opens_traces(ui, request):
 
 
 def test_service_page(ui, request):
-    skip_unless_served(ui.sh, "/api/spanhouse/services/summary", "/api/metrics/calls",
+    require_served(ui.sh, "/api/spanhouse/services/summary", "/api/metrics/calls",
                        "/api/metrics/errors", "/api/metrics/latencies", "/api/traces",
                        "/api/spanhouse/services/frontend/operations/summary")
     res = browse(ui.sh.query_url, "service", artifacts(request), service="frontend")
@@ -306,7 +301,7 @@ def test_service_page(ui, request):
 
 
 def test_dependency_graph(ui, request):
-    skip_unless_served(ui.sh, "/api/dependencies")
+    require_served(ui.sh, "/api/dependencies")
     want = {("frontend", "checkout"), ("checkout", "inventory"), ("checkout", "payment"),
             ("frontend", "catalog")}
     deadline = time.monotonic() + 150
@@ -321,28 +316,6 @@ def test_dependency_graph(ui, request):
     res = browse(ui.sh.query_url, "dependencies", artifacts(request))
     assert {"frontend", "checkout", "inventory", "payment", "catalog"} <= set(res["nodes"])
     assert want <= {tuple(e) for e in res["edges"]}, res["edges"]
-
-
-def test_pages_name_missing_endpoints(ui, request):
-    """Where an endpoint is not served, the page says which one instead of staying blank."""
-    pages = {
-        "overview": ["/api/spanhouse/services/summary"],
-        "search": ["/api/traces"],
-        "service": ["/api/spanhouse/services/summary", "/api/metrics/calls", "/api/traces"],
-        "dependencies": ["/api/dependencies"],
-    }
-    checked = 0
-    for scenario, paths in pages.items():
-        missing = [p for p in paths if missing_endpoint(ui.sh, p)]
-        if not missing:
-            continue
-        res = browse(ui.sh.query_url, scenario, artifacts(request) / scenario, service="frontend")
-        named = {n["missing"] for n in res["notices"] if n["kind"] == "missing"}
-        for p in missing:
-            assert p in named, f"{scenario}: no notice names {p}; notices {res['notices']}"
-            checked += 1
-    if not checked:
-        pytest.skip("every endpoint the pages use is served")
 
 
 def test_token_prompt(spanhouse_factory, request):

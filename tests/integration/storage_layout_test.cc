@@ -25,7 +25,7 @@ void ExpectRoundTrip(const Capabilities& caps, const std::string& label,
                      const StorageLayout& layout = {}) {
   SpanBatch in = testdata::SampleBatch(2);
   WriteAll(in, caps);
-  ChdbSpanReader reader(*Engine::conn, caps, layout);
+  ChdbSpanReader reader(*Engine::conn, caps, {}, layout);
   SpanBatch out;
   for (uint8_t t = 0; t < 2; ++t) {
     Status st = reader.GetTrace(testdata::MakeTraceId(t), &out);

@@ -215,4 +215,45 @@ std::vector<std::vector<std::string>> TsvRows(std::string_view tsv) {
   return rows;
 }
 
+std::string UnescapeTsv(std::string_view field) {
+  std::string out;
+  out.reserve(field.size());
+  for (size_t i = 0; i < field.size(); ++i) {
+    if (field[i] != '\\' || i + 1 == field.size()) {
+      out += field[i];
+      continue;
+    }
+    const char c = field[++i];
+    switch (c) {
+      case 't':
+        out += '\t';
+        break;
+      case 'n':
+        out += '\n';
+        break;
+      case 'r':
+        out += '\r';
+        break;
+      case '0':
+        out += '\0';
+        break;
+      case 'b':
+        out += '\b';
+        break;
+      case 'f':
+        out += '\f';
+        break;
+      case 'a':
+        out += '\a';
+        break;
+      case 'v':
+        out += '\v';
+        break;
+      default:  // \\, \', and any other escaped character stand for themselves
+        out += c;
+    }
+  }
+  return out;
+}
+
 }  // namespace spanhouse::storage

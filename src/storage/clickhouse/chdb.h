@@ -76,4 +76,7 @@ class ChdbConnection {
 // names and other values without tabs, newlines or backslashes.
 std::vector<std::vector<std::string>> TsvRows(std::string_view tsv);
 
+// A TSV field as the engine escapes it (\t, \n, \\, \0, ...) back to its bytes.
+std::string UnescapeTsv(std::string_view field);
+
 }  // namespace spanhouse::storage

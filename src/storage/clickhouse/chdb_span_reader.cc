@@ -1,42 +1,437 @@
 #include "storage/clickhouse/chdb_span_reader.h"
 
+#include <algorithm>
 #include <charconv>
+#include <set>
 
 #include <fmt/format.h>
 
+#include "storage/clickhouse/insert_errors.h"
 #include "storage/clickhouse/span_block.h"
 
 namespace spanhouse::storage {
 
-Status ChdbSpanReader::GetTrace(const TraceId& id, SpanBatch* out) {
-  const std::string hex = ToHex(id);
-  // The trace index says which seconds of the spans table hold the trace, so
-  // the lookup reads only those hours' granules.
-  QueryResult r;
-  Status st = conn_.Query(TraceRangeQuery(layout_), "TSV", &r, {{"id", hex}});
-  if (!st.ok()) return st;
-  uint64_t first = 0;
-  uint64_t last = 0;
-  uint64_t rows = 0;
-  {
-    const char* p = r.data.data();
-    const char* e = p + r.data.size();
-    auto a = std::from_chars(p, e, first);
-    if (a.ptr < e) a = std::from_chars(a.ptr + 1, e, last);
-    if (a.ptr < e) std::from_chars(a.ptr + 1, e, rows);
+namespace {
+
+constexpr int kTimeoutExceeded = 159;          // TIMEOUT_EXCEEDED
+constexpr int kTooManyRows = 396;              // TOO_MANY_ROWS_OR_BYTES
+constexpr uint64_t kMaxDateTime = 4294967295;  // DateTime is a UInt32 of seconds
+constexpr uint64_t kNsPerS = 1000000000;
+
+uint64_t ToU64(std::string_view s) {
+  uint64_t v = 0;
+  std::from_chars(s.data(), s.data() + s.size(), v);
+  return v;
+}
+
+double ToDouble(std::string_view s) {
+  double v = 0;
+  std::from_chars(s.data(), s.data() + s.size(), v);
+  return v;
+}
+
+// "[1.5,2,3]" (a TSV array of numbers) -> its values.
+std::vector<double> ToDoubles(std::string_view s) {
+  std::vector<double> out;
+  if (s.size() < 2) return out;
+  s = s.substr(1, s.size() - 2);
+  while (!s.empty()) {
+    const size_t comma = s.find(',');
+    out.push_back(ToDouble(s.substr(0, comma)));
+    if (comma == std::string_view::npos) break;
+    s.remove_prefix(comma + 1);
   }
-  if (rows == 0) return {StatusCode::kNotFound, "trace not found"};
-  st = conn_.Query(
-      SpanReadQuery(caps_,
-                    "timestamp >= toDateTime({lo:UInt32}) AND timestamp <= toDateTime({hi:UInt32}) "
-                    "AND trace_id = unhex({id:String})",
-                    "start_time, span_id"),
-      "Native", &r, {{"id", hex}, {"lo", std::to_string(first)}, {"hi", std::to_string(last)}});
-  if (!st.ok()) return st;
+  return out;
+}
+
+// The trace ids of the {ids} parameter (hex) as a set. The ids are made
+// FixedString(16) before the set is built: a set of Strings loses an id's
+// trailing zero bytes when the engine compares it with the FixedString
+// column (an id ending in 00 was not found).
+constexpr const char* kIdSet = "SELECT toFixedString(unhex(arrayJoin({ids:Array(String)})), 16)";
+
+std::string Seconds(uint64_t s) {
+  return std::to_string(std::min(s, kMaxDateTime));
+}
+
+// The bound Array(String) value of hex trace ids. Only for text the engine
+// needs no escaping for: ChdbConnection escapes each value as a TSV field,
+// but the engine reads an array's quoted elements with their own escapes,
+// so a user's string (a quote, a backslash) goes in a String parameter of
+// its own (ParamList).
+std::string HexArray(const std::vector<TraceId>& ids) {
+  std::string out = "[";
+  for (const TraceId& id : ids)
+    fmt::format_to(std::back_inserter(out), "{}'{}'", out.size() > 1 ? "," : "", ToHex(id));
+  out += ']';
+  return out;
+}
+
+// "{p0:String}, {p1:String}, ..." binding each of `values` as its own
+// parameter.
+std::string ParamList(std::string_view prefix, const std::vector<std::string>& values,
+                      std::vector<QueryParam>* params) {
+  std::string list;
+  for (size_t i = 0; i < values.size(); ++i) {
+    const std::string name = fmt::format("{}{}", prefix, i);
+    list += fmt::format("{}{{{}:String}}", i == 0 ? "" : ", ", name);
+    params->emplace_back(name, values[i]);
+  }
+  return list;
+}
+
+template <typename T>
+std::string NumberArray(const std::vector<T>& values) {
+  std::string out = "[";
+  for (const T& v : values) out += fmt::format("{}{}", out.size() > 1 ? "," : "", uint64_t{v});
+  out += ']';
+  return out;
+}
+
+// A user field's value as text, and whether the span has it; `param` names
+// the bound path.
+std::string UserFieldText(const Capabilities& caps, std::string_view param) {
+  return caps.json_type ? fmt::format("toString(getSubcolumn(user_fields, {{{}:String}}))", param)
+                        : fmt::format("JSONExtractString(user_fields, {{{}:String}})", param);
+}
+std::string UserFieldPresent(const Capabilities& caps, std::string_view param) {
+  return caps.json_type ? fmt::format("isNotNull(getSubcolumn(user_fields, {{{}:String}}))", param)
+                        : fmt::format("JSONHas(user_fields, {{{}:String}})", param);
+}
+
+// The attribute arrays of a table have key {k} with value {v}.
+std::string AttrEquals(std::string_view k, std::string_view v) {
+  return fmt::format(
+      "(has(attr_keys, {{{0}:String}}) AND attr_values[indexOf(attr_keys, "
+      "{{{0}:String}})] = {{{1}:String}})",
+      k, v);
+}
+
+// The span's own attributes have key {k} with value {v}. A value the arrays
+// leave to user_fields (its type marked kTypeInUserFields, schema 5) is
+// compared as the engine prints it.
+std::string SpanAttrEquals(const Capabilities& caps, std::string_view k, std::string_view v) {
+  if (!caps.json_type) return AttrEquals(k, v);
+  return fmt::format(
+      "(has(attr_keys, {{{0}:String}}) AND if(bitAnd(attr_types[indexOf(attr_keys, "
+      "{{{0}:String}})], {2}) = 0, attr_values[indexOf(attr_keys, {{{0}:String}})], {3}) = "
+      "{{{1}:String}})",
+      k, v, static_cast<int>(kTypeInUserFields), UserFieldText(caps, k));
+}
+
+// Spans whose resource has attribute {k} = {v}: the resources table first
+// (one row per distinct resource), then the spans that carry them.
+std::string ResourceAttrEquals(std::string_view k, std::string_view v) {
+  return fmt::format("resource_id IN (SELECT resource_id FROM {}.resources WHERE {})", kDatabase,
+                     AttrEquals(k, v));
+}
+
+// The condition of one tag filter, its key and value bound as {k<i>} and
+// {v<i>}: the span's attributes or its resource's, or (keys Jaeger derives
+// from span fields) the field the tag shows.
+std::string TagCondition(const Capabilities& caps, const query::TagFilter& tag, size_t i,
+                         std::vector<QueryParam>* params) {
+  const std::string k = fmt::format("k{}", i);
+  const std::string v = fmt::format("v{}", i);
+  constexpr std::string_view kUserFields = "user_fields.";
+  if (tag.key.size() > kUserFields.size() && tag.key.starts_with(kUserFields)) {
+    params->emplace_back(k, tag.key.substr(kUserFields.size()));
+    params->emplace_back(v, tag.value);
+    return fmt::format("({} AND {} = {{{}:String}})", UserFieldPresent(caps, k),
+                       UserFieldText(caps, k), v);
+  }
+  params->emplace_back(k, tag.key);
+  params->emplace_back(v, tag.value);
+  const std::string generic =
+      fmt::format("({} OR {})", SpanAttrEquals(caps, k, v), ResourceAttrEquals(k, v));
+  // Tags the Jaeger JSON derives from span fields (jaeger_json.h).
+  std::string field;
+  if (tag.key == "error") {
+    if (tag.value == "true") field = "status_code = 2";
+    if (tag.value == "false") field = "status_code != 2";
+  } else if (tag.key == "otel.status_code") {
+    if (tag.value == "ERROR") field = "status_code = 2";
+    if (tag.value == "OK") field = "status_code = 1";
+    if (tag.value == "UNSET") field = "status_code = 0";
+  } else if (tag.key == "span.kind") {
+    uint8_t kind = 0;
+    if (ParseSpanKind(tag.value, &kind) && !tag.value.empty()) {
+      field = fmt::format("kind = {}", kind);
+    }
+  } else if (tag.key == "otel.status_description") {
+    field = fmt::format("status_message = {{{}:String}}", v);
+  } else if (tag.key == "otel.scope.name") {
+    field = fmt::format("scope_name = {{{}:String}}", v);
+  } else if (tag.key == "otel.scope.version") {
+    field = fmt::format("scope_version = {{{}:String}}", v);
+  }
+  return field.empty() ? generic : fmt::format("(({}) OR {})", field, generic);
+}
+
+// The aggregate over red_1m's sum columns (SimpleAggregateFunction, or a
+// state on servers without it).
+std::string SumOf(const Capabilities& caps, std::string_view column) {
+  return fmt::format("{}({})", caps.simple_aggregate ? "sum" : "sumMerge", column);
+}
+
+}  // namespace
+
+Status ReaderError(const Status& engine_error, const ReaderLimits& limits, uint64_t max_rows) {
+  switch (ClickHouseErrorCode(engine_error.message())) {
+    case kTimeoutExceeded:
+      return Status::Unavailable(
+          fmt::format("the query ran past its time limit ({} s): narrow it (a shorter time range, "
+                      "a service, an operation or more tags)",
+                      limits.max_execution_s));
+    case kTooManyRows:
+      return Status::TooLarge(fmt::format(
+          "the answer is over the limit of {} rows: ask for fewer traces or a shorter range",
+          max_rows));
+    default:
+      return {engine_error.code() == StatusCode::kUnavailable ? StatusCode::kUnavailable
+                                                              : StatusCode::kInternal,
+              engine_error.message()};
+  }
+}
+
+Status ChdbSpanReader::Run(const std::string& sql, std::string_view format, QueryResult* result,
+                           const std::vector<QueryParam>& params, uint64_t max_rows) {
+  const std::string bounded = fmt::format(
+      "{} SETTINGS max_execution_time = {}, timeout_overflow_mode = 'throw', max_result_rows = "
+      "{}, result_overflow_mode = 'throw'",
+      sql, limits_.max_execution_s, max_rows);
+  Status st = conn_.Query(bounded, format, result, params);
+  return st.ok() ? st : ReaderError(st, limits_, max_rows);
+}
+
+Status ChdbSpanReader::GetTrace(const TraceId& id, SpanBatch* out) {
   const size_t before = out->span_count();
-  st = DecodeSpanBlocks(r.data, out);
-  if (!st.ok()) return st;
+  if (Status st = GetTraces({id}, out); !st.ok()) return st;
   if (out->span_count() == before) return {StatusCode::kNotFound, "trace not found"};
+  return Status::Ok();
+}
+
+Status ChdbSpanReader::GetTraces(const std::vector<TraceId>& ids, SpanBatch* out) {
+  if (ids.empty()) return Status::Ok();
+  const std::string ids_param = HexArray(ids);
+  // The trace index says which seconds hold each trace, so the spans table
+  // is read only in those hours, where its key (hour, trace id) finds the
+  // traces' granules.
+  QueryResult r;
+  Status st = Run(TraceRangeQuery(layout_), "TSV", &r, {{"ids", ids_param}}, ids.size());
+  if (!st.ok()) return st;
+  std::set<uint64_t> hours;
+  for (const auto& row : TsvRows(r.data)) {
+    if (row.size() != 3 || ToU64(row[2]) == 0) continue;
+    const uint64_t first = ToU64(row[0]) / 3600;
+    const uint64_t last = ToU64(row[1]) / 3600;
+    for (uint64_t h = first; h <= last && h <= first + 48; ++h) hours.insert(h * 3600);
+  }
+  if (hours.empty()) return Status::Ok();
+  st = Run(SpanReadQuery(caps_,
+                         fmt::format("toStartOfHour(timestamp) IN {{hours:Array(DateTime)}} AND "
+                                     "trace_id IN ({})",
+                                     kIdSet),
+                         "indexOf({ids:Array(String)}, lower(hex(trace_id))), start_time, span_id"),
+           "Native", &r,
+           {{"ids", ids_param}, {"hours", NumberArray(std::vector(hours.begin(), hours.end()))}},
+           limits_.max_spans);
+  if (!st.ok()) return st;
+  return DecodeSpanBlocks(r.data, out);
+}
+
+Status ChdbSpanReader::FindTraceIds(const query::TraceQuery& q, std::vector<TraceId>* out) {
+  out->clear();
+  const std::string start_ns =
+      caps_.datetime64 ? "toUnixTimestamp64Nano(start_time)" : "toUInt64(start_time)";
+  // The hour leads the sort key: the time range prunes parts and granules.
+  std::string where = fmt::format(
+      "timestamp >= toDateTime({{lo:UInt32}}) AND timestamp <= toDateTime({{hi:UInt32}}) AND {0} "
+      ">= {{start_ns:UInt64}} AND {0} <= {{end_ns:UInt64}} AND service_name = {{service:String}}",
+      start_ns);
+  std::vector<QueryParam> params = {{"lo", Seconds(q.start_ns / kNsPerS)},
+                                    {"hi", Seconds(q.end_ns / kNsPerS)},
+                                    {"start_ns", std::to_string(q.start_ns)},
+                                    {"end_ns", std::to_string(q.end_ns)},
+                                    {"service", q.service},
+                                    {"limit", std::to_string(q.limit)}};
+  if (!q.operation.empty()) {
+    where += " AND name = {operation:String}";
+    params.emplace_back("operation", q.operation);
+  }
+  if (q.min_duration_ns != 0) {
+    where += " AND duration_ns >= {min_duration:UInt64}";
+    params.emplace_back("min_duration", std::to_string(q.min_duration_ns));
+  }
+  if (q.max_duration_ns != 0) {
+    where += " AND duration_ns <= {max_duration:UInt64}";
+    params.emplace_back("max_duration", std::to_string(q.max_duration_ns));
+  }
+  for (size_t i = 0; i < q.tags.size(); ++i) {
+    where += " AND " + TagCondition(caps_, q.tags[i], i, &params);
+  }
+  QueryResult r;
+  Status st = Run(fmt::format("SELECT lower(hex(trace_id)) FROM {}.spans WHERE {} GROUP BY "
+                              "trace_id ORDER BY max(start_time) DESC, trace_id LIMIT "
+                              "{{limit:UInt32}}",
+                              kDatabase, where),
+                  "TSV", &r, params, q.limit);
+  if (!st.ok()) return st;
+  for (const auto& row : TsvRows(r.data)) {
+    TraceId id{};
+    if (row.size() == 1 && FromHex(row[0], id.data(), id.size())) out->push_back(id);
+  }
+  return Status::Ok();
+}
+
+Status ChdbSpanReader::GetServices(std::vector<std::string>* out) {
+  out->clear();
+  QueryResult r;
+  Status st = Run(fmt::format("SELECT DISTINCT service_name FROM {}.operations ORDER BY "
+                              "service_name",
+                              kDatabase),
+                  "TSV", &r, {}, limits_.max_rows);
+  if (!st.ok()) return st;
+  for (const auto& row : TsvRows(r.data)) out->push_back(UnescapeTsv(row[0]));
+  return Status::Ok();
+}
+
+Status ChdbSpanReader::GetOperations(const std::string& service, bool any_kind, uint8_t kind,
+                                     std::vector<query::OperationInfo>* out) {
+  out->clear();
+  QueryResult r;
+  Status st =
+      Run(fmt::format("SELECT name, kind FROM {}.operations WHERE service_name = "
+                      "{{service:String}}{} GROUP BY name, kind ORDER BY name, kind",
+                      kDatabase, any_kind ? "" : " AND kind = {kind:UInt8}"),
+          "TSV", &r, {{"service", service}, {"kind", std::to_string(kind)}}, limits_.max_rows);
+  if (!st.ok()) return st;
+  // An empty name is an empty first field: a row of one tab-separated pair.
+  for (const auto& row : TsvRows(r.data)) {
+    if (row.size() != 2) continue;
+    out->push_back({UnescapeTsv(row[0]), static_cast<uint8_t>(ToU64(row[1]))});
+  }
+  return Status::Ok();
+}
+
+Status ChdbSpanReader::GetDependencies(uint64_t from_s, uint64_t to_s,
+                                       std::vector<query::DependencyLink>* out) {
+  out->clear();
+  QueryResult r;
+  // FINAL: a recomputed minute replaces its rows (ReplacingMergeTree).
+  Status st = Run(fmt::format("SELECT parent, child, sum(calls) FROM {}.dependencies_1m FINAL "
+                              "WHERE minute >= toDateTime({{lo:UInt32}}) AND minute < "
+                              "toDateTime({{hi:UInt32}}) GROUP BY parent, child ORDER BY parent, "
+                              "child",
+                              kDatabase),
+                  "TSV", &r, {{"lo", Seconds(from_s)}, {"hi", Seconds(to_s)}}, limits_.max_rows);
+  if (!st.ok()) return st;
+  for (const auto& row : TsvRows(r.data)) {
+    if (row.size() != 3) continue;
+    out->push_back({UnescapeTsv(row[0]), UnescapeTsv(row[1]), ToU64(row[2])});
+  }
+  return Status::Ok();
+}
+
+Status ChdbSpanReader::GetRedSeries(const query::RedQuery& q, std::vector<query::RedSeries>* out) {
+  out->clear();
+  if (q.step_s == 0 || q.window_s == 0) return Status::Invalid("step and window must be positive");
+  // Points t_k = E - k*S for k in [0, N); the point t covers the minutes m
+  // with t - W <= m < t. Each red_1m row is copied once per point it
+  // covers (k from ceil((E-m-W)/S) to ceil((E-m)/S) - 1), then the copies
+  // are merged per point: sums for calls and errors, the t-digest states
+  // for the quantile.
+  const uint64_t points = q.lookback_s / q.step_s + 1;
+  const uint64_t span = (points - 1) * q.step_s + q.window_s;
+  const uint64_t lo = q.end_s > span ? q.end_s - span : 0;
+  const std::string m = "toInt64(toUnixTimestamp(minute))";
+  const std::string k_first = fmt::format(
+      "greatest(0, intDiv({{e:Int64}} - {} - {{w:Int64}} + {{s:Int64}} - 1, "
+      "{{s:Int64}}))",
+      m);
+  const std::string k_end =
+      fmt::format("least({{n:Int64}}, intDiv({{e:Int64}} - {} + {{s:Int64}} - 1, {{s:Int64}}))", m);
+  std::vector<QueryParam> params = {{"e", std::to_string(q.end_s)},
+                                    {"s", std::to_string(q.step_s)},
+                                    {"w", std::to_string(q.window_s)},
+                                    {"n", std::to_string(points)},
+                                    {"lo", Seconds(lo)},
+                                    {"kinds", NumberArray(q.kinds)},
+                                    {"q", fmt::format("{}", q.quantile)}};
+  const std::string sql = fmt::format(
+      "SELECT service_name, op, t, {sum_calls}, {sum_errors}{quantile} FROM (SELECT service_name, "
+      "{op} AS op, calls, errors, duration_quantiles, {{e:Int64}} - {{s:Int64}} * "
+      "arrayJoin(range({k_first}, greatest({k_first}, {k_end}))) AS t FROM {db}.red_1m WHERE "
+      "service_name IN ({services}){kinds} AND minute >= toDateTime({{lo:UInt32}}) "
+      "AND minute < toDateTime({{e:UInt32}})) GROUP BY service_name, op, t ORDER BY service_name, "
+      "op, t",
+      fmt::arg("sum_calls", SumOf(caps_, "calls")), fmt::arg("sum_errors", SumOf(caps_, "errors")),
+      fmt::arg("quantile", q.want_quantile
+                               ? ", quantileTDigestMerge({q:Float64})(duration_quantiles) / 1e6"
+                               : ""),
+      fmt::arg("op", q.by_operation ? "name" : "''"), fmt::arg("k_first", k_first),
+      fmt::arg("k_end", k_end), fmt::arg("db", kDatabase),
+      fmt::arg("kinds", q.kinds.empty() ? "" : " AND kind IN {kinds:Array(UInt8)}"),
+      fmt::arg("services", ParamList("svc", q.services, &params)));
+  QueryResult r;
+  if (Status st = Run(sql, "TSV", &r, params, limits_.max_rows); !st.ok()) return st;
+  for (const auto& row : TsvRows(r.data)) {
+    if (row.size() < 5) continue;
+    std::string service = UnescapeTsv(row[0]);
+    std::string op = UnescapeTsv(row[1]);
+    if (out->empty() || out->back().service != service || out->back().operation != op) {
+      out->push_back({std::move(service), std::move(op), {}});
+    }
+    query::RedPoint p;
+    p.time_s = ToU64(row[2]);
+    p.calls = ToU64(row[3]);
+    p.errors = ToU64(row[4]);
+    if (q.want_quantile && row.size() > 5) p.quantile_ms = ToDouble(row[5]);
+    out->back().points.push_back(p);
+  }
+  return Status::Ok();
+}
+
+Status ChdbSpanReader::GetRedSummary(const query::RedSummaryQuery& q,
+                                     std::vector<query::RedSummaryRow>* out) {
+  out->clear();
+  const bool per_op = !q.service.empty();
+  const std::string keys = per_op ? "service_name, name, kind" : "service_name";
+  const std::string sql = fmt::format(
+      "SELECT {keys}, {calls}, {errors}, quantilesTDigestMerge(0.5, 0.95, 0.99)"
+      "(duration_quantiles) FROM {db}.red_1m WHERE minute >= toDateTime({{lo:UInt32}}) AND minute "
+      "< toDateTime({{hi:UInt32}}){service}{kinds} GROUP BY {keys} ORDER BY {keys}",
+      fmt::arg("keys", keys), fmt::arg("calls", SumOf(caps_, "calls")),
+      fmt::arg("errors", SumOf(caps_, "errors")), fmt::arg("db", kDatabase),
+      fmt::arg("service", per_op ? " AND service_name = {service:String}" : ""),
+      fmt::arg("kinds", q.kinds.empty() ? "" : " AND kind IN {kinds:Array(UInt8)}"));
+  QueryResult r;
+  Status st = Run(sql, "TSV", &r,
+                  {{"lo", Seconds(q.from_s)},
+                   {"hi", Seconds(q.to_s)},
+                   {"service", q.service},
+                   {"kinds", NumberArray(q.kinds)}},
+                  limits_.max_rows);
+  if (!st.ok()) return st;
+  const size_t n_keys = per_op ? 3 : 1;
+  for (const auto& row : TsvRows(r.data)) {
+    if (row.size() != n_keys + 3) continue;
+    query::RedSummaryRow s;
+    s.service = UnescapeTsv(row[0]);
+    if (per_op) {
+      s.operation = UnescapeTsv(row[1]);
+      s.kind = static_cast<uint8_t>(ToU64(row[2]));
+    }
+    s.calls = ToU64(row[n_keys]);
+    s.errors = ToU64(row[n_keys + 1]);
+    const std::vector<double> qs = ToDoubles(row[n_keys + 2]);
+    if (qs.size() == 3) {
+      s.p50_ms = qs[0] / 1e6;
+      s.p95_ms = qs[1] / 1e6;
+      s.p99_ms = qs[2] / 1e6;
+    }
+    out->push_back(std::move(s));
+  }
   return Status::Ok();
 }
 
@@ -44,40 +439,24 @@ Status ChdbSpanReader::CountSpansWithAttr(AttrOwner owner, const std::string& ke
                                           const std::string& value, uint64_t* count) {
   // A user field by its path: the JSON type reads just that path's
   // subcolumn; on engines without it, the JSON text is parsed per row.
-  const std::string user_field = caps_.json_type ? "toString(getSubcolumn(user_fields, {k:String}))"
-                                                 : "JSONExtractString(user_fields, {k:String})";
-  const std::string user_field_present = caps_.json_type
-                                             ? "isNotNull(getSubcolumn(user_fields, {k:String}))"
-                                             : "JSONHas(user_fields, {k:String})";
-  const std::string sql =
-      owner == AttrOwner::kUserField
-          ? fmt::format("SELECT count() FROM {}.spans WHERE {}", kDatabase,
-                        value.empty() ? user_field_present : user_field + " = {v:String}")
-      : owner == AttrOwner::kResource
-          // Matching resources first (a small table), then the spans that carry them.
-          ? fmt::format(
-                "SELECT count() FROM {0}.spans WHERE resource_id IN (SELECT resource_id "
-                "FROM {0}.resources WHERE has(attr_keys, {{k:String}}) AND "
-                "attr_values[indexOf(attr_keys, {{k:String}})] = {{v:String}})",
-                kDatabase)
-          : caps_.json_type
-                // A value the arrays leave to user_fields (its type marked) is
-                // compared as the engine prints it.
-                ? fmt::format(
-                      "SELECT count() FROM {}.spans WHERE has(attr_keys, {{k:String}}) AND "
-                      "if(bitAnd(attr_types[indexOf(attr_keys, {{k:String}})], {}) = 0, "
-                      "attr_values[indexOf(attr_keys, {{k:String}})], "
-                      "toString(getSubcolumn(user_fields, {{k:String}}))) = {{v:String}}",
-                      kDatabase, static_cast<int>(kTypeInUserFields))
-                : fmt::format(
-                      "SELECT count() FROM {}.spans WHERE has(attr_keys, {{k:String}}) AND "
-                      "attr_values[indexOf(attr_keys, {{k:String}})] = {{v:String}}",
-                      kDatabase);
+  std::string cond;
+  switch (owner) {
+    case AttrOwner::kUserField:
+      cond = value.empty() ? UserFieldPresent(caps_, "k")
+                           : UserFieldText(caps_, "k") + " = {v:String}";
+      break;
+    case AttrOwner::kResource:
+      cond = ResourceAttrEquals("k", "v");
+      break;
+    case AttrOwner::kSpan:
+      cond = SpanAttrEquals(caps_, "k", "v");
+      break;
+  }
   QueryResult r;
-  Status st = conn_.Query(sql, "TSV", &r, {{"k", key}, {"v", value}});
+  Status st = Run(fmt::format("SELECT count() FROM {}.spans WHERE {}", kDatabase, cond), "TSV", &r,
+                  {{"k", key}, {"v", value}}, 1);
   if (!st.ok()) return st;
-  *count = 0;
-  std::from_chars(r.data.data(), r.data.data() + r.data.size(), *count);
+  *count = ToU64(r.data);
   return Status::Ok();
 }
 

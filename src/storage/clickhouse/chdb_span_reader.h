@@ -1,7 +1,17 @@
 // SpanReader over embedded ClickHouse.
+//
+// Every value of a request is bound as a query parameter ({name:Type});
+// tables, columns and expressions come from code. Every query carries a time
+// limit and a result-row limit (ReaderLimits): past the time limit it answers
+// kUnavailable, past the row limit kTooLarge, each with a message a client can
+// act on; other engine errors are kInternal with the engine's text, for the
+// log (the query API does not show it to clients).
 #pragma once
 
+#include <cstdint>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "query/span_reader.h"
 #include "storage/clickhouse/chdb.h"
@@ -9,19 +19,48 @@
 
 namespace spanhouse::storage {
 
+struct ReaderLimits {
+  uint32_t max_execution_s = 30;  // per query (the engine's max_execution_time)
+  uint64_t max_spans = 1000000;   // spans read back by one trace lookup
+  uint64_t max_rows = 200000;     // rows of any other result
+};
+
+// What a reader answers for a failed query: past the time limit (the
+// engine's TIMEOUT_EXCEEDED) kUnavailable, past the row limit
+// (TOO_MANY_ROWS_OR_BYTES) kTooLarge, each with a message for the client;
+// anything else kInternal (kUnavailable stays) with the engine's text.
+Status ReaderError(const Status& engine_error, const ReaderLimits& limits, uint64_t max_rows);
+
 class ChdbSpanReader : public query::SpanReader {
  public:
   // `layout`: the tables' layout (the project's own; `bench storage` reads
   // other layouts too).
-  ChdbSpanReader(ChdbConnection& conn, Capabilities caps, StorageLayout layout = {})
-      : conn_(conn), caps_(caps), layout_(std::move(layout)) {}
+  ChdbSpanReader(ChdbConnection& conn, Capabilities caps, ReaderLimits limits = {},
+                 StorageLayout layout = {})
+      : conn_(conn), caps_(caps), limits_(limits), layout_(std::move(layout)) {}
   Status GetTrace(const TraceId& id, SpanBatch* out) override;
+  Status GetTraces(const std::vector<TraceId>& ids, SpanBatch* out) override;
+  Status FindTraceIds(const query::TraceQuery& query, std::vector<TraceId>* out) override;
+  Status GetServices(std::vector<std::string>* out) override;
+  Status GetOperations(const std::string& service, bool any_kind, uint8_t kind,
+                       std::vector<query::OperationInfo>* out) override;
+  Status GetDependencies(uint64_t from_s, uint64_t to_s,
+                         std::vector<query::DependencyLink>* out) override;
+  Status GetRedSeries(const query::RedQuery& query, std::vector<query::RedSeries>* out) override;
+  Status GetRedSummary(const query::RedSummaryQuery& query,
+                       std::vector<query::RedSummaryRow>* out) override;
   Status CountSpansWithAttr(AttrOwner owner, const std::string& key, const std::string& value,
                             uint64_t* count) override;
 
  private:
+  // Runs `sql` with the limits appended as its SETTINGS; maps the engine's
+  // limit errors to kUnavailable / kTooLarge.
+  Status Run(const std::string& sql, std::string_view format, QueryResult* result,
+             const std::vector<QueryParam>& params, uint64_t max_rows);
+
   ChdbConnection& conn_;
   const Capabilities caps_;
+  const ReaderLimits limits_;
   const StorageLayout layout_;
 };
 

@@ -476,15 +476,20 @@ StorageLayout Schema4Layout() {
 }
 
 std::string TraceRangeQuery(const StorageLayout& layout) {
+  // The ids are made FixedString before the set is built: a set of Strings
+  // loses an id's trailing zero bytes when the engine compares it with the
+  // FixedString column (an id ending in 00 was not found).
   const std::string where =
       layout.trace_index_short_id
-          ? "trace_id8 = toFixedString(substring(unhex({id:String}), 1, 8), 8)"
-          : "trace_id = unhex({id:String})";
+          ? "trace_id8 IN (SELECT toFixedString(substring(unhex(arrayJoin({ids:Array(String)})), "
+            "1, 8), 8))"
+          : "trace_id IN (SELECT toFixedString(unhex(arrayJoin({ids:Array(String)})), 16))";
   const std::string times = layout.trace_index_seconds
                                 ? "min(start_s), max(end_s)"
                                 : "intDiv(min(start_ns), 1000000000), intDiv(max(end_ns), "
                                   "1000000000) + 1";
-  return fmt::format("SELECT {}, count() FROM {}.trace_index WHERE {}", times, kDatabase, where);
+  return fmt::format("SELECT {}, count() FROM {}.trace_index WHERE {} GROUP BY {}", times,
+                     kDatabase, where, layout.trace_index_short_id ? "trace_id8" : "trace_id");
 }
 
 std::string SpansTtl(const Capabilities& caps, const SchemaOptions& options) {

@@ -199,8 +199,9 @@ inline constexpr std::string_view kSpansOrderBy =
 StorageLayout Schema4Layout();
 
 // The query a trace lookup starts with: the seconds of the spans table that
-// hold the trace with id {id:String} (hex), as one TSV row "first\tlast\trows"
-// (rows 0: no such trace).
+// hold the traces with ids {ids:Array(String)} (hex), as TSV rows
+// "first\tlast\trows", one per id found (with trace_index_short_id, one per
+// distinct 8-byte prefix: a shared prefix widens the range, never narrows it).
 std::string TraceRangeQuery(const StorageLayout& layout = {});
 
 // Type of a column in a Native block (no LowCardinality, no codecs).

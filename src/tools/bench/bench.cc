@@ -15,6 +15,7 @@ void AddBenchCommand(CLI::App& app, std::function<int()>* run) {
   AddFormatsCommand(*bench, run);
   AddPipelineCommand(*bench, run);
   AddStorageCommand(*bench, run);
+  AddQueryFillCommand(*bench, run);
 }
 
 double Seconds(Clock::time_point since) {

@@ -30,6 +30,10 @@ void AddPipelineCommand(CLI::App& bench, std::function<int()>* run);
 // the storage layouts it was chosen against (bench_storage.cc).
 void AddStorageCommand(CLI::App& bench, std::function<int()>* run);
 
+// `bench query-fill`: a data directory of generated traces spread over days,
+// for the query API's benchmark (bench_query.cc, bench/query_api.py).
+void AddQueryFillCommand(CLI::App& bench, std::function<int()>* run);
+
 // Helpers the bench subcommands share.
 using Clock = std::chrono::steady_clock;
 double Seconds(Clock::time_point since);  // wall seconds since `since`

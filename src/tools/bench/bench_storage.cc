@@ -358,7 +358,7 @@ Status MeasureVariant(const Corpus& c, const std::vector<BlockFiles>& blocks,
 
   // Trace lookups: the reader's own path (trace_index, then the spans in
   // that range), and the rows the spans part of it reads.
-  storage::ChdbSpanReader reader(*conn, caps, v.layout);
+  storage::ChdbSpanReader reader(*conn, caps, {}, v.layout);
   double granules = 0;
   double total_granules = 0;
   double lookup_s = 0;

@@ -551,5 +551,26 @@ TEST(SpanBatch, MemoryBytesCountsCapacityAndOfACopy) {
   EXPECT_GE(reserved.MemoryBytes(), base + 10000 * sizeof(uint64_t));
 }
 
+TEST(SpanKindNames, JaegerAndOtlpSpellings) {
+  EXPECT_EQ(SpanKindName(static_cast<uint8_t>(SpanKind::kServer)), "server");
+  EXPECT_EQ(SpanKindName(static_cast<uint8_t>(SpanKind::kConsumer)), "consumer");
+  EXPECT_EQ(SpanKindName(0), "");
+  EXPECT_EQ(SpanKindName(200), "");
+  uint8_t kind = 99;
+  for (uint8_t k = 0; k <= 5; ++k) {
+    ASSERT_TRUE(ParseSpanKind(SpanKindName(k), &kind)) << int{k};
+    EXPECT_EQ(kind, k);
+  }
+  ASSERT_TRUE(ParseSpanKind("SPAN_KIND_CLIENT", &kind));
+  EXPECT_EQ(kind, static_cast<uint8_t>(SpanKind::kClient));
+  ASSERT_TRUE(ParseSpanKind("Producer", &kind));
+  EXPECT_EQ(kind, static_cast<uint8_t>(SpanKind::kProducer));
+  ASSERT_TRUE(ParseSpanKind("unspecified", &kind));
+  EXPECT_EQ(kind, 0);
+  for (std::string_view bad : {"serverx", "span_kind_", "SPAN_KIND_FOO", " server", "1"}) {
+    EXPECT_FALSE(ParseSpanKind(bad, &kind)) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace spanhouse

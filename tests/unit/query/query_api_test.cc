@@ -22,8 +22,9 @@
 namespace spanhouse::query {
 namespace {
 
-// Answers GetTrace from a prepared batch (only the spans of the asked trace),
-// kNotFound when it has none, or a fixed error; remembers what was asked.
+// Answers from prepared data (GetTrace and GetTraces: only the spans of the
+// asked traces; kNotFound when GetTrace finds none), or a fixed error;
+// remembers what was asked.
 class FakeReader : public SpanReader {
  public:
   Status GetTrace(const TraceId& id, SpanBatch* out) override {
@@ -35,6 +36,55 @@ class FakeReader : public SpanReader {
     out->Append(stored);
     return Status::Ok();
   }
+  Status GetTraces(const std::vector<TraceId>& ids, SpanBatch* out) override {
+    asked_many.push_back(ids);
+    if (!error.ok()) return error;
+    for (const TraceId& id : ids) {
+      std::vector<uint32_t> rows;
+      for (uint32_t i = 0; i < stored.span_count(); ++i) {
+        if (stored.spans.trace_id[i] == id) rows.push_back(i);
+      }
+      out->AppendSpans(stored, rows.data(), rows.size());
+    }
+    return Status::Ok();
+  }
+  Status FindTraceIds(const TraceQuery& query, std::vector<TraceId>* out) override {
+    searches.push_back(query);
+    if (!error.ok()) return error;
+    *out = found;
+    return Status::Ok();
+  }
+  Status GetServices(std::vector<std::string>* out) override {
+    if (!error.ok()) return error;
+    *out = services;
+    return Status::Ok();
+  }
+  Status GetOperations(const std::string& service, bool any_kind, uint8_t kind,
+                       std::vector<OperationInfo>* out) override {
+    op_requests.push_back({service, any_kind, kind});
+    if (!error.ok()) return error;
+    *out = ops;
+    return Status::Ok();
+  }
+  Status GetDependencies(uint64_t from_s, uint64_t to_s,
+                         std::vector<DependencyLink>* out) override {
+    dep_ranges.emplace_back(from_s, to_s);
+    if (!error.ok()) return error;
+    *out = links;
+    return Status::Ok();
+  }
+  Status GetRedSeries(const RedQuery& query, std::vector<RedSeries>* out) override {
+    red_queries.push_back(query);
+    if (!error.ok()) return error;
+    *out = series;
+    return Status::Ok();
+  }
+  Status GetRedSummary(const RedSummaryQuery& query, std::vector<RedSummaryRow>* out) override {
+    summary_queries.push_back(query);
+    if (!error.ok()) return error;
+    *out = summary;
+    return Status::Ok();
+  }
   Status CountSpansWithAttr(AttrOwner owner, const std::string& key, const std::string& value,
                             uint64_t* count) override {
     counted.emplace_back(key, value);
@@ -44,9 +94,26 @@ class FakeReader : public SpanReader {
     return Status::Ok();
   }
 
+  struct OpRequest {
+    std::string service;
+    bool any_kind;
+    uint8_t kind;
+  };
   SpanBatch stored;
   Status error;
+  std::vector<TraceId> found;
+  std::vector<std::string> services;
+  std::vector<OperationInfo> ops;
+  std::vector<DependencyLink> links;
+  std::vector<RedSeries> series;
+  std::vector<RedSummaryRow> summary;
   std::vector<TraceId> asked;
+  std::vector<std::vector<TraceId>> asked_many;
+  std::vector<TraceQuery> searches;
+  std::vector<OpRequest> op_requests;
+  std::vector<std::pair<uint64_t, uint64_t>> dep_ranges;
+  std::vector<RedQuery> red_queries;
+  std::vector<RedSummaryQuery> summary_queries;
   std::vector<std::pair<std::string, std::string>> counted;
   std::vector<AttrOwner> owners;
 };
@@ -62,6 +129,9 @@ net::HttpRequest Get(std::string target) {
   return r;
 }
 
+// 2023-11-14T22:13:20Z, the handler's clock.
+constexpr uint64_t kNowNs = 1700000000ull * 1000000000ull;
+
 struct Fixture {
   explicit Fixture(AdminHooks hooks = {}) : api(Options(), reader, std::move(hooks)) {
     reader.stored = testdata::SampleBatch(1);
@@ -70,6 +140,7 @@ struct Fixture {
     QueryApiOptions o;
     o.address = "127.0.0.1:0";
     o.threads = 1;
+    o.now_ns = [] { return kNowNs; };
     return o;
   }
   net::HttpResponse Do(const net::HttpRequest& req) {
@@ -256,13 +327,18 @@ TEST(QueryApi, NonGetOnTracesIs405WithAllow) {
   EXPECT_TRUE(f.reader.asked.empty());
 }
 
-TEST(QueryApi, ReaderErrorIs500Envelope) {
+TEST(QueryApi, ReaderErrorIs500EnvelopeWithoutTheStoresText) {
   Fixture f;
-  f.reader.error = Status::Internal("chdb: \"disk\" on fire");
+  f.reader.error = Status::Internal("Code: 62. DB::Exception: Syntax error: SELECT \"disk\"");
   net::HttpResponse resp = f.Do(Get("/api/traces/" + HexOf(testdata::MakeTraceId(0))));
-  ExpectEnvelope(resp, 500, "chdb: \"disk\" on fire");
+  ExpectEnvelope(resp, 500, "internal error");
+  EXPECT_EQ(resp.body.find("SELECT"), std::string::npos) << resp.body;
+  EXPECT_EQ(resp.body.find("DB::Exception"), std::string::npos) << resp.body;
+  // The store's own limits: a message for the client.
   f.reader.error = Status::Invalid("bad");
-  EXPECT_EQ(f.Do(Get("/api/traces/1")).status, 500);
+  ExpectEnvelope(f.Do(Get("/api/traces/1")), 400, "bad");
+  f.reader.error = Status::TooLarge("over the limit of 10 rows");
+  ExpectEnvelope(f.Do(Get("/api/services")), 400, "over the limit");
 }
 
 TEST(QueryApi, RetryableReaderErrorIs503Envelope) {
@@ -286,7 +362,9 @@ TEST(QueryApi, Healthz) {
 
 TEST(QueryApi, UnknownPathIs404Envelope) {
   Fixture f;
-  for (const char* target : {"/", "/api/traces", "/api/trace/1", "/healthz/", "/api/services"}) {
+  for (const char* target : {"/", "/api/trace/1", "/healthz/", "/api/nope", "/api/metrics/nope",
+                             "/api/services/a", "/api/services/a/operations/x",
+                             "/api/spanhouse/services", "/api/spanhouse/services/a/summary"}) {
     net::HttpResponse resp = f.Do(Get(target));
     ExpectEnvelope(resp, 404, std::string("not found: ") + target);
   }
@@ -325,19 +403,19 @@ TEST(QueryApi, SpanCountDecodesItsParameters) {
 
 TEST(QueryApi, SpanCountWithoutParametersIs400) {
   Fixture f;
-  for (const char* target :
-       {"/api/spans/count", "/api/spans/count?resource_attr=k", "/api/spans/count?value=v",
-        "/api/spans/count?resource_attr=&value=v", "/api/spans/count?resource_attr=k&value=%zz",
-        "/api/spans/count?attr=&value=v", "/api/spans/count?attr=k"}) {
+  for (const char* target : {"/api/spans/count", "/api/spans/count?resource_attr=k",
+                             "/api/spans/count?value=v", "/api/spans/count?resource_attr=&value=v",
+                             "/api/spans/count?attr=&value=v", "/api/spans/count?attr=k"}) {
     ExpectEnvelope(f.Do(Get(target)), 400, "resource_attr");
   }
+  ExpectEnvelope(f.Do(Get("/api/spans/count?resource_attr=k&value=%zz")), 400, "percent-encoding");
   EXPECT_TRUE(f.reader.counted.empty());
 }
 
 TEST(QueryApi, SpanCountReaderErrors) {
   Fixture f;
   f.reader.error = Status::Internal("boom");
-  ExpectEnvelope(f.Do(Get("/api/spans/count?resource_attr=k&value=v")), 500, "boom");
+  ExpectEnvelope(f.Do(Get("/api/spans/count?resource_attr=k&value=v")), 500, "internal error");
   f.reader.error = Status::Unavailable("later");
   ExpectEnvelope(f.Do(Get("/api/spans/count?resource_attr=k&value=v")), 503, "later");
 }
@@ -424,6 +502,230 @@ TEST(QueryApi, UiHookTakesUnroutedPathsOutsideApi) {
 TEST(QueryApi, ReadyzWithoutHookIsReady) {
   Fixture f;
   EXPECT_EQ(f.Do(Get("/readyz")).status, 200);
+}
+
+// ---- the Jaeger query API and the metrics API ----
+
+simdjson::dom::element ParseOk(simdjson::dom::parser& parser, const net::HttpResponse& resp) {
+  EXPECT_EQ(resp.status, 200) << resp.body;
+  EXPECT_EQ(resp.content_type, "application/json");
+  simdjson::dom::element root;
+  EXPECT_EQ(parser.parse(resp.body).get(root), simdjson::SUCCESS) << resp.body;
+  return root;
+}
+
+// The envelope's members other than data, as Jaeger writes them.
+void ExpectEnvelopeTail(simdjson::dom::element root, int64_t total, const std::string& body) {
+  int64_t v = -1;
+  EXPECT_EQ(root["total"].get_int64().get(v), simdjson::SUCCESS) << body;
+  EXPECT_EQ(v, total) << body;
+  EXPECT_EQ(root["limit"].get_int64().get(v), simdjson::SUCCESS) << body;
+  EXPECT_EQ(v, 0) << body;
+  EXPECT_EQ(root["offset"].get_int64().get(v), simdjson::SUCCESS) << body;
+  EXPECT_EQ(v, 0) << body;
+  EXPECT_TRUE(root["errors"].is_null()) << body;
+}
+
+TEST(QueryApi, ServicesAndOperationNames) {
+  Fixture f;
+  f.reader.services = {"cart", "checkout \"eu\""};
+  net::HttpResponse resp = f.Do(Get("/api/services"));
+  EXPECT_EQ(resp.body,
+            R"({"data":["cart","checkout \"eu\""],"total":2,"limit":0,"offset":0,"errors":null})");
+  f.reader.ops = {{"GET /a", 2}, {"GET /a", 3}, {"SELECT", 3}};
+  resp = f.Do(Get("/api/services/checkout%20eu/operations"));
+  EXPECT_EQ(resp.body,
+            R"({"data":["GET /a","SELECT"],"total":2,"limit":0,"offset":0,"errors":null})");
+  ASSERT_EQ(f.reader.op_requests.size(), 1u);
+  EXPECT_EQ(f.reader.op_requests[0].service, "checkout eu");
+  EXPECT_TRUE(f.reader.op_requests[0].any_kind);
+  ExpectEnvelope(f.Do(Get("/api/services/%zz/operations")), 400, "malformed path segment");
+}
+
+TEST(QueryApi, OperationsWithSpanKinds) {
+  Fixture f;
+  f.reader.ops = {{"GET /a", 2}, {"op", 0}, {"q", 5}};
+  net::HttpResponse resp = f.Do(Get("/api/operations?service=cart&spanKind=server"));
+  simdjson::dom::parser parser;
+  simdjson::dom::element root = ParseOk(parser, resp);
+  ExpectEnvelopeTail(root, 3, resp.body);
+  EXPECT_EQ(resp.body.substr(0, resp.body.find(",\"total\"")),
+            R"({"data":[{"name":"GET /a","spanKind":"server"},{"name":"op","spanKind":""},)"
+            R"({"name":"q","spanKind":"consumer"}])");
+  ASSERT_EQ(f.reader.op_requests.size(), 1u);
+  EXPECT_FALSE(f.reader.op_requests[0].any_kind);
+  EXPECT_EQ(f.reader.op_requests[0].kind, 2);
+  EXPECT_EQ(f.Do(Get("/api/operations?service=cart")).status, 200);
+  EXPECT_TRUE(f.reader.op_requests[1].any_kind);
+  ExpectEnvelope(f.Do(Get("/api/operations")), 400, "parameter 'service' is required");
+  ExpectEnvelope(f.Do(Get("/api/operations?service=a&spanKind=server'--")), 400,
+                 "unsupported span kind");
+  EXPECT_EQ(f.reader.op_requests.size(), 2u);
+}
+
+TEST(QueryApi, SearchPassesTheParsedQueryAndKeepsItsOrder) {
+  Fixture f;
+  f.reader.stored = testdata::SampleBatch(3);
+  f.reader.found = {testdata::MakeTraceId(2), testdata::MakeTraceId(0)};
+  net::HttpResponse resp =
+      f.Do(Get("/api/traces?service=frontend&operation=op&tag=error:true&minDuration=1ms&limit=2"
+               "&lookback=1h"));
+  simdjson::dom::parser parser;
+  simdjson::dom::element root = ParseOk(parser, resp);
+  ASSERT_EQ(f.reader.searches.size(), 1u);
+  const TraceQuery& q = f.reader.searches[0];
+  EXPECT_EQ(q.service, "frontend");
+  EXPECT_EQ(q.operation, "op");
+  EXPECT_EQ(q.limit, 2u);
+  EXPECT_EQ(q.min_duration_ns, 1000000u);
+  EXPECT_EQ(q.end_ns, kNowNs);
+  EXPECT_EQ(q.start_ns, kNowNs - 3600ull * 1000000000ull);
+  ASSERT_EQ(q.tags.size(), 1u);
+  EXPECT_EQ(q.tags[0].key, "error");
+  // The traces come back in the reader's order (newest first), whole.
+  simdjson::dom::array data;
+  ASSERT_EQ(root["data"].get_array().get(data), simdjson::SUCCESS);
+  ASSERT_EQ(data.size(), 2u);
+  std::string_view id;
+  ASSERT_EQ(data.at(0)["traceID"].get_string().get(id), simdjson::SUCCESS);
+  EXPECT_EQ(id, HexOf(testdata::MakeTraceId(2)));
+  ASSERT_EQ(data.at(1)["traceID"].get_string().get(id), simdjson::SUCCESS);
+  EXPECT_EQ(id, HexOf(testdata::MakeTraceId(0)));
+  ASSERT_EQ(f.reader.asked_many.size(), 1u);
+  EXPECT_EQ(f.reader.asked_many[0], f.reader.found);
+  // Nothing found: an empty list, not an error.
+  f.reader.found.clear();
+  resp = f.Do(Get("/api/traces?service=nobody"));
+  EXPECT_EQ(resp.status, 200);
+  EXPECT_EQ(resp.body, R"({"data":[],"total":0,"limit":0,"offset":0,"errors":null})");
+}
+
+TEST(QueryApi, SeveralTraceIdsNameTheMissingOnesInErrors) {
+  Fixture f;
+  f.reader.stored = testdata::SampleBatch(2);
+  const std::string a = HexOf(testdata::MakeTraceId(1));
+  const std::string missing = "00000000000000000000000000000abc";
+  net::HttpResponse resp = f.Do(Get("/api/traces?traceID=" + a + "&traceID=abc"));
+  simdjson::dom::parser parser;
+  simdjson::dom::element root = ParseOk(parser, resp);
+  simdjson::dom::array data;
+  ASSERT_EQ(root["data"].get_array().get(data), simdjson::SUCCESS);
+  ASSERT_EQ(data.size(), 1u);
+  simdjson::dom::array errors;
+  ASSERT_EQ(root["errors"].get_array().get(errors), simdjson::SUCCESS) << resp.body;
+  ASSERT_EQ(errors.size(), 1u);
+  std::string_view v;
+  ASSERT_EQ(errors.at(0)["traceID"].get_string().get(v), simdjson::SUCCESS);
+  EXPECT_EQ(v, missing);
+  ASSERT_EQ(errors.at(0)["msg"].get_string().get(v), simdjson::SUCCESS);
+  EXPECT_EQ(v, "trace not found");
+  EXPECT_TRUE(f.reader.searches.empty());  // ids, not a search
+}
+
+TEST(QueryApi, HostileSearchParametersAre400BeforeTheReader) {
+  Fixture f;
+  for (const char* target :
+       {"/api/traces?service=a&limit=1000000", "/api/traces?service=a&limit=-1",
+        "/api/traces?service=a&start=1%27%20OR%201%3D1", "/api/traces?service=a&end=--",
+        "/api/traces?service=a&minDuration=-5ms", "/api/traces?service=a&maxDuration=1%2F*",
+        "/api/traces?service=a&tags=%7B%22a%22%3A1%7D", "/api/traces?service=a&tag=nocolon",
+        "/api/traces?traceID=%27%3B--", "/api/traces?service=a&start=%E2%91%A0", "/api/traces",
+        "/api/dependencies?endTs=-1", "/api/dependencies?lookback=1d",
+        "/api/metrics/latencies?service=a&quantile=0.9%27", "/api/metrics/calls",
+        "/api/metrics/calls?service=a&step=1e3", "/api/metrics/errors?service=a&lookback=-1",
+        "/api/spanhouse/services/summary?lookback=%27",
+        "/api/spanhouse/services/a/operations/summary?spanKind=%2F*"}) {
+    net::HttpResponse resp = f.Do(Get(target));
+    ExpectEnvelope(resp, 400, "");
+    EXPECT_EQ(resp.body.find("SELECT"), std::string::npos) << target;
+  }
+  EXPECT_TRUE(f.reader.searches.empty());
+  EXPECT_TRUE(f.reader.asked_many.empty());
+  EXPECT_TRUE(f.reader.dep_ranges.empty());
+  EXPECT_TRUE(f.reader.red_queries.empty());
+  EXPECT_TRUE(f.reader.summary_queries.empty());
+}
+
+TEST(QueryApi, DependenciesAsJaegerFilteredByService) {
+  Fixture f;
+  f.reader.links = {{"a", "b", 3}, {"b", "c", 1}, {"c", "d", 7}};
+  net::HttpResponse resp = f.Do(Get("/api/dependencies?endTs=1700000000000&lookback=3600000"));
+  EXPECT_EQ(resp.body,
+            R"({"data":[{"parent":"a","child":"b","callCount":3},{"parent":"b","child":"c",)"
+            R"("callCount":1},{"parent":"c","child":"d","callCount":7}],"total":0,"limit":0,)"
+            R"("offset":0,"errors":null})");
+  ASSERT_EQ(f.reader.dep_ranges.size(), 1u);
+  EXPECT_EQ(f.reader.dep_ranges[0], (std::pair<uint64_t, uint64_t>{1699996400, 1700000000}));
+  resp = f.Do(Get("/api/dependencies?service=b"));
+  EXPECT_EQ(resp.body.find("\"d\""), std::string::npos) << resp.body;
+  EXPECT_NE(resp.body.find("\"parent\":\"a\""), std::string::npos) << resp.body;
+  // Jaeger's defaults: now and 24 h.
+  EXPECT_EQ(f.reader.dep_ranges[1],
+            (std::pair<uint64_t, uint64_t>{1700000000 - 86400, 1700000000}));
+}
+
+TEST(QueryApi, MetricsAsJaegerMetricFamilies) {
+  Fixture f;
+  // end 1700000000 rounds down to the minute 1699999980; 3 points a minute apart.
+  RedSeries s{"cart", "", {{1699999920, 30, 3, 12.5}, {1699999980, 60, 0, 20}}};
+  f.reader.series = {s};
+  net::HttpResponse resp =
+      f.Do(Get("/api/metrics/calls?service=cart&lookback=120000&step=60000&ratePer=60000"));
+  EXPECT_EQ(resp.body,
+            R"({"name":"service_call_rate","type":"GAUGE","help":"calls/sec, grouped by service",)"
+            R"("metrics":[{"labels":[{"name":"service_name","value":"cart"}],"metricPoints":[)"
+            R"({"gaugeValue":{"doubleValue":0},"timestamp":"2023-11-14T22:11:00Z"},)"
+            R"({"gaugeValue":{"doubleValue":0.5},"timestamp":"2023-11-14T22:12:00Z"},)"
+            R"({"gaugeValue":{"doubleValue":1},"timestamp":"2023-11-14T22:13:00Z"}]}]})");
+  ASSERT_EQ(f.reader.red_queries.size(), 1u);
+  EXPECT_EQ(f.reader.red_queries[0].end_s, 1699999980u);
+  EXPECT_FALSE(f.reader.red_queries[0].want_quantile);
+
+  resp = f.Do(Get("/api/metrics/errors?service=cart&lookback=120000&ratePer=60000"));
+  EXPECT_NE(resp.body.find(R"("name":"service_error_rate")"), std::string::npos) << resp.body;
+  EXPECT_NE(
+      resp.body.find(R"({"gaugeValue":{"doubleValue":0.1},"timestamp":"2023-11-14T22:12:00Z"},)"
+                     R"({"gaugeValue":{"doubleValue":0},"timestamp":"2023-11-14T22:13:00Z"})"),
+      std::string::npos)
+      << resp.body;
+
+  f.reader.series[0].operation = "GET /cart";
+  resp = f.Do(Get("/api/metrics/latencies?service=cart&quantile=0.95&groupByOperation=true"));
+  EXPECT_NE(resp.body.find(R"("name":"service_operation_latencies")"), std::string::npos);
+  EXPECT_NE(resp.body.find(R"("help":"0.95th quantile latency, grouped by service & operation")"),
+            std::string::npos)
+      << resp.body;
+  EXPECT_NE(resp.body.find(R"([{"name":"service_name","value":"cart"},{"name":"operation",)"
+                           R"("value":"GET /cart"}])"),
+            std::string::npos)
+      << resp.body;
+  EXPECT_NE(resp.body.find(R"({"doubleValue":12.5})"), std::string::npos) << resp.body;
+  EXPECT_TRUE(f.reader.red_queries.back().want_quantile);
+
+  resp = f.Do(Get("/api/metrics/minstep"));
+  EXPECT_EQ(resp.body, R"({"data":60000,"total":0,"limit":0,"offset":0,"errors":null})");
+}
+
+TEST(QueryApi, Summaries) {
+  Fixture f;
+  f.reader.summary = {{"cart", "", 0, 7200, 72, 1.5, 9.25, 30}};
+  net::HttpResponse resp = f.Do(Get("/api/spanhouse/services/summary?lookback=3600000"));
+  EXPECT_EQ(resp.body,
+            R"({"data":[{"service":"cart","rate_per_s":2,"error_rate":0.01,"p50_ms":1.5,)"
+            R"("p95_ms":9.25,"p99_ms":30,"calls":7200,"errors":72}],"total":1,"limit":0,)"
+            R"("offset":0,"errors":null})");
+  ASSERT_EQ(f.reader.summary_queries.size(), 1u);
+  EXPECT_EQ(f.reader.summary_queries[0].service, "");
+  EXPECT_EQ(f.reader.summary_queries[0].to_s, 1700000000u);
+  EXPECT_EQ(f.reader.summary_queries[0].from_s, 1700000000u - 3600);
+
+  f.reader.summary = {{"cart", "GET /a", 2, 3600, 0, 1, 2, 3}};
+  resp = f.Do(Get("/api/spanhouse/services/cart%2Feu/operations/summary?lookback=3600000"));
+  EXPECT_NE(resp.body.find(R"({"service":"cart","operation":"GET /a","span_kind":"server",)"
+                           R"("rate_per_s":1,"error_rate":0,)"),
+            std::string::npos)
+      << resp.body;
+  EXPECT_EQ(f.reader.summary_queries[1].service, "cart/eu");
 }
 
 }  // namespace

@@ -33,6 +33,9 @@ void ExpectSameConfig(const Config& a, const Config& b) {
   EXPECT_EQ(a.query.listen, b.query.listen);
   EXPECT_EQ(a.query.tls_cert, b.query.tls_cert);
   EXPECT_EQ(a.query.tls_key, b.query.tls_key);
+  EXPECT_EQ(a.query.timeout_s, b.query.timeout_s);
+  EXPECT_EQ(a.query.max_rows, b.query.max_rows);
+  EXPECT_EQ(a.query.max_trace_spans, b.query.max_trace_spans);
   EXPECT_EQ(a.auth.ingest_tokens, b.auth.ingest_tokens);
   EXPECT_EQ(a.auth.query_tokens, b.auth.query_tokens);
   EXPECT_EQ(a.queue.max_bytes, b.queue.max_bytes);
@@ -85,6 +88,9 @@ const std::map<std::string, std::string>& ValidValues() {
       {"query.listen", "0.0.0.0:26686"},
       {"query.tls_cert", "/etc/spanhouse/query.crt"},
       {"query.tls_key", "/etc/spanhouse/query.key"},
+      {"query.timeout_s", "5"},
+      {"query.max_rows", "5000"},
+      {"query.max_trace_spans", "20000"},
       {"auth.ingest_tokens", "ingest-token-0001,ingest+token+2/x="},
       {"auth.query_tokens", "query-token-00001"},
       {"queue.max_bytes", "768MiB"},
@@ -237,6 +243,9 @@ query:
   listen: "0.0.0.0:26686"
   tls_cert: /etc/spanhouse/query.crt
   tls_key: /etc/spanhouse/query.key
+  timeout_s: 5
+  max_rows: 5000
+  max_trace_spans: 20000
 auth:
   ingest_tokens: "ingest-token-0001,ingest+token+2/x="
   query_tokens: query-token-00001

@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""Query API benchmark (issue 6's targets): latency of the query API over HTTP on a filled store.
+
+1. `spanhouse bench query-fill` writes --spans loadgen spans (fixed seed) spread over the
+   last --days days into a data directory, as `spanhouse serve` writes them (skipped with
+   --reuse DIR).
+2. `spanhouse serve` opens that directory; after --settle seconds (background merges),
+   each query runs --repeat times, one at a time, timed from request to full answer:
+   - search: /api/traces?service=S&tag=...&limit=20 over one hour at a random point of the
+     range (a span attribute on api-gateway, a resource attribute (pod) on cart, a user field
+     app.channel on frontend), each repetition another hour;
+   - trace by id: /api/traces/{id}, ids taken from the searches' answers;
+   - 7-day RED for one service: /api/metrics/{calls,errors,latencies} for checkout over
+     7 days (step and ratePer 1 h) and /api/spanhouse/services/summary over 7 days.
+   Prints p50, p99 and max per query (ms), and one JSON line.
+
+Usage: bench/query_api.py [--bin build/spanhouse] [--spans 1000000] [--days 7]
+                          [--repeat 200] [--settle 30] [--reuse DIR] [--keep]
+Only loopback addresses are used; the server is stopped at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+
+from ingest_e2e import free_port, wait_healthy
+
+
+def timed_get(url: str) -> tuple[float, dict]:
+    t = time.perf_counter()
+    with urllib.request.urlopen(url, timeout=120) as r:
+        body = r.read()
+    return (time.perf_counter() - t) * 1000, json.loads(body)
+
+
+def percentiles(ms: list[float]) -> dict:
+    s = sorted(ms)
+    pick = lambda q: s[min(len(s) - 1, int(q * len(s)))]  # noqa: E731
+    return {"n": len(s), "p50_ms": round(pick(0.5), 2), "p99_ms": round(pick(0.99), 2),
+            "max_ms": round(s[-1], 2)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--bin", default="build/spanhouse")
+    ap.add_argument("--spans", type=int, default=1_000_000)
+    ap.add_argument("--days", type=float, default=7)
+    ap.add_argument("--repeat", type=int, default=200)
+    ap.add_argument("--settle", type=float, default=30)
+    ap.add_argument("--reuse", help="a data directory filled before (skips the fill)")
+    ap.add_argument("--keep", action="store_true", help="keep the data directory")
+    args = ap.parse_args()
+
+    work = args.reuse or tempfile.mkdtemp(prefix="spanhouse-query-bench-")
+    fill = None
+    if not args.reuse:
+        t = time.time()
+        out = subprocess.run([args.bin, "bench", "query-fill", "--data-dir", work, "--spans",
+                              str(args.spans), "--days", str(args.days)],
+                             stdout=subprocess.PIPE, check=True, text=True)
+        fill = json.loads(out.stdout.strip().splitlines()[-1])
+        fill["wall_s"] = round(time.time() - t, 1)
+        print(f"fill: {fill}", file=sys.stderr)
+    otlp, query = free_port(), free_port()
+    log = open(os.path.join(work, "serve.log"), "a")
+    serve = subprocess.Popen(
+        [args.bin, "serve", "--data-dir", work, "--otlp-http-listen", f"127.0.0.1:{otlp}",
+         "--query-listen", f"127.0.0.1:{query}", "--log-level", "warn"],
+        stdout=log, stderr=log)
+    base = f"http://127.0.0.1:{query}"
+    results = {}
+    try:
+        wait_healthy(base, serve, deadline_s=600)
+        time.sleep(args.settle)
+        rng = random.Random(7)
+        now_ms = int(time.time() * 1000)
+        # The spans lie in [now - days + 1 h, now - 1 min].
+        lo_ms = now_ms - int(args.days * 86400_000) + 3600_000
+        hi_ms = now_ms - 3600_000
+        _, pods = timed_get(f"{base}/api/traces?service=cart&limit=20&lookback=2h")
+        pod = next(t["value"] for trace in pods["data"] for p in trace["processes"].values()
+                   if p["serviceName"] == "cart" for t in p["tags"] if t["key"] == "k8s.pod.name")
+        searches = {
+            "search api-gateway + span tag http.request.method=POST (1 h)":
+                ("api-gateway", "http.request.method:POST"),
+            "search cart + resource tag k8s.pod.name (1 h)": ("cart", f"k8s.pod.name:{pod}"),
+            "search frontend + user field app.channel=android (1 h)":
+                ("frontend", "user_fields.app.channel:android"),
+        }
+        ids = []
+        for name, (service, tag) in searches.items():
+            times = []
+            traces = 0
+            for _ in range(args.repeat):
+                start_ms = rng.randint(lo_ms, hi_ms)
+                q = urllib.parse.urlencode({"service": service, "tag": tag, "limit": 20,
+                                            "start": start_ms * 1000,
+                                            "end": (start_ms + 3600_000) * 1000})
+                ms, doc = timed_get(f"{base}/api/traces?{q}")
+                ids += [t["traceID"] for t in doc["data"]]
+                traces += len(doc["data"])
+                times.append(ms)
+            results[name] = {**percentiles(times), "traces_per_answer": traces / len(times)}
+        rng.shuffle(ids)
+        results["trace by id"] = percentiles(
+            [timed_get(f"{base}/api/traces/{i}")[0] for i in ids[:args.repeat]])
+        week = {"service": "checkout", "endTs": now_ms, "lookback": 7 * 86400_000,
+                "step": 3600_000, "ratePer": 3600_000}
+        for metric, extra in (("calls", {}), ("errors", {}), ("latencies", {"quantile": 0.99})):
+            q = urllib.parse.urlencode({**week, **extra})
+            results[f"7-day RED checkout: /api/metrics/{metric}"] = percentiles(
+                [timed_get(f"{base}/api/metrics/{metric}?{q}")[0]
+                 for _ in range(max(20, args.repeat // 5))])
+        q = urllib.parse.urlencode({"endTs": now_ms, "lookback": 7 * 86400_000})
+        results["7-day summary, every service"] = percentiles(
+            [timed_get(f"{base}/api/spanhouse/services/summary?{q}")[0]
+             for _ in range(max(20, args.repeat // 5))])
+    finally:
+        if serve.poll() is None:
+            serve.send_signal(signal.SIGTERM)
+            try:
+                serve.wait(timeout=300)
+            except subprocess.TimeoutExpired:
+                serve.kill()
+        log.close()
+        if not args.keep and not args.reuse:
+            shutil.rmtree(work, ignore_errors=True)
+    width = max(len(k) for k in results)
+    print(f"{'query':<{width}}  {'n':>5} {'p50 ms':>9} {'p99 ms':>9} {'max ms':>9}")
+    for k, r in results.items():
+        print(f"{k:<{width}}  {r['n']:>5} {r['p50_ms']:>9} {r['p99_ms']:>9} {r['max_ms']:>9}")
+    print(json.dumps({"spans": None if args.reuse else args.spans, "days": args.days,
+                      "fill": fill, "results": results}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

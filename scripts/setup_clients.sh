@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Installs the real clients of tests/e2e/test_clients.py, each pinned, each
+# from its own package registry (scripts/setup.sh --tests calls this; the
+# Python SDK comes with .venv from tests/e2e/requirements.txt):
+#   tests/e2e/clients/node  npm ci: OpenTelemetry JS SDK + OTLP exporters, zipkin-js
+#   tests/e2e/clients/go    go build: OpenTelemetry Go SDK + otlptracegrpc -> emit_otel
+#   tests/e2e/clients/java  mvn package: OpenTelemetry Java SDK + exporter-otlp
+#                           -> target/emit-otel.jar (dependencies in target/lib)
+# Idempotent: each is redone only when its pinned inputs changed (a hash of them
+# is kept beside the output). A missing toolchain skips its client with a note;
+# its tests then skip (and fail under CI, which has every toolchain).
+set -euo pipefail
+cd "$(dirname "$0")/../tests/e2e/clients"
+
+# Prints a hash of the given files; `up_to_date STAMP FILES...` is true when
+# STAMP holds it (and STAMP's output exists).
+inputs_hash() { cat "$@" | sha256sum | cut -d' ' -f1; }
+up_to_date() {
+  local stamp=$1
+  shift
+  [[ -f "$stamp" && "$(cat "$stamp")" == "$(inputs_hash "$@")" ]]
+}
+
+# Node.js: the OpenTelemetry JS SDK and zipkin-js.
+if command -v npm >/dev/null; then
+  if ! up_to_date node/node_modules/.spanhouse-stamp node/package.json node/package-lock.json; then
+    echo "setup: installing the Node.js test clients (npm ci)"
+    (cd node && npm ci --no-audit --no-fund --silent)
+    inputs_hash node/package.json node/package-lock.json >node/node_modules/.spanhouse-stamp
+  fi
+else
+  echo "setup: no npm; the Node.js and Zipkin client tests will be skipped"
+fi
+
+# Go: the OpenTelemetry Go SDK over OTLP/gRPC.
+if command -v go >/dev/null; then
+  mapfile -t go_inputs < <(ls go/go.mod go/go.sum go/*.go)
+  if [[ ! -x go/emit_otel ]] || ! up_to_date go/.emit_otel.stamp "${go_inputs[@]}"; then
+    echo "setup: building the Go test client (go build)"
+    (cd go && go build -o emit_otel .)
+    inputs_hash "${go_inputs[@]}" >go/.emit_otel.stamp
+  fi
+else
+  echo "setup: no Go toolchain; the Go client test will be skipped"
+fi
+
+# Java: the OpenTelemetry Java SDK over OTLP/HTTP and OTLP/gRPC. Offline first
+# (everything may be in ~/.m2 already), then from Maven Central.
+if command -v mvn >/dev/null && command -v java >/dev/null; then
+  mapfile -t java_inputs < <(find java/pom.xml java/src -type f | sort)
+  if [[ ! -f java/target/emit-otel.jar ]] ||
+      ! up_to_date java/target/.spanhouse-stamp "${java_inputs[@]}"; then
+    echo "setup: building the Java test client (mvn package)"
+    (cd java && { mvn -q -B -o package >/dev/null 2>&1 || mvn -q -B package; })
+    inputs_hash "${java_inputs[@]}" >java/target/.spanhouse-stamp
+  fi
+else
+  echo "setup: no Maven or Java; the Java client tests will be skipped"
+fi
