@@ -192,7 +192,7 @@ Intake::Submitted Intake::Submit(pipeline::durable::BodyFormat format, std::stri
     // decoded and filtered again against that time (logged_request.h). A
     // protobuf body (OTLP or Zipkin) is logged as it came, the batch's
     // source; a JSON one as OTLP protobuf encoded from the (filtered) batch:
-    // a third of the disk, and filtering it again changes nothing.
+    // smaller on disk than the JSON, and filtering it again changes nothing.
     pipeline::durable::BodyFormat logged = format;
     std::string encoded;
     std::string_view record = batch->source();
