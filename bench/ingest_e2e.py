@@ -3,7 +3,8 @@
 
 Runs, side by side in one invocation (these machines are noisy, so compare
 within a run):
-  1. chdb: OTLP/HTTP -> pipeline -> embedded ClickHouse, loadgen --verify
+  1. chdb: OTLP/HTTP (or OTLP/gRPC: --protocol) -> pipeline -> embedded
+     ClickHouse, loadgen --verify
   2. chdb+query: the same, with a full-scan aggregation over the spans table
      (the query API's span count by a span attribute) every 10 s, to see
      how much ingest keeps while chDB also answers queries
@@ -15,6 +16,7 @@ series every 5 s, 429s, and stored == accepted.
 
 Usage: bench/ingest_e2e.py [--bin build/spanhouse] [--duration 60]
                            [--connections 4] [--writer-threads 1] [--rate 0]
+                           [--protocol http|grpc|http,grpc]
                            [--runs chdb,chdb+query,null] [--writer KEY=VALUE ...]
                            [--durable KEY=VALUE ...] [--set SECTION.KEY=VALUE ...]
 Only loopback addresses are used; every process is stopped at the end.
@@ -88,9 +90,9 @@ def query_loop(query_url: str, stop: threading.Event, timings: list, errors: lis
             errors.append(str(e))
 
 
-def run(args, sink: str, with_query: bool = False) -> dict:
+def run(args, sink: str, with_query: bool = False, protocol: str = "http") -> dict:
     work = tempfile.mkdtemp(prefix=f"spanhouse-bench-{sink}-")
-    otlp, query = free_port(), free_port()
+    otlp, query, grpc, zipkin = free_port(), free_port(), free_port(), free_port()
     cfg = os.path.join(work, "config.yaml")
     sections: dict[str, dict[str, str]] = {
         "writer": {"sink": sink, "threads": str(args.writer_threads)}}
@@ -107,6 +109,7 @@ def run(args, sink: str, with_query: bool = False) -> dict:
     serve = subprocess.Popen(
         [args.bin, "serve", "--config", cfg, "--data-dir", os.path.join(work, "data"),
          "--otlp-http-listen", f"127.0.0.1:{otlp}", "--query-listen", f"127.0.0.1:{query}",
+         "--otlp-grpc-listen", f"127.0.0.1:{grpc}", "--zipkin-listen", f"127.0.0.1:{zipkin}",
          "--log-level", "warn"], stdout=log, stderr=log)
     try:
         wait_healthy(f"http://127.0.0.1:{query}", serve)
@@ -127,7 +130,9 @@ def run(args, sink: str, with_query: bool = False) -> dict:
         sampler.start()
         if with_query:
             querier.start()
-        cmd = [args.bin, "loadgen", "--endpoint", f"http://127.0.0.1:{otlp}/v1/traces",
+        endpoint = (f"127.0.0.1:{grpc}" if protocol == "grpc"
+                    else f"http://127.0.0.1:{otlp}/v1/traces")
+        cmd = [args.bin, "loadgen", "--protocol", protocol, "--endpoint", endpoint,
                "--query-endpoint", f"http://127.0.0.1:{query}",
                "--duration", str(args.duration), "--connections", str(args.connections),
                "--rate", str(args.rate), "--json"]
@@ -150,7 +155,7 @@ def run(args, sink: str, with_query: bool = False) -> dict:
                              f"{lg.stdout[-2000:]}\n{lg.stderr[-2000:]}")
         accepted = report.get("spans_accepted", 0)
         return {
-            "sink": sink + ("+query" if with_query else ""),
+            "sink": sink + ("+query" if with_query else "") + ("/grpc" if protocol == "grpc" else ""),
             "query_seconds": [round(x, 2) for x in query_timings],
             "query_errors": query_errors,
             "loadgen_exit": lg.returncode,
@@ -190,23 +195,31 @@ def main() -> int:
                          "storage.zstd_min_part_bytes=0 (repeatable)")
     ap.add_argument("--runs", default="chdb,chdb+query,null",
                     help="comma-separated subset of chdb, chdb+query, null")
+    ap.add_argument("--protocol", default="http",
+                    help="http (OTLP/HTTP), grpc (OTLP/gRPC) or both, comma-separated: each run "
+                         "once per protocol, side by side (rows chdb and chdb/grpc)")
     args = ap.parse_args()
 
     wanted = args.runs.split(",")
     unknown = set(wanted) - {"chdb", "chdb+query", "null"}
     if unknown:
         ap.error(f"unknown run(s): {', '.join(sorted(unknown))}")
+    protocols = args.protocol.split(",")
+    if set(protocols) - {"http", "grpc"}:
+        ap.error(f"unknown protocol(s) in {args.protocol!r}")
     results = []
     for name in wanted:
-        results.append(run(args, name.split("+")[0], with_query=name.endswith("+query")))
-    print(f"\n{'sink':<10} {'spans/s':>10} {'CPU-s/M spans':>14} {'loadgen CPU-s/M':>16} "
+        for protocol in protocols:
+            results.append(run(args, name.split("+")[0], with_query=name.endswith("+query"),
+                               protocol=protocol))
+    print(f"\n{'sink':<15} {'spans/s':>10} {'CPU-s/M spans':>14} {'loadgen CPU-s/M':>16} "
           f"{'peak RSS MiB':>13} {'429s':>6} {'p50 ms':>7} {'p99 ms':>7}  stored==accepted")
     for r in results:
         rep = r["report"]
         verify = rep.get("verify")
         verified = None if verify is None else (
             f"{verify['stored']} == {rep['spans_accepted']}: {'yes' if verify['ok'] else 'NO'}")
-        print(f"{r['sink']:<10} {rep.get('spans_per_s', 0):>10.0f} {r['cpu_s_per_m']:>14.2f} "
+        print(f"{r['sink']:<15} {rep.get('spans_per_s', 0):>10.0f} {r['cpu_s_per_m']:>14.2f} "
               f"{r['loadgen_cpu_s_per_m']:>16.2f} {r['peak_rss_mib']:>13} {rep.get('throttled', 0):>6} "
               f"{rep.get('latency_p50_ms', 0):>7.1f} {rep.get('latency_p99_ms', 0):>7.1f}  "
               f"{'n/a' if verified is None else verified}")

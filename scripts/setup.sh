@@ -17,7 +17,7 @@ want_tests=0
 # Debian 12 (bookworm) packages; the release pins their versions.
 PKGS=(build-essential cmake ninja-build pkg-config git ca-certificates curl openssl
       libboost1.81-dev libsimdjson-dev libcli11-dev libyaml-cpp-dev libspdlog-dev libfmt-dev
-      libzstd-dev zlib1g-dev libssl-dev libgtest-dev npm python3 python3-venv ccache)
+      libzstd-dev zlib1g-dev libssl-dev libgrpc++-dev libgtest-dev npm python3 python3-venv ccache)
 # clang-14 and its runtimes (libFuzzer, ASan, UBSan) build the fuzz targets (tests/fuzz);
 # Debian's Chromium (and a font for its screenshots) is the browser the UI test drives (tests/ui).
 if ((want_tests)); then

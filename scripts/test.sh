@@ -25,8 +25,11 @@ TSAN_OPTIONS="halt_on_error=1" build-tsan/pipeline_test
 TSAN_OPTIONS="halt_on_error=1" build-tsan/storage_test
 # The HTTP server's cross-thread parts: answers given on other threads, Stop.
 TSAN_OPTIONS="halt_on_error=1" build-tsan/net_test --gtest_filter='HttpResponder*:*Defer*:*Answer*:*Stop*'
-# The receiver answering from the durable queue's sync thread.
-TSAN_OPTIONS="halt_on_error=1" build-tsan/receivers_test
+# The receivers answering from the durable queue's sync thread (the shared intake's deferred
+# answers: OTLP/HTTP, Zipkin, the intake alone). Not the OTLP/gRPC receiver's tests: Debian's
+# libgrpc and absl are not built with ThreadSanitizer, which then reports races inside them
+# (epoll and absl::Mutex internals) on every call; suppressing those would hide ours too.
+TSAN_OPTIONS="halt_on_error=1" build-tsan/receivers_test --gtest_filter='-OtlpGrpcReceiver.*'
 
 echo "== decoder fuzzing (libFuzzer, ASan + UBSan: every target for 60 s, side by side) ($(date -u +%T), ${SECONDS}s)"
 scripts/fuzz.sh all 60

@@ -37,11 +37,14 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "spanhouse 0.1.0");
   app.require_subcommand(1);
 
-  auto* serve = app.add_subcommand(
-      "serve", "Receive spans over OTLP/HTTP, store them in embedded ClickHouse, serve queries");
+  auto* serve = app.add_subcommand("serve",
+                                   "Receive spans over OTLP (HTTP, gRPC) and Zipkin, store them in "
+                                   "embedded ClickHouse, serve queries");
   std::string config_file;
   std::string data_dir;
   std::string otlp_http_listen;
+  std::string otlp_grpc_listen;
+  std::string zipkin_listen;
   std::string query_listen;
   std::string log_level;
   bool print_config = false;
@@ -50,6 +53,10 @@ int main(int argc, char** argv) {
                     "Data directory (default ./data; env SPANHOUSE_DATA_DIR)");
   serve->add_option("--otlp-http-listen", otlp_http_listen,
                     "OTLP/HTTP address (default 127.0.0.1:4318; env SPANHOUSE_OTLP_HTTP_LISTEN)");
+  serve->add_option("--otlp-grpc-listen", otlp_grpc_listen,
+                    "OTLP/gRPC address (default 127.0.0.1:4317; env SPANHOUSE_OTLP_GRPC_LISTEN)");
+  serve->add_option("--zipkin-listen", zipkin_listen,
+                    "Zipkin v2 address (default 127.0.0.1:9411; env SPANHOUSE_ZIPKIN_LISTEN)");
   serve->add_option("--query-listen", query_listen,
                     "Query API address (default 127.0.0.1:16686; env SPANHOUSE_QUERY_LISTEN)");
   serve->add_option("--log-level", log_level,
@@ -108,6 +115,8 @@ int main(int argc, char** argv) {
   const std::pair<const std::string*, const char*> flags[] = {
       {&data_dir, "data_dir"},
       {&otlp_http_listen, "otlp_http.listen"},
+      {&otlp_grpc_listen, "otlp_grpc.listen"},
+      {&zipkin_listen, "zipkin.listen"},
       {&query_listen, "query.listen"},
       {&log_level, "log_level"}};
   for (const auto& [value, key] : flags) {

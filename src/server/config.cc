@@ -136,6 +136,10 @@ const std::vector<Key>& Keys() {
       SH_UINT_KEY("otlp_http.threads", otlp_http.threads, ParseUint, 1, 64, "1 to 64"),
       SH_STRING_KEY("otlp_http.tls_cert", otlp_http.tls_cert, true, "a PEM file path"),
       SH_STRING_KEY("otlp_http.tls_key", otlp_http.tls_key, true, "a PEM file path"),
+      SH_STRING_KEY("otlp_grpc.listen", otlp_grpc.listen, v.empty() || IsAddress(v),
+                    "host:port, or empty (off)"),
+      SH_STRING_KEY("zipkin.listen", zipkin.listen, v.empty() || IsAddress(v),
+                    "host:port, or empty (off)"),
       SH_STRING_KEY("query.listen", query.listen, IsAddress(v), "host:port"),
       SH_STRING_KEY("query.tls_cert", query.tls_cert, true, "a PEM file path"),
       SH_STRING_KEY("query.tls_key", query.tls_key, true, "a PEM file path"),
@@ -278,6 +282,8 @@ const std::map<std::string, std::string>& ConfigEnvVars() {
       {"SPANHOUSE_DATA_DIR", "data_dir"},
       {"SPANHOUSE_LOG_LEVEL", "log_level"},
       {"SPANHOUSE_OTLP_HTTP_LISTEN", "otlp_http.listen"},
+      {"SPANHOUSE_OTLP_GRPC_LISTEN", "otlp_grpc.listen"},
+      {"SPANHOUSE_ZIPKIN_LISTEN", "zipkin.listen"},
       {"SPANHOUSE_QUERY_LISTEN", "query.listen"},
       // Tokens too; comma-separated like in the YAML.
       {"SPANHOUSE_AUTH_INGEST_TOKENS", "auth.ingest_tokens"},
@@ -312,8 +318,18 @@ Status ApplyYaml(const std::string& yaml_text, Config* cfg) {
 }
 
 Status Validate(const Config& cfg) {
-  if (cfg.otlp_http.listen == cfg.query.listen) {
-    return Status::Invalid("config: otlp_http.listen and query.listen are the same address");
+  const std::pair<const char*, const std::string*> listeners[] = {
+      {"otlp_http.listen", &cfg.otlp_http.listen},
+      {"otlp_grpc.listen", &cfg.otlp_grpc.listen},
+      {"zipkin.listen", &cfg.zipkin.listen},
+      {"query.listen", &cfg.query.listen}};
+  for (size_t i = 0; i < std::size(listeners); ++i) {
+    for (size_t j = i + 1; j < std::size(listeners); ++j) {
+      if (!listeners[i].second->empty() && *listeners[i].second == *listeners[j].second) {
+        return Status::Invalid(std::string("config: ") + listeners[i].first + " and " +
+                               listeners[j].first + " are the same address");
+      }
+    }
   }
   if (cfg.queue.max_bytes < cfg.otlp_http.max_body_bytes) {
     return Status::Invalid(

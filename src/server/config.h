@@ -24,6 +24,15 @@ struct Config {
     std::string tls_cert;
     std::string tls_key;
   } otlp_http;
+  // The other receivers share otlp_http's limits (max_body_bytes,
+  // max_spans_per_request), token guard (auth.ingest_tokens) and TLS
+  // certificate. An empty address turns that receiver off.
+  struct {
+    std::string listen = "127.0.0.1:4317";
+  } otlp_grpc;
+  struct {
+    std::string listen = "127.0.0.1:9411";
+  } zipkin;
   struct {
     std::string listen = "127.0.0.1:16686";
     std::string tls_cert;

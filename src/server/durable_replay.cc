@@ -57,7 +57,8 @@ std::unordered_map<uint64_t, std::vector<Covered>> CoveredParts(SegmentLog& log)
 }
 
 bool IsSpanRecord(RecordKind kind) {
-  return kind == RecordKind::kRequest || kind == RecordKind::kSpans;
+  return kind == RecordKind::kRequest || kind == RecordKind::kEncodedRequest ||
+         kind == RecordKind::kSpans;
 }
 
 bool Decode(const SegmentLog::Record& r, pipeline::SpanFilter* filter, SpanBatch* batch) {

@@ -1,5 +1,8 @@
 #include "server/listener_security.h"
 
+#include <fstream>
+#include <sstream>
+
 #include <spdlog/spdlog.h>
 
 #include <fmt/format.h>
@@ -17,6 +20,15 @@ Status LoadTls(const std::string& listener, const std::string& cert, const std::
   Status st = net::TlsContext::Load(cert, key, out);
   if (!st.ok()) return Status::Invalid(listener + ": " + st.message());
   return st;
+}
+
+Status ReadPem(const std::string& path, std::string* out) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (!in) return Status::Invalid("cannot read " + path);
+  *out = ss.str();
+  return Status::Ok();
 }
 
 Status LoadGuard(const std::string& listener, const std::string& key, const std::string& tokens,
@@ -69,6 +81,14 @@ Status ListenerSecurity::Load(const Config& cfg, ListenerSecurity* out) {
       !st.ok()) {
     return st;
   }
+  if (!cfg.otlp_http.tls_cert.empty()) {
+    for (const auto& [path, pem] : {std::pair{&cfg.otlp_http.tls_cert, &s.ingest_cert_pem},
+                                    std::pair{&cfg.otlp_http.tls_key, &s.ingest_key_pem}}) {
+      if (Status st = ReadPem(*path, pem); !st.ok()) {
+        return Status::Invalid("otlp_grpc: " + st.message());
+      }
+    }
+  }
   if (Status st = LoadTls("query", cfg.query.tls_cert, cfg.query.tls_key, &s.query_tls); !st.ok()) {
     return st;
   }
@@ -81,6 +101,13 @@ std::vector<std::string> ListenerSecurity::Warnings(const Config& cfg) {
   std::vector<std::string> out;
   WarnIfExposed("otlp_http", cfg.otlp_http.listen, "auth.ingest_tokens", cfg.auth.ingest_tokens,
                 !cfg.otlp_http.tls_cert.empty(), &out);
+  // The other receivers share the OTLP/HTTP listener's tokens and certificate.
+  for (const auto& [listener, address] :
+       {std::pair{"otlp_grpc", &cfg.otlp_grpc.listen}, std::pair{"zipkin", &cfg.zipkin.listen}}) {
+    if (address->empty()) continue;
+    WarnIfExposed(listener, *address, "auth.ingest_tokens", cfg.auth.ingest_tokens,
+                  !cfg.otlp_http.tls_cert.empty(), &out);
+  }
   WarnIfExposed("query", cfg.query.listen, "auth.query_tokens", cfg.auth.query_tokens,
                 !cfg.query.tls_cert.empty(), &out);
   return out;

@@ -15,10 +15,14 @@
 namespace spanhouse::server {
 
 struct ListenerSecurity {
-  std::unique_ptr<auth::Guard> ingest;  // OTLP/HTTP
+  std::unique_ptr<auth::Guard> ingest;  // OTLP/HTTP, OTLP/gRPC and Zipkin
   std::unique_ptr<auth::Guard> query;   // query API: all but /healthz, /readyz and the web UI
   std::shared_ptr<const net::TlsContext> ingest_tls;  // null: plain HTTP
   std::shared_ptr<const net::TlsContext> query_tls;
+  // The ingest certificate chain and key as PEM text, for the OTLP/gRPC
+  // listener (gRPC takes PEM, not an OpenSSL context); empty without TLS.
+  std::string ingest_cert_pem;
+  std::string ingest_key_pem;
 
   // Parses the tokens and loads the certificates: a file that cannot be read
   // fails start-up here, with its name. Warns about a listener reachable

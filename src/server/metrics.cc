@@ -42,33 +42,44 @@ std::string PromText::Label(std::string_view key, std::string_view value) {
 
 namespace {
 
-void AppendReceiverMetrics(const receivers::OtlpHttpStats& rs, const net::HttpServerStats* http,
-                           PromText& out) {
-  const std::string otlp = PromText::Label("receiver", "otlp_http");
-  out.One("spanhouse_receiver_requests_total", "counter", "Requests received.", otlp,
-          rs.requests.load());
-  out.One("spanhouse_receiver_received_spans_total", "counter",
-          "Spans decoded from requests, before the filter.", otlp, rs.spans_received.load());
-  out.One("spanhouse_receiver_accepted_spans_total", "counter",
-          "Spans queued for the sinks (answered 200).", otlp, rs.spans_accepted.load());
+void AppendReceiverMetrics(const std::vector<MetricsSources::Receiver>& receivers, PromText& out) {
+  using Field = std::atomic<uint64_t> receivers::IntakeStats::*;
+  const std::tuple<const char*, const char*, Field> counters[] = {
+      {"spanhouse_receiver_requests_total", "Requests received.",
+       &receivers::IntakeStats::requests},
+      {"spanhouse_receiver_received_spans_total", "Spans decoded from requests, before the filter.",
+       &receivers::IntakeStats::spans_received},
+      {"spanhouse_receiver_accepted_spans_total", "Spans queued for the sinks (answered 200).",
+       &receivers::IntakeStats::spans_accepted}};
+  for (const auto& [name, help, field] : counters) {
+    out.Family(name, "counter", help);
+    for (const auto& r : receivers) {
+      out.Sample(name, PromText::Label("receiver", r.name), (r.stats->*field).load());
+    }
+  }
   out.Family("spanhouse_receiver_rejected_requests_total", "counter",
              "Requests refused whole, by reason (none of their spans queued).");
-  // The listener's own refusals (broken HTTP, a body over the cap on the
-  // wire) count with the receiver's: to a client they are the same answer.
-  const uint64_t wire_malformed = http != nullptr ? http->refused_malformed.load() : 0;
-  const uint64_t wire_too_large = http != nullptr ? http->refused_too_large.load() : 0;
-  const std::pair<const char*, uint64_t> rejected[] = {
-      {"malformed", rs.rejected_malformed.load() + wire_malformed},
-      {"too_large", rs.rejected_too_large.load() + wire_too_large},
-      {"too_many_spans", rs.rejected_too_many_spans.load()},
-      {"media_type", rs.rejected_media_type.load()},
-      {"memory_limit", rs.rejected_queue_full.load()},
-      {"shutting_down", rs.rejected_shutting_down.load()},
-      {"durable_queue_full", rs.rejected_durable_full.load()},
-      {"durable_queue_error", rs.durable_errors.load()}};
-  for (const auto& [reason, v] : rejected) {
-    out.Sample("spanhouse_receiver_rejected_requests_total",
-               otlp + "," + PromText::Label("reason", reason), v);
+  for (const auto& r : receivers) {
+    const receivers::IntakeStats& rs = *r.stats;
+    // The listener's own refusals (broken HTTP, a body over the cap on the
+    // wire) count with the receiver's: to a client they are the same answer.
+    const uint64_t wire_malformed = r.http != nullptr ? r.http->refused_malformed.load() : 0;
+    const uint64_t wire_too_large = r.http != nullptr ? r.http->refused_too_large.load() : 0;
+    const std::pair<const char*, uint64_t> rejected[] = {
+        {"malformed", rs.rejected_malformed.load() + wire_malformed},
+        {"too_large", rs.rejected_too_large.load() + wire_too_large},
+        {"too_many_spans", rs.rejected_too_many_spans.load()},
+        {"media_type", rs.rejected_media_type.load()},
+        {"memory_limit", rs.rejected_queue_full.load()},
+        {"shutting_down", rs.rejected_shutting_down.load()},
+        {"durable_queue_full", rs.rejected_durable_full.load()},
+        {"durable_queue_error", rs.durable_errors.load()},
+        {"unauthenticated", rs.rejected_unauthenticated.load()}};
+    const std::string receiver = PromText::Label("receiver", r.name);
+    for (const auto& [reason, v] : rejected) {
+      out.Sample("spanhouse_receiver_rejected_requests_total",
+                 receiver + "," + PromText::Label("reason", reason), v);
+    }
   }
 }
 
@@ -145,7 +156,7 @@ void AppendWriterMetrics(const std::vector<std::unique_ptr<storage::EmbeddedWrit
 }  // namespace
 
 void AppendPipelineMetrics(const MetricsSources& s, PromText& out) {
-  if (s.receiver != nullptr) AppendReceiverMetrics(*s.receiver, s.receiver_http, out);
+  if (!s.receivers.empty()) AppendReceiverMetrics(s.receivers, out);
   if (s.filter != nullptr) AppendFilterMetrics(*s.filter, out);
   if (s.budget != nullptr) {
     out.One("spanhouse_memory_reserved_bytes", "gauge",

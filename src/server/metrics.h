@@ -45,8 +45,13 @@ class PromText {
 
 // The components /metrics reads; each may be null (left out).
 struct MetricsSources {
-  const receivers::OtlpHttpStats* receiver = nullptr;
-  const net::HttpServerStats* receiver_http = nullptr;  // its listener's own refusals
+  // One per receiver, labelled receiver="otlp_http|otlp_grpc|zipkin".
+  struct Receiver {
+    std::string name;
+    const receivers::IntakeStats* stats = nullptr;
+    const net::HttpServerStats* http = nullptr;  // its HTTP listener's own refusals, if any
+  };
+  std::vector<Receiver> receivers;
   const pipeline::FilterStats* filter = nullptr;
   const pipeline::MemoryBudget* budget = nullptr;
   const pipeline::ShardedQueue* queue = nullptr;

@@ -6,6 +6,8 @@
 #include <atomic>
 #include <charconv>
 #include <filesystem>
+#include <functional>
+#include <initializer_list>
 
 #include <spdlog/spdlog.h>
 
@@ -16,7 +18,10 @@
 #include "pipeline/queue/sharded_queue.h"
 #include "query/query_api.h"
 #include "receivers/durable/spill_backlog.h"
+#include "receivers/intake/http_intake.h"
+#include "receivers/otlp_grpc/otlp_grpc_receiver.h"
 #include "receivers/otlp_http/otlp_http_receiver.h"
+#include "receivers/zipkin/zipkin_receiver.h"
 #include "server/data_dir_lock.h"
 #include "server/durable_replay.h"
 #include "server/listener_security.h"
@@ -349,12 +354,34 @@ int Serve(const Config& cfg) {
   receiver_opts.log = log.get();
   receiver_opts.spill = backlog.get();
   receivers::OtlpHttpReceiver receiver(receiver_opts, queue, budget, &filter);
+  // Zipkin and OTLP/gRPC: the same limits, guard, TLS and intake (each its
+  // own counters); an empty address turns one off.
+  std::unique_ptr<receivers::ZipkinReceiver> zipkin;
+  if (!cfg.zipkin.listen.empty()) {
+    receivers::ZipkinOptions zopts;
+    static_cast<receivers::OtlpHttpOptions&>(zopts) = receiver_opts;
+    zopts.address = cfg.zipkin.listen;
+    zipkin = std::make_unique<receivers::ZipkinReceiver>(zopts, queue, budget, &filter);
+  }
+  std::unique_ptr<receivers::OtlpGrpcReceiver> grpc;
+  if (!cfg.otlp_grpc.listen.empty()) {
+    receivers::OtlpGrpcOptions gopts;
+    gopts.address = cfg.otlp_grpc.listen;
+    gopts.intake = receivers::IntakeOptionsOf(receiver_opts);
+    gopts.authorize = receiver_opts.authorize;
+    gopts.tls_cert_pem = security.ingest_cert_pem;
+    gopts.tls_key_pem = security.ingest_key_pem;
+    grpc = std::make_unique<receivers::OtlpGrpcReceiver>(gopts, queue, budget, &filter);
+  }
   // Ready (GET /readyz) from the moment intake starts until shutdown begins.
   std::atomic<bool> ready{false};
   std::atomic<bool> stopping{false};
   MetricsSources metrics;
-  metrics.receiver = &receiver.stats();
-  metrics.receiver_http = &receiver.http_stats();
+  metrics.receivers.push_back({"otlp_http", &receiver.stats(), &receiver.http_stats()});
+  if (grpc != nullptr) metrics.receivers.push_back({"otlp_grpc", &grpc->stats(), nullptr});
+  if (zipkin != nullptr) {
+    metrics.receivers.push_back({"zipkin", &zipkin->stats(), &zipkin->http_stats()});
+  }
   metrics.filter = &filter.stats();
   metrics.budget = &budget;
   metrics.queue = &queue;
@@ -401,16 +428,37 @@ int Serve(const Config& cfg) {
     shutdown_storage();
     return Fail(st);
   }
-  if (Status st = receiver.Start(); !st.ok()) {
-    query_api.Stop();
-    shutdown_storage();
-    return Fail(st);
+  auto stop_receivers = [&] {
+    receiver.Stop();
+    if (grpc != nullptr) grpc->Stop();
+    if (zipkin != nullptr) zipkin->Stop();
+  };
+  for (const auto& start : std::initializer_list<std::function<Status()>>{
+           [&] { return receiver.Start(); },
+           [&] { return grpc != nullptr ? grpc->Start() : Status::Ok(); },
+           [&] { return zipkin != nullptr ? zipkin->Start() : Status::Ok(); }}) {
+    if (Status st = start(); !st.ok()) {
+      stop_receivers();
+      query_api.Stop();
+      shutdown_storage();
+      return Fail(st);
+    }
   }
   spdlog::info("OTLP/HTTP on {} (port {}, {}{}), query API on {} (port {}, {}{}), {} writer(s)",
                cfg.otlp_http.listen, receiver.port(), security.ingest_tls ? "https" : "http",
                security.ingest->enabled() ? ", token required" : "", cfg.query.listen,
                query_api.port(), security.query_tls ? "https" : "http",
                security.query->enabled() ? ", token required" : "", shards);
+  if (grpc != nullptr) {
+    spdlog::info("OTLP/gRPC on {} (port {}, {}{})", cfg.otlp_grpc.listen, grpc->port(),
+                 security.ingest_cert_pem.empty() ? "plaintext" : "TLS",
+                 security.ingest->enabled() ? ", token required" : "");
+  }
+  if (zipkin != nullptr) {
+    spdlog::info("Zipkin v2 on {} (port {}, {}{})", cfg.zipkin.listen, zipkin->port(),
+                 security.ingest_tls ? "https" : "http",
+                 security.ingest->enabled() ? ", token required" : "");
+  }
   ready = true;
   spdlog::info("spanhouse ready");
 
@@ -420,7 +468,7 @@ int Serve(const Config& cfg) {
   spdlog::info("{} received: stopping intake, flushing queued spans", strsignal(sig));
 
   stopping = true;
-  receiver.Stop();
+  stop_receivers();
   if (backlog != nullptr) backlog->Stop();
   queue.Close();
   uint64_t written = 0;

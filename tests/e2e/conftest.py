@@ -99,6 +99,8 @@ class Spanhouse:
         self.proc: Optional[subprocess.Popen] = None
         self.otlp_port = 0
         self.query_port = 0
+        self.grpc_port = 0  # OTLP/gRPC
+        self.zipkin_port = 0
         self.starts = 0
         self.exit_codes: list[int] = []
         self.reaped = False  # the exit of the current process has been recorded
@@ -123,6 +125,15 @@ class Spanhouse:
     @property
     def traces_url(self) -> str:
         return f"{self.otlp_url}/v1/traces"
+
+    @property
+    def grpc_target(self) -> str:
+        """host:port of the OTLP/gRPC listener (TLS when ca_cert is set)."""
+        return f"127.0.0.1:{self.grpc_port}"
+
+    @property
+    def zipkin_url(self) -> str:
+        return f"{self.scheme}://127.0.0.1:{self.zipkin_port}/api/v2/spans"
 
     @property
     def query_url(self) -> str:
@@ -170,6 +181,8 @@ class Spanhouse:
         cmd = [spanhouse_bin(), "serve", "--data-dir", str(self.data_dir),
                "--otlp-http-listen", f"127.0.0.1:{self.otlp_port}",
                "--query-listen", f"127.0.0.1:{self.query_port}",
+               "--otlp-grpc-listen", f"127.0.0.1:{self.grpc_port}",
+               "--zipkin-listen", f"127.0.0.1:{self.zipkin_port}",
                "--log-level", "info"]
         if self.config is not None:
             cmd += ["--config", str(self.config)]
@@ -179,7 +192,7 @@ class Spanhouse:
         assert not self.running(), "spanhouse already running"
         for attempt in range(3):
             if not (keep_ports and self.otlp_port and attempt == 0):
-                self.otlp_port, self.query_port = free_ports(2)
+                self.otlp_port, self.query_port, self.grpc_port, self.zipkin_port = free_ports(4)
             self.starts += 1
             for path in (self.stderr_path, self.stdout_path):
                 with open(path, "ab") as f:

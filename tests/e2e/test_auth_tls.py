@@ -21,9 +21,11 @@ import sys
 import time
 from pathlib import Path
 
+import grpc
 import pytest
 import requests
 
+from test_receivers import export_request, zipkin_spans
 from conftest import (E2E_DIR, SpanhouseFactory, clean_env, describe_response, free_ports,
                       otlp_json_request, otlp_json_span, spanhouse_bin, trace_span_ids)
 
@@ -261,9 +263,10 @@ def test_tokens_from_environment_variables(tmp_path):
 
 
 def test_bad_certificate_paths_stop_start_up(tmp_path, tls_dir):
-    otlp_port, query_port = free_ports(2)
+    otlp_port, query_port, grpc_port, zipkin_port = free_ports(4)
     base = ["--data-dir", str(tmp_path / "data"), "--otlp-http-listen", f"127.0.0.1:{otlp_port}",
-            "--query-listen", f"127.0.0.1:{query_port}"]
+            "--query-listen", f"127.0.0.1:{query_port}", "--otlp-grpc-listen",
+            f"127.0.0.1:{grpc_port}", "--zipkin-listen", f"127.0.0.1:{zipkin_port}"]
     missing = tmp_path / "no-such-cert.pem"
     cfg = tmp_path / "missing.yaml"
     cfg.write_text(f"query:\n  tls_cert: {missing}\n  tls_key: {tls_dir / 'key.pem'}\n")
@@ -281,3 +284,37 @@ def test_bad_certificate_paths_stop_start_up(tmp_path, tls_dir):
     r = run_serve(base + ["--config", str(cfg)], {}, tmp_path)
     assert r.returncode == 2, r.stderr
     assert "otlp_http.tls_key" in r.stderr, r.stderr
+
+
+def test_grpc_and_zipkin_share_the_ingest_tls_and_tokens(secured, tls_dir):
+    """OTLP/gRPC speaks TLS with the OTLP/HTTP certificate and wants the ingest token in
+    `authorization`; Zipkin is HTTPS with the same guard."""
+    trace_id = os.urandom(16).hex()
+    body = export_request(trace_id, [("d000000000000001", "over-tls", time.time_ns())])
+    creds = grpc.ssl_channel_credentials(root_certificates=(tls_dir / "cert.pem").read_bytes())
+    with grpc.secure_channel(secured.grpc_target, creds) as channel:
+        call = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+        with pytest.raises(grpc.RpcError) as refused:
+            call(body, timeout=30)
+        assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED, refused.value
+        call(body, timeout=30, metadata=[("authorization", f"Bearer {INGEST_TOKEN}")])
+    # Plaintext gRPC on the TLS port gets no answer.
+    with grpc.insecure_channel(secured.grpc_target) as channel:
+        call = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+        with pytest.raises(grpc.RpcError) as plain:
+            call(body, timeout=10, metadata=[("authorization", f"Bearer {INGEST_TOKEN}")])
+        assert plain.value.code() == grpc.StatusCode.UNAVAILABLE, plain.value
+    zipkin = json.dumps(zipkin_spans(os.urandom(16).hex(), time.time_ns() // 1000))
+    r = secured.session.post(secured.zipkin_url, data=zipkin, timeout=30)
+    assert_401(r, "zipkin without a token")
+    r = secured.session.post(secured.zipkin_url, data=zipkin, timeout=30,
+                             headers=bearer(INGEST_TOKEN))
+    assert r.status_code == 202, describe_response(r)
+    r = secured.session.get(secured.trace_url(trace_id), headers=bearer(QUERY_TOKEN), timeout=30)
+    deadline = time.monotonic() + 30
+    while r.status_code != 200 and time.monotonic() < deadline:
+        time.sleep(0.3)
+        r = secured.session.get(secured.trace_url(trace_id), headers=bearer(QUERY_TOKEN),
+                                timeout=30)
+    assert r.status_code == 200, describe_response(r)
+    assert [s["operationName"] for s in r.json()["data"][0]["spans"]] == ["over-tls"]

@@ -37,8 +37,8 @@ OTEL_KINDS = {"server", "client", "internal", "producer", "consumer"}
 ZIPKIN_KINDS = OTEL_KINDS  # the kind-less span maps to internal
 
 # receiver -> (config key of its listen address, what the endpoint looks like)
-RECEIVER_KEYS = {"otlp_grpc": "receivers.otlp_grpc.endpoint",
-                 "zipkin": "receivers.zipkin.endpoint"}
+RECEIVER_KEYS = {"otlp_grpc": "otlp_grpc.listen",
+                 "zipkin": "zipkin.listen"}
 RECEIVER_NAMES = {"otlp_grpc": "OTLP/gRPC", "zipkin": "Zipkin v2"}
 
 
@@ -103,8 +103,8 @@ def receiver_support(receiver: str, tmp_dir: Path) -> str:
 
 
 def receiver_yaml(receiver: str, port: int) -> str:
-    section, name, key = RECEIVER_KEYS[receiver].split(".")
-    return f"{section}:\n  {name}:\n    {key}: 127.0.0.1:{port}\n"
+    section, key = RECEIVER_KEYS[receiver].split(".")
+    return f"{section}:\n  {key}: 127.0.0.1:{port}\n"
 
 
 def missing_tools(client: Client) -> list:
@@ -147,10 +147,9 @@ def test_client_roundtrip(client: Client, spanhouse_factory, tmp_path):
         sh = spanhouse_factory()
         endpoint = sh.traces_url
     else:
-        port = free_ports(1)[0]
-        cfg = tmp_path / f"{client.receiver}.yaml"
-        cfg.write_text(receiver_yaml(client.receiver, port))
-        sh = spanhouse_factory(config=cfg)
+        # The harness gives every receiver a free port (--otlp-grpc-listen, --zipkin-listen).
+        sh = spanhouse_factory()
+        port = sh.grpc_port if client.receiver == "otlp_grpc" else sh.zipkin_port
         assert wait_for_port(port), \
             f"spanhouse took {RECEIVER_KEYS[client.receiver]}: 127.0.0.1:{port} but does not " \
             f"listen there\n{sh.diagnostics()}"

@@ -61,8 +61,9 @@ def parse_printed_config(text: str) -> dict:
 
 
 def ports_args() -> list[str]:
-    a, b = free_ports(2)
-    return ["--otlp-http-listen", f"127.0.0.1:{a}", "--query-listen", f"127.0.0.1:{b}"]
+    a, b, c, d = free_ports(4)
+    return ["--otlp-http-listen", f"127.0.0.1:{a}", "--query-listen", f"127.0.0.1:{b}",
+            "--otlp-grpc-listen", f"127.0.0.1:{c}", "--zipkin-listen", f"127.0.0.1:{d}"]
 
 
 @pytest.mark.parametrize("yaml_text,key", [

@@ -58,6 +58,9 @@ enum class RecordKind : uint8_t {
   // Logged blocks inserted again before a copying schema upgrade, and
   // stored once (block_record.h: ReplayedBlocks): later replays skip them.
   kReplayed = 4,
+  // The receive time, the body's format (OTLP or Zipkin, protobuf or JSON),
+  // then the body as received (request_record.h).
+  kEncodedRequest = 5,
 };
 
 struct LogOptions {

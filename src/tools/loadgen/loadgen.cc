@@ -23,6 +23,7 @@
 #include "codec/value_text.h"
 #include "tools/loadgen/compressor.h"
 #include "tools/loadgen/generator.h"
+#include "tools/loadgen/grpc_client.h"
 #include "tools/loadgen/histogram.h"
 #include "tools/loadgen/http_client.h"
 #include "tools/loadgen/payload.h"
@@ -138,6 +139,47 @@ int64_t PartialRejected(std::string_view body) {
     }
   }
   return 0;
+}
+
+// Where a worker's requests go: one keep-alive connection or one gRPC channel.
+class Sender {
+ public:
+  virtual ~Sender() = default;
+  // As HttpClient::Post.
+  virtual bool Post(std::string* body, std::string_view encoding, HttpResult* res) = 0;
+};
+
+class HttpSender final : public Sender {
+ public:
+  HttpSender(const HttpUrl& url, milliseconds timeout) : client_(url, timeout) {}
+  bool Post(std::string* body, std::string_view encoding, HttpResult* res) override {
+    return client_.Post(body, "application/x-protobuf", encoding, res);
+  }
+
+ private:
+  HttpClient client_;
+};
+
+class GrpcSender final : public Sender {
+ public:
+  GrpcSender(const std::string& target, milliseconds timeout, bool gzip, int index)
+      : client_(target, timeout, gzip, index) {}
+  bool Post(std::string* body, std::string_view, HttpResult* res) override {
+    return client_.Post(body, res);
+  }
+
+ private:
+  GrpcExportClient client_;
+};
+
+// host:port of a gRPC --endpoint: as given, or a URL's.
+std::string GrpcTarget(const std::string& endpoint) {
+  HttpUrl url;
+  std::string err;
+  if (endpoint.find("://") != std::string::npos && ParseHttpUrl(endpoint, &url, &err)) {
+    return url.host + ":" + std::to_string(url.port);
+  }
+  return endpoint;
 }
 
 class Run {
@@ -258,9 +300,17 @@ class Run {
   void Worker(int index) {
     ConnStats& st = *stats_[index];
     Rng rng(entropy_ ^ (0x9e3779b97f4a7c15ull * static_cast<uint64_t>(index + 1)));
-    HttpClient client(url_,
-                      std::chrono::duration_cast<milliseconds>(duration<double>(o_.timeout_s)));
-    Compressor comp(o_.compression);
+    const auto timeout = std::chrono::duration_cast<milliseconds>(duration<double>(o_.timeout_s));
+    const bool grpc = o_.protocol == "grpc";
+    std::unique_ptr<Sender> client;
+    if (grpc) {
+      client = std::make_unique<GrpcSender>(GrpcTarget(o_.endpoint), timeout,
+                                            o_.compression == "gzip", index);
+    } else {
+      client = std::make_unique<HttpSender>(url_, timeout);
+    }
+    // gRPC compresses the message itself.
+    Compressor comp(grpc ? "none" : o_.compression);
     const bool compress = !comp.Encoding().empty();
     std::string raw;
     std::string body;
@@ -309,7 +359,7 @@ class Run {
       }
       st.requests.fetch_add(1, std::memory_order_relaxed);
       st.spans_sent.fetch_add(p->spans, std::memory_order_relaxed);
-      Send(st, client, comp.Encoding(), p->spans, &body);
+      Send(st, *client, comp.Encoding(), p->spans, &body);
       NoteEnd();
     }
     finished_.fetch_add(1);
@@ -323,7 +373,7 @@ class Run {
   }
 
   // Sends one request until it is answered for good.
-  void Send(ConnStats& st, HttpClient& client, std::string_view encoding, uint32_t spans,
+  void Send(ConnStats& st, Sender& client, std::string_view encoding, uint32_t spans,
             std::string* body) {
     HttpResult res;
     int throttled_tries = 0;
@@ -331,7 +381,7 @@ class Run {
     for (;;) {
       const auto t0 = Clock::now();
       st.bytes_sent.fetch_add(body->size(), std::memory_order_relaxed);
-      if (!client.Post(body, "application/x-protobuf", encoding, &res)) {
+      if (!client.Post(body, encoding, &res)) {
         st.connection_errors.fetch_add(1, std::memory_order_relaxed);
         ++conn_tries;
         if (conn_errors_logged_.fetch_add(1) < 3) {
@@ -486,16 +536,18 @@ void PrintJson(FILE* f, const LoadgenOptions& o, const LoadgenReport& r) {
   std::string endpoint;
   codec::AppendJsonString(endpoint, o.endpoint);
   std::fprintf(f,
-               "{\"run_id\":\"%s\",\"endpoint\":%s,\"connections\":%d,\"elapsed_s\":%.3f,"
+               "{\"run_id\":\"%s\",\"protocol\":\"%s\",\"endpoint\":%s,\"connections\":%d,"
+               "\"elapsed_s\":%.3f,"
                "\"requests\":%" PRIu64 ",\"requests_ok\":%" PRIu64 ",\"spans_sent\":%" PRIu64
                ",\"spans_accepted\":%" PRIu64 ",\"spans_per_s\":%.1f,\"bytes_sent\":%" PRIu64
                ",\"latency_p50_ms\":%.3f,\"latency_p99_ms\":%.3f,\"latency_max_ms\":%.3f,"
                "\"rejected_requests\":%" PRIu64 ",\"rejected_spans\":%" PRIu64
                ",\"retried\":%" PRIu64 ",\"throttled\":%" PRIu64 ",\"connection_errors\":%" PRIu64,
-               r.run_id.c_str(), endpoint.c_str(), o.connections, r.elapsed_s, r.requests,
-               r.requests_ok, r.spans_sent, r.spans_accepted, r.spans_per_s, r.bytes_sent,
-               r.latency_p50_ms, r.latency_p99_ms, r.latency_max_ms, r.rejected_requests,
-               r.rejected_spans, r.retried, r.throttled, r.connection_errors);
+               r.run_id.c_str(), o.protocol == "grpc" ? "grpc" : "http", endpoint.c_str(),
+               o.connections, r.elapsed_s, r.requests, r.requests_ok, r.spans_sent,
+               r.spans_accepted, r.spans_per_s, r.bytes_sent, r.latency_p50_ms, r.latency_p99_ms,
+               r.latency_max_ms, r.rejected_requests, r.rejected_spans, r.retried, r.throttled,
+               r.connection_errors);
   if (r.verified) {
     std::fprintf(f, ",\"verify\":{\"stored\":%lld,\"ok\":%s}", static_cast<long long>(r.stored),
                  r.verify_ok ? "true" : "false");
@@ -519,7 +571,18 @@ int BadFlag(const std::string& message) {
 int RunLoadgen(const LoadgenOptions& o, LoadgenReport* report) {
   HttpUrl url, query;
   std::string err;
-  if (!ParseHttpUrl(o.endpoint, &url, &err)) return BadFlag("--endpoint: " + err);
+  if (o.protocol != "http" && o.protocol != "grpc") {
+    return BadFlag("--protocol must be http or grpc, not '" + o.protocol + "'");
+  }
+  if (o.protocol == "grpc") {
+    if (o.compression == "zstd") return BadFlag("--compression zstd: gRPC takes none or gzip");
+    const std::string target = GrpcTarget(o.endpoint);
+    if (target.find(':') == std::string::npos || target.find('/') != std::string::npos) {
+      return BadFlag("--endpoint: want host:port for gRPC, not '" + o.endpoint + "'");
+    }
+  } else if (!ParseHttpUrl(o.endpoint, &url, &err)) {
+    return BadFlag("--endpoint: " + err);
+  }
   if (o.verify && !ParseHttpUrl(o.query_endpoint, &query, &err)) {
     return BadFlag("--query-endpoint: " + err);
   }
@@ -585,8 +648,14 @@ void AddLoadgenCommand(CLI::App& app, std::function<int()>* run) {
   auto o = std::make_shared<LoadgenOptions>();
   CLI::App* cmd = app.add_subcommand(
       "loadgen", "Send generated e-commerce traces to an OTLP/HTTP endpoint and report throughput");
-  cmd->add_option("--endpoint", o->endpoint, "OTLP/HTTP traces URL (http:// only)")
-      ->capture_default_str();
+  cmd->add_option("--protocol", o->protocol,
+                  "http (OTLP/HTTP, default) or grpc (OTLP/gRPC generic calls, one channel per "
+                  "connection)");
+  CLI::Option* endpoint =
+      cmd->add_option("--endpoint", o->endpoint,
+                      "OTLP/HTTP traces URL (http:// only); with --protocol grpc host:port "
+                      "(default 127.0.0.1:4317)")
+          ->capture_default_str();
   cmd->add_option("--connections", o->connections,
                   "Parallel keep-alive connections, one sending thread each")
       ->capture_default_str();
@@ -626,8 +695,9 @@ void AddLoadgenCommand(CLI::App& app, std::function<int()>* run) {
   cmd->add_flag("--json", o->json,
                 "Print the report as one JSON line on stdout (the text report goes to stderr)");
   cmd->add_flag("-q,--quiet", o->quiet, "No progress lines on stderr");
-  cmd->callback([o, dur, run] {
+  cmd->callback([o, dur, endpoint, run] {
     if (dur->count() == 0 && o->spans > 0) o->duration_s = 0;
+    if (endpoint->count() == 0 && o->protocol == "grpc") o->endpoint = "127.0.0.1:4317";
     *run = [o] { return RunLoadgen(*o); };
   });
 }

@@ -1,4 +1,4 @@
-// `spanhouse loadgen`: sends generated traces to an OTLP/HTTP endpoint.
+// `spanhouse loadgen`: sends generated traces to an OTLP/HTTP or OTLP/gRPC endpoint.
 //
 // Pre-generates --payloads OTLP/protobuf requests of whole traces (about
 // --spans-per-request spans each) from --seed, then sends them round-robin
@@ -27,6 +27,11 @@ class App;
 namespace spanhouse::loadgen {
 
 struct LoadgenOptions {
+  // "http": OTLP/HTTP POSTs to `endpoint` over keep-alive connections.
+  // "grpc": OTLP/gRPC Export calls to `endpoint` (host:port, or a URL whose
+  // host and port are taken) over as many channels, `compression` gzip being
+  // gRPC's own; UNAVAILABLE with RetryInfo is retried after its delay.
+  std::string protocol = "http";
   std::string endpoint = "http://127.0.0.1:4318/v1/traces";
   int connections = 4;
   double rate = 0;         // spans/s over all connections; 0 = flat out

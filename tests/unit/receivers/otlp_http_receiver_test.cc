@@ -37,6 +37,7 @@
 #include "receivers/otlp_http/otlp_http_receiver.h"
 #include "unit/net/http_client.h"
 #include "unit/pipeline/sync_gate.h"
+#include "unit/receivers/requests.h"
 
 namespace spanhouse::receivers {
 namespace {
@@ -44,87 +45,13 @@ namespace {
 using std::chrono::milliseconds;
 using namespace std::chrono_literals;
 
-constexpr std::string_view kTraceHex = "5b8efff798038103d269b633813fc60c";
-constexpr std::string_view kSpanHex = "eee19b7ec3c1b174";
-
-// ---- payloads ----
-
-std::string JsonRequest(std::string_view trace_hex = kTraceHex, std::string_view name = "x") {
-  return "{\"resourceSpans\":[{\"scopeSpans\":[{\"spans\":[{\"traceId\":\"" +
-         std::string(trace_hex) + "\",\"spanId\":\"" + std::string(kSpanHex) + "\",\"name\":\"" +
-         std::string(name) + "\"}]}]}]}";
-}
-
-// A tiny protobuf writer: just what ExportTraceServiceRequest needs.
-void PutVarint(std::string& out, uint64_t v) {
-  while (v >= 0x80) {
-    out.push_back(static_cast<char>(v | 0x80));
-    v >>= 7;
-  }
-  out.push_back(static_cast<char>(v));
-}
-std::string LenField(uint32_t field, std::string_view payload) {
-  std::string out;
-  PutVarint(out, field << 3 | 2);
-  PutVarint(out, payload.size());
-  out.append(payload);
-  return out;
-}
-std::string Unhex(std::string_view hex) {
-  std::string out(hex.size() / 2, '\0');
-  EXPECT_TRUE(FromHex(hex, reinterpret_cast<uint8_t*>(out.data()), out.size()));
-  return out;
-}
-
-// ExportTraceServiceRequest{resource_spans{scope_spans{spans: n x Span}}}.
-std::string ProtoRequest(std::string_view trace_hex = kTraceHex, int spans = 1) {
-  std::string scope_spans;
-  for (int i = 0; i < spans; ++i) {
-    // Span{trace_id = 1, span_id = 2, name = 5}
-    std::string span = LenField(1, Unhex(trace_hex)) + LenField(2, Unhex(kSpanHex)) +
-                       LenField(5, "span-" + std::to_string(i));
-    scope_spans += LenField(2, span);  // ScopeSpans.spans = 2
-  }
-  std::string resource_spans = LenField(2, scope_spans);  // ResourceSpans.scope_spans = 2
-  return LenField(1, resource_spans);  // ExportTraceServiceRequest.resource_spans = 1
-}
-
-std::string Gzip(std::string_view in) {
-  z_stream zs{};
-  EXPECT_EQ(deflateInit2(&zs, Z_BEST_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY),
-            Z_OK);
-  std::string out(deflateBound(&zs, static_cast<uLong>(in.size())) + 64, '\0');
-  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
-  zs.avail_in = static_cast<uInt>(in.size());
-  zs.next_out = reinterpret_cast<Bytef*>(out.data());
-  zs.avail_out = static_cast<uInt>(out.size());
-  EXPECT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
-  out.resize(zs.total_out);
-  deflateEnd(&zs);
-  return out;
-}
-
-// A JSON request padded with trailing whitespace to exactly `size` bytes.
-std::string JsonRequestOfSize(size_t size) {
-  std::string body = JsonRequest();
-  EXPECT_LE(body.size(), size);
-  body.resize(size, ' ');
-  return body;
-}
-
 constexpr std::string_view kJson = "application/json";
 constexpr std::string_view kJsonUtf8 = "application/json; charset=utf-8";
 constexpr std::string_view kProto = "application/x-protobuf";
 
 net::HttpRequest Post(std::string_view content_type, std::string body,
                       std::string_view encoding = "") {
-  net::HttpRequest r;
-  r.method = "POST";
-  r.target = "/v1/traces";
-  r.content_type = std::string(content_type);
-  r.content_encoding = std::string(encoding);
-  r.body = std::move(body);
-  return r;
+  return HttpPost("/v1/traces", content_type, std::move(body), encoding);
 }
 
 // ---- reading answers ----
@@ -155,32 +82,14 @@ std::optional<RpcStatus> JsonRpcStatus(const std::string& body) {
 
 // google.rpc.Status as protobuf: {int32 code = 1; string message = 2;}.
 std::optional<RpcStatus> ProtoRpcStatus(const std::string& body) {
-  RpcStatus st;
-  size_t i = 0;
-  auto varint = [&](uint64_t* v) {
-    *v = 0;
-    for (int shift = 0; i < body.size() && shift < 64; shift += 7) {
-      auto c = static_cast<uint8_t>(body[i++]);
-      *v |= static_cast<uint64_t>(c & 0x7f) << shift;
-      if (!(c & 0x80)) return true;
-    }
-    return false;
-  };
-  while (i < body.size()) {
-    uint64_t tag = 0;
-    uint64_t v = 0;
-    if (!varint(&tag)) return std::nullopt;
-    if (tag == 0x08) {
-      if (!varint(&v)) return std::nullopt;
-      st.code = static_cast<int64_t>(v);
-    } else if (tag == 0x12) {
-      if (!varint(&v) || v > body.size() - i) return std::nullopt;
-      st.message = body.substr(i, v);
-      i += v;
-    } else {
-      return std::nullopt;
-    }
+  Fields f;
+  if (!ParseFields(body, &f) || f.ints.size() > 1 || f.bytes.size() > 1 ||
+      f.ints.size() + f.bytes.size() != f.ints.count(1) + f.bytes.count(2)) {
+    return std::nullopt;
   }
+  RpcStatus st;
+  if (f.ints.count(1) != 0) st.code = static_cast<int64_t>(f.ints.find(1)->second);
+  if (f.bytes.count(2) != 0) st.message = f.bytes.find(2)->second;
   return st;
 }
 
@@ -697,35 +606,6 @@ TEST(OtlpHttpReceiver, FilteredSpansAreReportedAsPartialSuccess) {
 
 // ---- the durable queue: spill to disk, read back filtered as received ----
 
-void PutFixed64(std::string& out, uint64_t v) {
-  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>(v >> (8 * i)));
-}
-
-// One span per start time, each 1 ms long (span ids from the index).
-std::string TimedProtoRequest(std::string_view trace_hex, const std::vector<uint64_t>& starts) {
-  std::string scope_spans;
-  for (size_t i = 0; i < starts.size(); ++i) {
-    std::string span_id(8, '\0');
-    span_id[7] = static_cast<char>(i + 1);
-    std::string span = LenField(1, Unhex(trace_hex)) + LenField(2, span_id) +
-                       LenField(5, "span-" + std::to_string(i));
-    PutVarint(span, 7 << 3 | 1);  // start_time_unix_nano, fixed64
-    PutFixed64(span, starts[i]);
-    PutVarint(span, 8 << 3 | 1);  // end_time_unix_nano
-    PutFixed64(span, starts[i] + 1000000);
-    scope_spans += LenField(2, span);
-  }
-  return LenField(1, LenField(2, scope_spans));
-}
-
-uint64_t NowNs() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count());
-}
-
-constexpr uint64_t kHourNs = 3600ull * 1000000000ull;
-
 class DurableReceiverTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -833,7 +713,7 @@ TEST_F(DurableReceiverTest, WhatStillWaitsAtStopIsLeftInTheLogForTheReplay) {
   int records = 0;
   log_->ReadReplay([&](const pipeline::durable::SegmentLog::Record& r, uint64_t) {
     ++records;
-    EXPECT_EQ(r.kind, pipeline::durable::RecordKind::kRequest);
+    EXPECT_EQ(r.kind, pipeline::durable::RecordKind::kEncodedRequest);
     SpanBatch batch;
     ASSERT_TRUE(DecodeLoggedRequest(r.kind, std::string(r.payload), &filter_, &batch).ok());
     EXPECT_EQ(batch.span_count(), 2u);

@@ -28,6 +28,8 @@ void ExpectSameConfig(const Config& a, const Config& b) {
   EXPECT_EQ(a.otlp_http.threads, b.otlp_http.threads);
   EXPECT_EQ(a.otlp_http.tls_cert, b.otlp_http.tls_cert);
   EXPECT_EQ(a.otlp_http.tls_key, b.otlp_http.tls_key);
+  EXPECT_EQ(a.otlp_grpc.listen, b.otlp_grpc.listen);
+  EXPECT_EQ(a.zipkin.listen, b.zipkin.listen);
   EXPECT_EQ(a.query.listen, b.query.listen);
   EXPECT_EQ(a.query.tls_cert, b.query.tls_cert);
   EXPECT_EQ(a.query.tls_key, b.query.tls_key);
@@ -81,6 +83,8 @@ const std::map<std::string, std::string>& ValidValues() {
       {"otlp_http.threads", "4"},
       {"otlp_http.tls_cert", "/etc/spanhouse/otlp.crt"},
       {"otlp_http.tls_key", "/etc/spanhouse/otlp.key"},
+      {"otlp_grpc.listen", "0.0.0.0:14317"},
+      {"zipkin.listen", ""},
       {"query.listen", "0.0.0.0:26686"},
       {"query.tls_cert", "/etc/spanhouse/query.crt"},
       {"query.tls_key", "/etc/spanhouse/query.key"},
@@ -202,6 +206,8 @@ TEST(Config, Defaults) {
   EXPECT_EQ(c.otlp_http.max_body_bytes, 20ull << 20);
   EXPECT_EQ(c.otlp_http.threads, 2);
   EXPECT_EQ(c.otlp_http.max_spans_per_request, 100000u);
+  EXPECT_EQ(c.otlp_grpc.listen, "127.0.0.1:4317");
+  EXPECT_EQ(c.zipkin.listen, "127.0.0.1:9411");
   EXPECT_EQ(c.filter.max_future_s, 3600u);
   EXPECT_EQ(c.filter.max_duration_s, 86400u);
   EXPECT_EQ(c.filter.max_attributes, 128u);
@@ -229,6 +235,10 @@ otlp_http:
   threads: 4
   tls_cert: /etc/spanhouse/otlp.crt
   tls_key: /etc/spanhouse/otlp.key
+otlp_grpc:
+  listen: 0.0.0.0:14317
+zipkin:
+  listen: ""
 query:
   listen: "0.0.0.0:26686"
   tls_cert: /etc/spanhouse/query.crt
@@ -416,6 +426,24 @@ TEST(Config, BadAddresses) {
       ExpectGoodSetting(key, v);
     }
   }
+}
+
+// The other receivers' addresses may also be empty (that receiver off);
+// no two listeners may share one.
+TEST(Config, OptionalReceiverAddresses) {
+  for (const std::string key : {"otlp_grpc.listen", "zipkin.listen"}) {
+    for (const std::string v : {"localhost", "host:70000", ":9411"}) ExpectBadSetting(key, v);
+    for (const std::string v : {"", "0.0.0.0:0", "[::1]:9411"}) ExpectGoodSetting(key, v);
+  }
+  Config c;
+  c.zipkin.listen = c.otlp_http.listen;
+  Status st = Validate(c);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("otlp_http.listen and zipkin.listen"), std::string::npos)
+      << st.message();
+  c.zipkin.listen = "";
+  c.otlp_grpc.listen = "";
+  EXPECT_TRUE(Validate(c).ok());
 }
 
 TEST(Config, BadLogLevelsAndDataDir) {

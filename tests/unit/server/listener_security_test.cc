@@ -88,6 +88,17 @@ TEST(ListenerSecurity, WarnsAboutListenersOpenBeyondLoopback) {
   local.otlp_http.listen = "localhost:4318";
   local.query.listen = "[::1]:16686";
   EXPECT_TRUE(ListenerSecurity::Warnings(local).empty());
+  // The other receivers share the ingest tokens; one turned off warns of nothing.
+  local.zipkin.listen = "0.0.0.0:9411";
+  w = ListenerSecurity::Warnings(local);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_NE(w[0].find("zipkin listens on 0.0.0.0:9411"), std::string::npos) << w[0];
+  EXPECT_NE(w[0].find("auth.ingest_tokens is empty"), std::string::npos) << w[0];
+  local.zipkin.listen = "";
+  local.otlp_grpc.listen = "0.0.0.0:4317";
+  w = ListenerSecurity::Warnings(local);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_NE(w[0].find("otlp_grpc listens on 0.0.0.0:4317"), std::string::npos) << w[0];
 }
 
 }  // namespace
