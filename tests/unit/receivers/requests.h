@@ -14,6 +14,7 @@
 
 #include "model/span_batch.h"
 #include "net/http_server.h"
+#include "testdata/gzip.h"
 
 namespace spanhouse::receivers {
 
@@ -64,18 +65,7 @@ inline std::string ProtoRequest(std::string_view trace_hex = kTraceHex, int span
 }
 
 inline std::string Gzip(std::string_view in) {
-  z_stream zs{};
-  EXPECT_EQ(deflateInit2(&zs, Z_BEST_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY),
-            Z_OK);
-  std::string out(deflateBound(&zs, static_cast<uLong>(in.size())) + 64, '\0');
-  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
-  zs.avail_in = static_cast<uInt>(in.size());
-  zs.next_out = reinterpret_cast<Bytef*>(out.data());
-  zs.avail_out = static_cast<uInt>(out.size());
-  EXPECT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
-  out.resize(zs.total_out);
-  deflateEnd(&zs);
-  return out;
+  return testdata::Gzip(in, Z_BEST_COMPRESSION);
 }
 
 // A JSON request padded with trailing whitespace to exactly `size` bytes.
