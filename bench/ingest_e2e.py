@@ -61,19 +61,19 @@ def status_kib(pid: int, key: str) -> int:
     return 0
 
 
-def wait_healthy(url: str, proc: subprocess.Popen, deadline_s: float = 60) -> None:
+def wait_ready(url: str, proc: subprocess.Popen, deadline_s: float = 60) -> None:
     end = time.time() + deadline_s
     while time.time() < end:
         if proc.poll() is not None:
             raise SystemExit(f"spanhouse exited with {proc.returncode}")
         try:
-            with urllib.request.urlopen(url + "/healthz", timeout=2) as r:
+            with urllib.request.urlopen(url + "/readyz", timeout=2) as r:
                 if r.status == 200:
                     return
         except OSError:
             pass
         time.sleep(0.2)
-    raise SystemExit("spanhouse did not become healthy")
+    raise SystemExit("spanhouse did not become ready (/readyz)")
 
 
 def query_loop(query_url: str, stop: threading.Event, timings: list, errors: list) -> None:
@@ -112,7 +112,7 @@ def run(args, sink: str, with_query: bool = False, protocol: str = "http") -> di
          "--otlp-grpc-listen", f"127.0.0.1:{grpc}", "--zipkin-listen", f"127.0.0.1:{zipkin}",
          "--log-level", "warn"], stdout=log, stderr=log)
     try:
-        wait_healthy(f"http://127.0.0.1:{query}", serve)
+        wait_ready(f"http://127.0.0.1:{query}", serve)
         rss_series: list[int] = []
         stop = threading.Event()
 

@@ -143,6 +143,11 @@ class Spanhouse:
     def healthz_url(self) -> str:
         return f"{self.query_url}/healthz"
 
+    @property
+    def readyz_url(self) -> str:
+        """200 once every listener is up; /healthz answers as soon as the query API is."""
+        return f"{self.query_url}/readyz"
+
     def trace_url(self, trace_id: str) -> str:
         return f"{self.query_url}/api/traces/{trace_id}"
 
@@ -217,7 +222,7 @@ class Spanhouse:
         if self.proc.poll() is not None:
             msg = f"spanhouse exited with {self.proc.returncode} before becoming ready\n"
         else:
-            msg = f"spanhouse did not answer /healthz within {READY_DEADLINE_S:.0f}s\n"
+            msg = f"spanhouse was not ready (/readyz) within {READY_DEADLINE_S:.0f}s\n"
         msg += self.diagnostics()
         self.kill()
         pytest.fail(msg, pytrace=False)
@@ -230,8 +235,9 @@ class Spanhouse:
                 self.reaped = True
                 return False
             try:
-                r = requests.get(self.healthz_url, timeout=2, verify=self.verify)
-                if r.status_code == 200 and r.text.strip() == "ok":
+                # Not /healthz: that answers while the receivers are still binding.
+                r = requests.get(self.readyz_url, timeout=2, verify=self.verify)
+                if r.status_code == 200 and r.text.strip() == "ready":
                     return True
             except requests.RequestException:
                 pass
