@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <set>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "storage/clickhouse/insert_errors.h"
 #include "storage/clickhouse/span_block.h"
@@ -200,7 +202,16 @@ Status ChdbSpanReader::Run(const std::string& sql, std::string_view format, Quer
       "{} SETTINGS max_execution_time = {}, timeout_overflow_mode = 'throw', max_result_rows = "
       "{}, result_overflow_mode = 'throw'",
       sql, limits_.max_execution_s, max_rows);
+  const auto began = std::chrono::steady_clock::now();
   Status st = conn_.Query(bounded, format, result, params);
+  if (spdlog::should_log(spdlog::level::debug)) {
+    std::string bound;
+    for (const auto& [name, value] : params) bound += fmt::format(" {}={}", name, value);
+    spdlog::debug(
+        "query: {:.1f} ms, {} bytes out: {};{}",
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - began).count(),
+        result != nullptr ? result->data.size() : 0, bounded, bound);
+  }
   return st.ok() ? st : ReaderError(st, limits_, max_rows);
 }
 
@@ -228,7 +239,7 @@ Status ChdbSpanReader::GetTraces(const std::vector<TraceId>& ids, SpanBatch* out
     for (uint64_t h = first; h <= last && h <= first + 48; ++h) hours.insert(h * 3600);
   }
   if (hours.empty()) return Status::Ok();
-  st = Run(SpanReadQuery(caps_,
+  st = Run(SpanReadQuery(caps_, layout_,
                          fmt::format("toStartOfHour(timestamp) IN {{hours:Array(DateTime)}} AND "
                                      "trace_id IN ({})",
                                      kIdSet),
@@ -237,7 +248,59 @@ Status ChdbSpanReader::GetTraces(const std::vector<TraceId>& ids, SpanBatch* out
            {{"ids", ids_param}, {"hours", NumberArray(std::vector(hours.begin(), hours.end()))}},
            limits_.max_spans);
   if (!st.ok()) return st;
-  return DecodeSpanBlocks(r.data, out);
+  const auto first = static_cast<uint32_t>(out->span_count());
+  std::vector<uint64_t> resource_ids;
+  if (st = DecodeSpanBlocks(r.data, out, &resource_ids); !st.ok()) return st;
+  return AttachResources(resource_ids, first, out);
+}
+
+Status ChdbSpanReader::AttachResources(const std::vector<uint64_t>& ids, uint32_t first,
+                                       SpanBatch* out) {
+  std::lock_guard<std::mutex> lock(resources_mu_);
+  std::vector<uint64_t> missing;
+  for (uint64_t id : ids) {
+    if (!resource_.contains(id)) missing.push_back(id);
+  }
+  if (!missing.empty()) {
+    std::sort(missing.begin(), missing.end());
+    missing.erase(std::unique(missing.begin(), missing.end()), missing.end());
+    if (resource_.size() + missing.size() > kMaxCachedResources) {
+      resources_ = SpanBatch();
+      resource_.clear();
+    }
+    QueryResult r;
+    Status st = Run(ResourceReadQuery(caps_), "Native", &r,
+                    {{"resource_ids", NumberArray(missing)}}, missing.size());
+    if (!st.ok()) return st;
+    const auto before = static_cast<uint32_t>(resources_.span_count());
+    std::vector<uint64_t> found;
+    if (st = DecodeSpanBlocks(r.data, &resources_, &found); !st.ok()) return st;
+    for (size_t k = 0; k < found.size(); ++k) {
+      resource_.emplace(found[k], resources_.spans.resource[before + k]);
+    }
+  }
+  // A span whose resource the table lacks keeps an empty one, as before
+  // resources had a table of their own.
+  for (size_t k = 0; k < ids.size(); ++k) {
+    auto it = resource_.find(ids[k]);
+    if (it == resource_.end()) continue;
+    const uint32_t from = it->second;
+    const uint32_t to = out->spans.resource[first + k];
+    const Range attrs = resources_.resources.attrs[from];
+    const auto begin = static_cast<uint32_t>(out->resource_attrs.size());
+    for (uint32_t a = attrs.begin; a < attrs.end; ++a) {
+      SpanBatch::AddAttr(out->resource_attrs,
+                         out->AddString(resources_.Str(resources_.resource_attrs.key[a])),
+                         resources_.resource_attrs.type[a],
+                         out->AddString(resources_.Str(resources_.resource_attrs.value[a])));
+    }
+    out->resources.attrs[to] = {begin, static_cast<uint32_t>(out->resource_attrs.size())};
+    out->resources.dropped_attributes_count[to] =
+        resources_.resources.dropped_attributes_count[from];
+    out->resources.schema_url[to] =
+        out->AddString(resources_.Str(resources_.resources.schema_url[from]));
+  }
+  return Status::Ok();
 }
 
 Status ChdbSpanReader::FindTraceIds(const query::TraceQuery& q, std::vector<TraceId>* out) {

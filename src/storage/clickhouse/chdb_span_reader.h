@@ -9,7 +9,9 @@
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -58,10 +60,23 @@ class ChdbSpanReader : public query::SpanReader {
   Status Run(const std::string& sql, std::string_view format, QueryResult* result,
              const std::vector<QueryParam>& params, uint64_t max_rows);
 
+  // Gives the spans of `out` from `first` on the resources `ids` name (one id
+  // per span), from the cache or the resources table.
+  Status AttachResources(const std::vector<uint64_t>& ids, uint32_t first, SpanBatch* out);
+
   ChdbConnection& conn_;
   const Capabilities caps_;
   const ReaderLimits limits_;
   const StorageLayout layout_;
+  // Resources read so far, by id. An id is a fingerprint of the resource's
+  // attributes (ResourceFingerprint), so an entry never goes stale; there
+  // are a few hundred in a store (one per pod), and the cache starts over
+  // past kMaxCachedResources. Reading them here, not joined into each lookup,
+  // saves reading the trace's spans a second time (a third of a lookup).
+  static constexpr size_t kMaxCachedResources = 100000;
+  std::mutex resources_mu_;
+  SpanBatch resources_;                              // one span and resource a row
+  std::unordered_map<uint64_t, uint32_t> resource_;  // id -> resource index in resources_
 };
 
 }  // namespace spanhouse::storage

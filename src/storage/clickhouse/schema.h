@@ -288,9 +288,16 @@ std::string SpanSelectList(const Capabilities& caps);
 
 // A query returning the spans that match `where` (a condition on the spans
 // table, which may use {name:Type} parameters) as Native blocks in
-// ReadColumns() layout, resource columns joined in, ordered by `order_by`.
-std::string SpanReadQuery(const Capabilities& caps, std::string_view where,
-                          std::string_view order_by);
+// ReadColumns() layout without the resource columns (resource_id says which;
+// ResourceReadQuery reads them), ordered by `order_by`. Columns keep the
+// types `layout` stores them in.
+std::string SpanReadQuery(const Capabilities& caps, const StorageLayout& layout,
+                          std::string_view where, std::string_view order_by);
+
+// The resources whose ids are bound as {resource_ids:Array(UInt64)}, one row
+// each, as Native blocks of ReadColumns()' resource columns and resource_id
+// (DecodeSpanBlocks gives each row a span of its own).
+std::string ResourceReadQuery(const Capabilities& caps);
 
 // Columns of the resources table's Native blocks: (name, logical type).
 const std::vector<std::pair<const char*, Logical>>& ResourceColumns();

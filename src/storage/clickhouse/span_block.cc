@@ -879,6 +879,11 @@ class Decoder {
     return Status::Ok();
   }
   void SetJson(bool json) { json_ = json; }
+  // Where the resource_id column's values go: (*ids)[base + row].
+  void SetResourceIds(std::vector<uint64_t>* ids, size_t base) {
+    resource_ids_ = ids;
+    resource_ids_base_ = base;
+  }
   // A JSON column in the flattened layout (UserFieldsColumns; a SELECT
   // with output_format_native_use_flattened_dynamic_and_json_serialization):
   // every path's value of every row, kept for ResolveUserFields.
@@ -1274,10 +1279,12 @@ class Decoder {
             [&](uint32_t l) { return Num<uint32_t>(&b_.links.dropped_attributes_count[l]); });
       case Col::kDroppedLinks:
         return each([&](uint32_t i) { return Num<uint32_t>(&s.dropped_links_count[i]); });
-      case Col::kResourceId:  // the resource's own columns, when joined in, say the rest
-        return each([&](uint32_t) {
+      case Col::kResourceId:
+        return each([&](uint32_t i) {
           uint64_t id;
-          return r_.Fixed(&id);
+          SH_TRY(r_.Fixed(&id));
+          if (resource_ids_ != nullptr) (*resource_ids_)[resource_ids_base_ + (i - base_)] = id;
+          return Status::Ok();
         });
       case Col::kUserFields:
         // Read for the values the attribute arrays leave to it; as JSON text
@@ -1299,6 +1306,8 @@ class Decoder {
   uint32_t base_;
   uint64_t n_;
   bool json_ = false;  // the current column is of the JSON type
+  std::vector<uint64_t>* resource_ids_ = nullptr;
+  size_t resource_ids_base_ = 0;
   // The block's user_fields (ReadFlattenedJson).
   enum class JsonType : uint8_t { kBool, kFloat64, kInt64, kString, kNone };
   struct JsonPath {
@@ -1483,7 +1492,8 @@ void EncodeResourceBlock(const SpanBatch& batch, const std::vector<uint32_t>& wh
   }
 }
 
-Status DecodeSpanBlocks(std::string_view data, SpanBatch* out) {
+Status DecodeSpanBlocks(std::string_view data, SpanBatch* out,
+                        std::vector<uint64_t>* resource_ids) {
   static const std::unordered_map<std::string_view, Col> by_name = [] {
     std::unordered_map<std::string_view, Col> m;
     for (const auto& c : ReadColumns()) m.emplace(c.name, c.id);
@@ -1503,6 +1513,10 @@ Status DecodeSpanBlocks(std::string_view data, SpanBatch* out) {
       out->AddSpan(res, scope);
     }
     Decoder dec(r, *out, base, nrows);
+    if (resource_ids != nullptr) {
+      dec.SetResourceIds(resource_ids, resource_ids->size());
+      resource_ids->resize(resource_ids->size() + nrows, 0);
+    }
     for (uint64_t c = 0; c < ncols; ++c) {
       std::string_view name;
       std::string_view type;

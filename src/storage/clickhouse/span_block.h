@@ -124,8 +124,11 @@ void EncodeResourceBlock(const SpanBatch& batch, const std::vector<uint32_t>& wh
                          const Capabilities& caps, std::string* out);
 
 // Appends the spans of one or more Native blocks (as written by
-// EncodeSpanBlock, or selected with SpanSelectList or SpanReadQuery) to `out`. Each row gets
-// its own resource and scope entry.
-Status DecodeSpanBlocks(std::string_view data, SpanBatch* out);
+// EncodeSpanBlock, or selected with SpanSelectList, SpanReadQuery or
+// ResourceReadQuery) to `out`. Each row gets its own resource and scope
+// entry. With `resource_ids`, the resource_id column's values are appended
+// there, one per row (0 for a block without the column).
+Status DecodeSpanBlocks(std::string_view data, SpanBatch* out,
+                        std::vector<uint64_t>* resource_ids = nullptr);
 
 }  // namespace spanhouse::storage
