@@ -14,8 +14,11 @@
      7 days (step and ratePer 1 h) and /api/spanhouse/services/summary over 7 days.
    Prints p50, p99 and max per query (ms), and one JSON line.
 
-Usage: bench/query_api.py [--bin build/spanhouse] [--spans 1000000] [--days 7]
-                          [--repeat 200] [--settle 30] [--reuse DIR] [--keep]
+   With --bin twice (an old and a new build), the two take turns on the same store and the
+   same queries, --rounds times each, and the ratios new/old are printed beside them.
+
+Usage: bench/query_api.py [--bin build/spanhouse [--bin OTHER]] [--rounds 1] [--spans 1000000]
+                          [--days 7] [--repeat 200] [--settle 30] [--reuse DIR] [--keep]
 Only loopback addresses are used; the server is stopped at the end.
 """
 
@@ -34,7 +37,7 @@ import time
 import urllib.parse
 import urllib.request
 
-from ingest_e2e import free_port, wait_healthy
+from ingest_e2e import free_port, wait_ready
 
 
 def timed_get(url: str) -> tuple[float, dict]:
@@ -53,7 +56,10 @@ def percentiles(ms: list[float]) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--bin", default="build/spanhouse")
+    ap.add_argument("--bin", action="append",
+                    help="the spanhouse binary (default build/spanhouse); twice: both side by "
+                         "side, taking turns on the same queries, with the ratios")
+    ap.add_argument("--rounds", type=int, default=1, help="turns each binary takes")
     ap.add_argument("--spans", type=int, default=1_000_000)
     ap.add_argument("--days", type=float, default=7)
     ap.add_argument("--repeat", type=int, default=200)
@@ -66,29 +72,73 @@ def main() -> int:
     fill = None
     if not args.reuse:
         t = time.time()
-        out = subprocess.run([args.bin, "bench", "query-fill", "--data-dir", work, "--spans",
+        out = subprocess.run([(args.bin or ["build/spanhouse"])[0], "bench", "query-fill", "--data-dir", work, "--spans",
                               str(args.spans), "--days", str(args.days)],
                              stdout=subprocess.PIPE, check=True, text=True)
         fill = json.loads(out.stdout.strip().splitlines()[-1])
         fill["wall_s"] = round(time.time() - t, 1)
         print(f"fill: {fill}", file=sys.stderr)
+    bins = args.bin or ["build/spanhouse"]
+    # name -> binary -> every timing (ms) of every round; the binaries take
+    # turns, a round each, on the same queries (the same seed in a round).
+    timings: dict[str, dict[str, list[float]]] = {}
+    for rnd in range(args.rounds):
+        for b in bins:
+            for name, ms in run_suite(b, work, args, seed=7 + rnd, settle=(
+                    args.settle if rnd == 0 and b == bins[0] else 5)).items():
+                timings.setdefault(name, {}).setdefault(b, []).extend(ms)
+    if not args.keep and not args.reuse:
+        shutil.rmtree(work, ignore_errors=True)
+    results = {name: {b: percentiles(ms) for b, ms in by_bin.items()}
+               for name, by_bin in timings.items()}
+    width = max(len(k) for k in results)
+    head = f"{'query':<{width}}  {'n':>5}"
+    for i, _ in enumerate(bins):
+        head += f" {'p50 ms':>9} {'p99 ms':>9}" if len(bins) == 1 else f" {f'p50 #{i}':>9} {f'p99 #{i}':>9}"
+    if len(bins) > 1:
+        head += f" {'p50 #1/#0':>10} {'p99 #1/#0':>10}"
+    print(head if len(bins) > 1 else head + f" {'max ms':>9}")
+    for k, by_bin in results.items():
+        line = f"{k:<{width}}  {by_bin[bins[0]]['n']:>5}"
+        for b in bins:
+            line += f" {by_bin[b]['p50_ms']:>9} {by_bin[b]['p99_ms']:>9}"
+        if len(bins) > 1:
+            a, z = by_bin[bins[0]], by_bin[bins[1]]
+            line += f" {z['p50_ms'] / a['p50_ms']:>10.2f} {z['p99_ms'] / a['p99_ms']:>10.2f}"
+        else:
+            line += f" {by_bin[bins[0]]['max_ms']:>9}"
+        print(line)
+    if len(bins) > 1:
+        for i, b in enumerate(bins):
+            print(f"#{i}: {b}")
+    print(json.dumps({"spans": None if args.reuse else args.spans, "days": args.days,
+                      "fill": fill, "bins": bins, "rounds": args.rounds, "results": results}))
+    return 0
+
+
+def run_suite(binary: str, work: str, args, seed: int, settle: float) -> dict[str, list[float]]:
+    """Serves `work` with `binary` and times every query of the suite (ms), then stops it."""
     otlp, query = free_port(), free_port()
     log = open(os.path.join(work, "serve.log"), "a")
     serve = subprocess.Popen(
-        [args.bin, "serve", "--data-dir", work, "--otlp-http-listen", f"127.0.0.1:{otlp}",
-         "--query-listen", f"127.0.0.1:{query}", "--log-level", "warn"],
+        [binary, "serve", "--data-dir", work, "--otlp-http-listen", f"127.0.0.1:{otlp}",
+         "--query-listen", f"127.0.0.1:{query}", "--otlp-grpc-listen", "",
+         "--zipkin-listen", "", "--log-level", "warn"],
         stdout=log, stderr=log)
     base = f"http://127.0.0.1:{query}"
-    results = {}
+    results: dict[str, list[float]] = {}
     try:
-        wait_healthy(base, serve, deadline_s=600)
-        time.sleep(args.settle)
-        rng = random.Random(7)
-        now_ms = int(time.time() * 1000)
-        # The spans lie in [now - days + 1 h, now - 1 min].
+        wait_ready(base, serve, deadline_s=600)
+        time.sleep(settle)
+        rng = random.Random(seed)
+        # The spans lie in the --days before the newest trace (now, unless the store
+        # was filled earlier: --reuse); searches start 1 h inside either end.
+        _, newest = timed_get(f"{base}/api/traces?service=api-gateway&limit=1&lookback=168h")
+        now_ms = max(s["startTime"] for t in newest["data"] for s in t["spans"]) // 1000
         lo_ms = now_ms - int(args.days * 86400_000) + 3600_000
         hi_ms = now_ms - 3600_000
-        _, pods = timed_get(f"{base}/api/traces?service=cart&limit=20&lookback=2h")
+        _, pods = timed_get(f"{base}/api/traces?service=cart&limit=20&end={now_ms * 1000}"
+                            f"&lookback=2h")
         pod = next(t["value"] for trace in pods["data"] for p in trace["processes"].values()
                    if p["serviceName"] == "cart" for t in p["tags"] if t["key"] == "k8s.pod.name")
         searches = {
@@ -111,21 +161,21 @@ def main() -> int:
                 ids += [t["traceID"] for t in doc["data"]]
                 traces += len(doc["data"])
                 times.append(ms)
-            results[name] = {**percentiles(times), "traces_per_answer": traces / len(times)}
+            results[name] = times
         rng.shuffle(ids)
-        results["trace by id"] = percentiles(
-            [timed_get(f"{base}/api/traces/{i}")[0] for i in ids[:args.repeat]])
+        results["trace by id"] = [timed_get(f"{base}/api/traces/{i}")[0]
+                                  for i in ids[:args.repeat]]
         week = {"service": "checkout", "endTs": now_ms, "lookback": 7 * 86400_000,
                 "step": 3600_000, "ratePer": 3600_000}
         for metric, extra in (("calls", {}), ("errors", {}), ("latencies", {"quantile": 0.99})):
             q = urllib.parse.urlencode({**week, **extra})
-            results[f"7-day RED checkout: /api/metrics/{metric}"] = percentiles(
-                [timed_get(f"{base}/api/metrics/{metric}?{q}")[0]
-                 for _ in range(max(20, args.repeat // 5))])
+            results[f"7-day RED checkout: /api/metrics/{metric}"] = [
+                timed_get(f"{base}/api/metrics/{metric}?{q}")[0]
+                for _ in range(max(20, args.repeat // 5))]
         q = urllib.parse.urlencode({"endTs": now_ms, "lookback": 7 * 86400_000})
-        results["7-day summary, every service"] = percentiles(
-            [timed_get(f"{base}/api/spanhouse/services/summary?{q}")[0]
-             for _ in range(max(20, args.repeat // 5))])
+        results["7-day summary, every service"] = [
+            timed_get(f"{base}/api/spanhouse/services/summary?{q}")[0]
+            for _ in range(max(20, args.repeat // 5))]
     finally:
         if serve.poll() is None:
             serve.send_signal(signal.SIGTERM)
@@ -134,15 +184,7 @@ def main() -> int:
             except subprocess.TimeoutExpired:
                 serve.kill()
         log.close()
-        if not args.keep and not args.reuse:
-            shutil.rmtree(work, ignore_errors=True)
-    width = max(len(k) for k in results)
-    print(f"{'query':<{width}}  {'n':>5} {'p50 ms':>9} {'p99 ms':>9} {'max ms':>9}")
-    for k, r in results.items():
-        print(f"{k:<{width}}  {r['n']:>5} {r['p50_ms']:>9} {r['p99_ms']:>9} {r['max_ms']:>9}")
-    print(json.dumps({"spans": None if args.reuse else args.spans, "days": args.days,
-                      "fill": fill, "results": results}))
-    return 0
+    return results
 
 
 if __name__ == "__main__":
