@@ -233,6 +233,27 @@ std::vector<StorageVariant> Build() {
        chosen([](StorageLayout& l) { l.index_granularity = 0; }));
   add5("chosen+granule-16k", "chosen, granules (and merge blocks) of 16384 rows",
        chosen([](StorageLayout& l) { l.index_granularity = 16384; }));
+  add5("chosen+granule-8k+string-values",
+       "chosen, granules of 8192 rows, attribute values plain String (a LowCardinality "
+       "column writes its dictionary again in every granule)",
+       chosen([](StorageLayout& l) {
+         l.index_granularity = 8192;
+         l.low_cardinality_values = false;
+       }));
+  // A lookup decompresses, per column, the compressed blocks from its
+  // granule's start to the trace: blocks are cut at granule ends only from
+  // min_compress_block_size (64 KiB) on, so small granules alone leave the
+  // small columns' blocks as they were.
+  for (const uint32_t rows : {8192u, 4096u}) {
+    add5(fmt::format("chosen+granule-{}k+blocks-16k", rows / 1024),
+         fmt::format("chosen, granules of {} rows, compressed blocks from 16 KiB (not 64) to "
+                     "64 KiB (not 1 MiB)",
+                     rows),
+         chosen([rows](StorageLayout& l) {
+           l.index_granularity = rows;
+           l.table_settings = "min_compress_block_size = 16384, max_compress_block_size = 65536";
+         }));
+  }
   add5("chosen+auto-stats",
        "chosen, with the server's automatic column statistics (minmax, uniq on every column)",
        chosen([](StorageLayout& l) { l.column_statistics = true; }));
