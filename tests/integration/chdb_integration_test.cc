@@ -76,6 +76,38 @@ TEST(ChdbRoundTrip, BatchComesBackExactly) {
             "Compact\n");
 }
 
+// A reader keeps the resources it has read, up to max_cached_resources.
+// Traces 0 and 1 use resources r0 and r1, trace 2 r0 and a third one: its
+// lookup finds r0 cached, r2 not, and the cache full, so it starts over;
+// every span must still get its own resource, r0's included.
+TEST(ChdbRoundTrip, ResourcesComeBackWhenTheReadersCacheStartsOver) {
+  Reset();
+  Capabilities caps;
+  ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
+  SpanBatch in = testdata::SampleBatch(3);
+  ASSERT_EQ(in.resources.attrs.size(), 2u);
+  const uint32_t r2 = in.AddResource();
+  SpanBatch::AddAttr(in.resource_attrs, in.AddString("service.name"), ValueType::kString,
+                     in.AddString("cache"));
+  in.resources.attrs[r2] = {static_cast<uint32_t>(in.resource_attrs.size() - 1),
+                            static_cast<uint32_t>(in.resource_attrs.size())};
+  in.ResolveServiceName(r2);
+  in.spans.resource[8] = r2;  // trace 2's third span
+  WriteAll(in, caps);
+  ReaderLimits limits;
+  limits.max_cached_resources = 2;
+  ChdbSpanReader reader(*Engine::conn, caps, limits);
+  for (int round = 0; round < 2; ++round) {
+    SpanBatch out;
+    for (uint8_t t = 0; t < 3; ++t) {
+      Status st = reader.GetTrace(testdata::MakeTraceId(t), &out);
+      ASSERT_TRUE(st.ok()) << st.message();
+    }
+    std::string why;
+    EXPECT_TRUE(in.LogicallyEquals(out, &why)) << "round " << round << ": " << why;
+  }
+}
+
 // Key columns go to the engine as LowCardinality with the writer's own
 // dictionaries; with more than 256 and more than 65536 distinct values the
 // indexes are two and four bytes wide. The engine must read every width.

@@ -262,12 +262,14 @@ Status ChdbSpanReader::AttachResources(const std::vector<uint64_t>& ids, uint32_
     if (!resource_.contains(id)) missing.push_back(id);
   }
   if (!missing.empty()) {
-    std::sort(missing.begin(), missing.end());
-    missing.erase(std::unique(missing.begin(), missing.end()), missing.end());
-    if (resource_.size() + missing.size() > kMaxCachedResources) {
+    if (resource_.size() + missing.size() > limits_.max_cached_resources) {
+      // Starting over: every resource of these spans is read again.
       resources_ = SpanBatch();
       resource_.clear();
+      missing = ids;
     }
+    std::sort(missing.begin(), missing.end());
+    missing.erase(std::unique(missing.begin(), missing.end()), missing.end());
     QueryResult r;
     Status st = Run(ResourceReadQuery(caps_), "Native", &r,
                     {{"resource_ids", NumberArray(missing)}}, missing.size());

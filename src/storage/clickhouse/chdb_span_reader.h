@@ -25,6 +25,9 @@ struct ReaderLimits {
   uint32_t max_execution_s = 30;  // per query (the engine's max_execution_time)
   uint64_t max_spans = 1000000;   // spans read back by one trace lookup
   uint64_t max_rows = 200000;     // rows of any other result
+  // Resources the reader keeps in memory for lookups (a store holds a few
+  // hundred, one per pod); past it the cache starts over.
+  size_t max_cached_resources = 100000;
 };
 
 // What a reader answers for a failed query: past the time limit (the
@@ -69,11 +72,10 @@ class ChdbSpanReader : public query::SpanReader {
   const ReaderLimits limits_;
   const StorageLayout layout_;
   // Resources read so far, by id. An id is a fingerprint of the resource's
-  // attributes (ResourceFingerprint), so an entry never goes stale; there
-  // are a few hundred in a store (one per pod), and the cache starts over
-  // past kMaxCachedResources. Reading them here, not joined into each lookup,
-  // saves reading the trace's spans a second time (a third of a lookup).
-  static constexpr size_t kMaxCachedResources = 100000;
+  // attributes (ResourceFingerprint), so an entry never goes stale; the
+  // cache starts over past limits_.max_cached_resources. Reading them here,
+  // not joined into each lookup, saves reading the trace's spans a second
+  // time (a third of a lookup).
   std::mutex resources_mu_;
   SpanBatch resources_;                              // one span and resource a row
   std::unordered_map<uint64_t, uint32_t> resource_;  // id -> resource index in resources_
