@@ -67,18 +67,18 @@ def main() -> int:
     ap.add_argument("--reuse", help="a data directory filled before (skips the fill)")
     ap.add_argument("--keep", action="store_true", help="keep the data directory")
     args = ap.parse_args()
+    bins = args.bin or ["build/spanhouse"]
 
     work = args.reuse or tempfile.mkdtemp(prefix="spanhouse-query-bench-")
     fill = None
     if not args.reuse:
         t = time.time()
-        out = subprocess.run([(args.bin or ["build/spanhouse"])[0], "bench", "query-fill", "--data-dir", work, "--spans",
+        out = subprocess.run([bins[0], "bench", "query-fill", "--data-dir", work, "--spans",
                               str(args.spans), "--days", str(args.days)],
                              stdout=subprocess.PIPE, check=True, text=True)
         fill = json.loads(out.stdout.strip().splitlines()[-1])
         fill["wall_s"] = round(time.time() - t, 1)
         print(f"fill: {fill}", file=sys.stderr)
-    bins = args.bin or ["build/spanhouse"]
     # name -> binary -> every timing (ms) of every round; the binaries take
     # turns, a round each, on the same queries (the same seed in a round).
     timings: dict[str, dict[str, list[float]]] = {}
