@@ -525,9 +525,10 @@ void PrintText(FILE* f, const LoadgenOptions& o, const LoadgenReport& r) {
                ", connection errors %" PRIu64 ")\n",
                r.retried, r.throttled, r.connection_errors);
   if (r.verified) {
-    std::fprintf(f, "verify            stored %lld, accepted %" PRIu64 ": %s\n",
+    std::fprintf(f,
+                 "verify            stored %lld, accepted %" PRIu64 ": %s (%.1f s after sending)\n",
                  static_cast<long long>(r.stored), r.spans_accepted,
-                 r.verify_ok ? "OK" : "MISMATCH");
+                 r.verify_ok ? "OK" : "MISMATCH", r.verify_s);
   }
   (void)o;
 }
@@ -549,8 +550,8 @@ void PrintJson(FILE* f, const LoadgenOptions& o, const LoadgenReport& r) {
                r.latency_max_ms, r.rejected_requests, r.rejected_spans, r.retried, r.throttled,
                r.connection_errors);
   if (r.verified) {
-    std::fprintf(f, ",\"verify\":{\"stored\":%lld,\"ok\":%s}", static_cast<long long>(r.stored),
-                 r.verify_ok ? "true" : "false");
+    std::fprintf(f, ",\"verify\":{\"stored\":%lld,\"ok\":%s,\"seconds\":%.1f}",
+                 static_cast<long long>(r.stored), r.verify_ok ? "true" : "false", r.verify_s);
   }
   std::fprintf(f, "}\n");
 }
@@ -629,7 +630,9 @@ int RunLoadgen(const LoadgenOptions& o, LoadgenReport* report) {
   }
   if (o.verify && !run.Interrupted()) {
     r.verified = true;
+    const auto t0 = Clock::now();
     r.stored = Verify(o, query, run_id, r.spans_accepted);
+    r.verify_s = duration<double>(Clock::now() - t0).count();
     r.verify_ok = r.stored >= 0 && static_cast<uint64_t>(r.stored) == r.spans_accepted;
     if (!r.verify_ok) code = 1;
   }

@@ -69,6 +69,9 @@ struct LoadgenReport {
   double latency_max_ms = 0;
   bool verified = false;  // --verify ran
   int64_t stored = -1;    // its last count; -1 if none was read
+  // Seconds from the end of sending until the count read was all accepted
+  // spans (polled every 0.5 s): how far storing lagged behind accepting.
+  double verify_s = 0;
   bool verify_ok = false;
 };
 
