@@ -155,6 +155,8 @@ const std::vector<Key>& Keys() {
       SH_UINT_KEY("writer.max_rows", writer.max_rows, ParseUint, 1, 100000000, "1 to 100000000"),
       SH_UINT_KEY("writer.max_bytes", writer.max_bytes, ParseBytes, 1024, 1ull << 32,
                   "a size from 1KiB to 4GiB"),
+      SH_UINT_KEY("writer.insert_rows", writer.insert_rows, ParseUint, 1, 100000000,
+                  "1 to 100000000"),
       SH_UINT_KEY("writer.max_age_ms", writer.max_age_ms, ParseUint, 1, 3600000,
                   "milliseconds, 1 to 3600000"),
       SH_UINT_KEY("writer.threads", writer.threads, ParseUint, 1, 16, "1 to 16"),

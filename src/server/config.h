@@ -53,16 +53,19 @@ struct Config {
   } auth;
   struct {
     // Memory for spans in flight: being decoded, queued, or waiting in a
-    // writer for their insert. Full -> 429 + Retry-After.
-    uint64_t max_bytes = 512ull << 20;
+    // writer for their insert. Full -> 429 + Retry-After. (The engine's own
+    // memory for an insert, ~1.8 KB per row of writer.insert_rows, comes on
+    // top: 256 MiB here kept serve under 2 GiB at full load.)
+    uint64_t max_bytes = 256ull << 20;
     // How long a request waits for room in max_bytes before that 429.
     uint64_t wait_ms = 250;
   } queue;
   struct {
     uint64_t max_rows = 200000;
     uint64_t max_bytes = 128ull << 20;
-    uint64_t max_age_ms = 1000;
-    int threads = 1;  // queue shards, one writer thread and chDB connection each
+    uint64_t insert_rows = 400000;  // rows per INSERT (one part): blocks spooled until then
+    uint64_t max_age_ms = 3000;     // or until a span has waited this long
+    int threads = 1;                // queue shards, one writer thread and chDB connection each
     // "chdb" stores spans; "null" encodes them and throws them away, to
     // measure the pipeline without the store (benchmarks only).
     std::string sink = "chdb";

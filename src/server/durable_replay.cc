@@ -25,6 +25,7 @@ struct Covered {
   uint32_t shards;
   uint32_t day;
   uint64_t block_lsn;
+  uint32_t chunks;  // spooled blocks the insert read
 
   bool Has(const TraceId& trace, uint64_t start_ns) const {
     return pipeline::ShardOf(trace, shards) == shard && storage::PartitionDay(start_ns) == day;
@@ -45,7 +46,9 @@ std::unordered_map<uint64_t, std::vector<Covered>> CoveredParts(SegmentLog& log)
       ++skipped;
       return;
     }
-    for (uint64_t lsn : b.lsns) covered[lsn].push_back({b.shard, b.shards, b.day, r.lsn});
+    for (uint64_t lsn : b.lsns) {
+      covered[lsn].push_back({b.shard, b.shards, b.day, r.lsn, b.chunks});
+    }
   });
   if (skipped > 0) {
     spdlog::warn(
@@ -123,6 +126,7 @@ void ReplayBlocks(SegmentLog& log, const std::vector<storage::EmbeddedWriter*>& 
   struct Block {
     uint32_t shard = 0;
     uint32_t day = 0;
+    uint32_t chunks = 1;
     std::vector<std::unique_ptr<SpanBatch>> parts;
     std::vector<SegmentLog::Ref> refs;
   };
@@ -141,6 +145,7 @@ void ReplayBlocks(SegmentLog& log, const std::vector<storage::EmbeddedWriter*>& 
       Block& b = blocks[c.block_lsn];
       b.shard = c.shard;
       b.day = c.day;
+      b.chunks = c.chunks;
       b.refs.push_back(log.Hold(segment, r.lsn));
       if (idx.empty()) continue;
       auto part = std::make_unique<SpanBatch>();
@@ -162,7 +167,7 @@ void ReplayBlocks(SegmentLog& log, const std::vector<storage::EmbeddedWriter*>& 
     // Any writer can insert it: the token, not the writer, makes it once.
     writers[b.shard % writers.size()]->InsertReplayed(
         b.day, pipeline::durable::DedupToken(log.epoch(), lsn), std::move(b.parts),
-        std::move(b.refs));
+        std::move(b.refs), b.chunks);
   }
   spdlog::info("durable queue: {} logged block(s), {} spans, inserted again with their tokens",
                counts->blocks, counts->block_spans);

@@ -311,13 +311,19 @@ int Serve(const Config& cfg) {
 
   storage::SinkFaults faults;
   pipeline::MemoryBudget budget(cfg.queue.max_bytes);
-  // Each shard's own bound is the whole budget: the budget is what refuses.
-  pipeline::ShardedQueue queue(shards, cfg.queue.max_bytes);
+  // Each shard's own bound is twice the whole budget: the budget is what
+  // refuses. (A batch's reservation is corrected to its decoded size after
+  // the budget admitted it, so the budget can run over by a little; a queue
+  // bound equal to it then refused the spill backlog's batches.)
+  pipeline::ShardedQueue queue(shards, 2 * cfg.queue.max_bytes);
   std::vector<std::unique_ptr<storage::EmbeddedWriter>> writers;
   for (size_t i = 0; i < shards; ++i) {
     storage::WriterOptions wopts;
     wopts.max_rows = cfg.writer.max_rows;
-    wopts.max_bytes = cfg.writer.max_bytes;
+    // Batches waiting to be encoded hold receivers' memory: at most a
+    // quarter of it, so a full budget always has blocks on their way out.
+    wopts.max_bytes = std::min<uint64_t>(cfg.writer.max_bytes, cfg.queue.max_bytes / 4);
+    wopts.insert_rows = cfg.writer.insert_rows;
     wopts.max_age = std::chrono::milliseconds(cfg.writer.max_age_ms);
     wopts.spool_dir = dir + "/spool";
     wopts.name = std::to_string(i);

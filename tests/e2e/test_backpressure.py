@@ -94,10 +94,14 @@ def test_429_carries_retry_after(spanhouse_factory, tmp_path):
     cfg = tmp_path / "full.yaml"
     cfg.write_text("otlp_http:\n  max_body_bytes: 1MiB\nqueue:\n  max_bytes: 1MiB\n"
                    "durable:\n  enabled: false\n"
-                   "writer:\n  max_age_ms: 60000\n  max_rows: 100000000\n")
+                   "writer:\n  max_age_ms: 100\n  insert_rows: 1\n"
+                   "debug:\n  fault_injection: true\n")
     sh = spanhouse_factory("full", config=cfg)
-    # Spans pile up in the writer (it waits a minute before inserting) until
-    # the 1 MiB budget is spent.
+    # Inserts fail: once one insert is being retried and the next waits, the
+    # writer stops draining the queue, and spans pile up there until the
+    # 1 MiB budget is spent.
+    r = requests.post(f"{sh.query_url}/debug/sink?fail_inserts=true", timeout=10)
+    assert r.status_code == 200, r.text
     saw_429 = None
     for i in range(400):
         now = time.time_ns()  # spans without times would be dropped by the filter as too old
@@ -116,3 +120,6 @@ def test_429_carries_retry_after(spanhouse_factory, tmp_path):
     assert saw_429 is not None, "the budget never filled"
     assert saw_429.headers.get("Retry-After") == "1"
     assert re.search(r"memory limit", saw_429.json()["message"])
+    # The store back: everything accepted is written by the shutdown.
+    r = requests.post(f"{sh.query_url}/debug/sink?fail_inserts=false", timeout=10)
+    assert r.status_code == 200, r.text

@@ -414,7 +414,8 @@ TEST(ChdbRoundTrip, EachResourceIsStoredOncePerWriter) {
   pipeline::SpanQueue queue(64u << 20);
   WriterOptions opts;
   opts.spool_dir = Engine::dir + "/spool";
-  opts.max_rows = 6;  // each batch of 2 traces x 3 spans is a flush of its own
+  opts.max_rows = 6;     // each batch of 2 traces x 3 spans is a flush of its own
+  opts.insert_rows = 6;  // and an insert of its own
   EmbeddedWriter writer(Engine::conn.get(), caps, queue, opts);
   writer.Start();
   for (int k = 0; k < 2; ++k) {
@@ -454,6 +455,56 @@ TEST(ChdbRoundTrip, EachResourceIsStoredOncePerWriter) {
   ASSERT_TRUE(
       reader.CountSpansWithAttr(ChdbSpanReader::AttrOwner::kSpan, "http.method", "PUT", &n).ok());
   EXPECT_EQ(n, 0u);
+}
+
+// Blocks spooled by the writer are inserted together: one part per insert,
+// every span once, its resource stored, the spool files gone after.
+TEST(ChdbRoundTrip, SpooledBlocksOfOneInsertBecomeOnePart) {
+  Reset();
+  Capabilities caps;
+  ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
+  pipeline::SpanQueue queue(64u << 20);
+  WriterOptions opts;
+  opts.spool_dir = Engine::dir + "/spool";
+  opts.max_rows = 6;      // each batch of 2 traces x 3 spans is a block of its own
+  opts.insert_rows = 18;  // three blocks an insert
+  opts.max_age = std::chrono::hours(1);
+  EmbeddedWriter writer(Engine::conn.get(), caps, queue, opts);
+  writer.Start();
+  for (int k = 0; k < 6; ++k) {
+    auto b = std::make_unique<SpanBatch>(
+        testdata::SampleBatch(2, 1700000000000000000ull + static_cast<uint64_t>(k) * 1000));
+    for (uint32_t i = 0; i < b->span_count(); ++i) {
+      b->spans.trace_id[i] = testdata::MakeTraceId(static_cast<uint8_t>(10 + 2 * k + i / 3));
+    }
+    ASSERT_EQ(queue.TryPush(b), pipeline::SpanQueue::PushResult::kOk);
+  }
+  queue.Close();
+  writer.Join();
+  EXPECT_EQ(writer.stats().inserts.load(), 2u);
+  EXPECT_EQ(Q(fmt::format("SELECT count(), sum(rows) FROM system.parts WHERE database = '{}' AND "
+                          "table = 'spans' AND active",
+                          kDatabase)),
+            "2\t36\n");
+  EXPECT_EQ(Q(fmt::format("SELECT count(), uniqExact(trace_id, span_id) FROM {}.spans", kDatabase)),
+            "36\t36\n");
+  EXPECT_EQ(Q(fmt::format("SELECT count() FROM {}.spans WHERE resource_id NOT IN (SELECT "
+                          "resource_id FROM {}.resources)",
+                          kDatabase, kDatabase)),
+            "0\n");
+  // Each trace reads back whole.
+  ChdbSpanReader reader(*Engine::conn, caps);
+  for (int t = 10; t < 22; ++t) {
+    SpanBatch out;
+    ASSERT_TRUE(reader.GetTrace(testdata::MakeTraceId(static_cast<uint8_t>(t)), &out).ok());
+    EXPECT_EQ(out.span_count(), 3u) << t;
+  }
+  size_t left = 0;
+  for (const auto& e : std::filesystem::directory_iterator(opts.spool_dir)) {
+    (void)e;
+    ++left;
+  }
+  EXPECT_EQ(left, 0u);
 }
 
 // Loadgen traces (3-30 spans, ~1% errors, long-tailed durations) over a few
@@ -603,8 +654,10 @@ TEST(ChdbUserFields, SpanAttributesComeBackWithTheirTypesAfterMerges) {
                           kDatabase)),
             "1\t0\n");
   Q(fmt::format("OPTIMIZE TABLE {}.spans FINAL", kDatabase));
-  EXPECT_EQ(Q(fmt::format("SELECT count() FROM system.parts WHERE database = '{}' AND table = "
-                          "'spans' AND active",
+  // One part per day (the spans' times are relative to now: two days just
+  // after midnight).
+  EXPECT_EQ(Q(fmt::format("SELECT count() = uniqExact(partition) FROM system.parts WHERE database "
+                          "= '{}' AND table = 'spans' AND active",
                           kDatabase)),
             "1\n");
   // Some of the merged part's paths are in the JSON type's shared data.

@@ -59,6 +59,48 @@ TEST(ChdbDeduplication, ABlockInsertedAgainWithItsTokenIsStoredOnce) {
   EXPECT_EQ(Q(fmt::format("SELECT sum(calls) FROM {}.red_1m", kDatabase)), twice);
 }
 
+// An insert of several spooled blocks (writer.insert_rows): the replay of
+// its logged block forms as many blocks again, and is stored once. The
+// engine's deduplication id counts the blocks an INSERT ... SELECT read: the
+// same spans and token read as one block are stored again.
+TEST(ChdbDeduplication, AnInsertOfSeveralSpooledBlocksReplayedIsStoredOnce) {
+  Reset();
+  Capabilities caps;
+  ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
+  ASSERT_TRUE(EnableInsertDeduplication(*Engine::conn, caps).ok());
+  const auto now_ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                std::chrono::system_clock::now().time_since_epoch())
+                                                .count());
+  std::vector<SpanBatch> batches;
+  for (int k = 0; k < 3; ++k) {
+    SpanBatch b = testdata::SampleBatch(2, now_ns - 3600000000000ull + k * 1000000ull);
+    for (auto& id : b.spans.trace_id) id[14] = static_cast<uint8_t>(0x40 + k);  // other traces
+    batches.push_back(std::move(b));
+  }
+  const uint32_t day = PartitionDay(batches[0].spans.start_ns[0]);
+  size_t n = 0;
+  for (const auto& b : batches) n += b.span_count();
+  auto replay = [&](const std::string& token, uint32_t chunks) {
+    pipeline::SpanQueue queue(64u << 20);
+    WriterOptions opts;
+    opts.spool_dir = Engine::dir + "/spool";
+    EmbeddedWriter writer(Engine::conn.get(), caps, queue, opts);
+    std::vector<std::unique_ptr<SpanBatch>> parts;
+    for (const auto& b : batches) parts.push_back(std::make_unique<SpanBatch>(b));
+    writer.InsertReplayed(day, token, std::move(parts), {}, chunks);
+    EXPECT_EQ(writer.stats().rows_written.load(), n);
+    queue.Close();
+  };
+  replay("sh-test-chunks", 3);  // the first insert: three blocks
+  EXPECT_EQ(Q(fmt::format("SELECT count(), count(DISTINCT _part) FROM {}.spans", kDatabase)),
+            fmt::format("{}\t1\n", n));
+  replay("sh-test-chunks", 3);  // its replay
+  EXPECT_EQ(Q(fmt::format("SELECT count() FROM {}.spans", kDatabase)), fmt::format("{}\n", n));
+  EXPECT_EQ(Q(fmt::format("SELECT sum(calls) FROM {}.red_1m", kDatabase)), fmt::format("{}\n", n));
+  replay("sh-test-chunks", 1);  // the same spans and token as one block
+  EXPECT_EQ(Q(fmt::format("SELECT count() FROM {}.spans", kDatabase)), fmt::format("{}\n", 2 * n));
+}
+
 using pipeline::durable::BlockRecord;
 using pipeline::durable::RecordKind;
 using pipeline::durable::SegmentLog;

@@ -5,7 +5,12 @@
 // attempt reached the engine.
 //
 // Payload, little-endian: u32 shard, u32 shard count, u32 day (days since
-// the epoch, the partition), u32 n, then n u64 LSNs of kSpans records.
+// the epoch, the partition), u32 n, then n u64 LSNs of kSpans records, then
+// (only when more than one) u32 chunks: how many spooled blocks the insert
+// read. The engine's deduplication id of an INSERT ... SELECT depends on the
+// token and on the number of blocks it read (measured on chDB 26.5: two
+// files then one file with the same rows and token were stored twice; two
+// files split differently, once), so the replay reads as many.
 #pragma once
 
 #include <cstdint>
@@ -30,15 +35,17 @@ struct BlockRecord {
   uint32_t shards = 1;
   uint32_t day = 0;
   std::vector<uint64_t> lsns;
+  uint32_t chunks = 1;
 
   std::string Encode() const {
     std::string out;
-    out.reserve(16 + 8 * lsns.size());
+    out.reserve(20 + 8 * lsns.size());
     PutLe(&out, shard, 4);
     PutLe(&out, shards, 4);
     PutLe(&out, day, 4);
     PutLe(&out, lsns.size(), 4);
     for (uint64_t l : lsns) PutLe(&out, l, 8);
+    if (chunks != 1) PutLe(&out, chunks, 4);  // absent: 1 (records of earlier versions)
     return out;
   }
 
@@ -48,7 +55,13 @@ struct BlockRecord {
     shards = static_cast<uint32_t>(GetLe(p, 4, 4));
     day = static_cast<uint32_t>(GetLe(p, 8, 4));
     const uint64_t n = GetLe(p, 12, 4);
-    if (p.size() != 16 + 8 * n) return false;
+    chunks = 1;
+    if (p.size() == 20 + 8 * n) {
+      chunks = static_cast<uint32_t>(GetLe(p, 16 + 8 * n, 4));
+      if (chunks == 0) return false;
+    } else if (p.size() != 16 + 8 * n) {
+      return false;
+    }
     lsns.resize(n);
     for (uint64_t i = 0; i < n; ++i) lsns[i] = GetLe(p, 16 + 8 * i, 8);
     return true;

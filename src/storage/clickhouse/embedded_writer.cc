@@ -5,8 +5,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include "pipeline/durable/block_record.h"
@@ -37,7 +40,7 @@ EmbeddedWriter::~EmbeddedWriter() {
 }
 
 void EmbeddedWriter::Start() {
-  std::filesystem::create_directories(opts_.spool_dir);
+  CleanSpool();
   thread_ = std::thread([this] { Run(); });
   inserter_ = std::thread([this] { InsertLoop(); });
 }
@@ -115,42 +118,85 @@ void EmbeddedWriter::Add(pipeline::QueuedBatch item) {
 
 void EmbeddedWriter::Run() {
   while (true) {
+    const auto now = Clock::now();
     auto wait = std::chrono::milliseconds(100);
-    for (auto& [day, p] : pending_) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(p.since + opts_.max_age -
-                                                                        Clock::now());
+    auto until = [&](Clock::time_point due) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(due - now);
       wait = std::clamp(left, std::chrono::milliseconds(0), wait);
-    }
+    };
+    for (auto& [day, p] : pending_) until(p.since + BlockAge());
+    for (auto& [day, f] : open_) until(f.since + opts_.max_age);
     std::optional<pipeline::QueuedBatch> item = queue_.Pop(wait);
     if (item) Add(std::move(*item));
     const bool done = !item && queue_.closed_and_empty();
     for (auto it = pending_.begin(); it != pending_.end();) {
       Pending& p = it->second;
+      // Encoded and spooled when it holds enough, when its oldest span has
+      // waited a quarter of max_age (its memory is better freed early: the
+      // receivers' budget may be waiting for it), or when the day's open
+      // insert is due.
+      const auto open = open_.find(it->first);
       const bool due = p.rows >= opts_.max_rows || p.bytes >= opts_.max_bytes ||
-                       Clock::now() - p.since >= opts_.max_age;
-      if (p.rows > 0 && (due || done)) {
-        HandOff(it->first, p);
-        it = pending_.erase(it);  // frees the batches (their reservations went with the block)
+                       Clock::now() - p.since >= BlockAge() ||
+                       (open != open_.end() && Clock::now() - open->second.since >= opts_.max_age);
+      if (p.rows > 0 && (due || done) && Spool(it->first, p)) {
+        it = pending_.erase(it);  // frees the batches
       } else {
         ++it;
       }
     }
-    if (done) {
+    for (auto it = open_.begin(); it != open_.end();) {
+      const Flight& f = it->second;
+      const bool due = f.rows >= opts_.insert_rows || opts_.insert_rows <= opts_.max_rows ||
+                       Clock::now() - f.since >= opts_.max_age;
+      if (due || (done && pending_.empty())) {
+        HandOff(std::move(it->second));
+        it = open_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    if (done && !pending_.empty() && spool_failures_ >= opts_.shutdown_retries) {
+      // Stopping, and the spool cannot be written: what is left is given up
+      // (or left in the durable queue for the next start).
+      for (auto& [day, p] : pending_) {
+        stats_.pending_rows -= p.rows;
+        if (!p.refs.empty()) {
+          spdlog::error("writer {}: {} spans left in the durable queue at shutdown", opts_.name,
+                        p.rows);
+          stats_.rows_left_queued += p.rows;
+        } else {
+          spdlog::error("writer {}: giving up on {} spans at shutdown", opts_.name, p.rows);
+          stats_.rows_lost += p.rows;
+        }
+      }
+      pending_.clear();
+      for (auto& [day, f] : open_) HandOff(std::move(f));
+      open_.clear();
+    }
+    if (done && pending_.empty() && open_.empty()) {
       std::lock_guard<std::mutex> lock(mu_);
       encoding_done_ = true;
       cv_.notify_all();
       return;
     }
+    if (spool_failures_ > 0 && !pending_.empty()) {
+      std::this_thread::sleep_for(std::min(
+          opts_.max_backoff, std::chrono::milliseconds(100 << std::min(spool_failures_, 5))));
+    }
   }
 }
 
-std::string EmbeddedWriter::LogBlock(uint32_t day, const Pending& p) {
-  if (opts_.log == nullptr || p.refs.empty()) return "";
+std::string EmbeddedWriter::LogBlock(uint32_t day,
+                                     const std::vector<pipeline::durable::SegmentLog::Ref>& refs,
+                                     uint32_t chunks) {
+  if (opts_.log == nullptr || refs.empty()) return "";
   pipeline::durable::BlockRecord rec;
   rec.shard = opts_.shard;
   rec.shards = opts_.shards;
   rec.day = day;
-  for (const auto& r : p.refs) rec.lsns.push_back(r.lsn());
+  rec.chunks = chunks;
+  for (const auto& r : refs) rec.lsns.push_back(r.lsn());
   std::sort(rec.lsns.begin(), rec.lsns.end());
   rec.lsns.erase(std::unique(rec.lsns.begin(), rec.lsns.end()), rec.lsns.end());
   // Not refused when the log is full: the writer is what empties it. Its
@@ -170,28 +216,101 @@ std::string EmbeddedWriter::LogBlock(uint32_t day, const Pending& p) {
   return pipeline::durable::DedupToken(opts_.log->epoch(), ref.lsn());
 }
 
-void EmbeddedWriter::HandOff(uint32_t day, Pending& p) {
+std::chrono::milliseconds EmbeddedWriter::BlockAge() const {
+  return opts_.insert_rows <= opts_.max_rows ? opts_.max_age : opts_.max_age / 4;
+}
+
+std::string EmbeddedWriter::SpoolPath(uint64_t seq) const {
+  return fmt::format("{}/insert-{}-spans-{}.native", opts_.spool_dir, opts_.name, seq);
+}
+
+std::string EmbeddedWriter::SpoolPattern(const std::vector<uint64_t>& seqs) const {
+  if (seqs.size() == 1) return SpoolPath(seqs[0]);
+  // file()'s {a,b,c}: every block of the insert, read as one input.
+  return fmt::format("{}/insert-{}-spans-{{{}}}.native", opts_.spool_dir, opts_.name,
+                     fmt::join(seqs, ","));
+}
+
+void EmbeddedWriter::RemoveSpooled(const Flight& f) const {
+  for (uint64_t seq : f.spooled) std::remove(SpoolPath(seq).c_str());
+}
+
+void EmbeddedWriter::CleanSpool() {
+  if (spool_cleaned_) return;
+  spool_cleaned_ = true;
+  std::error_code ec;
+  std::filesystem::create_directories(opts_.spool_dir, ec);
+  // Blocks spooled by a process that stopped before inserting them: their
+  // spans are in the durable queue (replayed) or were given up then.
+  const std::string prefix = fmt::format("insert-{}-", opts_.name);
+  for (const auto& e : std::filesystem::directory_iterator(opts_.spool_dir, ec)) {
+    if (e.path().filename().string().rfind(prefix, 0) == 0) std::filesystem::remove(e.path(), ec);
+  }
+}
+
+namespace {
+
+Status WriteSpoolFile(const std::string& path, std::span<const std::string> pieces) {
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) return Status::Internal("cannot write " + path);
+  bool ok = true;
+  for (const std::string& piece : pieces) {
+    ok = ok && std::fwrite(piece.data(), 1, piece.size(), f) == piece.size();
+  }
+  ok = (std::fclose(f) == 0) && ok;
+  if (!ok) return Status::Internal("short write to " + path);
+  return Status::Ok();
+}
+
+}  // namespace
+
+bool EmbeddedWriter::Spool(uint32_t day, Pending& p) {
   Encode(p);
-  Flight f{day,
-           p.rows,
-           std::move(p.resource_blocks),
-           std::move(block_),
-           std::move(p.reservations),
-           {},
-           LogBlock(day, p)};
-  f.refs = std::move(p.refs);
-  // Counted as stored from here: blocks are inserted in order and each is
-  // retried until stored (or given up at shutdown, spans counted as lost),
-  // so a later block never stores a span whose resource was not stored.
+  uint64_t seq = 0;
+  if (!opts_.null_sink) {
+    seq = ++spool_seq_;
+    if (Status st = WriteSpoolFile(SpoolPath(seq), block_.pieces); !st.ok()) {
+      std::remove(SpoolPath(seq).c_str());
+      ++spool_failures_;
+      stats_.insert_errors += 1;
+      stats_.retryable_errors += 1;
+      spdlog::warn("writer {}: cannot spool {} spans (day {}), attempt {}: {}", opts_.name, p.rows,
+                   day, spool_failures_, st.message());
+      return false;
+    }
+  }
+  spool_failures_ = 0;
+  auto [it, fresh] = open_.try_emplace(day);
+  Flight& f = it->second;
+  if (fresh) {
+    f.day = day;
+    f.since = p.since;
+  }
+  f.since = std::min(f.since, p.since);
+  f.rows += p.rows;
+  f.resource_blocks += p.resource_blocks;
+  if (!opts_.null_sink) f.spooled.push_back(seq);
+  for (auto& r : p.refs) f.refs.push_back(std::move(r));
+  // Counted as stored from here: inserts are stored in order, resources
+  // before spans, and each is retried until stored (or given up at
+  // shutdown, spans counted as lost), so a later insert never stores a span
+  // whose resource was not stored.
   if (known_resources_.size() + p.new_resources.size() > kMaxKnownResources) {
     known_resources_.clear();
   }
-
   known_resources_.insert(p.new_resources.begin(), p.new_resources.end());
+  // The spans are on disk now (and in the durable queue, if any): their
+  // memory goes back to the receivers. The hand-off (one insert waiting at
+  // most) is what keeps a slow store from piling up spool files.
+  p.reservations.clear();
+  return true;
+}
+
+void EmbeddedWriter::HandOff(Flight f) {
+  f.token = LogBlock(f.day, f.refs, static_cast<uint32_t>(std::max<size_t>(1, f.spooled.size())));
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] { return !flight_.has_value(); });
   flight_ = std::move(f);
-  block_ = std::move(spare_block_);
   cv_.notify_all();
 }
 
@@ -204,13 +323,11 @@ void EmbeddedWriter::InsertLoop() {
       if (!flight_) return;
       f = std::move(*flight_);
       flight_.reset();
-      cv_.notify_all();  // the slot is free: the next block may be handed over
+      cv_.notify_all();  // the slot is free: the next insert may be handed over
     }
     Insert(f);
-    f.reservations.clear();  // stored (or given up): the memory goes back to the receivers
-    f.refs.clear();          // released by Insert if stored; else kept for the next start
-    std::lock_guard<std::mutex> lock(mu_);
-    spare_block_ = std::move(f.block);  // its buffers keep their capacity for the next block
+    RemoveSpooled(f);  // stored, dead-lettered or given up (then left in the durable queue)
+    f.refs.clear();    // released by Insert if stored; else kept for the next start
   }
 }
 
@@ -242,45 +359,45 @@ Status EmbeddedWriter::InsertOnce(const Flight& p) {
   if (opts_.null_sink) return Status::Ok();
   // Resources first: a span is never stored before its resource.
   if (!p.resource_blocks.empty()) {
-    if (Status st = InsertFile("resources", {&p.resource_blocks, 1}); !st.ok()) return st;
+    const std::string path =
+        fmt::format("{}/insert-{}-resources.native", opts_.spool_dir, opts_.name);
+    if (Status st = WriteSpoolFile(path, {&p.resource_blocks, 1}); !st.ok()) return st;
+    Status st = InsertFiles("resources", path, 0);
+    std::remove(path.c_str());
+    if (!st.ok()) return st;
   }
-  return InsertFile("spans", p.block.pieces, p.token);
+  return InsertFiles("spans", SpoolPattern(p.spooled), p.rows, p.token);
 }
 
-Status EmbeddedWriter::InsertFile(std::string_view table, std::span<const std::string> pieces,
-                                  const std::string& token) {
-  const std::string path =
-      fmt::format("{}/insert-{}-{}.native", opts_.spool_dir, opts_.name, table);
-  FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) return Status::Internal("cannot write " + path);
-  bool ok = true;
-  for (const std::string& piece : pieces) {
-    ok = ok && std::fwrite(piece.data(), 1, piece.size(), f) == piece.size();
-  }
-  ok = (std::fclose(f) == 0) && ok;
-  if (!ok) return Status::Internal("short write to " + path);
+Status EmbeddedWriter::InsertFiles(std::string_view table, const std::string& path, size_t rows,
+                                   const std::string& token) {
   // Columns are matched by name (the file carries them), so the block and
   // the table cannot silently disagree on order.
   std::string sql = InsertFromFileSql(fmt::format("{}.{}", kDatabase, table), RowFormat::kNative,
                                       caps_, FileStructure::kTable);
-  std::string settings;
+  std::vector<std::string> settings;
   if (table == "spans" && caps_.json_type) {
     // A user field both on the span and its resource: the first (the
     // span's) is kept, rather than the whole insert failing.
-    settings = "type_json_skip_duplicated_paths = 1";
+    settings.emplace_back("type_json_skip_duplicated_paths = 1");
+  }
+  if (rows > 0) {
+    // The blocks of all the files squashed into one, so one part (bytes: no limit).
+    settings.push_back(
+        fmt::format("min_insert_block_size_rows = {}, min_insert_block_size_bytes = 0", rows));
   }
   if (!token.empty()) {
     // The token is ours (hex and digits, block_record.h): safe inline. The
     // views' tables (trace_index, red_1m, operations) deduplicate with it too.
-    settings += fmt::format(
-        "{}insert_deduplicate = 1, insert_deduplication_token = '{}', "
-        "deduplicate_blocks_in_dependent_materialized_views = 1",
-        settings.empty() ? "" : ", ", token);
+    settings.push_back(
+        fmt::format("insert_deduplicate = 1, insert_deduplication_token = '{}', "
+                    "deduplicate_blocks_in_dependent_materialized_views = 1",
+                    token));
   }
-  if (!settings.empty()) sql.insert(sql.find(" SELECT "), " SETTINGS " + settings);
-  Status st = conn_->Query(sql, "", nullptr, {{"path", path}});
-  if (st.ok()) std::remove(path.c_str());
-  return st;
+  if (!settings.empty()) {
+    sql.insert(sql.find(" SELECT "), fmt::format(" SETTINGS {}", fmt::join(settings, ", ")));
+  }
+  return conn_->Query(sql, "", nullptr, {{"path", path}});
 }
 
 void EmbeddedWriter::Insert(Flight& f) {
@@ -340,7 +457,12 @@ void EmbeddedWriter::DeadLetter(Flight& f, const Status& st) {
   e.day = f.day;
   e.rows = f.rows;
   e.error = st.message();
-  const Status written = WriteDeadLetter(DeadLetterDir(), e, f.block.pieces);
+  std::vector<std::string> pieces;  // the spooled blocks, read back
+  for (uint64_t seq : f.spooled) {
+    std::ifstream in(SpoolPath(seq), std::ios::binary);
+    pieces.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const Status written = WriteDeadLetter(DeadLetterDir(), e, pieces);
   if (!written.ok()) {
     // Not written anywhere: the records stay in the durable queue (if any).
     spdlog::error("writer {}: {} spans refused by the engine ({}) and not dead-lettered: {}",
@@ -364,29 +486,53 @@ std::string EmbeddedWriter::DeadLetterDir() const {
 
 void EmbeddedWriter::InsertReplayed(uint32_t day, std::string token,
                                     std::vector<std::unique_ptr<SpanBatch>> parts,
-                                    std::vector<pipeline::durable::SegmentLog::Ref> refs) {
-  std::filesystem::create_directories(opts_.spool_dir);  // Start() has not run yet
+                                    std::vector<pipeline::durable::SegmentLog::Ref> refs,
+                                    uint32_t chunks) {
+  CleanSpool();  // Start() has not run yet
   std::map<uint32_t, Pending> saved;
   saved.swap(pending_);
+  std::map<uint32_t, Flight> saved_open;
+  saved_open.swap(open_);
+  auto restore = [&] {
+    pending_.swap(saved);
+    open_.swap(saved_open);
+  };
   size_t rows = 0;
-  for (auto& part : parts) {
-    rows += part->span_count();
-    AddTo(day, std::move(part), pipeline::Reservation(), pipeline::durable::SegmentLog::Ref());
-  }
-  Pending& p = pending_[day];
+  for (const auto& part : parts) rows += part->span_count();
   stats_.pending_rows += rows;
-  Encode(p);
-  Flight f{day,
-           p.rows,
-           std::move(p.resource_blocks),
-           std::move(block_),
-           {},
-           std::move(refs),
-           std::move(token)};
-  known_resources_.insert(p.new_resources.begin(), p.new_resources.end());
-  pending_.swap(saved);
+  // As many spooled blocks as the first insert read (each record's spans
+  // went to one of them; which one does not matter to the engine).
+  if (chunks > parts.size()) {
+    spdlog::warn("writer {}: a logged insert of {} blocks re-formed from {} records", opts_.name,
+                 chunks, parts.size());
+  }
+  const size_t n = std::max<size_t>(1, std::min<size_t>(chunks, parts.size()));
+  for (size_t k = 0; k < n; ++k) {
+    for (size_t i = k * parts.size() / n; i < (k + 1) * parts.size() / n; ++i) {
+      AddTo(day, std::move(parts[i]), pipeline::Reservation(),
+            pipeline::durable::SegmentLog::Ref());
+    }
+    for (int attempt = 1; !Spool(day, pending_[day]); ++attempt) {
+      if (attempt >= opts_.unknown_error_attempts) {
+        spdlog::error("writer {}: {} replayed spans left in the durable queue: cannot spool them",
+                      opts_.name, rows);
+        stats_.pending_rows -= rows;
+        stats_.rows_left_queued += rows;
+        spool_failures_ = 0;
+        if (open_.count(day) != 0) RemoveSpooled(open_[day]);
+        restore();
+        return;
+      }
+      std::this_thread::sleep_for(std::min(opts_.max_backoff, std::chrono::milliseconds(100)));
+    }
+    pending_.erase(day);
+  }
+  Flight f = std::move(open_[day]);
+  f.refs = std::move(refs);
+  f.token = std::move(token);
+  restore();
   Insert(f);
-  block_ = std::move(f.block);
+  RemoveSpooled(f);
 }
 
 }  // namespace spanhouse::storage

@@ -2,16 +2,24 @@
 // draining its shard and inserting in large batches over its own connection.
 //
 // Dequeued SpanBatches wait in a pending set per partition (day), so an
-// insert touches one partition. A set is inserted when it holds enough rows
-// or bytes, or when its oldest span has waited long enough: its spans are
-// then encoded as one Native block sorted by the table's key. The insert reads the blocks from a
-// spool file through the file() table function, which design.md measured as
-// far cheaper than data inline in the query text. A failed insert is retried
-// with backoff and the shard is not drained meanwhile, so a slow or failing
-// store fills the memory budget and turns into back-pressure (429s).
-// Two threads per shard: one drains the queue and encodes, the other
-// inserts, so the next block is encoded while the engine stores this one. The
-// memory reserved for a batch is released once its spans are stored.
+// insert touches one partition. A set is encoded when it holds enough rows
+// or bytes (max_rows, max_bytes: the memory it holds), or when its oldest
+// span has waited a quarter of max_age: its spans become one Native block sorted by
+// the table's key, written to a spool file, and the batches and the memory
+// reserved for them are released. The spooled blocks of a day are inserted
+// together, as one part, once they hold insert_rows rows or their oldest
+// span is max_age old; the insert reads them through the file() table
+// function, which design.md measured as far cheaper than data inline in the
+// query text. One large part per insert is what saves the engine's CPU: the
+// rows of small parts are merged again soon after (measured in chDB: 1M
+// rows inserted as one part 4.1-4.7 CPU-s, as five parts of 200k 3.2-3.4
+// plus 7.6-7.9 to merge them into one).
+// A failed insert is retried with backoff and the shard is not drained
+// meanwhile: at most one insert waits while another is being stored, so a
+// slow or failing store stops the encoding thread, fills the queue and the
+// memory budget and turns into back-pressure (429s).
+// Two threads per shard: one drains the queue, encodes and spools, the other
+// inserts, so the next insert is prepared while the engine stores this one.
 //
 // Resources (schema.h) are written once per fingerprint: a pending buffer
 // also carries a resources block with the resources its spans use that this
@@ -51,9 +59,15 @@ inline uint32_t PartitionDay(uint64_t start_ns) {
 }
 
 struct WriterOptions {
-  size_t max_rows = 200000;
-  size_t max_bytes = 128u << 20;  // of batches in memory (SpanBatch::MemoryBytes)
-  std::chrono::milliseconds max_age{1000};
+  size_t max_rows = 200000;       // per encoded block
+  size_t max_bytes = 128u << 20;  // of batches in memory (SpanBatch::MemoryBytes), per block
+  // Rows per insert: spooled blocks of one day are inserted together until
+  // they hold this many (the engine holds the whole insert in memory while
+  // it sorts and writes it: ~1.8 KB a row measured). At most max_rows:
+  // every block is an insert of its own.
+  size_t insert_rows = 400000;
+  // How long a span waits at most for its insert (visible to queries after it).
+  std::chrono::milliseconds max_age{3000};
   std::string spool_dir;   // where insert files are written
   std::string name = "0";  // tells shards' spool files and logs apart
   // Encode, then discard instead of inserting: measures the pipeline alone
@@ -126,9 +140,11 @@ class EmbeddedWriter {
   // restart (`parts`, all of day `day`) with the token it had before, so a
   // block that was stored already is not stored again. Retries like any
   // insert; the refs are released once it is stored.
+  // `chunks`: how many spooled blocks the first insert read (the parts are
+  // spooled as that many again: the engine's deduplication id counts them).
   void InsertReplayed(uint32_t day, std::string token,
                       std::vector<std::unique_ptr<SpanBatch>> parts,
-                      std::vector<pipeline::durable::SegmentLog::Ref> refs);
+                      std::vector<pipeline::durable::SegmentLog::Ref> refs, uint32_t chunks = 1);
   // Returns once the queue is closed and drained and the last insert is done.
   void Join();
   const WriterStats& stats() const { return stats_; }
@@ -147,30 +163,42 @@ class EmbeddedWriter {
     std::vector<pipeline::Reservation> reservations;
     std::vector<pipeline::durable::SegmentLog::Ref> refs;  // the log records of the batches
   };
-  // An encoded insert, handed from the encoding thread to the inserting one.
+  // One insert: spooled blocks of one day, collected by the encoding thread
+  // and handed to the inserting one.
   struct Flight {
     uint32_t day = 0;
     size_t rows = 0;
-    std::string resource_blocks;
-    EncodedBlock block;
-    std::vector<pipeline::Reservation> reservations;       // released once stored (or given up)
+    std::string resource_blocks;    // Native blocks of the resources table
+    std::vector<uint64_t> spooled;  // the spans blocks' spool files (none with the null sink)
     std::vector<pipeline::durable::SegmentLog::Ref> refs;  // released once stored
-    std::string token;  // insert_deduplication_token; empty: none
+    std::string token;                            // insert_deduplication_token; empty: none
+    std::chrono::steady_clock::time_point since;  // its oldest span's arrival
   };
   void Run();  // the encoding thread
   void Add(pipeline::QueuedBatch item);
   void AddTo(uint32_t day, std::unique_ptr<SpanBatch> part, pipeline::Reservation res,
              pipeline::durable::SegmentLog::Ref ref);
-  std::string LogBlock(uint32_t day, const Pending& p);  // the block's token, or ""
+  // Logs which records an insert holds; returns its token, or "".
+  std::string LogBlock(uint32_t day, const std::vector<pipeline::durable::SegmentLog::Ref>& refs,
+                       uint32_t chunks);
   void DeadLetter(Flight& f, const Status& st);
   std::string DeadLetterDir() const;
-  void HandOff(uint32_t day, Pending& p);
+  // Encodes and spools a pending set into the day's open insert (its
+  // memory released); false if spooling failed (nothing changed then).
+  bool Spool(uint32_t day, Pending& p);
+  void HandOff(Flight f);         // blocks while an insert already waits
   void Encode(const Pending& p);  // into block_
   void InsertLoop();              // the inserting thread
   void Insert(Flight& f);         // with retries
   Status InsertOnce(const Flight& f);
-  Status InsertFile(std::string_view table, std::span<const std::string> pieces,
-                    const std::string& token = {});
+  Status InsertFiles(std::string_view table, const std::string& path, size_t rows,
+                     const std::string& token = {});
+  // How long a pending set waits at most to be encoded and spooled.
+  std::chrono::milliseconds BlockAge() const;
+  std::string SpoolPath(uint64_t seq) const;
+  std::string SpoolPattern(const std::vector<uint64_t>& seqs) const;  // for file()
+  void RemoveSpooled(const Flight& f) const;
+  void CleanSpool();  // files a previous process left
 
   ChdbConnection* conn_;
   const Capabilities caps_;
@@ -180,14 +208,17 @@ class EmbeddedWriter {
   std::thread thread_;    // encodes: drains the queue, sorts and encodes blocks
   std::thread inserter_;  // inserts the encoded blocks, one at a time, in order
   WriterStats stats_;
-  // The hand-off: one block may wait while another is being inserted, so
-  // encoding the next insert overlaps the engine's work on this one.
+  // The hand-off: one insert may wait while another is being stored, so
+  // encoding the next one overlaps the engine's work on this one.
   std::mutex mu_;
   std::condition_variable cv_;
   std::optional<Flight> flight_;         // guarded by mu_
   bool encoding_done_ = false;           // guarded by mu_
-  EncodedBlock spare_block_;             // guarded by mu_: an inserted block's buffers, for reuse
   std::map<uint32_t, Pending> pending_;  // by partition (days since epoch); writer thread only
+  std::map<uint32_t, Flight> open_;      // inserts being collected, by day; writer thread only
+  uint64_t spool_seq_ = 0;               // numbers the spool files; writer thread only
+  bool spool_cleaned_ = false;
+  int spool_failures_ = 0;  // in a row; writer thread only
   UserFields user_fields_;
   std::minstd_rand jitter_{std::random_device{}()};  // inserting thread only: backoff jitter
   EncodedBlock block_;         // the spans block being encoded; writer thread only

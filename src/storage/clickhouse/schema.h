@@ -31,6 +31,7 @@ struct Capabilities {
   bool simple_aggregate = false;      // SimpleAggregateFunction
   bool if_not_exists_column = false;  // ALTER TABLE ADD COLUMN IF NOT EXISTS
   bool compact_parts = false;         // MergeTree compact parts (min_bytes_for_wide_part)
+  bool merge_selector_base = false;   // MergeTree merge_selector_base (24.11)
   bool ttl = false;                   // table TTL expressions
   bool json_type = false;             // the JSON column type (production-ready in 25.3)
   // Storage policies, TTL ... TO VOLUME, ttl_only_drop_parts,

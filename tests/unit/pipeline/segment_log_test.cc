@@ -507,6 +507,18 @@ TEST(BlockRecord, RoundTripsAndRejectsBadLengths) {
   EXPECT_FALSE(d.Decode("short"));
   EXPECT_NE(DedupToken(1, 5), DedupToken(2, 5));
   EXPECT_NE(DedupToken(1, 5), DedupToken(1, 6));
+  EXPECT_EQ(d.chunks, 1u);
+  // An insert of several spooled blocks says how many; one, as before.
+  EXPECT_EQ(b.Encode().size(), 16u + 3 * 8);
+  b.chunks = 4;
+  const std::string four = b.Encode();
+  EXPECT_EQ(four.size(), 20u + 3 * 8);
+  ASSERT_TRUE(d.Decode(four));
+  EXPECT_EQ(d.chunks, 4u);
+  EXPECT_EQ(d.lsns, b.lsns);
+  std::string zero = four;
+  zero[zero.size() - 4] = 0;
+  EXPECT_FALSE(d.Decode(zero));
 }
 
 TEST(ReplayedBlocks, RoundTripsAndRejectsBadLengths) {

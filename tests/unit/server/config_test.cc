@@ -42,6 +42,7 @@ void ExpectSameConfig(const Config& a, const Config& b) {
   EXPECT_EQ(a.queue.wait_ms, b.queue.wait_ms);
   EXPECT_EQ(a.writer.max_rows, b.writer.max_rows);
   EXPECT_EQ(a.writer.max_bytes, b.writer.max_bytes);
+  EXPECT_EQ(a.writer.insert_rows, b.writer.insert_rows);
   EXPECT_EQ(a.writer.max_age_ms, b.writer.max_age_ms);
   EXPECT_EQ(a.writer.threads, b.writer.threads);
   EXPECT_EQ(a.writer.sink, b.writer.sink);
@@ -97,6 +98,7 @@ const std::map<std::string, std::string>& ValidValues() {
       {"queue.wait_ms", "40"},
       {"writer.max_rows", "5000"},
       {"writer.max_bytes", "32MiB"},
+      {"writer.insert_rows", "15000"},
       {"writer.max_age_ms", "250"},
       {"writer.threads", "4"},
       {"writer.sink", "null"},
@@ -214,10 +216,11 @@ TEST(Config, Defaults) {
   EXPECT_EQ(c.filter.max_value_bytes, 65536u);
   EXPECT_EQ(c.filter.max_span_names_per_service, 1000u);
   EXPECT_EQ(c.query.listen, "127.0.0.1:16686");
-  EXPECT_EQ(c.queue.max_bytes, 512ull << 20);
+  EXPECT_EQ(c.queue.max_bytes, 256ull << 20);
   EXPECT_EQ(c.writer.max_rows, 200000u);
+  EXPECT_EQ(c.writer.insert_rows, 400000u);
   EXPECT_EQ(c.writer.max_bytes, 128ull << 20);
-  EXPECT_EQ(c.writer.max_age_ms, 1000u);
+  EXPECT_EQ(c.writer.max_age_ms, 3000u);
   EXPECT_EQ(c.writer.threads, 1);
   EXPECT_EQ(c.writer.sink, "chdb");
   EXPECT_FALSE(c.debug.fault_injection);
@@ -255,6 +258,7 @@ queue:
 writer:
   max_rows: 5000
   max_bytes: 32MiB
+  insert_rows: 15000
   max_age_ms: 250
   threads: 4
   sink: "null"
@@ -308,6 +312,7 @@ durable:
   EXPECT_EQ(c.queue.wait_ms, 40u);
   EXPECT_EQ(c.writer.max_rows, 5000u);
   EXPECT_EQ(c.writer.max_bytes, 32ull << 20);
+  EXPECT_EQ(c.writer.insert_rows, 15000u);
   EXPECT_EQ(c.writer.max_age_ms, 250u);
   EXPECT_EQ(c.writer.threads, 4);
   EXPECT_EQ(c.writer.sink, "null");

@@ -19,6 +19,7 @@ WriterOptions NullSink() {
   o.null_sink = true;
   o.spool_dir = ::testing::TempDir() + "/writer-test";
   o.max_backoff = 10ms;
+  o.insert_rows = 0;  // every encoded block an insert of its own
   return o;
 }
 
@@ -116,26 +117,74 @@ TEST(EmbeddedWriter, OneInsertPerDayPartition) {
   EXPECT_EQ(budget.used(), 0u);
 }
 
-TEST(EmbeddedWriter, FailingInsertsAreRetriedAndKeepTheirMemoryUntilStored) {
+TEST(EmbeddedWriter, FailingInsertsAreRetriedAndStopTheQueueFromDraining) {
   pipeline::MemoryBudget budget(1ull << 30);
   pipeline::SpanQueue q(1ull << 30);
   SinkFaults faults;
   faults.fail_inserts = true;
   WriterOptions o = NullSink();
+  o.max_rows = 3;  // a batch of 3 spans is a block (and an insert) of its own
   o.max_age = 1ms;
   EmbeddedWriter w(nullptr, Caps(), q, o, &faults);
   w.Start();
-  Push(q, budget, testdata::SampleBatch(1), 500);
-  Push(q, budget, testdata::SampleBatch(1), 500);
+  // The first is being inserted (and fails), the second waits for its
+  // turn, the third is encoded and waits to be handed over: the fourth
+  // stays queued, its memory reserved.
+  for (int i = 0; i < 4; ++i) Push(q, budget, testdata::SampleBatch(1), 500);
   ASSERT_TRUE(WaitFor([&] { return w.stats().insert_errors.load() >= 3; }));
   EXPECT_EQ(w.stats().rows_written.load(), 0u);
-  EXPECT_GT(budget.used(), 0u);  // back-pressure: nothing is released while failing
+  EXPECT_EQ(budget.used(), 500u);  // back-pressure: the queue is not drained while failing
   faults.fail_inserts = false;
-  EXPECT_TRUE(WaitFor([&] { return w.stats().rows_written.load() == 6; }));
+  EXPECT_TRUE(WaitFor([&] { return w.stats().rows_written.load() == 12; }));
   EXPECT_TRUE(WaitFor([&] { return budget.used() == 0; }));
   q.Close();
   w.Join();
   EXPECT_EQ(w.stats().rows_lost.load(), 0u);
+}
+
+TEST(EmbeddedWriter, BlocksOfADayAreInsertedTogetherUpToInsertRows) {
+  pipeline::MemoryBudget budget(1ull << 30);
+  pipeline::SpanQueue q(1ull << 30);
+  WriterOptions o = NullSink();
+  o.max_rows = 6;
+  o.insert_rows = 18;
+  o.max_age = 1h;
+  EmbeddedWriter w(nullptr, Caps(), q, o);
+  w.Start();
+  Push(q, budget, testdata::SampleBatch(2), 100);
+  // Encoded (a block of 6 rows), its memory released, but not inserted:
+  // the insert waits for 18 rows.
+  EXPECT_TRUE(WaitFor([&] { return budget.used() == 0; }));
+  EXPECT_EQ(w.stats().inserts.load(), 0u);
+  for (int i = 0; i < 5; ++i) Push(q, budget, testdata::SampleBatch(2), 100);
+  // Six blocks of 6 rows: two inserts of 18, without waiting for age.
+  EXPECT_TRUE(WaitFor([&] { return w.stats().rows_written.load() == 36; }));
+  EXPECT_EQ(w.stats().inserts.load(), 2u);
+  // A last block, inserted alone when the queue closes.
+  Push(q, budget, testdata::SampleBatch(2), 100);
+  q.Close();
+  w.Join();
+  EXPECT_EQ(w.stats().rows_written.load(), 42u);
+  EXPECT_EQ(w.stats().inserts.load(), 3u);
+  EXPECT_EQ(budget.used(), 0u);
+}
+
+TEST(EmbeddedWriter, AnInsertIsDueWhenItsOldestSpanIsMaxAgeOld) {
+  pipeline::MemoryBudget budget(1ull << 30);
+  pipeline::SpanQueue q(1ull << 30);
+  WriterOptions o = NullSink();
+  o.max_rows = 6;
+  o.insert_rows = 1000000;
+  o.max_age = 50ms;
+  EmbeddedWriter w(nullptr, Caps(), q, o);
+  w.Start();
+  for (int i = 0; i < 3; ++i) Push(q, budget, testdata::SampleBatch(2), 100);
+  // The queue stays open and insert_rows is never reached: only the age
+  // can bring the blocks to the engine.
+  EXPECT_TRUE(WaitFor([&] { return w.stats().rows_written.load() == 18; }));
+  EXPECT_EQ(budget.used(), 0u);
+  q.Close();
+  w.Join();
 }
 
 TEST(EmbeddedWriter, AtShutdownGivesUpAfterItsRetriesAndCountsTheLoss) {

@@ -508,7 +508,7 @@ TEST(Schema, LayoutChangesCodecsTypesKeyAndSettings) {
             std::string::npos);
   EXPECT_NE(all.find("SETTINGS min_bytes_for_wide_part = 268435456, index_granularity = 4096, "
                      "index_granularity_bytes = 5242880, merge_max_block_size = 4096, "
-                     "auto_statistics_types = '', "
+                     "merge_selector_base = 10, auto_statistics_types = '', "
                      "merge_with_ttl_timeout = 3600"),
             std::string::npos)
       << all;
