@@ -132,8 +132,13 @@ TEST(EmbeddedWriter, FailingInsertsAreRetriedAndStopTheQueueFromDraining) {
   // stays queued, its memory reserved.
   for (int i = 0; i < 4; ++i) Push(q, budget, testdata::SampleBatch(1), 500);
   ASSERT_TRUE(WaitFor([&] { return w.stats().insert_errors.load() >= 3; }));
+  // Back-pressure: the fourth is not drained while inserts fail (and it
+  // stays so while they keep failing).
+  ASSERT_TRUE(WaitFor([&] { return budget.used() == 500u; }));
+  const uint64_t errors = w.stats().insert_errors.load();
+  ASSERT_TRUE(WaitFor([&] { return w.stats().insert_errors.load() >= errors + 3; }));
+  EXPECT_EQ(budget.used(), 500u);
   EXPECT_EQ(w.stats().rows_written.load(), 0u);
-  EXPECT_EQ(budget.used(), 500u);  // back-pressure: the queue is not drained while failing
   faults.fail_inserts = false;
   EXPECT_TRUE(WaitFor([&] { return w.stats().rows_written.load() == 12; }));
   EXPECT_TRUE(WaitFor([&] { return budget.used() == 0; }));
