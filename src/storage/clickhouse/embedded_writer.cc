@@ -159,17 +159,7 @@ void EmbeddedWriter::Run() {
     if (done && !pending_.empty() && spool_failures_ >= opts_.shutdown_retries) {
       // Stopping, and the spool cannot be written: what is left is given up
       // (or left in the durable queue for the next start).
-      for (auto& [day, p] : pending_) {
-        stats_.pending_rows -= p.rows;
-        if (!p.refs.empty()) {
-          spdlog::error("writer {}: {} spans left in the durable queue at shutdown", opts_.name,
-                        p.rows);
-          stats_.rows_left_queued += p.rows;
-        } else {
-          spdlog::error("writer {}: giving up on {} spans at shutdown", opts_.name, p.rows);
-          stats_.rows_lost += p.rows;
-        }
-      }
+      for (auto& [day, p] : pending_) GiveUpAtShutdown(p.rows, !p.refs.empty());
       pending_.clear();
       for (auto& [day, f] : open_) HandOff(std::move(f));
       open_.clear();
@@ -429,17 +419,7 @@ void EmbeddedWriter::Insert(Flight& f) {
     // Once the service is stopping (the queue closed), a failing insert is
     // retried a bounded number of times, not forever.
     if (queue_.closed() && attempt + 1 >= opts_.shutdown_retries) {
-      stats_.pending_rows -= f.rows;
-      if (!f.refs.empty()) {
-        // Still in the durable queue: the next start stores them.
-        spdlog::error("writer {}: {} spans left in the durable queue at shutdown", opts_.name,
-                      f.rows);
-        stats_.rows_left_queued += f.rows;
-        return;
-      }
-      spdlog::error("writer {}: giving up on {} spans at shutdown", opts_.name, f.rows);
-      stats_.rows_lost += f.rows;
-      return;
+      return GiveUpAtShutdown(f.rows, !f.refs.empty());
     }
     // Exponential backoff with jitter (50-100% of the step), so shards that
     // failed together do not retry in lockstep.
@@ -449,6 +429,18 @@ void EmbeddedWriter::Insert(Flight& f) {
         std::chrono::milliseconds(jitter_() % static_cast<uint64_t>(step.count() / 2 + 1)));
     backoff = std::min(backoff * 2, opts_.max_backoff);
   }
+}
+
+void EmbeddedWriter::GiveUpAtShutdown(size_t rows, bool logged) {
+  stats_.pending_rows -= rows;
+  if (logged) {
+    // Still in the durable queue: the next start stores them.
+    spdlog::error("writer {}: {} spans left in the durable queue at shutdown", opts_.name, rows);
+    stats_.rows_left_queued += rows;
+    return;
+  }
+  spdlog::error("writer {}: giving up on {} spans at shutdown", opts_.name, rows);
+  stats_.rows_lost += rows;
 }
 
 void EmbeddedWriter::DeadLetter(Flight& f, const Status& st) {

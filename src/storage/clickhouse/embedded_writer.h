@@ -182,6 +182,9 @@ class EmbeddedWriter {
   std::string LogBlock(uint32_t day, const std::vector<pipeline::durable::SegmentLog::Ref>& refs,
                        uint32_t chunks);
   void DeadLetter(Flight& f, const Status& st);
+  // Spans not stored when the service stops: left in the durable queue
+  // (`logged`: the next start stores them) or counted as lost.
+  void GiveUpAtShutdown(size_t rows, bool logged);
   std::string DeadLetterDir() const;
   // Encodes and spools a pending set into the day's open insert (its
   // memory released); false if spooling failed (nothing changed then).
