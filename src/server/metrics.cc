@@ -127,6 +127,19 @@ void AppendWriterMetrics(const std::vector<std::unique_ptr<storage::EmbeddedWrit
           "Spans accepted but never stored (given up at shutdown).", chdb, lost);
   out.One("spanhouse_sink_pending_rows", "gauge",
           "Spans taken from the queue by the writers and not yet stored.", chdb, pending);
+  uint64_t spooled = 0, sorted = 0;
+  for (const auto& w : writers) {
+    spooled += w->stats().blocks_spooled.load();
+    sorted += w->stats().blocks_sorted.load();
+  }
+  out.Family("spanhouse_sink_blocks_encoded_total", "counter",
+             "Blocks encoded by the writers, by row order: sorted by the table key (a block "
+             "inserted alone), or in arrival order (one of an insert's several blocks, which "
+             "the engine sorts together).");
+  out.Sample("spanhouse_sink_blocks_encoded_total", chdb + "," + PromText::Label("order", "table"),
+             sorted);
+  out.Sample("spanhouse_sink_blocks_encoded_total",
+             chdb + "," + PromText::Label("order", "arrival"), spooled - sorted);
   uint64_t retryable = 0, permanent = 0, dead_rows = 0, dead_blocks = 0;
   for (const auto& w : writers) {
     retryable += w->stats().retryable_errors.load();

@@ -4,16 +4,17 @@
 // Dequeued SpanBatches wait in a pending set per partition (day), so an
 // insert touches one partition. A set is encoded when it holds enough rows
 // or bytes (max_rows, max_bytes: the memory it holds), or when its oldest
-// span has waited a quarter of max_age: its spans become one Native block sorted by
-// the table's key, written to a spool file, and the batches and the memory
-// reserved for them are released. The spooled blocks of a day are inserted
-// together, as one part, once they hold insert_rows rows or their oldest
-// span is max_age old; the insert reads them through the file() table
-// function, which design.md measured as far cheaper than data inline in the
-// query text. One large part per insert is what saves the engine's CPU: the
-// rows of small parts are merged again soon after (measured in chDB: 1M
-// rows inserted as one part 4.1-4.7 CPU-s, as five parts of 200k 3.2-3.4
-// plus 7.6-7.9 to merge them into one).
+// span has waited a quarter of max_age: its spans become one Native block
+// (sorted by the table's key only if it will be an insert alone: the engine
+// sorts an insert of several blocks as one), written to a spool file, and
+// the batches and the memory reserved for them are released. The spooled
+// blocks of a day are inserted together, as one part, once they hold
+// insert_rows rows or their oldest span is max_age old; the insert reads
+// them through the file() table function, which design.md measured as far
+// cheaper than data inline in the query text. One large part per insert is
+// what saves the engine's CPU: the rows of small parts are merged again soon
+// after (measured in chDB: 1M rows inserted as one part 4.1-4.7 CPU-s, as
+// five parts of 200k 3.2-3.4 plus 7.6-7.9 to merge them into one).
 // A failed insert is retried with backoff and the shard is not drained
 // meanwhile: at most one insert waits while another is being stored, so a
 // slow or failing store stops the encoding thread, fills the queue and the
@@ -126,6 +127,11 @@ struct WriterStats {
   // Left in the durable queue at shutdown (stored after the next start).
   std::atomic<uint64_t> rows_left_queued{0};
   std::atomic<uint64_t> pending_rows{0};
+  // Blocks encoded and spooled; those sorted by the table key (an insert
+  // alone); the rest in arrival order (an insert of several, which the
+  // engine sorts together).
+  std::atomic<uint64_t> blocks_spooled{0};
+  std::atomic<uint64_t> blocks_sorted{0};
   LatencyHistogram insert_seconds;
 };
 
@@ -188,16 +194,20 @@ class EmbeddedWriter {
   std::string DeadLetterDir() const;
   // Encodes and spools a pending set into the day's open insert (its
   // memory released); false if spooling failed (nothing changed then).
-  bool Spool(uint32_t day, Pending& p);
-  void HandOff(Flight f);         // blocks while an insert already waits
-  void Encode(const Pending& p);  // into block_
-  void InsertLoop();              // the inserting thread
-  void Insert(Flight& f);         // with retries
+  // `alone`: the insert will hold this block only (see Encode).
+  bool Spool(uint32_t day, Pending& p, bool alone);
+  void HandOff(Flight f);                      // blocks while an insert already waits
+  void Encode(const Pending& p, bool sorted);  // into block_
+  void InsertLoop();                           // the inserting thread
+  void Insert(Flight& f);                      // with retries
   Status InsertOnce(const Flight& f);
   Status InsertFiles(std::string_view table, const std::string& path, size_t rows,
                      const std::string& token = {});
   // How long a pending set waits at most to be encoded and spooled.
   std::chrono::milliseconds BlockAge() const;
+  // Whether an insert of `rows` spans, the oldest arrived at `since`, is
+  // handed to the inserting thread now.
+  bool InsertDue(size_t rows, std::chrono::steady_clock::time_point since) const;
   std::string SpoolPath(uint64_t seq) const;
   std::string SpoolPattern(const std::vector<uint64_t>& seqs) const;  // for file()
   void RemoveSpooled(const Flight& f) const;

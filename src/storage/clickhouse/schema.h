@@ -162,7 +162,7 @@ struct StorageLayout {
   // every span, and the dictionary stores them once per part.
   bool low_cardinality_values = true;
   // The spans table's ORDER BY; empty: kSpansOrderBy. The writer sorts its
-  // blocks by that key (SortByTableKey).
+  // blocks that are inserts alone by that key (SortByTableKey).
   std::string spans_order_by;
   // Rows per granule of the spans table, its cap in bytes
   // (index_granularity_bytes, 10 MiB for 8192 rows) and the rows per block a

@@ -80,6 +80,10 @@ TEST(EmbeddedWriter, CutsABatchAtMaxRows) {
   // Each batch reaches max_rows on its own: one insert each, without waiting for age.
   EXPECT_TRUE(WaitFor([&] { return w.stats().rows_written.load() == 30; }));
   EXPECT_EQ(w.stats().inserts.load(), 5u);
+  // Each block an insert alone: sorted by the table key, so the engine
+  // need not sort it.
+  EXPECT_EQ(w.stats().blocks_spooled.load(), 5u);
+  EXPECT_EQ(w.stats().blocks_sorted.load(), 5u);
   q.Close();
   w.Join();
 }
@@ -165,6 +169,10 @@ TEST(EmbeddedWriter, BlocksOfADayAreInsertedTogetherUpToInsertRows) {
   // Six blocks of 6 rows: two inserts of 18, without waiting for age.
   EXPECT_TRUE(WaitFor([&] { return w.stats().rows_written.load() == 36; }));
   EXPECT_EQ(w.stats().inserts.load(), 2u);
+  // Blocks of an insert of several stay in arrival order: the engine sorts
+  // them together, sorted runs or not.
+  EXPECT_EQ(w.stats().blocks_spooled.load(), 6u);
+  EXPECT_EQ(w.stats().blocks_sorted.load(), 0u);
   // A last block, inserted alone when the queue closes.
   Push(q, budget, testdata::SampleBatch(2), 100);
   q.Close();
