@@ -140,9 +140,9 @@ void EmbeddedWriter::Run() {
                        Clock::now() - p.since >= BlockAge() ||
                        (open != open_.end() && Clock::now() - open->second.since >= opts_.max_age);
       // The day's insert will be this block only: none open, and the one it
-      // opens is due at once (the same test as the hand-off's below).
-      const bool alone =
-          open == open_.end() && (InsertDue(p.rows, p.since) || (done && pending_.size() == 1));
+      // opens is due at once (the same test as the hand-off's below; once
+      // stopping, every day's open insert goes after this loop).
+      const bool alone = open == open_.end() && (InsertDue(p.rows, p.since) || done);
       if (p.rows > 0 && (due || done) && Spool(it->first, p, alone)) {
         it = pending_.erase(it);  // frees the batches
       } else {

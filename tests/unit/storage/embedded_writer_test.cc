@@ -23,6 +23,16 @@ WriterOptions NullSink() {
   return o;
 }
 
+// A null sink cutting blocks at `max_rows` and inserting `insert_rows` at a
+// time, or when the oldest span is `max_age` old.
+WriterOptions Batching(size_t max_rows, size_t insert_rows, std::chrono::milliseconds max_age) {
+  WriterOptions o = NullSink();
+  o.max_rows = max_rows;
+  o.insert_rows = insert_rows;
+  o.max_age = max_age;
+  return o;
+}
+
 Capabilities Caps() {
   return Capabilities::FromVersion("26.5");
 }
@@ -42,6 +52,23 @@ void Push(pipeline::SpanQueue& q, pipeline::MemoryBudget& budget, SpanBatch b, s
   auto p = std::make_unique<SpanBatch>(std::move(b));
   ASSERT_EQ(q.TryPush(p, r), pipeline::SpanQueue::PushResult::kOk);
 }
+
+// A started null-sink writer over a queue and memory budget of its own.
+struct Rig {
+  explicit Rig(WriterOptions o) : w(nullptr, Caps(), q, std::move(o)) { w.Start(); }
+  ~Rig() { Stop(); }  // a failed assertion returns early: the writer still stops
+  // `batches` batches of `traces` traces (3 spans each), each reserving `bytes`.
+  void PushBatches(int batches, size_t traces = 2, size_t bytes = 100) {
+    for (int i = 0; i < batches; ++i) Push(q, budget, testdata::SampleBatch(traces), bytes);
+  }
+  void Stop() {
+    q.Close();
+    w.Join();
+  }
+  pipeline::MemoryBudget budget{1ull << 30};
+  pipeline::SpanQueue q{1ull << 30};
+  EmbeddedWriter w;
+};
 
 TEST(EmbeddedWriter, ManyProducersEveryRowWrittenOnceAndMemoryReleased) {
   pipeline::MemoryBudget budget(1ull << 34);
@@ -69,56 +96,38 @@ TEST(EmbeddedWriter, ManyProducersEveryRowWrittenOnceAndMemoryReleased) {
 }
 
 TEST(EmbeddedWriter, CutsABatchAtMaxRows) {
-  pipeline::MemoryBudget budget(1ull << 30);
-  pipeline::SpanQueue q(1ull << 30);
-  WriterOptions o = NullSink();
-  o.max_rows = 6;
-  o.max_age = 1h;
-  EmbeddedWriter w(nullptr, Caps(), q, o);
-  w.Start();
-  for (int i = 0; i < 5; ++i) Push(q, budget, testdata::SampleBatch(2), 10);
+  Rig r(Batching(6, 0, 1h));
+  r.PushBatches(5);
   // Each batch reaches max_rows on its own: one insert each, without waiting for age.
-  EXPECT_TRUE(WaitFor([&] { return w.stats().rows_written.load() == 30; }));
-  EXPECT_EQ(w.stats().inserts.load(), 5u);
+  EXPECT_TRUE(WaitFor([&] { return r.w.stats().rows_written.load() == 30; }));
+  EXPECT_EQ(r.w.stats().inserts.load(), 5u);
   // Each block an insert alone: sorted by the table key, so the engine
   // need not sort it.
-  EXPECT_EQ(w.stats().blocks_spooled.load(), 5u);
-  EXPECT_EQ(w.stats().blocks_sorted.load(), 5u);
-  q.Close();
-  w.Join();
+  EXPECT_EQ(r.w.stats().blocks_spooled.load(), 5u);
+  EXPECT_EQ(r.w.stats().blocks_sorted.load(), 5u);
+  r.Stop();
 }
 
 TEST(EmbeddedWriter, CutsABatchAtMaxAge) {
-  pipeline::MemoryBudget budget(1ull << 30);
-  pipeline::SpanQueue q(1ull << 30);
-  WriterOptions o = NullSink();
-  o.max_rows = 1000000;
-  o.max_age = 50ms;
-  EmbeddedWriter w(nullptr, Caps(), q, o);
-  w.Start();
-  Push(q, budget, testdata::SampleBatch(1), 10);
+  Rig r(Batching(1000000, 0, 50ms));
+  r.PushBatches(1, 1);
   // The queue stays open: only the age can flush it.
-  EXPECT_TRUE(WaitFor([&] { return w.stats().rows_written.load() == 3; }));
-  EXPECT_TRUE(WaitFor([&] { return budget.used() == 0; }));
-  q.Close();
-  w.Join();
+  EXPECT_TRUE(WaitFor([&] { return r.w.stats().rows_written.load() == 3; }));
+  EXPECT_TRUE(WaitFor([&] { return r.budget.used() == 0; }));
+  r.Stop();
 }
 
 TEST(EmbeddedWriter, OneInsertPerDayPartition) {
-  pipeline::MemoryBudget budget(1ull << 30);
-  pipeline::SpanQueue q(1ull << 30);
   WriterOptions o = NullSink();
   o.max_age = 1h;
-  EmbeddedWriter w(nullptr, Caps(), q, o);
-  w.Start();
+  Rig r(o);
   // 6 spans 1 ms apart, starting 3 ms before midnight: 3 on each day.
   const uint64_t midnight = 1700006400ull * 1000000000ull;  // 2023-11-15 00:00:00 UTC
-  Push(q, budget, testdata::SampleBatch(2, midnight - 3000000), 1000);
-  q.Close();
-  w.Join();
-  EXPECT_EQ(w.stats().rows_written.load(), 6u);
-  EXPECT_EQ(w.stats().inserts.load(), 2u);
-  EXPECT_EQ(budget.used(), 0u);
+  Push(r.q, r.budget, testdata::SampleBatch(2, midnight - 3000000), 1000);
+  r.Stop();
+  EXPECT_EQ(r.w.stats().rows_written.load(), 6u);
+  EXPECT_EQ(r.w.stats().inserts.load(), 2u);
+  EXPECT_EQ(r.budget.used(), 0u);
 }
 
 TEST(EmbeddedWriter, FailingInsertsAreRetriedAndStopTheQueueFromDraining) {
@@ -152,52 +161,48 @@ TEST(EmbeddedWriter, FailingInsertsAreRetriedAndStopTheQueueFromDraining) {
 }
 
 TEST(EmbeddedWriter, BlocksOfADayAreInsertedTogetherUpToInsertRows) {
-  pipeline::MemoryBudget budget(1ull << 30);
-  pipeline::SpanQueue q(1ull << 30);
-  WriterOptions o = NullSink();
-  o.max_rows = 6;
-  o.insert_rows = 18;
-  o.max_age = 1h;
-  EmbeddedWriter w(nullptr, Caps(), q, o);
-  w.Start();
-  Push(q, budget, testdata::SampleBatch(2), 100);
+  Rig r(Batching(6, 18, 1h));
+  r.PushBatches(1);
   // Encoded (a block of 6 rows), its memory released, but not inserted:
   // the insert waits for 18 rows.
-  EXPECT_TRUE(WaitFor([&] { return budget.used() == 0; }));
-  EXPECT_EQ(w.stats().inserts.load(), 0u);
-  for (int i = 0; i < 5; ++i) Push(q, budget, testdata::SampleBatch(2), 100);
+  EXPECT_TRUE(WaitFor([&] { return r.budget.used() == 0; }));
+  EXPECT_EQ(r.w.stats().inserts.load(), 0u);
+  r.PushBatches(5);
   // Six blocks of 6 rows: two inserts of 18, without waiting for age.
-  EXPECT_TRUE(WaitFor([&] { return w.stats().rows_written.load() == 36; }));
-  EXPECT_EQ(w.stats().inserts.load(), 2u);
+  EXPECT_TRUE(WaitFor([&] { return r.w.stats().rows_written.load() == 36; }));
+  EXPECT_EQ(r.w.stats().inserts.load(), 2u);
   // Blocks of an insert of several stay in arrival order: the engine sorts
   // them together, sorted runs or not.
-  EXPECT_EQ(w.stats().blocks_spooled.load(), 6u);
-  EXPECT_EQ(w.stats().blocks_sorted.load(), 0u);
+  EXPECT_EQ(r.w.stats().blocks_spooled.load(), 6u);
+  EXPECT_EQ(r.w.stats().blocks_sorted.load(), 0u);
   // A last block, inserted alone when the queue closes.
-  Push(q, budget, testdata::SampleBatch(2), 100);
-  q.Close();
-  w.Join();
-  EXPECT_EQ(w.stats().rows_written.load(), 42u);
-  EXPECT_EQ(w.stats().inserts.load(), 3u);
-  EXPECT_EQ(budget.used(), 0u);
+  r.PushBatches(1);
+  r.Stop();
+  EXPECT_EQ(r.w.stats().rows_written.load(), 42u);
+  EXPECT_EQ(r.w.stats().inserts.load(), 3u);
+  EXPECT_EQ(r.budget.used(), 0u);
+}
+
+TEST(EmbeddedWriter, AtShutdownWhatIsLeftOfADayIsOneSortedBlock) {
+  Rig r(Batching(1000000, 2000000, 1h));
+  r.PushBatches(3);
+  // Nothing is due (rows, bytes, age) until the queue closes: then the
+  // day's spans are one block, an insert of its own, so sorted.
+  r.Stop();
+  EXPECT_EQ(r.w.stats().rows_written.load(), 18u);
+  EXPECT_EQ(r.w.stats().inserts.load(), 1u);
+  EXPECT_EQ(r.w.stats().blocks_spooled.load(), 1u);
+  EXPECT_EQ(r.w.stats().blocks_sorted.load(), 1u);
 }
 
 TEST(EmbeddedWriter, AnInsertIsDueWhenItsOldestSpanIsMaxAgeOld) {
-  pipeline::MemoryBudget budget(1ull << 30);
-  pipeline::SpanQueue q(1ull << 30);
-  WriterOptions o = NullSink();
-  o.max_rows = 6;
-  o.insert_rows = 1000000;
-  o.max_age = 50ms;
-  EmbeddedWriter w(nullptr, Caps(), q, o);
-  w.Start();
-  for (int i = 0; i < 3; ++i) Push(q, budget, testdata::SampleBatch(2), 100);
+  Rig r(Batching(6, 1000000, 50ms));
+  r.PushBatches(3);
   // The queue stays open and insert_rows is never reached: only the age
   // can bring the blocks to the engine.
-  EXPECT_TRUE(WaitFor([&] { return w.stats().rows_written.load() == 18; }));
-  EXPECT_EQ(budget.used(), 0u);
-  q.Close();
-  w.Join();
+  EXPECT_TRUE(WaitFor([&] { return r.w.stats().rows_written.load() == 18; }));
+  EXPECT_EQ(r.budget.used(), 0u);
+  r.Stop();
 }
 
 TEST(EmbeddedWriter, AtShutdownGivesUpAfterItsRetriesAndCountsTheLoss) {
