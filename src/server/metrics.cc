@@ -109,29 +109,27 @@ void AppendFilterMetrics(const pipeline::FilterStats& fs, PromText& out) {
 
 void AppendWriterMetrics(const std::vector<std::unique_ptr<storage::EmbeddedWriter>>& writers,
                          PromText& out) {
-  uint64_t rows = 0, inserts = 0, errors = 0, lost = 0, pending = 0;
-  for (const auto& w : writers) {
-    rows += w->stats().rows_written.load();
-    inserts += w->stats().inserts.load();
-    errors += w->stats().insert_errors.load();
-    lost += w->stats().rows_lost.load();
-    pending += w->stats().pending_rows.load();
-  }
+  using storage::WriterStats;
+  // One counter of every writer's stats, summed.
+  const auto sum = [&](std::atomic<uint64_t> WriterStats::*counter) {
+    uint64_t total = 0;
+    for (const auto& w : writers) total += (w->stats().*counter).load();
+    return total;
+  };
   const std::string chdb = PromText::Label("sink", "chdb");
-  out.One("spanhouse_sink_rows_written_total", "counter", "Spans stored by the sink.", chdb, rows);
+  out.One("spanhouse_sink_rows_written_total", "counter", "Spans stored by the sink.", chdb,
+          sum(&WriterStats::rows_written));
   out.One("spanhouse_sink_batches_written_total", "counter", "Inserts that succeeded.", chdb,
-          inserts);
+          sum(&WriterStats::inserts));
   out.One("spanhouse_sink_insert_errors_total", "counter", "Inserts that failed (each retried).",
-          chdb, errors);
+          chdb, sum(&WriterStats::insert_errors));
   out.One("spanhouse_sink_rows_lost_total", "counter",
-          "Spans accepted but never stored (given up at shutdown).", chdb, lost);
+          "Spans accepted but never stored (given up at shutdown).", chdb,
+          sum(&WriterStats::rows_lost));
   out.One("spanhouse_sink_pending_rows", "gauge",
-          "Spans taken from the queue by the writers and not yet stored.", chdb, pending);
-  uint64_t spooled = 0, sorted = 0;
-  for (const auto& w : writers) {
-    spooled += w->stats().blocks_spooled.load();
-    sorted += w->stats().blocks_sorted.load();
-  }
+          "Spans taken from the queue by the writers and not yet stored.", chdb,
+          sum(&WriterStats::pending_rows));
+  const uint64_t sorted = sum(&WriterStats::blocks_sorted);
   out.Family("spanhouse_sink_blocks_encoded_total", "counter",
              "Blocks encoded by the writers, by row order: sorted by the table key (a block "
              "inserted alone), or in arrival order (one of an insert's several blocks, which "
@@ -139,25 +137,23 @@ void AppendWriterMetrics(const std::vector<std::unique_ptr<storage::EmbeddedWrit
   out.Sample("spanhouse_sink_blocks_encoded_total", chdb + "," + PromText::Label("order", "table"),
              sorted);
   out.Sample("spanhouse_sink_blocks_encoded_total",
-             chdb + "," + PromText::Label("order", "arrival"), spooled - sorted);
-  uint64_t retryable = 0, permanent = 0, dead_rows = 0, dead_blocks = 0;
-  for (const auto& w : writers) {
-    retryable += w->stats().retryable_errors.load();
-    permanent += w->stats().permanent_errors.load();
-    dead_rows += w->stats().rows_dead_lettered.load();
-    dead_blocks += w->stats().blocks_dead_lettered.load();
-  }
+             chdb + "," + PromText::Label("order", "arrival"),
+             sum(&WriterStats::blocks_spooled) - sorted);
   out.Family("spanhouse_sink_insert_errors_by_class_total", "counter",
              "Failed inserts by class: retryable ones are retried with backoff, permanent ones "
              "go to the dead-letter directory.");
   out.Sample("spanhouse_sink_insert_errors_by_class_total",
-             chdb + "," + PromText::Label("class", "retryable"), retryable);
+             chdb + "," + PromText::Label("class", "retryable"),
+             sum(&WriterStats::retryable_errors));
   out.Sample("spanhouse_sink_insert_errors_by_class_total",
-             chdb + "," + PromText::Label("class", "permanent"), permanent);
+             chdb + "," + PromText::Label("class", "permanent"),
+             sum(&WriterStats::permanent_errors));
   out.One("spanhouse_sink_dead_letter_rows_total", "counter",
-          "Spans written to the dead-letter directory (permanent insert errors).", chdb, dead_rows);
+          "Spans written to the dead-letter directory (permanent insert errors).", chdb,
+          sum(&WriterStats::rows_dead_lettered));
   out.One("spanhouse_sink_dead_letter_blocks_total", "counter",
-          "Blocks written to the dead-letter directory.", chdb, dead_blocks);
+          "Blocks written to the dead-letter directory.", chdb,
+          sum(&WriterStats::blocks_dead_lettered));
   out.Family("spanhouse_sink_insert_seconds", "histogram", "Time per insert, per writer.");
   for (size_t i = 0; i < writers.size(); ++i) {
     writers[i]->stats().insert_seconds.AppendPrometheus(
