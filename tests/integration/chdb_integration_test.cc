@@ -412,10 +412,8 @@ TEST(ChdbRoundTrip, EachResourceIsStoredOncePerWriter) {
   ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
   // Two flushes of spans from the same two resources, through one writer.
   pipeline::SpanQueue queue(64u << 20);
-  WriterOptions opts;
-  opts.spool_dir = Engine::dir + "/spool";
-  opts.max_rows = 6;     // each batch of 2 traces x 3 spans is a flush of its own
-  opts.insert_rows = 6;  // and an insert of its own
+  // Each batch of 2 traces x 3 spans is a flush, and an insert, of its own.
+  const WriterOptions opts = TestWriter(6, 6);
   EmbeddedWriter writer(Engine::conn.get(), caps, queue, opts);
   writer.Start();
   for (int k = 0; k < 2; ++k) {
@@ -464,10 +462,8 @@ TEST(ChdbRoundTrip, SpooledBlocksOfOneInsertBecomeOnePart) {
   Capabilities caps;
   ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
   pipeline::SpanQueue queue(64u << 20);
-  WriterOptions opts;
-  opts.spool_dir = Engine::dir + "/spool";
-  opts.max_rows = 6;      // each batch of 2 traces x 3 spans is a block of its own
-  opts.insert_rows = 18;  // three blocks an insert
+  // Each batch of 2 traces x 3 spans is a block of its own, three blocks an insert.
+  WriterOptions opts = TestWriter(6, 18);
   opts.max_age = std::chrono::hours(1);
   EmbeddedWriter writer(Engine::conn.get(), caps, queue, opts);
   writer.Start();

@@ -23,8 +23,7 @@ namespace {
 // Inserts `b` as one block with `token`, the way the replay does.
 void InsertWithToken(const SpanBatch& b, const Capabilities& caps, const std::string& token) {
   pipeline::SpanQueue queue(64u << 20);
-  WriterOptions opts;
-  opts.spool_dir = Engine::dir + "/spool";
+  const WriterOptions opts = TestWriter();
   EmbeddedWriter writer(Engine::conn.get(), caps, queue, opts);
   std::vector<std::unique_ptr<SpanBatch>> parts;
   parts.push_back(std::make_unique<SpanBatch>(b));
@@ -82,8 +81,7 @@ TEST(ChdbDeduplication, AnInsertOfSeveralSpooledBlocksReplayedIsStoredOnce) {
   for (const auto& b : batches) n += b.span_count();
   auto replay = [&](const std::string& token, uint32_t chunks) {
     pipeline::SpanQueue queue(64u << 20);
-    WriterOptions opts;
-    opts.spool_dir = Engine::dir + "/spool";
+    const WriterOptions opts = TestWriter();
     EmbeddedWriter writer(Engine::conn.get(), caps, queue, opts);
     std::vector<std::unique_ptr<SpanBatch>> parts;
     for (const auto& b : batches) parts.push_back(std::make_unique<SpanBatch>(b));
@@ -137,8 +135,7 @@ std::string LogBlock(SegmentLog& log, const SpanBatch& b) {
 void Start(SegmentLog& log, Capabilities* caps, bool fixed, server::ReplayCounts* counts) {
   SchemaOptions opts;
   pipeline::SpanQueue none(1);
-  WriterOptions wopts;
-  wopts.spool_dir = Engine::dir + "/spool";
+  const WriterOptions wopts = TestWriter();
   if (fixed) {
     opts.before_copy = [&](const Capabilities& c) -> Status {
       if (Status st = EnableInsertDeduplication(*Engine::conn, c); !st.ok()) return st;

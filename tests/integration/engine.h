@@ -72,13 +72,24 @@ inline void Reset() {
   Q(fmt::format("DROP DATABASE IF EXISTS {}", kDatabase));
 }
 
+// A writer's options on the test engine (its spool directory); with
+// `max_rows` set, blocks of that many spans inserted `insert_rows` at a time.
+inline WriterOptions TestWriter(size_t max_rows = 0, size_t insert_rows = 0) {
+  WriterOptions opts;
+  opts.spool_dir = Engine::dir + "/spool";
+  if (max_rows != 0) {
+    opts.max_rows = max_rows;
+    opts.insert_rows = insert_rows;
+  }
+  return opts;
+}
+
 // Stores `b` through the real writer path (one EmbeddedWriter, one flush).
 // `values`: the writer's encoding (kInArrays: schema 4's).
 inline void WriteAll(const SpanBatch& b, const Capabilities& caps,
                      UserFieldValues values = UserFieldValues::kMarked) {
   pipeline::SpanQueue queue(64u << 20);
-  WriterOptions opts;
-  opts.spool_dir = Engine::dir + "/spool";
+  WriterOptions opts = TestWriter();
   opts.user_field_values = values;
   EmbeddedWriter writer(Engine::conn.get(), caps, queue, opts);
   writer.Start();

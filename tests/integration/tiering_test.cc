@@ -197,10 +197,8 @@ TEST(ChdbTiering, ResourcesInUseAreStoredAgainAfterTheRefresh) {
   Capabilities caps;
   ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
   pipeline::SpanQueue queue(64u << 20);
-  WriterOptions opts;
-  opts.spool_dir = Engine::dir + "/spool";
-  opts.max_rows = 6;     // each batch of 2 traces x 3 spans is a flush of its own
-  opts.insert_rows = 6;  // and an insert of its own
+  // Each batch of 2 traces x 3 spans is a flush, and an insert, of its own.
+  WriterOptions opts = TestWriter(6, 6);
   opts.resource_refresh = std::chrono::seconds(0);
   EmbeddedWriter writer(Engine::conn.get(), caps, queue, opts);
   writer.Start();
