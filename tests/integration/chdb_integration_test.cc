@@ -698,6 +698,30 @@ TEST(ChdbUserFields, SpanAttributesComeBackWithTheirTypesAfterMerges) {
   ASSERT_TRUE(
       reader.CountSpansWithAttr(ChdbSpanReader::AttrOwner::kSpan, "many.s2.k3", "23", &n).ok());
   EXPECT_EQ(n, odd2.span_count());
+  // By user field: plain paths are read as the column's own subcolumn
+  // (some of them in the shared data), the other keys by getSubcolumn; both
+  // find the same spans.
+  const auto user_field = [&](const std::string& key, const std::string& value) {
+    uint64_t count = 0;
+    Status st =
+        reader.CountSpansWithAttr(ChdbSpanReader::AttrOwner::kUserField, key, value, &count);
+    EXPECT_TRUE(st.ok()) << key << ": " << st.message();
+    return count;
+  };
+  const uint64_t both = odd1.span_count() + odd2.span_count();
+  EXPECT_EQ(user_field("many.s1.k3", "22"), odd1.span_count());
+  EXPECT_EQ(user_field("many.s2.k4", ""), odd2.span_count());
+  EXPECT_EQ(user_field("cart.items", "3"), both);
+  EXPECT_EQ(user_field("mixed", "12"), both);
+  EXPECT_EQ(user_field("with space", "2.5"), both);
+  EXPECT_EQ(user_field("quote\"'`", "q"), both);
+  EXPECT_EQ(user_field("a..b", "double dot"), both);
+  EXPECT_EQ(user_field("\xc3\xa4pfel.gr\xc3\xb6\xc3\x9f"
+                       "e",
+                       "\xe2\x82\xac"),
+            both);
+  EXPECT_EQ(user_field("many.s1.k3", "23"), 0u);
+  EXPECT_EQ(user_field("many.s1.k3`) OR 1=1 --", ""), 0u);
 }
 
 TEST(ChdbViews, RedPerMinuteEqualsTheSpansTable) {
