@@ -120,8 +120,14 @@ def run_suite(binary: str, work: str, args, seed: int, settle: float) -> dict[st
     """Serves `work` with `binary` and times every query of the suite (ms), then stops it."""
     otlp, query = free_port(), free_port()
     log = open(os.path.join(work, "serve.log"), "a")
+    # A store filled days before (--reuse) is kept whole: with the default
+    # retention (7 days) its oldest day would be dropped at this start.
+    config = os.path.join(work, "query-bench.yaml")
+    with open(config, "w") as f:
+        f.write("storage:\n  retention_s: 315360000\nmetrics:\n  retention_days: 3650\n")
     serve = subprocess.Popen(
-        [binary, "serve", "--data-dir", work, "--otlp-http-listen", f"127.0.0.1:{otlp}",
+        [binary, "serve", "--config", config, "--data-dir", work,
+         "--otlp-http-listen", f"127.0.0.1:{otlp}",
          "--query-listen", f"127.0.0.1:{query}", "--otlp-grpc-listen", "",
          "--zipkin-listen", "", "--log-level", "warn"],
         stdout=log, stderr=log)

@@ -188,13 +188,15 @@ TEST(ChdbSchema, OldSpansTableIsUpgradedInPlace) {
   EXPECT_EQ(Q(fmt::format("SELECT count() FROM {}.spans", kDatabase)), "4\n");
 }
 
-// A schema-4 data directory: its layout (Schema4Layout), loadgen traces of
-// the last hour written as schema 4's writer did (user-field values in the
-// arrays too), in two inserts. Returns the spans written.
-SpanBatch MakeVersion4(Capabilities* caps, size_t traces) {
-  SchemaOptions v4;
-  v4.layout = Schema4Layout();
-  EXPECT_TRUE(EnsureSchema(*Engine::conn, caps, v4).ok());
+// An older data directory: its layout (Schema4Layout or Schema5Layout),
+// loadgen traces of the last hour written as that schema's writer did
+// (schema 4: user-field values in the arrays too), in two inserts. Returns
+// the spans written.
+SpanBatch MakeOlder(Capabilities* caps, size_t traces, const StorageLayout& layout,
+                    UserFieldValues values) {
+  SchemaOptions older;
+  older.layout = layout;
+  EXPECT_TRUE(EnsureSchema(*Engine::conn, caps, older).ok());
   loadgen::TraceGenerator gen(loadgen::CorpusOptions{9});
   const auto now = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                              std::chrono::system_clock::now().time_since_epoch())
@@ -204,10 +206,14 @@ SpanBatch MakeVersion4(Capabilities* caps, size_t traces) {
   for (size_t t = 0; t < traces; ++t) {
     gen.AppendTrace(now - 1800000000000ull + t * 20000000ull, t % 2 == 0 ? &a : &b);
   }
-  WriteAll(a, *caps, UserFieldValues::kInArrays);
-  WriteAll(b, *caps, UserFieldValues::kInArrays);
+  WriteAll(a, *caps, values);
+  WriteAll(b, *caps, values);
   a.Append(b);
   return a;
+}
+
+SpanBatch MakeVersion4(Capabilities* caps, size_t traces) {
+  return MakeOlder(caps, traces, Schema4Layout(), UserFieldValues::kInArrays);
 }
 
 // What an upgrade must keep: every spans row with every column (a hash
@@ -245,12 +251,15 @@ SpanBatch TraceAsRead(const SpanBatch& in, const TraceId& id) {
   return out;
 }
 
-void ExpectUpgradedToVersion5(const SpanBatch& old, const Capabilities& caps,
-                              const std::string& before) {
-  EXPECT_EQ(Q(fmt::format("SELECT sorting_key, engine_full LIKE '%index_granularity = 32768%' "
+void ExpectUpgraded(const SpanBatch& old, const Capabilities& caps, const std::string& before) {
+  EXPECT_EQ(Q(fmt::format("SELECT sorting_key, engine_full LIKE '%index_granularity = 4096,%' "
                           "FROM system.tables WHERE database = '{}' AND name = 'spans'",
                           kDatabase)),
             "toStartOfHour(timestamp), trace_id, start_time\t1\n");
+  EXPECT_EQ(Q(fmt::format("SELECT type FROM system.columns WHERE database = '{}' AND table = "
+                          "'spans' AND name = 'resource_id'",
+                          kDatabase)),
+            "LowCardinality(UInt64)\n");
   EXPECT_EQ(Q(fmt::format("SELECT groupArray(name) FROM (SELECT name FROM system.columns WHERE "
                           "database = '{}' AND table = 'trace_index' ORDER BY position)",
                           kDatabase)),
@@ -259,7 +268,8 @@ void ExpectUpgradedToVersion5(const SpanBatch& old, const Capabilities& caps,
                           "'%before_upgrade'",
                           kDatabase)),
             "0\n");
-  EXPECT_EQ(Q(fmt::format("SELECT max(version) FROM {}.schema_version", kDatabase)), "5\n");
+  EXPECT_EQ(Q(fmt::format("SELECT max(version) FROM {}.schema_version", kDatabase)),
+            fmt::format("{}\n", kSchemaVersion));
   // Every row kept, nothing counted twice by the views.
   EXPECT_EQ(Fingerprint(), before);
   // The old rows read back exactly (their user-field values in the arrays).
@@ -301,11 +311,30 @@ TEST(ChdbSchema, Version4DataDirectoryIsUpgradedKeepingEveryRow) {
             "0\n");
   Status st = EnsureSchema(*Engine::conn, &caps);
   ASSERT_TRUE(st.ok()) << st.message();
-  ExpectUpgradedToVersion5(old, caps, before);
+  ExpectUpgraded(old, caps, before);
   // The next start finds nothing to do.
   const std::string after = Fingerprint();
   ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
   EXPECT_EQ(Fingerprint(), after);
+}
+
+// Schema 5 -> 6: the granules change, so the spans table is copied again
+// (trace_index stays), resource_id becomes LowCardinality on the way.
+TEST(ChdbSchema, Version5DataDirectoryIsUpgradedKeepingEveryRow) {
+  Reset();
+  Capabilities caps;
+  const SpanBatch old = MakeOlder(&caps, 60, Schema5Layout(), UserFieldValues::kMarked);
+  const std::string before = Fingerprint();
+  ASSERT_NE(before.substr(0, 2), "0\t");
+  EXPECT_EQ(Q(fmt::format("SELECT type, engine_full LIKE '%index_granularity = 32768%' FROM "
+                          "system.columns JOIN system.tables ON system.columns.database = "
+                          "system.tables.database AND system.columns.table = system.tables.name "
+                          "WHERE database = '{}' AND table = 'spans' AND name = 'resource_id'",
+                          kDatabase)),
+            "UInt64\t1\n");
+  Status st = EnsureSchema(*Engine::conn, &caps);
+  ASSERT_TRUE(st.ok()) << st.message();
+  ExpectUpgraded(old, caps, before);
 }
 
 // An upgrade stopped part-way (after the renames, the new tables half
@@ -334,7 +363,7 @@ TEST(ChdbSchema, Version4UpgradeStoppedPartWayIsFinishedByTheNextStart) {
                   kDatabase));
   Status st = EnsureSchema(*Engine::conn, &caps);
   ASSERT_TRUE(st.ok()) << st.message();
-  ExpectUpgradedToVersion5(old, caps, before);
+  ExpectUpgraded(old, caps, before);
 }
 
 TEST(ChdbSchema, Version1ResourceColumnsMoveToTheResourcesTable) {

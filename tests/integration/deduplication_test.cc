@@ -187,7 +187,8 @@ void AmbiguousBlocksAcrossTheUpgrade(bool fixed, size_t* stored, uint64_t* red_c
   }
   *stored = std::stoul(Q(fmt::format("SELECT count() FROM {}.spans", kDatabase)));
   *red_calls = std::stoull(Q(fmt::format("SELECT sum(calls) FROM {}.red_1m", kDatabase)));
-  EXPECT_EQ(Q(fmt::format("SELECT max(version) FROM {}.schema_version", kDatabase)), "5\n");
+  EXPECT_EQ(Q(fmt::format("SELECT max(version) FROM {}.schema_version", kDatabase)),
+            fmt::format("{}\n", kSchemaVersion));
 }
 
 // The first block is stored once with the replay before the copy; without

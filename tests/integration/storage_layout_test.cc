@@ -49,7 +49,9 @@ TEST(StorageLayout, ChosenCodecsAndTypesAreTheTables) {
   EXPECT_TRUE(caps.codecs);
   EXPECT_EQ(Column("spans", "attr_values"), "Array(LowCardinality(String))\tCODEC(ZSTD(3))\n");
   EXPECT_EQ(Column("spans", "duration_ns"), "UInt64\tCODEC(T64, Default)\n");
-  EXPECT_EQ(Column("spans", "attr_keys"), "Array(LowCardinality(String))\tCODEC(ZSTD(3))\n");
+  EXPECT_EQ(Column("spans", "attr_keys"), "Array(LowCardinality(String))\tCODEC(ZSTD(6))\n");
+  EXPECT_EQ(Column("spans", "resource_id"), "LowCardinality(UInt64)\tCODEC(ZSTD(3))\n");
+  EXPECT_EQ(Column("spans", "parent_span_id"), "FixedString(8)\tCODEC(ZSTD(3))\n");
   EXPECT_EQ(Column("trace_index", "start_s"),
             "SimpleAggregateFunction(min, UInt32)\tCODEC(T64, Default)\n");
   EXPECT_EQ(Column("spans", "user_fields"), "JSON\tCODEC(ZSTD(3))\n");

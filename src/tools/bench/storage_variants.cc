@@ -58,7 +58,7 @@ std::vector<StorageVariant> Build() {
                  UserFieldValues values = UserFieldValues::kInArrays) {
     v.push_back({std::move(name), std::move(description), std::move(layout), order, values});
   };
-  // A variant of the project's schema (5): its sort order and encoding.
+  // A variant of the project's schema (5 and 6): its sort order and encoding.
   auto add5 = [&](std::string name, std::string description, StorageLayout layout,
                   UserFieldValues values = UserFieldValues::kMarked) {
     v.push_back({std::move(name), std::move(description), std::move(layout),
@@ -97,13 +97,17 @@ std::vector<StorageVariant> Build() {
       "schema 4 as it was: user-field values in the arrays too, (hour, trace_id), granules of "
       "8192, trace_index by 16 bytes in ns, user_fields with the part-size codec",
       storage::Schema4Layout());
-  v.push_back({"upgrade4to5",
-               "schema4 loaded and merged, then upgraded to schema 5 at start (EnsureSchema's "
-               "copy, timed; sizes as the copy leaves them, before any merge)",
-               storage::Schema4Layout(), SpanOrder::kHourTrace, UserFieldValues::kInArrays, 0,
-               true});
+  v.push_back(
+      {"upgrade4to5",
+       "schema4 loaded and merged, then upgraded to the project's schema at start (EnsureSchema's "
+       "copy, timed; sizes as the copy leaves them, before any merge)",
+       storage::Schema4Layout(), SpanOrder::kHourTrace, UserFieldValues::kInArrays, 0, true});
+  add5("schema5",
+       "schema 5 as it was: granules of 32768 rows, resource_id UInt64, ZSTD(3) on attr_keys "
+       "and attr_types, the part-size codec on parent_span_id and resource_id",
+       storage::Schema5Layout());
   add5("chosen",
-       "the project's schema (5): schema.cc's codecs, the default StorageLayout, "
+       "the project's schema (6): schema.cc's codecs, the default StorageLayout, "
        "user-field values once",
        StorageLayout{});
   // Codecs alone, on schema 3's types.

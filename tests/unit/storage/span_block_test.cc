@@ -457,7 +457,28 @@ TEST(Schema, CodecsOnlyWhereTheServerHasThem) {
       << all;
   EXPECT_NE(all.find("trace_id8 FixedString(8) CODEC(Default)"), std::string::npos) << all;
   EXPECT_NE(all.find("user_fields JSON CODEC(ZSTD(3))"), std::string::npos) << all;
-  EXPECT_NE(all.find("index_granularity = 32768"), std::string::npos) << all;
+  EXPECT_NE(all.find("index_granularity = 4096, index_granularity_bytes = 5242880, "
+                     "allow_suspicious_low_cardinality_types = 1"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("resource_id LowCardinality(UInt64) CODEC(ZSTD(3))"), std::string::npos)
+      << all;
+  EXPECT_NE(all.find("attr_keys Array(LowCardinality(String)) CODEC(ZSTD(6))"), std::string::npos)
+      << all;
+  // Schema 5's layout, as its upgrade test and the benchmark build it.
+  SchemaOptions v5;
+  v5.layout = Schema5Layout();
+  std::string five;
+  for (const auto& sql : SchemaDdl(Modern(), v5)) five += sql + "\n";
+  EXPECT_NE(five.find("index_granularity = 32768, index_granularity_bytes = 41943040, "
+                      "merge_max_block_size = 32768"),
+            std::string::npos)
+      << five;
+  EXPECT_NE(five.find("resource_id UInt64 CODEC(Default)"), std::string::npos) << five;
+  EXPECT_NE(five.find("parent_span_id FixedString(8) CODEC(Default)"), std::string::npos) << five;
+  EXPECT_NE(five.find("attr_keys Array(LowCardinality(String)) CODEC(ZSTD(3))"), std::string::npos)
+      << five;
+  EXPECT_EQ(five.find("allow_suspicious"), std::string::npos) << five;
   // Schema 4's layout, as its upgrade test and the benchmark build it.
   SchemaOptions v4;
   v4.layout = Schema4Layout();
@@ -470,14 +491,17 @@ TEST(Schema, CodecsOnlyWhereTheServerHasThem) {
       << old;
   EXPECT_NE(old.find("user_fields JSON CODEC(Default)"), std::string::npos) << old;
   EXPECT_EQ(old.find("index_granularity"), std::string::npos) << old;
-  EXPECT_NE(all.find("attr_keys Array(LowCardinality(String)) CODEC(ZSTD(3))"), std::string::npos)
-      << all;
+  EXPECT_NE(old.find("attr_keys Array(LowCardinality(String)) CODEC(ZSTD(3))"), std::string::npos)
+      << old;
   // Servers with codecs but before the Default codec: ZSTD(1) where it would be.
   all.clear();
   for (const auto& sql : SchemaDdl(Capabilities::FromVersion("20.8.2"))) all += sql + "\n";
   EXPECT_NE(all.find("duration_ns UInt64 CODEC(T64, ZSTD(1))"), std::string::npos) << all;
   EXPECT_NE(all.find("trace_id FixedString(16) CODEC(ZSTD(1))"), std::string::npos) << all;
   EXPECT_EQ(all.find("Default"), std::string::npos) << all;
+  // ... and before LowCardinality(UInt64) is taken: resource_id stays UInt64.
+  EXPECT_NE(all.find("resource_id UInt64 CODEC(ZSTD(3))"), std::string::npos) << all;
+  EXPECT_EQ(all.find("allow_suspicious"), std::string::npos) << all;
   EXPECT_NE(all.find("ORDER BY (toStartOfHour(timestamp), trace_id, start_time)"),
             std::string::npos);
   // The master list gives every stored column a codec.
@@ -493,7 +517,8 @@ TEST(Schema, LayoutChangesCodecsTypesKeyAndSettings) {
   o.layout.low_cardinality_values = false;
   o.layout.low_cardinality_keys = false;
   o.layout.spans_order_by = "(service_name, toStartOfHour(timestamp), trace_id)";
-  o.layout.index_granularity = 4096;
+  o.layout.low_cardinality_resource_id = false;
+  o.layout.index_granularity = 16384;
   o.layout.column_statistics = false;
   o.layout.table_settings = "merge_with_ttl_timeout = 3600";
   std::string all;
@@ -506,8 +531,8 @@ TEST(Schema, LayoutChangesCodecsTypesKeyAndSettings) {
   EXPECT_EQ(all.find("LowCardinality"), std::string::npos) << all;
   EXPECT_NE(all.find("ORDER BY (service_name, toStartOfHour(timestamp), trace_id)"),
             std::string::npos);
-  EXPECT_NE(all.find("SETTINGS min_bytes_for_wide_part = 268435456, index_granularity = 4096, "
-                     "index_granularity_bytes = 5242880, merge_max_block_size = 4096, "
+  EXPECT_NE(all.find("SETTINGS min_bytes_for_wide_part = 268435456, index_granularity = 16384, "
+                     "index_granularity_bytes = 20971520, merge_max_block_size = 16384, "
                      "merge_selector_base = 10, auto_statistics_types = '', "
                      "merge_with_ttl_timeout = 3600"),
             std::string::npos)
