@@ -252,6 +252,11 @@ SpanBatch TraceAsRead(const SpanBatch& in, const TraceId& id) {
 }
 
 void ExpectUpgraded(const SpanBatch& old, const Capabilities& caps, const std::string& before) {
+  // Each day copied is one part, merged.
+  EXPECT_EQ(Q(fmt::format("SELECT count() = uniqExact(partition) FROM system.parts WHERE "
+                          "database = '{}' AND table = 'spans' AND active",
+                          kDatabase)),
+            "1\n");
   EXPECT_EQ(Q(fmt::format("SELECT sorting_key, engine_full LIKE '%index_granularity = 4096,%' "
                           "FROM system.tables WHERE database = '{}' AND name = 'spans'",
                           kDatabase)),
