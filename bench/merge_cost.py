@@ -144,6 +144,9 @@ def main():
     settings += (", min_bytes_for_wide_part = 0, vertical_merge_algorithm_min_rows_to_activate = 1"
                  ", vertical_merge_algorithm_min_columns_to_activate = 1")
     ch.q("DROP DATABASE IF EXISTS merge_cost")
+    # Tables made AS the spans table take its LowCardinality(UInt64) resource_id
+    # (schema 6), which a CREATE must be allowed.
+    ch.q("SET allow_suspicious_low_cardinality_types = 1")
     ch.q("CREATE DATABASE merge_cost")
     ch.q("CREATE TABLE merge_cost.src AS spanhouse.spans ENGINE = Memory")
     # One day's spans (one partition: the merge joins two parts).

@@ -129,6 +129,47 @@ TEST(ChdbTiering, SpansMoveToColdAreReadThereAndThenDeleted) {
   EXPECT_EQ(reader.GetTrace(testdata::MakeTraceId(1), &gone).code(), StatusCode::kNotFound);
 }
 
+// A copying upgrade (schema 5 -> 6) of days older than move_after_s: each
+// day is merged into one part before it goes to the cold volume, where
+// nothing merges; then the tables have their policy and TTL again.
+TEST(ChdbTiering, UpgradeCopyOfOldDaysIsMergedBeforeItMovesToCold) {
+  Reset();
+  SchemaOptions opts;
+  opts.tiered = true;
+  opts.move_after_s = 3600;
+  opts.retention_s = 30 * 86400;
+  SchemaOptions v5 = opts;
+  v5.layout = Schema5Layout();
+  Capabilities caps;
+  ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps, v5).ok());
+  // Two days ago, in three inserts: on cold at once (past the move).
+  const uint64_t old_ns = NowNs() - 2 * 86400ull * 1000000000ull;
+  for (int i = 0; i < 3; ++i) {
+    WriteAll(testdata::SampleBatch(2, old_ns + static_cast<uint64_t>(i) * 1000000000ull), caps);
+  }
+  const std::string parts = fmt::format(
+      "SELECT count(), countIf(disk_name = 'cold'), sum(rows) FROM system.parts WHERE database = "
+      "'{}' AND table = 'spans' AND active",
+      kDatabase);
+  const std::string before = Q(parts);
+  ASSERT_EQ(before.substr(0, 2), "3\t") << before;
+  // The copy's insert in blocks of 4 rows: the day in several parts, as a
+  // large day's copy leaves it (~400k rows a part).
+  const std::string small_blocks =
+      "max_insert_block_size = 4, min_insert_block_size_rows = 4, min_insert_block_size_bytes = "
+      "0, max_block_size = 4, max_threads = 1";
+  Q("SET " + small_blocks);
+  Status st = EnsureSchema(*Engine::conn, &caps, opts);
+  Q("SET max_insert_block_size = DEFAULT, min_insert_block_size_rows = DEFAULT, "
+    "min_insert_block_size_bytes = DEFAULT, max_block_size = DEFAULT, max_threads = DEFAULT");
+  ASSERT_TRUE(st.ok()) << st.message();
+  const std::string rows = before.substr(before.rfind('\t'));
+  EXPECT_EQ(PollUntil(parts, "1\t1" + rows, 60), "1\t1" + rows);
+  EXPECT_NE(CreateQuery("spans").find("storage_policy"), std::string::npos);
+  EXPECT_NE(CreateQuery("spans").find(" TTL "), std::string::npos);
+  EXPECT_NE(CreateQuery("spans").find("index_granularity = 4096,"), std::string::npos);
+}
+
 TEST(ChdbTiering, ExistingTablesTakeThePolicyAndRetentionInPlace) {
   Reset();
   // As an older spanhouse left it: default policy, no TTL anywhere.
