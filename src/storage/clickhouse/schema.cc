@@ -495,10 +495,6 @@ std::string SpansDdl(const Capabilities& caps, const SchemaOptions& options) {
       TtlClauses(TtlTables(caps, options)[0], std::move(settings), caps, layout));
 }
 
-}  // namespace
-
-namespace {
-
 // Schema 5's codec for a column, given schema 4's where they differ.
 std::string Schema5Codec(const CodecQuery& q) {
   if (q.table == "spans") {
