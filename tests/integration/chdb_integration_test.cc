@@ -776,6 +776,19 @@ TEST(ChdbViews, RedPerMinuteEqualsTheSpansTable) {
                     kDatabase));
   EXPECT_EQ(from_view, from_spans);
   EXPECT_GT(std::count(from_spans.begin(), from_spans.end(), '\n'), 50);
+  // And per service and kind, fed by a view on red_1m's inserts.
+  const std::string service_key = "toStartOfMinute(timestamp) AS m, service_name AS s, kind AS k";
+  const std::string per_service_from_spans =
+      Q(fmt::format("SELECT {}, count(), countIf(status_code = 2), sum(duration_ns) FROM {}.spans "
+                    "GROUP BY m, s, k ORDER BY m, s, k",
+                    service_key, kDatabase));
+  EXPECT_EQ(Q(fmt::format("SELECT minute AS m, service_name AS s, kind AS k, sum(calls), "
+                          "sum(errors), sum(duration_sum_ns) FROM {}.red_service_1m GROUP BY m, "
+                          "s, k ORDER BY m, s, k",
+                          kDatabase)),
+            per_service_from_spans);
+  EXPECT_LT(std::count(per_service_from_spans.begin(), per_service_from_spans.end(), '\n'),
+            std::count(from_spans.begin(), from_spans.end(), '\n'));
   // Errors exist in the corpus, so the error column is really compared.
   EXPECT_NE(Q(fmt::format("SELECT sum(errors) FROM {}.red_1m", kDatabase)), "0\n");
 
@@ -809,14 +822,22 @@ TEST(ChdbViews, RedPerMinuteEqualsTheSpansTable) {
       "SELECT service_name, quantilesExact({})(duration_ns) FROM {}.spans GROUP BY service_name "
       "ORDER BY service_name",
       kRedQuantiles, kDatabase)));
+  // red_service_1m's states are red_1m's merged once more.
+  const auto service_q = per_service(Q(fmt::format(
+      "SELECT service_name, quantilesTDigestMerge({})(duration_quantiles) FROM {}.red_service_1m "
+      "GROUP BY service_name ORDER BY service_name",
+      kRedQuantiles, kDatabase)));
   ASSERT_EQ(view_q.size(), exact_q.size());
+  ASSERT_EQ(service_q.size(), exact_q.size());
   EXPECT_GT(view_q.size(), 5u);
   for (const auto& [service, exact] : exact_q) {
-    const std::vector<double>& approx = view_q.at(service);
-    ASSERT_EQ(approx.size(), 4u) << service;
-    ASSERT_EQ(exact.size(), 4u) << service;
-    for (size_t i = 0; i < 4; ++i) {
-      EXPECT_NEAR(approx[i], exact[i], std::max(0.05 * exact[i], 1e6)) << service << " q" << i;
+    for (const auto* merged : {&view_q, &service_q}) {
+      const std::vector<double>& approx = merged->at(service);
+      ASSERT_EQ(approx.size(), 4u) << service;
+      ASSERT_EQ(exact.size(), 4u) << service;
+      for (size_t i = 0; i < 4; ++i) {
+        EXPECT_NEAR(approx[i], exact[i], std::max(0.05 * exact[i], 1e6)) << service << " q" << i;
+      }
     }
   }
 
@@ -834,12 +855,17 @@ TEST(ChdbViews, ViewsAddedByAnUpgradeAreFilledFromStoredSpans) {
   ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
   WriteCorpus(caps, 200);
   // As a schema-2 data directory: no RED views or catalog yet.
-  for (const char* t : {"red_1m_mv", "red_1m", "operations_mv", "operations"}) {
+  for (const char* t : {"red_service_1m_mv", "red_service_1m", "red_1m_mv", "red_1m",
+                        "operations_mv", "operations"}) {
     Q(fmt::format("DROP TABLE {}.{}", kDatabase, t));
   }
   ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
-  EXPECT_EQ(Q(fmt::format("SELECT sum(calls), sum(errors) FROM {}.red_1m", kDatabase)),
-            Q(fmt::format("SELECT count(), countIf(status_code = 2) FROM {}.spans", kDatabase)));
+  const std::string counted =
+      Q(fmt::format("SELECT count(), countIf(status_code = 2) FROM {}.spans", kDatabase));
+  EXPECT_EQ(Q(fmt::format("SELECT sum(calls), sum(errors) FROM {}.red_1m", kDatabase)), counted);
+  // Filled once, through red_1m's fill (not a second time from red_1m).
+  EXPECT_EQ(Q(fmt::format("SELECT sum(calls), sum(errors) FROM {}.red_service_1m", kDatabase)),
+            counted);
   EXPECT_EQ(Q(fmt::format("SELECT count() FROM {}.operations FINAL", kDatabase)),
             Q(fmt::format("SELECT count() FROM (SELECT DISTINCT service_name, name, kind FROM "
                           "{}.spans)",
@@ -848,6 +874,30 @@ TEST(ChdbViews, ViewsAddedByAnUpgradeAreFilledFromStoredSpans) {
   ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
   EXPECT_EQ(Q(fmt::format("SELECT sum(calls) FROM {}.red_1m", kDatabase)),
             Q(fmt::format("SELECT count() FROM {}.spans", kDatabase)));
+  EXPECT_EQ(Q(fmt::format("SELECT sum(calls) FROM {}.red_service_1m", kDatabase)),
+            Q(fmt::format("SELECT count() FROM {}.spans", kDatabase)));
+
+  // As a schema-6 data directory: red_1m but no red_service_1m, filled from
+  // red_1m's rows (the spans table is not read: its rows past a shorter
+  // retention than the metrics' would be gone).
+  for (const char* t : {"red_service_1m_mv", "red_service_1m"}) {
+    Q(fmt::format("DROP TABLE {}.{}", kDatabase, t));
+  }
+  Q(fmt::format(
+      "INSERT INTO {0}.red_1m SELECT minute - INTERVAL 1 DAY, service_name, name, kind, "
+      "calls, errors, duration_sum_ns, duration_quantiles FROM {0}.red_1m",
+      kDatabase));
+  ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
+  EXPECT_EQ(Q(fmt::format("SELECT toDate(minute) AS d, service_name, kind, sum(calls), "
+                          "sum(errors), sum(duration_sum_ns) FROM {}.red_service_1m GROUP BY d, "
+                          "service_name, kind ORDER BY d, service_name, kind",
+                          kDatabase)),
+            Q(fmt::format("SELECT toDate(minute) AS d, service_name, kind, sum(calls), "
+                          "sum(errors), sum(duration_sum_ns) FROM {}.red_1m GROUP BY d, "
+                          "service_name, kind ORDER BY d, service_name, kind",
+                          kDatabase)));
+  EXPECT_EQ(Q(fmt::format("SELECT sum(calls) FROM {}.red_service_1m", kDatabase)),
+            Q(fmt::format("SELECT 2 * count() FROM {}.spans", kDatabase)));
 }
 
 TEST(ChdbViews, RetentionFollowsTheConfigurationAtEveryStart) {

@@ -51,11 +51,14 @@ TEST(ChdbDeduplication, ABlockInsertedAgainWithItsTokenIsStoredOnce) {
   const std::string once = std::to_string(n) + "\n";
   EXPECT_EQ(Q(fmt::format("SELECT count() FROM {}.spans", kDatabase)), once);
   EXPECT_EQ(Q(fmt::format("SELECT sum(calls) FROM {}.red_1m", kDatabase)), once);
+  // The cascade of views too (red_1m's inserts feed red_service_1m).
+  EXPECT_EQ(Q(fmt::format("SELECT sum(calls) FROM {}.red_service_1m", kDatabase)), once);
 
   InsertWithToken(b, caps, "sh-test-2");  // another block with the same rows
   const std::string twice = std::to_string(2 * n) + "\n";
   EXPECT_EQ(Q(fmt::format("SELECT count() FROM {}.spans", kDatabase)), twice);
   EXPECT_EQ(Q(fmt::format("SELECT sum(calls) FROM {}.red_1m", kDatabase)), twice);
+  EXPECT_EQ(Q(fmt::format("SELECT sum(calls) FROM {}.red_service_1m", kDatabase)), twice);
 }
 
 // An insert of several spooled blocks (writer.insert_rows): the replay of

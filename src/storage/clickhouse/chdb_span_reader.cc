@@ -258,11 +258,11 @@ Status ChdbSpanReader::GetTraces(const std::vector<TraceId>& ids, SpanBatch* out
   // is read only in those hours, where its key (hour, trace id) finds the
   // traces' granules.
   QueryResult r;
-  Status st = Run(TraceRangeQuery(layout_), "TSV", &r, {{"ids", ids_param}}, ids.size());
+  Status st = Run(TraceRangeQuery(layout_), "TSV", &r, {{"ids", ids_param}}, limits_.max_rows);
   if (!st.ok()) return st;
   std::set<uint64_t> hours;
   for (const auto& row : TsvRows(r.data)) {
-    if (row.size() != 3 || ToU64(row[2]) == 0) continue;
+    if (row.size() != 2) continue;
     const uint64_t first = ToU64(row[0]) / 3600;
     const uint64_t last = ToU64(row[1]) / 3600;
     for (uint64_t h = first; h <= last && h <= first + 48; ++h) hours.insert(h * 3600);
@@ -431,10 +431,11 @@ Status ChdbSpanReader::GetRedSeries(const query::RedQuery& q, std::vector<query:
   out->clear();
   if (q.step_s == 0 || q.window_s == 0) return Status::Invalid("step and window must be positive");
   // Points t_k = E - k*S for k in [0, N); the point t covers the minutes m
-  // with t - W <= m < t. Each red_1m row is copied once per point it
-  // covers (k from ceil((E-m-W)/S) to ceil((E-m)/S) - 1), then the copies
-  // are merged per point: sums for calls and errors, the t-digest states
-  // for the quantile.
+  // with t - W <= m < t. Each row (red_1m's per operation, else
+  // red_service_1m's, ~13x fewer for loadgen's services) is copied once per
+  // point it covers (k from ceil((E-m-W)/S) to ceil((E-m)/S) - 1), then the
+  // copies are merged per point: sums for calls and errors, the t-digest
+  // states for the quantile.
   const uint64_t points = q.lookback_s / q.step_s + 1;
   const uint64_t span = (points - 1) * q.step_s + q.window_s;
   const uint64_t lo = q.end_s > span ? q.end_s - span : 0;
@@ -455,7 +456,7 @@ Status ChdbSpanReader::GetRedSeries(const query::RedQuery& q, std::vector<query:
   const std::string sql = fmt::format(
       "SELECT service_name, op, t, {sum_calls}, {sum_errors}{quantile} FROM (SELECT service_name, "
       "{op} AS op, calls, errors, duration_quantiles, {{e:Int64}} - {{s:Int64}} * "
-      "arrayJoin(range({k_first}, greatest({k_first}, {k_end}))) AS t FROM {db}.red_1m WHERE "
+      "arrayJoin(range({k_first}, greatest({k_first}, {k_end}))) AS t FROM {db}.{table} WHERE "
       "service_name IN ({services}){kinds} AND minute >= toDateTime({{lo:UInt32}}) "
       "AND minute < toDateTime({{e:UInt32}})) GROUP BY service_name, op, t ORDER BY service_name, "
       "op, t",
@@ -463,7 +464,8 @@ Status ChdbSpanReader::GetRedSeries(const query::RedQuery& q, std::vector<query:
       fmt::arg("quantile", q.want_quantile
                                ? ", quantileTDigestMerge({q:Float64})(duration_quantiles) / 1e6"
                                : ""),
-      fmt::arg("op", q.by_operation ? "name" : "''"), fmt::arg("k_first", k_first),
+      fmt::arg("op", q.by_operation ? "name" : "''"),
+      fmt::arg("table", q.by_operation ? "red_1m" : "red_service_1m"), fmt::arg("k_first", k_first),
       fmt::arg("k_end", k_end), fmt::arg("db", kDatabase),
       fmt::arg("kinds", q.kinds.empty() ? "" : " AND kind IN {kinds:Array(UInt8)}"),
       fmt::arg("services", ParamList("svc", q.services, &params)));
@@ -489,14 +491,16 @@ Status ChdbSpanReader::GetRedSeries(const query::RedQuery& q, std::vector<query:
 Status ChdbSpanReader::GetRedSummary(const query::RedSummaryQuery& q,
                                      std::vector<query::RedSummaryRow>* out) {
   out->clear();
+  // Per operation from red_1m, per service from red_service_1m.
   const bool per_op = !q.service.empty();
   const std::string keys = per_op ? "service_name, name, kind" : "service_name";
   const std::string sql = fmt::format(
       "SELECT {keys}, {calls}, {errors}, quantilesTDigestMerge(0.5, 0.95, 0.99)"
-      "(duration_quantiles) FROM {db}.red_1m WHERE minute >= toDateTime({{lo:UInt32}}) AND minute "
+      "(duration_quantiles) FROM {db}.{table} WHERE minute >= toDateTime({{lo:UInt32}}) AND minute "
       "< toDateTime({{hi:UInt32}}){service}{kinds} GROUP BY {keys} ORDER BY {keys}",
-      fmt::arg("keys", keys), fmt::arg("calls", SumOf(caps_, "calls")),
-      fmt::arg("errors", SumOf(caps_, "errors")), fmt::arg("db", kDatabase),
+      fmt::arg("keys", keys), fmt::arg("table", per_op ? "red_1m" : "red_service_1m"),
+      fmt::arg("calls", SumOf(caps_, "calls")), fmt::arg("errors", SumOf(caps_, "errors")),
+      fmt::arg("db", kDatabase),
       fmt::arg("service", per_op ? " AND service_name = {service:String}" : ""),
       fmt::arg("kinds", q.kinds.empty() ? "" : " AND kind IN {kinds:Array(UInt8)}"));
   QueryResult r;

@@ -390,7 +390,8 @@ Status EmbeddedWriter::InsertFiles(std::string_view table, const std::string& pa
   }
   if (!token.empty()) {
     // The token is ours (hex and digits, block_record.h): safe inline. The
-    // views' tables (trace_index, red_1m, operations) deduplicate with it too.
+    // views' tables (trace_index, red_1m, red_service_1m, operations)
+    // deduplicate with it too.
     settings.push_back(
         fmt::format("insert_deduplicate = 1, insert_deduplication_token = '{}', "
                     "deduplicate_blocks_in_dependent_materialized_views = 1",

@@ -218,8 +218,10 @@ StorageLayout Schema4Layout();
 
 // The query a trace lookup starts with: the seconds of the spans table that
 // hold the traces with ids {ids:Array(String)} (hex), as TSV rows
-// "first\tlast\trows", one per id found (with trace_index_short_id, one per
-// distinct 8-byte prefix: a shared prefix widens the range, never narrows it).
+// "first\tlast", one per stored row of an id found (several where a trace's
+// rows are in several days or parts not merged yet: the union of their
+// ranges is the trace's; with trace_index_short_id, rows of every id with
+// the same 8-byte prefix: a shared prefix widens the union, never narrows it).
 std::string TraceRangeQuery(const StorageLayout& layout = {});
 
 // Type of a column in a Native block (no LowCardinality, no codecs).
@@ -246,7 +248,9 @@ inline constexpr std::string_view kDatabase = "spanhouse";
 // 6: granules of 4096 rows (copied as for 5), resource_id
 // LowCardinality(UInt64), ZSTD(6) on attr_keys and attr_types, ZSTD(3) on
 // parent_span_id and resource_id.
-inline constexpr uint32_t kSchemaVersion = 6;
+// 7: red_service_1m, red_1m per service and kind (a view on red_1m's
+// inserts; made and filled from red_1m at the first start).
+inline constexpr uint32_t kSchemaVersion = 7;
 
 // Choices the schema takes from the configuration.
 struct SchemaOptions {

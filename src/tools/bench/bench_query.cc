@@ -115,7 +115,7 @@ int RunFill(const FillOptions& o) {
   writer.Join();
   const double insert_s = Seconds(t0);
   const auto t_merge = Clock::now();
-  for (const char* table : {"spans", "trace_index", "red_1m", "resources"}) {
+  for (const char* table : {"spans", "trace_index", "red_1m", "red_service_1m", "resources"}) {
     if (!st.ok()) break;
     st = conn->Query(fmt::format("OPTIMIZE TABLE {}.{} FINAL SETTINGS optimize_throw_if_noop = 1",
                                  storage::kDatabase, table),
