@@ -199,6 +199,11 @@ std::string TagCondition(const Capabilities& caps, const query::TagFilter& tag, 
   return field.empty() ? generic : fmt::format("(({}) OR {})", field, generic);
 }
 
+// The RED table a query per operation, or per service, reads.
+const char* RedTable(bool per_operation) {
+  return per_operation ? "red_1m" : "red_service_1m";
+}
+
 // The aggregate over red_1m's sum columns (SimpleAggregateFunction, or a
 // state on servers without it).
 std::string SumOf(const Capabilities& caps, std::string_view column) {
@@ -464,9 +469,8 @@ Status ChdbSpanReader::GetRedSeries(const query::RedQuery& q, std::vector<query:
       fmt::arg("quantile", q.want_quantile
                                ? ", quantileTDigestMerge({q:Float64})(duration_quantiles) / 1e6"
                                : ""),
-      fmt::arg("op", q.by_operation ? "name" : "''"),
-      fmt::arg("table", q.by_operation ? "red_1m" : "red_service_1m"), fmt::arg("k_first", k_first),
-      fmt::arg("k_end", k_end), fmt::arg("db", kDatabase),
+      fmt::arg("op", q.by_operation ? "name" : "''"), fmt::arg("table", RedTable(q.by_operation)),
+      fmt::arg("k_first", k_first), fmt::arg("k_end", k_end), fmt::arg("db", kDatabase),
       fmt::arg("kinds", q.kinds.empty() ? "" : " AND kind IN {kinds:Array(UInt8)}"),
       fmt::arg("services", ParamList("svc", q.services, &params)));
   QueryResult r;
@@ -498,7 +502,7 @@ Status ChdbSpanReader::GetRedSummary(const query::RedSummaryQuery& q,
       "SELECT {keys}, {calls}, {errors}, quantilesTDigestMerge(0.5, 0.95, 0.99)"
       "(duration_quantiles) FROM {db}.{table} WHERE minute >= toDateTime({{lo:UInt32}}) AND minute "
       "< toDateTime({{hi:UInt32}}){service}{kinds} GROUP BY {keys} ORDER BY {keys}",
-      fmt::arg("keys", keys), fmt::arg("table", per_op ? "red_1m" : "red_service_1m"),
+      fmt::arg("keys", keys), fmt::arg("table", RedTable(per_op)),
       fmt::arg("calls", SumOf(caps_, "calls")), fmt::arg("errors", SumOf(caps_, "errors")),
       fmt::arg("db", kDatabase),
       fmt::arg("service", per_op ? " AND service_name = {service:String}" : ""),

@@ -376,18 +376,17 @@ std::vector<TableColumn> ColumnsOf(std::string_view table, const Capabilities& c
     return ti;
   }
   if (table == "red_1m" || table == "red_service_1m") {
-    std::vector<TableColumn> red = {{"minute", "DateTime", agg}, {"service_name", key_t, agg}};
-    if (table == "red_1m") red.push_back({"name", key_t, agg});
-    for (TableColumn c : std::initializer_list<TableColumn>{
-             {"kind", "UInt8", agg},
-             {"calls", sum_t, agg},
-             {"errors", sum_t, agg},
-             {"duration_sum_ns", sum_t, agg},
-             {"duration_quantiles",
-              fmt::format("AggregateFunction(quantilesTDigest({}), UInt64)", kRedQuantiles),
-              agg}}) {
-      red.push_back(std::move(c));
-    }
+    std::vector<TableColumn> red = {
+        {"minute", "DateTime", agg},
+        {"service_name", key_t, agg},
+        {"name", key_t, agg},
+        {"kind", "UInt8", agg},
+        {"calls", sum_t, agg},
+        {"errors", sum_t, agg},
+        {"duration_sum_ns", sum_t, agg},
+        {"duration_quantiles",
+         fmt::format("AggregateFunction(quantilesTDigest({}), UInt64)", kRedQuantiles), agg}};
+    if (table == "red_service_1m") red.erase(red.begin() + 2);  // no operation name
     return red;
   }
   if (table == "dependencies_1m") {
