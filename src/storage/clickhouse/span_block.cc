@@ -1335,7 +1335,9 @@ UserFields::UserFields(const std::vector<std::string>& well_known)
 
 const std::vector<std::string>& UserFields::DefaultWellKnown() {
   // The namespaces of the OpenTelemetry semantic conventions (attribute
-  // registry), and the SDK's own.
+  // registry), and the SDK's own. Never add one: the reader's tag search
+  // takes a key of these as never stored in user_fields (stored spans may
+  // hold such a key's value only there).
   static const std::vector<std::string> names = {
       "android",       "artifact",     "aws",       "az",           "azure",
       "browser",       "cassandra",    "cicd",      "client",       "cloud",
