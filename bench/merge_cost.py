@@ -77,9 +77,10 @@ class Chdb:
         lib.chdb_query_n.restype = ctypes.c_void_p
         lib.chdb_query_n.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t,
                                      ctypes.c_char_p, ctypes.c_size_t]
-        for f in ("chdb_result_buffer", "chdb_result_error"):
-            getattr(lib, f).restype = ctypes.c_char_p
-            getattr(lib, f).argtypes = [ctypes.c_void_p]
+        lib.chdb_result_buffer.restype = ctypes.c_void_p  # binary formats hold NULs
+        lib.chdb_result_buffer.argtypes = [ctypes.c_void_p]
+        lib.chdb_result_error.restype = ctypes.c_char_p
+        lib.chdb_result_error.argtypes = [ctypes.c_void_p]
         lib.chdb_result_length.restype = ctypes.c_size_t
         lib.chdb_result_length.argtypes = [ctypes.c_void_p]
         lib.chdb_destroy_query_result.argtypes = [ctypes.c_void_p]
@@ -91,23 +92,25 @@ class Chdb:
         if not self.conn:
             sys.exit(f"merge_cost: chDB did not open {data_dir}")
 
-    def q(self, sql):
-        """Runs one statement; returns (output text, CPU seconds of this process)."""
+    def q(self, sql, fmt="TSV"):
+        """Runs one statement; returns (output, CPU seconds of this process). The output is
+        text, except in a binary `fmt` (e.g. Native): then its bytes."""
         b = sql.encode()
+        f = fmt.encode()
         t0 = time.time()
         c0 = resource.getrusage(resource.RUSAGE_SELF)
-        r = self.lib.chdb_query_n(self.conn, b, len(b), b"TSV", 3)
+        r = self.lib.chdb_query_n(self.conn, b, len(b), f, len(f))
         c1 = resource.getrusage(resource.RUSAGE_SELF)
         cpu = (c1.ru_utime - c0.ru_utime) + (c1.ru_stime - c0.ru_stime)
         if os.environ.get("MERGE_COST_DEBUG"):
             print(f"  {time.time() - t0:.2f}s wall {cpu:.2f}s cpu: {sql[:80]}", file=sys.stderr)
         err = self.lib.chdb_result_error(r)
-        out = (err if err else ctypes.string_at(self.lib.chdb_result_buffer(r),
-                                                 self.lib.chdb_result_length(r)))
+        n = self.lib.chdb_result_length(r)
+        out = err if err else (ctypes.string_at(self.lib.chdb_result_buffer(r), n) if n else b"")
         self.lib.chdb_destroy_query_result(r)
         if err:
             raise RuntimeError(f"{sql[:200]}: {out.decode(errors='replace')}")
-        return out.decode(), cpu
+        return (out.decode() if fmt == "TSV" else out), cpu
 
 
 def main():
