@@ -113,6 +113,15 @@ class Chdb:
         return (out.decode() if fmt == "TSV" else out), cpu
 
 
+def spans_table_settings(ch, drop):
+    """The store's spans table settings ("name = value"), but those whose name starts with
+    one of `drop`."""
+    out, _ = ch.q("SELECT extract(create_table_query, 'SETTINGS (.*)$') FROM system.tables "
+                  "WHERE database = 'spanhouse' AND name = 'spans'")
+    out = out.strip().replace("\\'", "'")  # TSV escapes quotes
+    return [s for s in out.split(", ") if s and not s.startswith(tuple(drop))]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bin", default="build/spanhouse", help="spanhouse binary (for the fill)")
@@ -133,14 +142,10 @@ def main():
                         str(args.spans), "--days", "1"], check=True, stdout=subprocess.DEVNULL)
         print(f"filled in {time.time() - t:.0f} s", flush=True)
     ch = Chdb(data)
-    settings, _ = ch.q("SELECT extract(create_table_query, 'SETTINGS (.*)$') FROM system.tables "
-                       "WHERE database = 'spanhouse' AND name = 'spans'")
-    # The spans table's own settings (granules, wide-part threshold, merge base), minus
-    # its storage policy (the tables here stay on the default disk).
-    settings = settings.strip().replace("\\'", "'")  # TSV escapes quotes
-    settings = ", ".join(s for s in settings.split(", ")
-                         if not s.startswith("storage_policy") and not s.startswith("ttl_") and
-                         not s.startswith("min_bytes_for_wide_part"))
+    # The spans table's own settings (granules, merge base), minus its storage policy (the
+    # tables here stay on the default disk).
+    settings = ", ".join(spans_table_settings(ch, ("storage_policy", "ttl_",
+                                                   "min_bytes_for_wide_part")))
     # Every part wide and every merge vertical (a column at a time), as serve's merges of
     # its inserts are: their result is past min_bytes_for_wide_part. A table of a few
     # columns would otherwise be merged row by row (horizontally), which costs far more.

@@ -20,10 +20,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from merge_cost import Chdb  # noqa: E402
+from merge_cost import ORDER, Chdb, spans_table_settings  # noqa: E402
 
 DB = "bench_layouts"
-ORDER = "(toStartOfHour(timestamp), trace_id, start_time)"
 HUGE = "min_bytes_for_wide_part = 1000000000000, min_rows_for_wide_part = 1000000000"
 # (name, settings added to or replacing the spans table's)
 VARIANTS = [
@@ -39,11 +38,8 @@ RARE = ("scope_attr_", "scope_dropped", "scope_schema", "event_", "dropped_event
 
 def table_settings(ch, extra):
     """The spans table's settings without its storage policy and TTL, with `extra`'s."""
-    out, _ = ch.q("SELECT extract(create_table_query, 'SETTINGS (.*)$') FROM system.tables "
-                  "WHERE database = 'spanhouse' AND name = 'spans'")
-    have = [s for s in out.strip().replace("\\'", "'").split(", ")
-            if s and not s.startswith(("storage_policy", "ttl_", "merge_with_ttl",
-                                       "materialize_ttl", "non_replicated_dedup"))]
+    have = spans_table_settings(ch, ("storage_policy", "ttl_", "merge_with_ttl",
+                                     "materialize_ttl", "non_replicated_dedup"))
     for e in (x for x in extra.split(", ") if x):
         name = e.split(" = ")[0]
         have = [s for s in have if not s.startswith(name + " ")] + [e]

@@ -142,8 +142,8 @@ std::string AttrEquals(std::string_view k, std::string_view v) {
 // built-in semantic-convention namespaces is never a user field (the
 // configuration only adds namespaces to them), so its value is always in
 // the arrays: the condition then reads neither attr_types nor user_fields
-// (measured ~20% of a service + span-tag search over an hour of the 50M
-// store).
+// (the scan of a service + span-tag search over an hour of the 50M store:
+// 133 -> 108 ms in chDB).
 std::string SpanAttrEquals(const Capabilities& caps, std::string_view k, std::string_view v,
                            std::string_view key) {
   if (!caps.json_type || !UserFields::Default().IsUserField(key)) return AttrEquals(k, v);
