@@ -35,9 +35,15 @@ def test_slow_sink_gives_429_sdk_retries_nothing_lost_or_doubled(spanhouse_facto
         "otlp_http:\n  max_body_bytes: 1MiB\n"
         "queue:\n  max_bytes: 1MiB\n"
         "durable:\n  max_bytes: 2MiB\n"
-        "writer:\n  max_rows: 1000\n  max_age_ms: 100\n"
+        "writer:\n  max_rows: 1000\n  max_age_ms: 20\n"
         "debug:\n  fault_injection: true\n")
     sh = spanhouse_factory("bp", config=cfg)
+    # The memory budget must run out before the log fills. While the first
+    # insert stalls, the writer takes two more inserts' worth of spans off
+    # the queue (max_age_ms each) and then blocks; the queue fills next. The
+    # three inserts' records stay in the log: at max_age_ms 100 a fast flood
+    # put enough in them to fill the 2 MiB log before the queue's 1 MiB; at
+    # 20 each holds a request or so.
 
     r = requests.post(f"{sh.query_url}/debug/sink?insert_delay_ms=1500", timeout=10)
     assert r.status_code == 200, r.text
@@ -84,7 +90,10 @@ def test_slow_sink_gives_429_sdk_retries_nothing_lost_or_doubled(spanhouse_facto
                       'reason="durable_queue_full"')
     assert rejected > 0
     # The memory budget was spent first: requests waited on disk, none refused for memory.
-    assert metric(sh, "spanhouse_durable_queue_spilled_requests_total") > 0
+    assert metric(sh, "spanhouse_durable_queue_spilled_requests_total") > 0, (
+        "no request waited on disk\n" + "\n".join(
+            line for line in requests.get(f"{sh.query_url}/metrics", timeout=10).text.splitlines()
+            if line.startswith(("spanhouse_receiver", "spanhouse_durable", "spanhouse_queue"))))
     assert metric(sh, "spanhouse_receiver_rejected_requests_total", 'reason="memory_limit"') == 0
     assert metric(sh, "spanhouse_sink_rows_lost_total") == 0
 
