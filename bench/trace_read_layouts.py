@@ -8,10 +8,14 @@ inserts (traces split by a hash of their id) with merges stopped, then one OPTIM
 the CPU of that merge is printed, since merges are most of ingest's CPU. Then traces are read
 from each table as the reader reads them (every column of the traces' granules, found by hour
 and trace id, in Native), 1, 10 and 20 ids at a time, the tables taking turns per group of ids;
-the medians are printed with each table's bytes on disk. A last row reads the schema's table
-without the scope-attribute, event and link columns, to show what those streams cost.
+the medians are printed with each table's bytes on disk and the CPU of its inserts (an INSERT
+... SELECT from the store: a table whose user_fields type differs pays a conversion there
+that the writer's Native inserts would not). The last rows read the schema's table without
+the scope-attribute, event and link columns, without user_fields, and without both, to show
+what those streams cost. Then each table is searched by a user field (frontend spans of one
+hour with app.channel = android, every other hour of the day; the counts must agree).
 
-  python3 bench/trace_read_layouts.py --reuse DIR [--day 2026-12-01] [--ids 120]
+  python3 bench/trace_read_layouts.py --reuse DIR [--day 2026-12-01] [--ids 120] [--only 4,5]
 """
 import argparse
 import os
@@ -24,12 +28,14 @@ from merge_cost import ORDER, Chdb, spans_table_settings  # noqa: E402
 
 DB = "bench_layouts"
 HUGE = "min_bytes_for_wide_part = 1000000000000, min_rows_for_wide_part = 1000000000"
-# (name, settings added to or replacing the spans table's)
+# (name, settings added to or replacing the spans table's, user_fields' type or "")
 VARIANTS = [
-    ("schema (as the spans table)", ""),
-    ("min_compress_block_size = 8192", "min_compress_block_size = 8192"),
-    ("min_compress_block_size = 1024", "min_compress_block_size = 1024"),
-    ("compact parts only", HUGE),
+    ("schema (as the spans table)", "", ""),
+    ("min_compress_block_size = 8192", "min_compress_block_size = 8192", ""),
+    ("min_compress_block_size = 1024", "min_compress_block_size = 1024", ""),
+    ("compact parts only", HUGE, ""),
+    ("user_fields JSON(max_dynamic_paths = 0)", "", "JSON(max_dynamic_paths = 0)"),
+    ("user_fields JSON(max_dynamic_types = 1)", "", "JSON(max_dynamic_types = 1)"),
 ]
 # Columns left out by the last row: rare per span, together ~50 of a lookup's streams.
 RARE = ("scope_attr_", "scope_dropped", "scope_schema", "event_", "dropped_events", "link_",
@@ -52,7 +58,11 @@ def main():
                     "query-fill` (not in use by a serve)")
     ap.add_argument("--day", help="the day copied (default: the store's second newest)")
     ap.add_argument("--ids", type=int, default=120, help="trace ids read, in groups")
+    ap.add_argument("--only", help="comma-separated indexes of the tables made (default: all; "
+                    "0, the schema's, always)")
     args = ap.parse_args()
+    only = {0} | ({int(x) for x in args.only.split(",")} if args.only else
+                  set(range(len(VARIANTS))))
 
     ch = Chdb(args.reuse)
     day = args.day
@@ -65,29 +75,38 @@ def main():
     rows = {}
     try:
         tables = []
-        for i, (name, extra) in enumerate(VARIANTS):
+        for i, (name, extra, json_type) in enumerate(VARIANTS):
+            if i not in only:
+                continue
             t = f"{DB}.v{i}"
             ch.q(f"CREATE TABLE {t} AS spanhouse.spans ENGINE = MergeTree PARTITION BY "
                  f"toDate(timestamp) ORDER BY {ORDER} SETTINGS {table_settings(ch, extra)}")
+            if json_type:
+                ch.q(f"ALTER TABLE {t} MODIFY COLUMN user_fields {json_type}")
             ch.q(f"SYSTEM STOP MERGES {t}")
+            insert_cpu = 0.0
             for k in range(8):
-                ch.q(f"INSERT INTO {t} SELECT * FROM spanhouse.spans WHERE toDate(timestamp) = "
-                     f"'{day}' AND cityHash64(trace_id) % 8 = {k}")
+                _, cpu = ch.q(f"INSERT INTO {t} SELECT * FROM spanhouse.spans WHERE "
+                              f"toDate(timestamp) = '{day}' AND cityHash64(trace_id) % 8 = {k}")
+                insert_cpu += cpu
             ch.q(f"SYSTEM START MERGES {t}")
             _, cpu = ch.q(f"OPTIMIZE TABLE {t} FINAL")
             size, _ = ch.q(f"SELECT sum(rows), sum(bytes_on_disk), count(), any(part_type) FROM "
                            f"system.parts WHERE database = '{DB}' AND table = 'v{i}' AND active")
             n, size_b, parts, kind = size.split()
-            rows[name] = {"merge_cpu_s": round(cpu, 1), "mb": round(int(size_b) / 1e6, 1),
+            rows[name] = {"merge_cpu_s": round(cpu, 1), "insert_cpu_s": round(insert_cpu, 1),
+                          "mb": round(int(size_b) / 1e6, 1),
                           "rows": int(n), "parts": int(parts), "part": kind, "ms": {}}
             print(f"{name}: {rows[name]}", file=sys.stderr, flush=True)
             tables.append((name, t, "*"))
         cols, _ = ch.q("SELECT name FROM system.columns WHERE database = 'spanhouse' AND "
                        "table = 'spans' ORDER BY position")
-        slim = ", ".join(c for c in cols.split() if not c.startswith(RARE))
-        slim_name = "schema, without scope attrs, events, links"
-        rows[slim_name] = {"ms": {}}
-        tables.append((slim_name, f"{DB}.v0", slim))
+        for slim_name, drop in (("schema, without scope attrs, events, links", RARE),
+                                ("schema, without user_fields", ("user_fields",)),
+                                ("schema, without both", RARE + ("user_fields",))):
+            rows[slim_name] = {"ms": {}}
+            tables.append((slim_name, f"{DB}.v0",
+                           ", ".join(c for c in cols.split() if not c.startswith(drop))))
 
         n_rows = rows[VARIANTS[0][0]]["rows"]
         ids, _ = ch.q(f"SELECT lower(hex(trace_id)), groupUniqArray(toUnixTimestamp("
@@ -116,17 +135,37 @@ def main():
                 order = tables[at % len(tables):] + tables[:at % len(tables)]
                 for name, t, columns in order:
                     rows[name]["ms"].setdefault(n, []).append(read(t, columns, group))
+        # A search by a user field scans its path over an hour of one service.
+        day0, _ = ch.q(f"SELECT toUnixTimestamp(toDateTime('{day} 00:00:00'))")
+        for at, hour in enumerate(range(int(day0), int(day0) + 86400, 7200)):
+            order = tables[at % len(tables):] + tables[:at % len(tables)]
+            counts = set()
+            for name, t, columns in order:
+                if columns != "*":
+                    continue
+                sql = (f"SELECT count() FROM {t} WHERE service_name = 'frontend' AND timestamp "
+                       f">= toDateTime({hour}) AND timestamp < toDateTime({hour + 3600}) AND "
+                       f"isNotNull(user_fields.`app.channel`) AND "
+                       f"toString(user_fields.`app.channel`) = 'android'")
+                t0 = time.perf_counter()
+                out, _ = ch.q(sql)
+                rows[name].setdefault("search", []).append((time.perf_counter() - t0) * 1000)
+                counts.add(out.strip())
+            assert len(counts) == 1, f"the tables disagree: {counts}"
     finally:
         ch.q(f"DROP DATABASE IF EXISTS {DB} SYNC")
 
     print(f"day {day}, {n_rows} spans; median ms of the reader's read of N traces "
           f"({len(ids) - 1} ids, in groups)")
-    print(f"{'table':<46} {'1 trace':>8} {'10':>8} {'20':>8} {'MB':>8} {'merge CPU s':>12}")
+    print(f"{'table':<46} {'1 trace':>8} {'10':>8} {'20':>8} {'MB':>8} {'merge CPU s':>12} "
+          f"{'insert CPU s':>12} {'uf search':>10}")
     for name, r in rows.items():
         med = [statistics.median(r["ms"][n]) if r["ms"].get(n) else float("nan")
                for n in (1, 10, 20)]
+        search = statistics.median(r["search"]) if r.get("search") else float("nan")
         print(f"{name:<46} {med[0]:>8.1f} {med[1]:>8.1f} {med[2]:>8.1f} "
-              f"{r.get('mb', float('nan')):>8} {r.get('merge_cpu_s', float('nan')):>12}")
+              f"{r.get('mb', float('nan')):>8} {r.get('merge_cpu_s', float('nan')):>12} "
+              f"{r.get('insert_cpu_s', float('nan')):>12} {search:>10.1f}")
     os._exit(0)  # chDB's threads may not stop cleanly at exit
 
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -863,6 +864,58 @@ TEST(ChdbViews, RedPerMinuteEqualsTheSpansTable) {
                     kDatabase)),
       Q(fmt::format("SELECT DISTINCT service_name, name, kind FROM {}.spans ORDER BY 1, 2, 3",
                     kDatabase)));
+}
+
+// The engine compiles a query's expressions the fourth time it sees them,
+// a stall of ~100 ms in that query (chdb_span_reader.cc, kNoJit): the
+// reader's queries, repeated, compile nothing, where the same engine
+// compiles a repeated query of its own.
+TEST(ChdbReader, RepeatedQueriesAreNeverCompiled) {
+  Reset();
+  Capabilities caps;
+  ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
+  WriteCorpus(caps, 300);
+  ChdbSpanReader reader(*Engine::conn, caps);
+  query::RedQuery red;
+  red.services = {"checkout"};
+  red.end_s = static_cast<uint64_t>(std::time(nullptr)) / 60 * 60 + 60;
+  red.lookback_s = 7200;
+  red.step_s = 60;
+  red.window_s = 60;
+  red.want_quantile = true;
+  red.quantile = 0.99;
+  query::TraceQuery search;
+  search.service = "checkout";
+  search.start_ns = (red.end_s - red.lookback_s) * 1000000000ull;
+  search.end_ns = red.end_s * 1000000000ull;
+  search.limit = 5;
+  const auto compiled = [] {
+    return Q("SELECT sum(value) FROM system.events WHERE event = 'CompileFunction'");
+  };
+  // Nothing else runs expressions meanwhile.
+  Q("SYSTEM STOP MERGES");
+  const std::string before = compiled();
+  for (int i = 0; i < 6; ++i) {
+    std::vector<query::RedSeries> series;
+    ASSERT_TRUE(reader.GetRedSeries(red, &series).ok());
+    ASSERT_FALSE(series.empty());
+    std::vector<TraceId> ids;
+    ASSERT_TRUE(reader.FindTraceIds(search, &ids).ok());
+    ASSERT_FALSE(ids.empty());
+    SpanBatch traces;
+    ASSERT_TRUE(reader.GetTraces(ids, &traces).ok());
+    ASSERT_GT(traces.span_count(), 0u);
+  }
+  EXPECT_EQ(compiled(), before);
+  // The control: a query of the engine's defaults, repeated, is compiled.
+  for (int i = 0; i < 6; ++i) {
+    Q(
+        fmt::format("SELECT intDiv(toUInt64(duration_ns) * 3 + 7, 11) % 5 AS b, count() FROM "
+                    "{}.spans GROUP BY b ORDER BY b",
+                    kDatabase));
+  }
+  EXPECT_NE(compiled(), before);
+  Q("SYSTEM START MERGES");
 }
 
 TEST(ChdbViews, ViewsAddedByAnUpgradeAreFilledFromStoredSpans) {
