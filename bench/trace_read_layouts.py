@@ -12,8 +12,11 @@ the medians are printed with each table's bytes on disk and the CPU of its inser
 ... SELECT from the store: a table whose user_fields type differs pays a conversion there
 that the writer's Native inserts would not). The last rows read the schema's table without
 the scope-attribute, event and link columns, without user_fields, and without both, to show
-what those streams cost. Then each table is searched by a user field (frontend spans of one
-hour with app.channel = android, every other hour of the day; the counts must agree).
+what those streams cost. A table may also keep the 21 rare columns as one (each span's
+values as a RowBinary string, made by formatRowNoNewline; '' where all are empty): read
+whole, it shows what one stream for them would save. Then each table is searched by a user
+field (frontend spans of one hour with app.channel = android, every other hour of the day;
+the counts must agree).
 
   python3 bench/trace_read_layouts.py --reuse DIR [--day 2026-12-01] [--ids 120] [--only 4,5]
 """
@@ -28,7 +31,9 @@ from merge_cost import ORDER, Chdb, spans_table_settings  # noqa: E402
 
 DB = "bench_layouts"
 HUGE = "min_bytes_for_wide_part = 1000000000000, min_rows_for_wide_part = 1000000000"
-# (name, settings added to or replacing the spans table's, user_fields' type or "")
+# (name, settings added to or replacing the spans table's, user_fields' type or "", or
+# EXTRAS: the rare columns as one)
+EXTRAS = "extras"
 VARIANTS = [
     ("schema (as the spans table)", "", ""),
     ("min_compress_block_size = 8192", "min_compress_block_size = 8192", ""),
@@ -36,6 +41,7 @@ VARIANTS = [
     ("compact parts only", HUGE, ""),
     ("user_fields JSON(max_dynamic_paths = 0)", "", "JSON(max_dynamic_paths = 0)"),
     ("user_fields JSON(max_dynamic_types = 1)", "", "JSON(max_dynamic_types = 1)"),
+    ("rare columns as one RowBinary column", "", EXTRAS),
 ]
 # Columns left out by the last row: rare per span, together ~50 of a lookup's streams.
 RARE = ("scope_attr_", "scope_dropped", "scope_schema", "event_", "dropped_events", "link_",
@@ -81,12 +87,28 @@ def main():
             t = f"{DB}.v{i}"
             ch.q(f"CREATE TABLE {t} AS spanhouse.spans ENGINE = MergeTree PARTITION BY "
                  f"toDate(timestamp) ORDER BY {ORDER} SETTINGS {table_settings(ch, extra)}")
-            if json_type:
+            select = "*"
+            if json_type == EXTRAS:
+                # The 21 rare columns' values of a span as one RowBinary string
+                # (formatRowNoNewline), '' where all are empty.
+                types, _ = ch.q("SELECT name, type FROM system.columns WHERE database = "
+                                "'spanhouse' AND table = 'spans' ORDER BY position")
+                types = [line.split("\t") for line in types.splitlines() if line]
+                rare = [(c, ty) for c, ty in types if c.startswith(RARE)]
+                empty = " AND ".join(
+                    f"empty({c})" if ty.startswith("Array") else
+                    f"{c} = ''" if "String" in ty else f"{c} = 0" for c, ty in rare)
+                ch.q(f"ALTER TABLE {t} " + ", ".join(f"DROP COLUMN {c}" for c, _ in rare) +
+                     ", ADD COLUMN extras String CODEC(ZSTD(3))")
+                select = ", ".join(c for c, _ in types if not c.startswith(RARE)) + (
+                    f", if({empty}, '', formatRowNoNewline('RowBinary', "
+                    f"{', '.join(c for c, _ in rare)}))")
+            elif json_type:
                 ch.q(f"ALTER TABLE {t} MODIFY COLUMN user_fields {json_type}")
             ch.q(f"SYSTEM STOP MERGES {t}")
             insert_cpu = 0.0
             for k in range(8):
-                _, cpu = ch.q(f"INSERT INTO {t} SELECT * FROM spanhouse.spans WHERE "
+                _, cpu = ch.q(f"INSERT INTO {t} SELECT {select} FROM spanhouse.spans WHERE "
                               f"toDate(timestamp) = '{day}' AND cityHash64(trace_id) % 8 = {k}")
                 insert_cpu += cpu
             ch.q(f"SYSTEM START MERGES {t}")
