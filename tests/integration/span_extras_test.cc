@@ -11,6 +11,7 @@
 
 #include "../testdata/sample_batch.h"
 #include "integration/engine.h"
+#include "storage/clickhouse/chdb.h"
 #include "storage/clickhouse/schema.h"
 #include "storage/clickhouse/span_extras.h"
 
@@ -33,14 +34,10 @@ std::string EngineExtras() {
       kDatabase));
   std::vector<std::string> names;
   std::string empty;
-  size_t pos = 0;
-  while (pos < cols.size()) {
-    const size_t nl = cols.find('\n', pos);
-    const std::string line = cols.substr(pos, nl - pos);
-    pos = nl + 1;
-    const size_t tab = line.find('\t');
-    const std::string name = line.substr(0, tab);
-    const std::string type = line.substr(tab + 1);
+  for (const auto& row : TsvRows(cols)) {
+    EXPECT_EQ(row.size(), 2u);
+    const std::string& name = row.at(0);
+    const std::string& type = row.at(1);
     names.push_back(name);
     empty += fmt::format("{}{}", empty.empty() ? "" : " AND ",
                          type.starts_with("Array")                  ? "empty(" + name + ")"
@@ -87,15 +84,12 @@ TEST(SpanExtras, EqualTheEnginesRowBinaryOfTheStoredColumns) {
   const std::string rows =
       Q(fmt::format("SELECT hex(span_id), hex({}) FROM {}.spans", EngineExtras(), kDatabase));
   size_t compared = 0;
-  size_t pos = 0;
-  while (pos < rows.size()) {
-    const size_t nl = rows.find('\n', pos);
-    const std::string line = rows.substr(pos, nl - pos);
-    pos = nl + 1;
-    const size_t tab = line.find('\t');
-    const auto it = ours.find(line.substr(0, tab));
-    ASSERT_NE(it, ours.end()) << line;
-    EXPECT_EQ(line.substr(tab + 1), it->second) << "span " << it->first;
+  for (const auto& row : TsvRows(rows)) {
+    ASSERT_GE(row.size(), 1u);
+    const auto it = ours.find(row[0]);
+    ASSERT_NE(it, ours.end()) << row[0];
+    // An empty value is an empty last field.
+    EXPECT_EQ(row.size() > 1 ? row[1] : std::string(), it->second) << "span " << it->first;
     ++compared;
   }
   EXPECT_EQ(compared, in.span_count());
