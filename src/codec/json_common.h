@@ -12,12 +12,6 @@
 
 #include "common/status.h"
 
-#define SH_RETURN_IF_ERROR(expr) \
-  do {                           \
-    Status _st = (expr);         \
-    if (!_st.ok()) return _st;   \
-  } while (0)
-
 namespace spanhouse::codec::json {
 
 // Largest body (and scratch text) whose buffers a thread keeps for the next request.

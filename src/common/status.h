@@ -42,3 +42,10 @@ class Status {
 };
 
 }  // namespace spanhouse
+
+// Returns the Status of `expr` from the enclosing function unless it is ok.
+#define SH_RETURN_IF_ERROR(expr) \
+  do {                           \
+    Status _st = (expr);         \
+    if (!_st.ok()) return _st;   \
+  } while (0)

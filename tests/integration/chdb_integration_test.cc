@@ -892,8 +892,12 @@ TEST(ChdbReader, RepeatedQueriesAreNeverCompiled) {
   const auto compiled = [] {
     return Q("SELECT sum(value) FROM system.events WHERE event = 'CompileFunction'");
   };
-  // Nothing else runs expressions meanwhile.
+  // Nothing else runs expressions meanwhile (merges back on however the
+  // test ends, or the tests after it would not merge).
   Q("SYSTEM STOP MERGES");
+  struct MergesBack {
+    ~MergesBack() { Q("SYSTEM START MERGES"); }
+  } merges_back;
   const std::string before = compiled();
   for (int i = 0; i < 6; ++i) {
     std::vector<query::RedSeries> series;
@@ -915,7 +919,6 @@ TEST(ChdbReader, RepeatedQueriesAreNeverCompiled) {
                     kDatabase));
   }
   EXPECT_NE(compiled(), before);
-  Q("SYSTEM START MERGES");
 }
 
 TEST(ChdbViews, ViewsAddedByAnUpgradeAreFilledFromStoredSpans) {

@@ -51,12 +51,6 @@ Capabilities Capabilities::FromVersion(std::string_view version) {
   return c;
 }
 
-#define SH_SCHEMA_TRY(expr)    \
-  do {                         \
-    Status _st = (expr);       \
-    if (!_st.ok()) return _st; \
-  } while (0)
-
 namespace {
 
 // How long after a partition's parts have all expired they are dropped at
@@ -1000,7 +994,7 @@ Status SpansLayoutIs(ChdbConnection& conn, const StorageLayout& layout, bool* sa
 
 Status DropSpansViews(ChdbConnection& conn) {
   for (const char* view : {"trace_index_mv", "red_1m_mv", "operations_mv"}) {
-    SH_SCHEMA_TRY(Run(conn, fmt::format("DROP VIEW IF EXISTS {}.{}", kDatabase, view)));
+    SH_RETURN_IF_ERROR(Run(conn, fmt::format("DROP VIEW IF EXISTS {}.{}", kDatabase, view)));
   }
   return Status::Ok();
 }
@@ -1034,22 +1028,22 @@ Status RebuildSpansIfChanged(ChdbConnection& conn, const StorageLayout& layout,
                              const std::function<Status()>& before_copy) {
   const std::string old = BeforeUpgrade("spans");
   bool resume = false;
-  SH_SCHEMA_TRY(TableExists(conn, old, &resume));
+  SH_RETURN_IF_ERROR(TableExists(conn, old, &resume));
   std::map<std::string, uint64_t> have;  // what a stopped copy left
   if (resume) {
-    SH_SCHEMA_TRY(DropSpansViews(conn));
-    SH_SCHEMA_TRY(PartitionRows(conn, "spans", &have));
+    SH_RETURN_IF_ERROR(DropSpansViews(conn));
+    SH_RETURN_IF_ERROR(PartitionRows(conn, "spans", &have));
   } else {
     bool same = true;
-    SH_SCHEMA_TRY(SpansLayoutIs(conn, layout, &same));
+    SH_RETURN_IF_ERROR(SpansLayoutIs(conn, layout, &same));
     if (same) return Status::Ok();
-    SH_SCHEMA_TRY(before_copy());
-    SH_SCHEMA_TRY(DropSpansViews(conn));
-    SH_SCHEMA_TRY(Run(conn, fmt::format("RENAME TABLE {0}.spans TO {0}.{1}", kDatabase, old)));
-    SH_SCHEMA_TRY(Run(conn, create));
+    SH_RETURN_IF_ERROR(before_copy());
+    SH_RETURN_IF_ERROR(DropSpansViews(conn));
+    SH_RETURN_IF_ERROR(Run(conn, fmt::format("RENAME TABLE {0}.spans TO {0}.{1}", kDatabase, old)));
+    SH_RETURN_IF_ERROR(Run(conn, create));
   }
   std::map<std::string, uint64_t> parts;
-  SH_SCHEMA_TRY(PartitionRows(conn, old, &parts));
+  SH_RETURN_IF_ERROR(PartitionRows(conn, old, &parts));
   uint64_t total = 0;
   for (const auto& [id, rows] : parts) total += rows;
   spdlog::info("schema upgrade: copying {} spans in {} partition(s) into the new spans table",
@@ -1066,12 +1060,12 @@ Status RebuildSpansIfChanged(ChdbConnection& conn, const StorageLayout& layout,
       continue;
     }
     if (it != have.end()) {
-      SH_SCHEMA_TRY(
+      SH_RETURN_IF_ERROR(
           Run(conn, fmt::format("ALTER TABLE {}.spans DROP PARTITION ID '{}'", kDatabase, id)));
     }
-    SH_SCHEMA_TRY(Run(conn, fmt::format("INSERT INTO {0}.spans ({1}) SELECT {1} FROM {0}.{2} "
-                                        "WHERE _partition_id = '{3}'",
-                                        kDatabase, cols, old, id)));
+    SH_RETURN_IF_ERROR(Run(conn, fmt::format("INSERT INTO {0}.spans ({1}) SELECT {1} FROM {0}.{2} "
+                                             "WHERE _partition_id = '{3}'",
+                                             kDatabase, cols, old, id)));
     // The copy leaves a day in parts of ~400k rows (the insert's blocks),
     // stored as new parts are (LZ4); merged now. The table is made without
     // its TTL and storage policy for the copy (EnsureSchema gives them
@@ -1079,7 +1073,7 @@ Status RebuildSpansIfChanged(ChdbConnection& conn, const StorageLayout& layout,
     // the cold volume, where nothing merges, not even OPTIMIZE (measured on
     // the 49.4M-span store: 117 parts, 56 bytes/span, where the merged
     // store had 48).
-    SH_SCHEMA_TRY(
+    SH_RETURN_IF_ERROR(
         Run(conn, fmt::format("OPTIMIZE TABLE {}.spans PARTITION ID '{}' FINAL", kDatabase, id)));
     copied += rows;
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -1098,17 +1092,17 @@ Status PrepareTraceIndexRebuild(ChdbConnection& conn, const Capabilities& caps,
                                 const std::function<Status()>& before_copy) {
   const std::string old = BeforeUpgrade("trace_index");
   bool exists = false;
-  SH_SCHEMA_TRY(TableExists(conn, old, &exists));
+  SH_RETURN_IF_ERROR(TableExists(conn, old, &exists));
   if (exists) return Status::Ok();  // stopped part-way: copied again after the CREATE
-  SH_SCHEMA_TRY(TableExists(conn, "trace_index", &exists));
+  SH_RETURN_IF_ERROR(TableExists(conn, "trace_index", &exists));
   if (!exists) return Status::Ok();
   std::set<std::string> have;
-  SH_SCHEMA_TRY(ColumnNames(conn, "trace_index", &have));
+  SH_RETURN_IF_ERROR(ColumnNames(conn, "trace_index", &have));
   std::set<std::string> want;
   for (const auto& c : ColumnsOf("trace_index", caps, layout)) want.insert(c.name);
   if (have == want) return Status::Ok();
-  SH_SCHEMA_TRY(before_copy());
-  SH_SCHEMA_TRY(Run(conn, fmt::format("DROP VIEW IF EXISTS {}.trace_index_mv", kDatabase)));
+  SH_RETURN_IF_ERROR(before_copy());
+  SH_RETURN_IF_ERROR(Run(conn, fmt::format("DROP VIEW IF EXISTS {}.trace_index_mv", kDatabase)));
   return Run(conn, fmt::format("RENAME TABLE {0}.trace_index TO {0}.{1}", kDatabase, old));
 }
 
@@ -1118,13 +1112,13 @@ Status FinishTraceIndexRebuild(ChdbConnection& conn, const Capabilities& caps,
                                const StorageLayout& layout) {
   const std::string old = BeforeUpgrade("trace_index");
   bool exists = false;
-  SH_SCHEMA_TRY(TableExists(conn, old, &exists));
+  SH_RETURN_IF_ERROR(TableExists(conn, old, &exists));
   if (!exists) return Status::Ok();
   if (!caps.simple_aggregate) {
     return Status::Internal("schema upgrade: trace_index's states cannot be converted before 19.8");
   }
   std::set<std::string> have;
-  SH_SCHEMA_TRY(ColumnNames(conn, old, &have));
+  SH_RETURN_IF_ERROR(ColumnNames(conn, old, &have));
   std::string id;
   if (layout.trace_index_short_id) {
     id = have.count("trace_id8") != 0 ? "trace_id8" : "toFixedString(substring(trace_id, 1, 8), 8)";
@@ -1147,10 +1141,11 @@ Status FinishTraceIndexRebuild(ChdbConnection& conn, const Capabilities& caps,
   for (const auto& c : ColumnsOf("trace_index", caps, layout)) {
     cols += fmt::format("{}{}", cols.empty() ? "" : ", ", c.name);
   }
-  SH_SCHEMA_TRY(Run(conn, fmt::format("TRUNCATE TABLE {}.trace_index", kDatabase)));
-  SH_SCHEMA_TRY(Run(conn, fmt::format("INSERT INTO {0}.trace_index ({1}) SELECT day, {2}, {3} FROM "
-                                      "{0}.{4} SETTINGS max_partitions_per_insert_block = 0",
-                                      kDatabase, cols, id, times, old)));
+  SH_RETURN_IF_ERROR(Run(conn, fmt::format("TRUNCATE TABLE {}.trace_index", kDatabase)));
+  SH_RETURN_IF_ERROR(
+      Run(conn, fmt::format("INSERT INTO {0}.trace_index ({1}) SELECT day, {2}, {3} FROM "
+                            "{0}.{4} SETTINGS max_partitions_per_insert_block = 0",
+                            kDatabase, cols, id, times, old)));
   return Run(conn, fmt::format("DROP TABLE {}.{}", kDatabase, old));
 }
 

@@ -829,12 +829,6 @@ class Encoder {
   std::vector<std::unique_ptr<native::Writer>> writers_;
 };
 
-#define SH_TRY(expr)           \
-  do {                         \
-    Status _st = (expr);       \
-    if (!_st.ok()) return _st; \
-  } while (0)
-
 // Reads one block into rows [base, base + rows) of `b`, which the caller has
 // already created (one resource and one scope per row).
 class Decoder {
@@ -846,7 +840,7 @@ class Decoder {
     offs->resize(n_);
     uint64_t prev = 0;
     for (uint64_t i = 0; i < n_; ++i) {
-      SH_TRY(r_.Fixed(&(*offs)[i]));
+      SH_RETURN_IF_ERROR(r_.Fixed(&(*offs)[i]));
       if ((*offs)[i] < prev) return Status::Internal("native: offsets go backwards");
       prev = (*offs)[i];
     }
@@ -855,9 +849,9 @@ class Decoder {
   Status Str(StrRef* out) {
     std::string_view s;
     if (lc_) {
-      SH_TRY(LcNext(&s));
+      SH_RETURN_IF_ERROR(LcNext(&s));
     } else {
-      SH_TRY(r_.String(&s));
+      SH_RETURN_IF_ERROR(r_.String(&s));
     }
     *out = b_.AddString(s);
     return Status::Ok();
@@ -874,7 +868,7 @@ class Decoder {
     lc_loaded_ = false;
     if (!lc_ || n_ == 0) return Status::Ok();
     uint64_t version = 0;
-    SH_TRY(r_.Fixed(&version));
+    SH_RETURN_IF_ERROR(r_.Fixed(&version));
     if (version != 1) return Status::Internal("native: unknown LowCardinality version");
     return Status::Ok();
   }
@@ -892,21 +886,21 @@ class Decoder {
     if (n_ == 0) return Status::Ok();
     uint64_t version = 0;
     uint64_t npaths = 0;
-    SH_TRY(r_.Fixed(&version));
+    SH_RETURN_IF_ERROR(r_.Fixed(&version));
     if (version != 3) return Status::Internal("native: JSON column not in the flattened layout");
-    SH_TRY(r_.Varint(&npaths));
+    SH_RETURN_IF_ERROR(r_.Varint(&npaths));
     if (npaths > r_.left()) return Status::Internal("native: JSON paths past the end");
     json_paths_.resize(npaths);
-    for (JsonPath& p : json_paths_) SH_TRY(r_.String(&p.name));
+    for (JsonPath& p : json_paths_) SH_RETURN_IF_ERROR(r_.String(&p.name));
     for (JsonPath& p : json_paths_) {
       uint64_t ntypes = 0;
-      SH_TRY(r_.Fixed(&version));
+      SH_RETURN_IF_ERROR(r_.Fixed(&version));
       if (version != 3) return Status::Internal("native: Dynamic column not flattened");
-      SH_TRY(r_.Varint(&ntypes));
+      SH_RETURN_IF_ERROR(r_.Varint(&ntypes));
       if (ntypes > 250) return Status::Internal("native: too many Dynamic types");
       for (uint64_t t = 0; t < ntypes; ++t) {
         std::string_view name;
-        SH_TRY(r_.String(&name));
+        SH_RETURN_IF_ERROR(r_.String(&name));
         const JsonType jt = name == "Bool"      ? JsonType::kBool
                             : name == "Float64" ? JsonType::kFloat64
                             : name == "Int64"   ? JsonType::kInt64
@@ -924,7 +918,7 @@ class Decoder {
       p.row.resize(n_);
       for (uint64_t i = 0; i < n_; ++i) {
         uint8_t d = 0;
-        SH_TRY(r_.Fixed(&d));
+        SH_RETURN_IF_ERROR(r_.Fixed(&d));
         if (d > ntypes) return Status::Internal("native: Dynamic discriminator out of range");
         // Which type, and the value's place among that type's values.
         p.row[i] = {d, static_cast<uint32_t>(count[d]++)};
@@ -935,7 +929,8 @@ class Decoder {
         const unsigned width = p.types[t] == JsonType::kBool     ? 1
                                : p.types[t] == JsonType::kString ? 0
                                                                  : 8;
-        for (auto& v : p.values[t]) SH_TRY(width == 0 ? r_.String(&v) : r_.Bytes(width, &v));
+        for (auto& v : p.values[t])
+          SH_RETURN_IF_ERROR(width == 0 ? r_.String(&v) : r_.Bytes(width, &v));
       }
     }
     return Status::Ok();
@@ -1011,16 +1006,16 @@ class Decoder {
     if (!lc_loaded_) {
       uint64_t flags = 0;
       uint64_t nkeys = 0;
-      SH_TRY(r_.Fixed(&flags));
+      SH_RETURN_IF_ERROR(r_.Fixed(&flags));
       if ((flags & (1u << 8)) != 0 || (flags & (1u << 9)) == 0 || (flags & 0xff) > 3) {
         return Status::Internal("native: unsupported LowCardinality layout");
       }
-      SH_TRY(r_.Fixed(&nkeys));
+      SH_RETURN_IF_ERROR(r_.Fixed(&nkeys));
       if (nkeys > r_.left()) return Status::Internal("native: LowCardinality keys past the end");
       lc_keys_.resize(nkeys);
-      for (auto& k : lc_keys_) SH_TRY(r_.String(&k));
+      for (auto& k : lc_keys_) SH_RETURN_IF_ERROR(r_.String(&k));
       uint64_t nidx = 0;
-      SH_TRY(r_.Fixed(&nidx));
+      SH_RETURN_IF_ERROR(r_.Fixed(&nidx));
       const unsigned width = 1u << (flags & 0xff);
       if (nidx > r_.left() / width)
         return Status::Internal("native: LowCardinality indexes past the end");
@@ -1028,7 +1023,7 @@ class Decoder {
       for (auto& i : lc_index_) {
         uint64_t v = 0;
         std::string_view bytes;
-        SH_TRY(r_.Bytes(width, &bytes));
+        SH_RETURN_IF_ERROR(r_.Bytes(width, &bytes));
         std::memcpy(&v, bytes.data(), width);  // little-endian
         if (v >= nkeys) return Status::Internal("native: LowCardinality index out of range");
         i = v;
@@ -1044,14 +1039,14 @@ class Decoder {
   template <typename T, typename U>
   Status Num(U* out) {
     T v{};
-    SH_TRY(r_.Fixed(&v));
+    SH_RETURN_IF_ERROR(r_.Fixed(&v));
     *out = static_cast<U>(v);
     return Status::Ok();
   }
   template <size_t N>
   Status Id(std::array<uint8_t, N>* out) {
     std::string_view s;
-    SH_TRY(r_.Bytes(N, &s));
+    SH_RETURN_IF_ERROR(r_.Bytes(N, &s));
     std::memcpy(out->data(), s.data(), N);
     return Status::Ok();
   }
@@ -1061,13 +1056,13 @@ class Decoder {
   enum class Part { kKey, kType, kValue };
   Status Attrs(AttrColumns& cols, std::vector<Range>& ranges, uint32_t owner_base, Part p) {
     std::vector<uint64_t> offs;
-    SH_TRY(Offsets(&offs));
+    SH_RETURN_IF_ERROR(Offsets(&offs));
     uint64_t prev = 0;
     for (uint64_t i = 0; i < n_; ++i) {
       Range& rg = ranges[owner_base + i];
       uint64_t count = offs[i] - prev;
       prev = offs[i];
-      SH_TRY(AttrRun(cols, rg, count, p));
+      SH_RETURN_IF_ERROR(AttrRun(cols, rg, count, p));
     }
     return Status::Ok();
   }
@@ -1076,7 +1071,7 @@ class Decoder {
       rg.begin = static_cast<uint32_t>(cols.size());
       for (uint64_t k = 0; k < count; ++k) {
         StrRef key;
-        SH_TRY(Str(&key));
+        SH_RETURN_IF_ERROR(Str(&key));
         SpanBatch::AddAttr(cols, key, ValueType::kEmpty, StrRef{});
       }
       rg.end = static_cast<uint32_t>(cols.size());
@@ -1086,10 +1081,10 @@ class Decoder {
     for (uint32_t a = rg.begin; a < rg.end; ++a) {
       if (p == Part::kType) {
         uint8_t t = 0;
-        SH_TRY(r_.Fixed(&t));
+        SH_RETURN_IF_ERROR(r_.Fixed(&t));
         cols.type[a] = static_cast<ValueType>(t);
       } else {
-        SH_TRY(Str(&cols.value[a]));
+        SH_RETURN_IF_ERROR(Str(&cols.value[a]));
       }
     }
     return Status::Ok();
@@ -1099,7 +1094,7 @@ class Decoder {
   template <typename Make, typename Fill>
   Status Children(std::vector<Range>& ranges, Make&& make, Fill&& fill) {
     std::vector<uint64_t> offs;
-    SH_TRY(Offsets(&offs));
+    SH_RETURN_IF_ERROR(Offsets(&offs));
     uint64_t prev = 0;
     for (uint64_t i = 0; i < n_; ++i) {
       Range& rg = ranges[base_ + i];
@@ -1112,14 +1107,14 @@ class Decoder {
       } else if (rg.size() != count) {
         return Status::Internal("native: child columns disagree in length");
       }
-      for (uint32_t c = rg.begin; c < rg.end; ++c) SH_TRY(fill(c));
+      for (uint32_t c = rg.begin; c < rg.end; ++c) SH_RETURN_IF_ERROR(fill(c));
     }
     return Status::Ok();
   }
   Status NestedAttrs(std::vector<Range>& children, std::vector<Range>& child_attrs,
                      AttrColumns& cols, Part p, bool events) {
     std::vector<uint64_t> outer;
-    SH_TRY(Offsets(&outer));
+    SH_RETURN_IF_ERROR(Offsets(&outer));
     uint64_t total = outer.empty() ? 0 : outer.back();
     uint64_t prev = 0;
     for (uint64_t i = 0; i < n_; ++i) {
@@ -1135,7 +1130,7 @@ class Decoder {
       }
     }
     std::vector<uint64_t> inner(total);
-    for (uint64_t k = 0; k < total; ++k) SH_TRY(r_.Fixed(&inner[k]));
+    for (uint64_t k = 0; k < total; ++k) SH_RETURN_IF_ERROR(r_.Fixed(&inner[k]));
     uint64_t iprev = 0;
     size_t k = 0;
     for (uint64_t i = 0; i < n_; ++i) {
@@ -1144,7 +1139,7 @@ class Decoder {
         if (inner[k] < iprev) return Status::Internal("native: offsets go backwards");
         uint64_t count = inner[k] - iprev;
         iprev = inner[k];
-        SH_TRY(AttrRun(cols, child_attrs[c], count, p));
+        SH_RETURN_IF_ERROR(AttrRun(cols, child_attrs[c], count, p));
       }
     }
     return Status::Ok();
@@ -1157,7 +1152,7 @@ class Decoder {
   Status Column(Col id) {
     auto& s = b_.spans;
     auto each = [&](auto&& fn) -> Status {
-      for (uint64_t i = 0; i < n_; ++i) SH_TRY(fn(base_ + static_cast<uint32_t>(i)));
+      for (uint64_t i = 0; i < n_; ++i) SH_RETURN_IF_ERROR(fn(base_ + static_cast<uint32_t>(i)));
       return Status::Ok();
     };
     switch (id) {
@@ -1185,7 +1180,7 @@ class Decoder {
       case Col::kDurationNs:
         return each([&](uint32_t i) {
           uint64_t d;
-          SH_TRY(r_.Fixed(&d));
+          SH_RETURN_IF_ERROR(r_.Fixed(&d));
           s.end_ns[i] = s.start_ns[i] + d;
           return Status::Ok();
         });
@@ -1282,7 +1277,7 @@ class Decoder {
       case Col::kResourceId:
         return each([&](uint32_t i) {
           uint64_t id;
-          SH_TRY(r_.Fixed(&id));
+          SH_RETURN_IF_ERROR(r_.Fixed(&id));
           if (resource_ids_ != nullptr) (*resource_ids_)[resource_ids_base_ + (i - base_)] = id;
           return Status::Ok();
         });
@@ -1505,8 +1500,8 @@ Status DecodeSpanBlocks(std::string_view data, SpanBatch* out,
   while (!r.eof()) {
     uint64_t ncols = 0;
     uint64_t nrows = 0;
-    SH_TRY(r.Varint(&ncols));
-    SH_TRY(r.Varint(&nrows));
+    SH_RETURN_IF_ERROR(r.Varint(&ncols));
+    SH_RETURN_IF_ERROR(r.Varint(&nrows));
     if (nrows > data.size()) return Status::Internal("native: row count larger than the data");
     auto base = static_cast<uint32_t>(out->span_count());
     for (uint64_t i = 0; i < nrows; ++i) {
@@ -1522,17 +1517,17 @@ Status DecodeSpanBlocks(std::string_view data, SpanBatch* out,
     for (uint64_t c = 0; c < ncols; ++c) {
       std::string_view name;
       std::string_view type;
-      SH_TRY(r.String(&name));
-      SH_TRY(r.String(&type));
+      SH_RETURN_IF_ERROR(r.String(&name));
+      SH_RETURN_IF_ERROR(r.String(&type));
       auto it = by_name.find(name);
       if (it == by_name.end())
         return Status::Internal("native: unexpected column " + std::string(name));
-      SH_TRY(dec.BeginColumn(type.find("LowCardinality(") != std::string_view::npos));
+      SH_RETURN_IF_ERROR(dec.BeginColumn(type.find("LowCardinality(") != std::string_view::npos));
       dec.SetJson(type.substr(0, 4) == "JSON");
-      SH_TRY(dec.Column(it->second));
+      SH_RETURN_IF_ERROR(dec.Column(it->second));
     }
-    SH_TRY(dec.BeginColumn(false));  // checks the last column
-    SH_TRY(dec.ResolveUserFields());
+    SH_RETURN_IF_ERROR(dec.BeginColumn(false));  // checks the last column
+    SH_RETURN_IF_ERROR(dec.ResolveUserFields());
   }
   return Status::Ok();
 }

@@ -64,10 +64,6 @@ Status ReadArray(native::Reader& r, std::vector<T>* out, Fn&& one) {
   return Status::Ok();
 }
 
-Status ReadString(native::Reader& r, std::string_view* s) {
-  return r.String(s);
-}
-
 // One attribute list as three parallel arrays.
 struct AttrList {
   std::vector<std::string_view> keys;
@@ -78,11 +74,11 @@ struct AttrList {
 Status ReadPart(native::Reader& r, Part p, AttrList* list) {
   switch (p) {
     case Part::kKey:
-      return ReadArray(r, &list->keys, [&](std::string_view* s) { return ReadString(r, s); });
+      return ReadArray(r, &list->keys, [&](std::string_view* s) { return r.String(s); });
     case Part::kType:
       return ReadArray(r, &list->types, [&](uint8_t* t) { return r.Fixed(t); });
     case Part::kValue:
-      return ReadArray(r, &list->values, [&](std::string_view* s) { return ReadString(r, s); });
+      return ReadArray(r, &list->values, [&](std::string_view* s) { return r.String(s); });
   }
   return Status::Ok();
 }
@@ -114,13 +110,6 @@ Status AddAttrs(SpanBatch& b, AttrColumns& cols, const AttrList& l, Range* range
   *range = {begin, static_cast<uint32_t>(cols.size())};
   return Status::Ok();
 }
-
-#define SH_EXTRAS_TRY(expr)               \
-  do {                                    \
-    if (Status st_ = (expr); !st_.ok()) { \
-      return st_;                         \
-    }                                     \
-  } while (false)
 
 }  // namespace
 
@@ -160,21 +149,21 @@ Status DecodeSpanExtras(std::string_view value, SpanBatch* out, uint32_t span) {
 
   const uint32_t sc = b.spans.scope[span];
   AttrList scope;
-  for (Part p : kParts) SH_EXTRAS_TRY(ReadPart(r, p, &scope));
-  SH_EXTRAS_TRY(AddAttrs(b, b.scope_attrs, scope, &b.scopes.attrs[sc]));
-  SH_EXTRAS_TRY(r.Fixed(&b.scopes.dropped_attributes_count[sc]));
+  for (Part p : kParts) SH_RETURN_IF_ERROR(ReadPart(r, p, &scope));
+  SH_RETURN_IF_ERROR(AddAttrs(b, b.scope_attrs, scope, &b.scopes.attrs[sc]));
+  SH_RETURN_IF_ERROR(r.Fixed(&b.scopes.dropped_attributes_count[sc]));
   std::string_view url;
-  SH_EXTRAS_TRY(r.String(&url));
+  SH_RETURN_IF_ERROR(r.String(&url));
   b.scopes.schema_url[sc] = b.AddString(url);
 
   std::vector<uint64_t> times;
-  SH_EXTRAS_TRY(ReadArray(r, &times, [&](uint64_t* t) { return r.Fixed(t); }));
+  SH_RETURN_IF_ERROR(ReadArray(r, &times, [&](uint64_t* t) { return r.Fixed(t); }));
   std::vector<std::string_view> names;
-  SH_EXTRAS_TRY(ReadArray(r, &names, [&](std::string_view* s) { return ReadString(r, s); }));
+  SH_RETURN_IF_ERROR(ReadArray(r, &names, [&](std::string_view* s) { return r.String(s); }));
   std::vector<AttrList> event_attrs;
-  SH_EXTRAS_TRY(ReadNestedAttrs(r, times.size(), &event_attrs));
+  SH_RETURN_IF_ERROR(ReadNestedAttrs(r, times.size(), &event_attrs));
   std::vector<uint32_t> event_dropped;
-  SH_EXTRAS_TRY(ReadArray(r, &event_dropped, [&](uint32_t* d) { return r.Fixed(d); }));
+  SH_RETURN_IF_ERROR(ReadArray(r, &event_dropped, [&](uint32_t* d) { return r.Fixed(d); }));
   if (names.size() != times.size() || event_dropped.size() != times.size()) {
     return Status::Internal("span extras: event arrays of different sizes");
   }
@@ -183,24 +172,24 @@ Status DecodeSpanExtras(std::string_view value, SpanBatch* out, uint32_t span) {
     const uint32_t k = b.AddEvent();
     b.events.time_ns[k] = times[e];
     b.events.name[k] = b.AddString(names[e]);
-    SH_EXTRAS_TRY(AddAttrs(b, b.event_attrs, event_attrs[e], &b.events.attrs[k]));
+    SH_RETURN_IF_ERROR(AddAttrs(b, b.event_attrs, event_attrs[e], &b.events.attrs[k]));
     b.events.dropped_attributes_count[k] = event_dropped[e];
   }
   b.spans.events[span] = {first_event, static_cast<uint32_t>(b.events.time_ns.size())};
-  SH_EXTRAS_TRY(r.Fixed(&b.spans.dropped_events_count[span]));
+  SH_RETURN_IF_ERROR(r.Fixed(&b.spans.dropped_events_count[span]));
 
   std::vector<std::string_view> trace_ids;
-  SH_EXTRAS_TRY(ReadArray(r, &trace_ids, [&](std::string_view* s) { return r.Bytes(16, s); }));
+  SH_RETURN_IF_ERROR(ReadArray(r, &trace_ids, [&](std::string_view* s) { return r.Bytes(16, s); }));
   std::vector<std::string_view> span_ids;
-  SH_EXTRAS_TRY(ReadArray(r, &span_ids, [&](std::string_view* s) { return r.Bytes(8, s); }));
+  SH_RETURN_IF_ERROR(ReadArray(r, &span_ids, [&](std::string_view* s) { return r.Bytes(8, s); }));
   std::vector<std::string_view> states;
-  SH_EXTRAS_TRY(ReadArray(r, &states, [&](std::string_view* s) { return ReadString(r, s); }));
+  SH_RETURN_IF_ERROR(ReadArray(r, &states, [&](std::string_view* s) { return r.String(s); }));
   std::vector<uint32_t> flags;
-  SH_EXTRAS_TRY(ReadArray(r, &flags, [&](uint32_t* f) { return r.Fixed(f); }));
+  SH_RETURN_IF_ERROR(ReadArray(r, &flags, [&](uint32_t* f) { return r.Fixed(f); }));
   std::vector<AttrList> link_attrs;
-  SH_EXTRAS_TRY(ReadNestedAttrs(r, trace_ids.size(), &link_attrs));
+  SH_RETURN_IF_ERROR(ReadNestedAttrs(r, trace_ids.size(), &link_attrs));
   std::vector<uint32_t> link_dropped;
-  SH_EXTRAS_TRY(ReadArray(r, &link_dropped, [&](uint32_t* d) { return r.Fixed(d); }));
+  SH_RETURN_IF_ERROR(ReadArray(r, &link_dropped, [&](uint32_t* d) { return r.Fixed(d); }));
   const size_t n = trace_ids.size();
   if (span_ids.size() != n || states.size() != n || flags.size() != n || link_dropped.size() != n) {
     return Status::Internal("span extras: link arrays of different sizes");
@@ -212,11 +201,11 @@ Status DecodeSpanExtras(std::string_view value, SpanBatch* out, uint32_t span) {
     std::memcpy(b.links.span_id[k].data(), span_ids[l].data(), 8);
     b.links.trace_state[k] = b.AddString(states[l]);
     b.links.flags[k] = flags[l];
-    SH_EXTRAS_TRY(AddAttrs(b, b.link_attrs, link_attrs[l], &b.links.attrs[k]));
+    SH_RETURN_IF_ERROR(AddAttrs(b, b.link_attrs, link_attrs[l], &b.links.attrs[k]));
     b.links.dropped_attributes_count[k] = link_dropped[l];
   }
   b.spans.links[span] = {first_link, static_cast<uint32_t>(b.links.trace_id.size())};
-  SH_EXTRAS_TRY(r.Fixed(&b.spans.dropped_links_count[span]));
+  SH_RETURN_IF_ERROR(r.Fixed(&b.spans.dropped_links_count[span]));
   if (!r.eof()) return Status::Internal("span extras: bytes after the value");
   return Status::Ok();
 }
