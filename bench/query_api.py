@@ -15,7 +15,9 @@
    Prints p50, p99 and max per query (ms), and one JSON line.
 
    With --bin twice (an old and a new build), the two take turns on the same store and the
-   same queries, --rounds times each, and the ratios new/old are printed beside them.
+   same queries, --rounds times each, and the ratios new/old are printed beside them. With
+   --reuse given once per --bin, each binary serves its own store (the same spans in the
+   two schemas: one store copied and upgraded by the new build).
 
 Usage: bench/query_api.py [--bin build/spanhouse [--bin OTHER]] [--rounds 1] [--spans 1000000]
                           [--days 7] [--repeat 200] [--settle 30] [--reuse DIR] [--keep]
@@ -64,12 +66,18 @@ def main() -> int:
     ap.add_argument("--days", type=float, default=7)
     ap.add_argument("--repeat", type=int, default=200)
     ap.add_argument("--settle", type=float, default=30)
-    ap.add_argument("--reuse", help="a data directory filled before (skips the fill)")
+    ap.add_argument("--reuse", action="append",
+                    help="a data directory filled before (skips the fill); once per --bin: "
+                         "each binary's own")
     ap.add_argument("--keep", action="store_true", help="keep the data directory")
     args = ap.parse_args()
     bins = args.bin or ["build/spanhouse"]
 
-    work = args.reuse or tempfile.mkdtemp(prefix="spanhouse-query-bench-")
+    if args.reuse and len(args.reuse) not in (1, len(bins)):
+        ap.error("--reuse once, or once per --bin")
+    work = args.reuse[0] if args.reuse else tempfile.mkdtemp(prefix="spanhouse-query-bench-")
+    store = {b: (args.reuse[i] if args.reuse and len(args.reuse) > 1 else work)
+             for i, b in enumerate(bins)}
     fill = None
     if not args.reuse:
         t = time.time()
@@ -84,7 +92,7 @@ def main() -> int:
     timings: dict[str, dict[str, list[float]]] = {}
     for rnd in range(args.rounds):
         for b in bins:
-            for name, ms in run_suite(b, work, args, seed=7 + rnd, settle=(
+            for name, ms in run_suite(b, store[b], args, seed=7 + rnd, settle=(
                     args.settle if rnd == 0 and b == bins[0] else 5)).items():
                 timings.setdefault(name, {}).setdefault(b, []).extend(ms)
     if not args.keep and not args.reuse:
@@ -110,7 +118,7 @@ def main() -> int:
         print(line)
     if len(bins) > 1:
         for i, b in enumerate(bins):
-            print(f"#{i}: {b}")
+            print(f"#{i}: {b}" + (f" on {store[b]}" if store[b] != work else ""))
     print(json.dumps({"spans": None if args.reuse else args.spans, "days": args.days,
                       "fill": fill, "bins": bins, "rounds": args.rounds, "results": results}))
     return 0

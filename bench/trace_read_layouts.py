@@ -18,6 +18,9 @@ whole, it shows what one stream for them would save. Then each table is searched
 field (frontend spans of one hour with app.channel = android, every other hour of the day;
 the counts must agree).
 
+The store must be a schema-7 one (its spans table with the 21 rare columns: made by a
+spanhouse from before schema 8); schema 8 keeps them as the one `extras` column measured here.
+
   python3 bench/trace_read_layouts.py --reuse DIR [--day 2026-12-01] [--ids 120] [--only 4,5]
 """
 import argparse

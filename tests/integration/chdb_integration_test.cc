@@ -207,8 +207,8 @@ SpanBatch MakeOlder(Capabilities* caps, size_t traces, const StorageLayout& layo
   for (size_t t = 0; t < traces; ++t) {
     gen.AppendTrace(now - 1800000000000ull + t * 20000000ull, t % 2 == 0 ? &a : &b);
   }
-  WriteAll(a, *caps, values);
-  WriteAll(b, *caps, values);
+  WriteAll(a, *caps, values, layout.extras_column);
+  WriteAll(b, *caps, values, layout.extras_column);
   a.Append(b);
   return a;
 }
@@ -218,12 +218,19 @@ SpanBatch MakeVersion4(Capabilities* caps, size_t traces) {
 }
 
 // What an upgrade must keep: every spans row with every column (a hash
-// over all of them), the traces in trace_index, the views' sums.
+// over all of them, in schema 8's columns: a table with schema 7's rare
+// columns gives the extras value the engine makes of them), the traces in
+// trace_index, the views' sums.
 std::string Fingerprint() {
+  const bool rare = Q(fmt::format("SELECT count() FROM system.columns WHERE database = '{}' AND "
+                                  "table = 'spans' AND name = 'event_times'",
+                                  kDatabase)) == "1\n";
   std::string cols;
   for (const auto& c : SpanColumns()) {
-    cols += fmt::format("{}{}", cols.empty() ? "" : ", ",
-                        c.logical == Logical::kJson ? "toString(user_fields)" : c.name);
+    std::string expr = c.name;
+    if (c.logical == Logical::kJson) expr = "toString(user_fields)";
+    if (c.id == Col::kExtras && rare) expr = ExtrasFromRareColumns();
+    cols += fmt::format("{}{}", cols.empty() ? "" : ", ", expr);
   }
   const bool short_ids = Q(fmt::format("SELECT count() FROM system.columns WHERE database = '{}' "
                                        "AND table = 'trace_index' AND name = 'trace_id8'",
@@ -274,6 +281,14 @@ void ExpectUpgraded(const SpanBatch& old, const Capabilities& caps, const std::s
                           "'%before_upgrade'",
                           kDatabase)),
             "0\n");
+  // Schema 8's columns: extras, none of the 21 it holds.
+  std::string want;
+  for (const auto& c : SpanColumns()) want += fmt::format("{}{}", want.empty() ? "" : ",", c.name);
+  EXPECT_EQ(Q(fmt::format("SELECT arrayStringConcat(groupArray(name), ',') FROM (SELECT name "
+                          "FROM system.columns WHERE database = '{}' AND table = 'spans' ORDER "
+                          "BY position)",
+                          kDatabase)),
+            want + "\n");
   EXPECT_EQ(Q(fmt::format("SELECT max(version) FROM {}.schema_version", kDatabase)),
             fmt::format("{}\n", kSchemaVersion));
   // Every row kept, nothing counted twice by the views.
@@ -343,6 +358,32 @@ TEST(ChdbSchema, Version5DataDirectoryIsUpgradedKeepingEveryRow) {
   ExpectUpgraded(old, caps, before);
 }
 
+// Schema 7 -> 8: the 21 rare columns become extras, by a copy; every
+// event, link and scope attribute reads back.
+TEST(ChdbSchema, Version7DataDirectoryIsUpgradedKeepingEveryRow) {
+  Reset();
+  Capabilities caps;
+  const SpanBatch old = MakeOlder(&caps, 60, Schema7Layout(), UserFieldValues::kMarked);
+  size_t events = 0;
+  size_t links = 0;
+  for (uint32_t i = 0; i < old.span_count(); ++i) {
+    events += old.spans.events[i].size();
+    links += old.spans.links[i].size();
+  }
+  ASSERT_GT(events, 0u);
+  ASSERT_GT(links, 0u);
+  EXPECT_EQ(Q(fmt::format("SELECT sum(length(event_times)), sum(length(link_trace_ids)) FROM "
+                          "{}.spans",
+                          kDatabase)),
+            fmt::format("{}\t{}\n", events, links));
+  const std::string before = Fingerprint();
+  ASSERT_NE(before.substr(0, 2), "0\t");
+  Status st = EnsureSchema(*Engine::conn, &caps);
+  ASSERT_TRUE(st.ok()) << st.message();
+  ExpectUpgraded(old, caps, before);
+  EXPECT_EQ(Q(fmt::format("SELECT countIf(extras != '') > 0 FROM {}.spans", kDatabase)), "1\n");
+}
+
 // An upgrade stopped part-way (after the renames, the new tables half
 // filled) is finished by the next start, every row there once.
 TEST(ChdbSchema, Version4UpgradeStoppedPartWayIsFinishedByTheNextStart) {
@@ -361,8 +402,16 @@ TEST(ChdbSchema, Version4UpgradeStoppedPartWayIsFinishedByTheNextStart) {
       Q(sql);
     }
   }
-  Q(fmt::format("INSERT INTO {0}.spans SELECT * FROM {0}.spans_before_upgrade LIMIT 25",
-                kDatabase));
+  // Its rows with schema 8's columns (the old table has the rare ones).
+  std::string names;
+  std::string exprs;
+  for (const auto& c : SpanColumns()) {
+    names += fmt::format("{}{}", names.empty() ? "" : ", ", c.name);
+    exprs += fmt::format("{}{}", exprs.empty() ? "" : ", ",
+                         c.id == Col::kExtras ? ExtrasFromRareColumns() : std::string(c.name));
+  }
+  Q(fmt::format("INSERT INTO {0}.spans ({1}) SELECT {2} FROM {0}.spans_before_upgrade LIMIT 25",
+                kDatabase, names, exprs));
   Q(
       fmt::format("INSERT INTO {0}.trace_index SELECT day, substring(trace_id, 1, 8), 1, 2 FROM "
                   "{0}.trace_index_before_upgrade LIMIT 5",

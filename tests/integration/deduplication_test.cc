@@ -15,15 +15,19 @@
 #include "pipeline/durable/segment_log.h"
 #include "server/durable_replay.h"
 #include "storage/clickhouse/deduplication.h"
+#include "storage/clickhouse/span_extras.h"
 #include "testdata/sample_batch.h"
 
 namespace spanhouse::storage {
 namespace {
 
 // Inserts `b` as one block with `token`, the way the replay does.
-void InsertWithToken(const SpanBatch& b, const Capabilities& caps, const std::string& token) {
+// `extras_column`: the table's (false: schema 7's rare columns).
+void InsertWithToken(const SpanBatch& b, const Capabilities& caps, const std::string& token,
+                     bool extras_column = true) {
   pipeline::SpanQueue queue(64u << 20);
-  const WriterOptions opts = TestWriter();
+  WriterOptions opts = TestWriter();
+  opts.extras_column = extras_column;
   EmbeddedWriter writer(Engine::conn.get(), caps, queue, opts);
   std::vector<std::unique_ptr<SpanBatch>> parts;
   parts.push_back(std::make_unique<SpanBatch>(b));
@@ -160,7 +164,11 @@ void Start(SegmentLog& log, Capabilities* caps, bool fixed, server::ReplayCounts
 // not. The restart upgrades to schema 5 by copying, which starts the spans
 // table's deduplication history afresh; each block must still be stored
 // once, and so on every later restart.
-void AmbiguousBlocksAcrossTheUpgrade(bool fixed, size_t* stored, uint64_t* red_calls) {
+// `with_extras`: the stored spans with a rare field (events, links, scope
+// attributes), which schema 4 kept in their own columns and the copy turns
+// into extras.
+void AmbiguousBlocksAcrossTheUpgrade(bool fixed, size_t* stored, uint64_t* red_calls,
+                                     size_t* with_extras) {
   Reset();
   const std::string log_dir = Engine::dir + "/durable-upgrade";
   std::filesystem::remove_all(log_dir);
@@ -179,8 +187,9 @@ void AmbiguousBlocksAcrossTheUpgrade(bool fixed, size_t* stored, uint64_t* red_c
     auto log = OpenLog(log_dir);
     const std::string token_a = LogBlock(*log, a);
     LogBlock(*log, b);
-    InsertWithToken(a, caps, token_a);  // stored; the writer never learnt it
-    log->Close();                       // the crash: no hold released
+    InsertWithToken(a, caps, token_a,
+                    v4.layout.extras_column);  // stored; the writer never learnt it
+    log->Close();                              // the crash: no hold released
   }
   for (int restart = 0; restart < 2; ++restart) {
     auto log = OpenLog(log_dir);
@@ -190,6 +199,8 @@ void AmbiguousBlocksAcrossTheUpgrade(bool fixed, size_t* stored, uint64_t* red_c
   }
   *stored = std::stoul(Q(fmt::format("SELECT count() FROM {}.spans", kDatabase)));
   *red_calls = std::stoull(Q(fmt::format("SELECT sum(calls) FROM {}.red_1m", kDatabase)));
+  *with_extras =
+      std::stoul(Q(fmt::format("SELECT countIf(extras != '') FROM {}.spans", kDatabase)));
   EXPECT_EQ(Q(fmt::format("SELECT max(version) FROM {}.schema_version", kDatabase)),
             fmt::format("{}\n", kSchemaVersion));
 }
@@ -197,16 +208,35 @@ void AmbiguousBlocksAcrossTheUpgrade(bool fixed, size_t* stored, uint64_t* red_c
 // The first block is stored once with the replay before the copy; without
 // it, twice: what the replay guards against happens on this engine (red_1m
 // was not copied, so its deduplication history holds either way).
+// Spans of `b` with a rare field.
+size_t WithExtras(const SpanBatch& b) {
+  size_t n = 0;
+  for (uint32_t i = 0; i < b.span_count(); ++i) {
+    std::string value;
+    EncodeSpanExtras(b, i, &value);
+    n += !value.empty();
+  }
+  return n;
+}
+
 TEST(ChdbDeduplication, AnAmbiguousBlockFromBeforeACopyingUpgradeIsStoredOnce) {
   const size_t a = testdata::SampleBatch(3).span_count();
   const size_t b = testdata::SampleBatch(2).span_count();
+  const size_t a_extras = WithExtras(testdata::SampleBatch(3));
+  const size_t b_extras = WithExtras(testdata::SampleBatch(2));
+  ASSERT_GT(a_extras, 0u);
+  ASSERT_GT(b_extras, 0u);
   for (const bool fixed : {true, false}) {
     SCOPED_TRACE(fixed ? "replayed before the copy" : "replayed after the copy only");
     size_t stored = 0;
     uint64_t red = 0;
-    AmbiguousBlocksAcrossTheUpgrade(fixed, &stored, &red);
+    size_t extras = 0;
+    AmbiguousBlocksAcrossTheUpgrade(fixed, &stored, &red, &extras);
     EXPECT_EQ(stored, (fixed ? a : 2 * a) + b);
     EXPECT_EQ(red, a + b);
+    // The block stored by schema 4's writer (rare columns) and the one
+    // replayed (extras, into the old table or the new) keep their events.
+    EXPECT_EQ(extras, (fixed ? a_extras : 2 * a_extras) + b_extras);
   }
 }
 

@@ -85,12 +85,14 @@ inline WriterOptions TestWriter(size_t max_rows = 0, size_t insert_rows = 0) {
 }
 
 // Stores `b` through the real writer path (one EmbeddedWriter, one flush).
-// `values`: the writer's encoding (kInArrays: schema 4's).
+// `values`: the writer's encoding (kInArrays: schema 4's); `extras_column`
+// the table's (false: schema 7's rare columns).
 inline void WriteAll(const SpanBatch& b, const Capabilities& caps,
-                     UserFieldValues values = UserFieldValues::kMarked) {
+                     UserFieldValues values = UserFieldValues::kMarked, bool extras_column = true) {
   pipeline::SpanQueue queue(64u << 20);
   WriterOptions opts = TestWriter();
   opts.user_field_values = values;
+  opts.extras_column = extras_column;
   EmbeddedWriter writer(Engine::conn.get(), caps, queue, opts);
   writer.Start();
   auto copy = std::make_unique<SpanBatch>(b);

@@ -24,7 +24,7 @@ namespace {
 void ExpectRoundTrip(const Capabilities& caps, const std::string& label,
                      const StorageLayout& layout = {}) {
   SpanBatch in = testdata::SampleBatch(2);
-  WriteAll(in, caps);
+  WriteAll(in, caps, UserFieldValues::kMarked, layout.extras_column);
   ChdbSpanReader reader(*Engine::conn, caps, {}, layout);
   SpanBatch out;
   for (uint8_t t = 0; t < 2; ++t) {

@@ -347,7 +347,7 @@ void EmbeddedWriter::Encode(const Pending& p, bool sorted) {
     }
   }
   if (sorted) SortByTableKey(&rows_);
-  EncodeSpanRows(rows_, caps_, &block_, user_fields_, opts_.user_field_values);
+  EncodeSpanRows(rows_, caps_, &block_, user_fields_, opts_.user_field_values, opts_.extras_column);
 }
 
 Status EmbeddedWriter::InsertOnce(const Flight& p) {

@@ -84,6 +84,9 @@ struct WriterOptions {
   // Where a span's user fields keep their values: schema 5 stores them once
   // (kMarked); kInArrays writes as schema 4 did (the upgrade's tests).
   UserFieldValues user_field_values = UserFieldValues::kMarked;
+  // The rare fields as the extras column (schema 8); false: as schema 7's
+  // 21 columns (the upgrade's tests). StorageLayout::extras_column.
+  bool extras_column = true;
   // How often the writer forgets which resources it has stored and stores
   // them again (with a fresh last_seen): the resources table's retention
   // (schema.cc) counts from last_seen, so a resource in use is never older

@@ -7,6 +7,7 @@
 
 #include "storage/clickhouse/native.h"
 #include "storage/clickhouse/span_block.h"
+#include "storage/clickhouse/span_extras.h"
 
 namespace spanhouse::storage {
 
@@ -61,16 +62,8 @@ class CellWalker {
       }
     });
   }
-  // Array(Array(T)): per event or link of the span, its attribute list.
-  void ChildAttrs(Range children, const std::vector<Range>& child_attrs, const AttrColumns& cols,
-                  Part p) {
-    Array(children, [&](uint32_t c) { Attrs(cols, child_attrs[c], p); });
-  }
-
   void Cell(Col id, size_t i) {
     const auto& s = b_.spans;
-    const auto& ev = b_.events;
-    const auto& ln = b_.links;
     const uint32_t res = s.resource[i];
     const uint32_t sc = s.scope[i];
     switch (id) {
@@ -128,21 +121,6 @@ class CellWalker {
       case Col::kScopeVersion:
         out_.Str(b_.Str(b_.scopes.version[sc]));
         break;
-      case Col::kScopeAttrKeys:
-        Attrs(b_.scope_attrs, b_.scopes.attrs[sc], Part::kKey);
-        break;
-      case Col::kScopeAttrTypes:
-        Attrs(b_.scope_attrs, b_.scopes.attrs[sc], Part::kType);
-        break;
-      case Col::kScopeAttrValues:
-        Attrs(b_.scope_attrs, b_.scopes.attrs[sc], Part::kValue);
-        break;
-      case Col::kScopeDroppedAttrs:
-        out_.UInt(b_.scopes.dropped_attributes_count[sc]);
-        break;
-      case Col::kScopeSchemaUrl:
-        out_.Str(b_.Str(b_.scopes.schema_url[sc]));
-        break;
       case Col::kAttrKeys:
         Attrs(b_.span_attrs, s.attrs[i], Part::kKey);
         break;
@@ -155,57 +133,35 @@ class CellWalker {
       case Col::kDroppedAttrs:
         out_.UInt(s.dropped_attributes_count[i]);
         break;
-      case Col::kEventTimes:
-        Array(s.events[i], [&](uint32_t e) { out_.Time(ev.time_ns[e]); });
-        break;
-      case Col::kEventNames:
-        Array(s.events[i], [&](uint32_t e) { out_.Str(b_.Str(ev.name[e])); });
-        break;
-      case Col::kEventAttrKeys:
-        ChildAttrs(s.events[i], ev.attrs, b_.event_attrs, Part::kKey);
-        break;
-      case Col::kEventAttrTypes:
-        ChildAttrs(s.events[i], ev.attrs, b_.event_attrs, Part::kType);
-        break;
-      case Col::kEventAttrValues:
-        ChildAttrs(s.events[i], ev.attrs, b_.event_attrs, Part::kValue);
-        break;
-      case Col::kEventDroppedAttrs:
-        Array(s.events[i], [&](uint32_t e) { out_.UInt(ev.dropped_attributes_count[e]); });
-        break;
-      case Col::kDroppedEvents:
-        out_.UInt(s.dropped_events_count[i]);
-        break;
-      case Col::kLinkTraceIds:
-        Array(s.links[i], [&](uint32_t l) { out_.Id(ln.trace_id[l].data(), 16); });
-        break;
-      case Col::kLinkSpanIds:
-        Array(s.links[i], [&](uint32_t l) { out_.Id(ln.span_id[l].data(), 8); });
-        break;
-      case Col::kLinkTraceStates:
-        Array(s.links[i], [&](uint32_t l) { out_.Str(b_.Str(ln.trace_state[l])); });
-        break;
-      case Col::kLinkFlags:
-        Array(s.links[i], [&](uint32_t l) { out_.UInt(ln.flags[l]); });
-        break;
-      case Col::kLinkAttrKeys:
-        ChildAttrs(s.links[i], ln.attrs, b_.link_attrs, Part::kKey);
-        break;
-      case Col::kLinkAttrTypes:
-        ChildAttrs(s.links[i], ln.attrs, b_.link_attrs, Part::kType);
-        break;
-      case Col::kLinkAttrValues:
-        ChildAttrs(s.links[i], ln.attrs, b_.link_attrs, Part::kValue);
-        break;
-      case Col::kLinkDroppedAttrs:
-        Array(s.links[i], [&](uint32_t l) { out_.UInt(ln.dropped_attributes_count[l]); });
-        break;
-      case Col::kDroppedLinks:
-        out_.UInt(s.dropped_links_count[i]);
-        break;
       case Col::kUserFields:
         out_.Str(user_fields_.Of(b_, static_cast<uint32_t>(i)));
         break;
+      case Col::kExtras:
+        extras_.clear();
+        EncodeSpanExtras(b_, static_cast<uint32_t>(i), &extras_);
+        out_.Str(extras_);
+        break;
+      case Col::kScopeAttrKeys:  // in extras
+      case Col::kScopeAttrTypes:
+      case Col::kScopeAttrValues:
+      case Col::kScopeDroppedAttrs:
+      case Col::kScopeSchemaUrl:
+      case Col::kEventTimes:
+      case Col::kEventNames:
+      case Col::kEventAttrKeys:
+      case Col::kEventAttrTypes:
+      case Col::kEventAttrValues:
+      case Col::kEventDroppedAttrs:
+      case Col::kDroppedEvents:
+      case Col::kLinkTraceIds:
+      case Col::kLinkSpanIds:
+      case Col::kLinkTraceStates:
+      case Col::kLinkFlags:
+      case Col::kLinkAttrKeys:
+      case Col::kLinkAttrTypes:
+      case Col::kLinkAttrValues:
+      case Col::kLinkDroppedAttrs:
+      case Col::kDroppedLinks:
       case Col::kCount:
         break;
     }
@@ -215,6 +171,7 @@ class CellWalker {
   Sink& out_;
   std::vector<uint64_t> resource_ids_;
   UserFieldsJson user_fields_;
+  std::string extras_;  // the current row's
 };
 
 // How a byte is written inside a text value: as itself, as a named escape

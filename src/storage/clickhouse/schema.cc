@@ -60,11 +60,18 @@ uint64_t MergeWithTtlTimeout(const SchemaOptions& options) {
   return std::clamp<uint64_t>(options.retention_s / 8, 1, 14400);
 }
 
-// Every column of a span as read, in block order; `stored` says whether the
-// spans table has it (the others come from the resources table).
+// Where a column of a span is stored.
+enum class In : uint8_t {
+  kSpans,      // a column of the spans table
+  kResources,  // the resources table (read joined back)
+  kRare,       // one of the 21 rare fields: in extras, or its own column (schema 7)
+  kExtras,     // the extras column
+};
+
+// Every column of a span as read, in block order, and where it is stored.
 struct MasterColumn {
   ColumnSpec spec;
-  bool stored;
+  In in;
 };
 
 // Codecs, chosen by `spanhouse bench storage` (BENCHMARKS.md, "Storage:
@@ -89,54 +96,58 @@ constexpr const char* kT64Sized = "T64, Default";
 const std::vector<MasterColumn>& Master() {
   using L = Logical;
   static const std::vector<MasterColumn> cols = {
-      {{Col::kTimestamp, "timestamp", L::kDateTimeSec, kSized}, true},
-      {{Col::kTraceId, "trace_id", L::kTraceId, kSized}, true},
-      {{Col::kSpanId, "span_id", L::kSpanId, kSized}, true},
-      {{Col::kParentSpanId, "parent_span_id", L::kSpanId, kZstd3}, true},
-      {{Col::kTraceState, "trace_state", L::kString, kSized}, true},
-      {{Col::kFlags, "flags", L::kUInt32, kSized}, true},
-      {{Col::kName, "name", L::kKey, kSized}, true},
-      {{Col::kKind, "kind", L::kUInt8, kSized}, true},
-      {{Col::kStartTime, "start_time", L::kTimeNs, kSized}, true},
-      {{Col::kDurationNs, "duration_ns", L::kUInt64, kT64Sized}, true},
-      {{Col::kStatusCode, "status_code", L::kUInt8, kSized}, true},
-      {{Col::kStatusMessage, "status_message", L::kString, kSized}, true},
-      {{Col::kServiceName, "service_name", L::kKey, kSized}, true},
-      {{Col::kResourceAttrKeys, "resource_attr_keys", L::kKeyArray, kSized}, false},
-      {{Col::kResourceAttrTypes, "resource_attr_types", L::kUInt8Array, kSized}, false},
-      {{Col::kResourceAttrValues, "resource_attr_values", L::kStringArray, kSized}, false},
+      {{Col::kTimestamp, "timestamp", L::kDateTimeSec, kSized}, In::kSpans},
+      {{Col::kTraceId, "trace_id", L::kTraceId, kSized}, In::kSpans},
+      {{Col::kSpanId, "span_id", L::kSpanId, kSized}, In::kSpans},
+      {{Col::kParentSpanId, "parent_span_id", L::kSpanId, kZstd3}, In::kSpans},
+      {{Col::kTraceState, "trace_state", L::kString, kSized}, In::kSpans},
+      {{Col::kFlags, "flags", L::kUInt32, kSized}, In::kSpans},
+      {{Col::kName, "name", L::kKey, kSized}, In::kSpans},
+      {{Col::kKind, "kind", L::kUInt8, kSized}, In::kSpans},
+      {{Col::kStartTime, "start_time", L::kTimeNs, kSized}, In::kSpans},
+      {{Col::kDurationNs, "duration_ns", L::kUInt64, kT64Sized}, In::kSpans},
+      {{Col::kStatusCode, "status_code", L::kUInt8, kSized}, In::kSpans},
+      {{Col::kStatusMessage, "status_message", L::kString, kSized}, In::kSpans},
+      {{Col::kServiceName, "service_name", L::kKey, kSized}, In::kSpans},
+      {{Col::kResourceAttrKeys, "resource_attr_keys", L::kKeyArray, kSized}, In::kResources},
+      {{Col::kResourceAttrTypes, "resource_attr_types", L::kUInt8Array, kSized}, In::kResources},
+      {{Col::kResourceAttrValues, "resource_attr_values", L::kStringArray, kSized}, In::kResources},
       {{Col::kResourceDroppedAttrs, "resource_dropped_attributes_count", L::kUInt32, kSized},
-       false},
-      {{Col::kResourceSchemaUrl, "resource_schema_url", L::kKey, kSized}, false},
-      {{Col::kScopeName, "scope_name", L::kKey, kSized}, true},
-      {{Col::kScopeVersion, "scope_version", L::kKey, kSized}, true},
-      {{Col::kScopeAttrKeys, "scope_attr_keys", L::kKeyArray, kSized}, true},
-      {{Col::kScopeAttrTypes, "scope_attr_types", L::kUInt8Array, kSized}, true},
-      {{Col::kScopeAttrValues, "scope_attr_values", L::kStringArray, kSized}, true},
-      {{Col::kScopeDroppedAttrs, "scope_dropped_attributes_count", L::kUInt32, kSized}, true},
-      {{Col::kScopeSchemaUrl, "scope_schema_url", L::kKey, kSized}, true},
-      {{Col::kAttrKeys, "attr_keys", L::kKeyArray, kZstd6}, true},
-      {{Col::kAttrTypes, "attr_types", L::kUInt8Array, kZstd6}, true},
-      {{Col::kAttrValues, "attr_values", L::kStringArray, kZstd3}, true},
-      {{Col::kDroppedAttrs, "dropped_attributes_count", L::kUInt32, kSized}, true},
-      {{Col::kEventTimes, "event_times", L::kTimeNsArray, kSized}, true},
-      {{Col::kEventNames, "event_names", L::kKeyArray, kSized}, true},
-      {{Col::kEventAttrKeys, "event_attr_keys", L::kKeyArray2, kSized}, true},
-      {{Col::kEventAttrTypes, "event_attr_types", L::kUInt8Array2, kSized}, true},
-      {{Col::kEventAttrValues, "event_attr_values", L::kStringArray2, kSized}, true},
-      {{Col::kEventDroppedAttrs, "event_dropped_attributes_counts", L::kUInt32Array, kSized}, true},
-      {{Col::kDroppedEvents, "dropped_events_count", L::kUInt32, kSized}, true},
-      {{Col::kLinkTraceIds, "link_trace_ids", L::kTraceIdArray, kSized}, true},
-      {{Col::kLinkSpanIds, "link_span_ids", L::kSpanIdArray, kSized}, true},
-      {{Col::kLinkTraceStates, "link_trace_states", L::kStringArray, kSized}, true},
-      {{Col::kLinkFlags, "link_flags", L::kUInt32Array, kSized}, true},
-      {{Col::kLinkAttrKeys, "link_attr_keys", L::kKeyArray2, kSized}, true},
-      {{Col::kLinkAttrTypes, "link_attr_types", L::kUInt8Array2, kSized}, true},
-      {{Col::kLinkAttrValues, "link_attr_values", L::kStringArray2, kSized}, true},
-      {{Col::kLinkDroppedAttrs, "link_dropped_attributes_counts", L::kUInt32Array, kSized}, true},
-      {{Col::kDroppedLinks, "dropped_links_count", L::kUInt32, kSized}, true},
-      {{Col::kResourceId, "resource_id", L::kUInt64, kZstd3}, true},
-      {{Col::kUserFields, "user_fields", L::kJson, kZstd3}, true},
+       In::kResources},
+      {{Col::kResourceSchemaUrl, "resource_schema_url", L::kKey, kSized}, In::kResources},
+      {{Col::kScopeName, "scope_name", L::kKey, kSized}, In::kSpans},
+      {{Col::kScopeVersion, "scope_version", L::kKey, kSized}, In::kSpans},
+      {{Col::kScopeAttrKeys, "scope_attr_keys", L::kKeyArray, kSized}, In::kRare},
+      {{Col::kScopeAttrTypes, "scope_attr_types", L::kUInt8Array, kSized}, In::kRare},
+      {{Col::kScopeAttrValues, "scope_attr_values", L::kStringArray, kSized}, In::kRare},
+      {{Col::kScopeDroppedAttrs, "scope_dropped_attributes_count", L::kUInt32, kSized}, In::kRare},
+      {{Col::kScopeSchemaUrl, "scope_schema_url", L::kKey, kSized}, In::kRare},
+      {{Col::kAttrKeys, "attr_keys", L::kKeyArray, kZstd6}, In::kSpans},
+      {{Col::kAttrTypes, "attr_types", L::kUInt8Array, kZstd6}, In::kSpans},
+      {{Col::kAttrValues, "attr_values", L::kStringArray, kZstd3}, In::kSpans},
+      {{Col::kDroppedAttrs, "dropped_attributes_count", L::kUInt32, kSized}, In::kSpans},
+      {{Col::kEventTimes, "event_times", L::kTimeNsArray, kSized}, In::kRare},
+      {{Col::kEventNames, "event_names", L::kKeyArray, kSized}, In::kRare},
+      {{Col::kEventAttrKeys, "event_attr_keys", L::kKeyArray2, kSized}, In::kRare},
+      {{Col::kEventAttrTypes, "event_attr_types", L::kUInt8Array2, kSized}, In::kRare},
+      {{Col::kEventAttrValues, "event_attr_values", L::kStringArray2, kSized}, In::kRare},
+      {{Col::kEventDroppedAttrs, "event_dropped_attributes_counts", L::kUInt32Array, kSized},
+       In::kRare},
+      {{Col::kDroppedEvents, "dropped_events_count", L::kUInt32, kSized}, In::kRare},
+      {{Col::kLinkTraceIds, "link_trace_ids", L::kTraceIdArray, kSized}, In::kRare},
+      {{Col::kLinkSpanIds, "link_span_ids", L::kSpanIdArray, kSized}, In::kRare},
+      {{Col::kLinkTraceStates, "link_trace_states", L::kStringArray, kSized}, In::kRare},
+      {{Col::kLinkFlags, "link_flags", L::kUInt32Array, kSized}, In::kRare},
+      {{Col::kLinkAttrKeys, "link_attr_keys", L::kKeyArray2, kSized}, In::kRare},
+      {{Col::kLinkAttrTypes, "link_attr_types", L::kUInt8Array2, kSized}, In::kRare},
+      {{Col::kLinkAttrValues, "link_attr_values", L::kStringArray2, kSized}, In::kRare},
+      {{Col::kLinkDroppedAttrs, "link_dropped_attributes_counts", L::kUInt32Array, kSized},
+       In::kRare},
+      {{Col::kDroppedLinks, "dropped_links_count", L::kUInt32, kSized}, In::kRare},
+      {{Col::kResourceId, "resource_id", L::kUInt64, kZstd3}, In::kSpans},
+      {{Col::kUserFields, "user_fields", L::kJson, kZstd3}, In::kSpans},
+      // ZSTD(3): as measured for the value (bench/trace_read_layouts.py).
+      {{Col::kExtras, "extras", L::kString, kZstd3}, In::kExtras},
   };
   return cols;
 }
@@ -166,23 +177,54 @@ constexpr const char* kV1ResourceColumns[] = {
 
 }  // namespace
 
-const std::vector<ColumnSpec>& SpanColumns() {
-  static const std::vector<ColumnSpec> cols = [] {
-    std::vector<ColumnSpec> v;
-    for (const auto& m : Master())
-      if (m.stored) v.push_back(m.spec);
-    return v;
-  }();
+namespace {
+
+// The Master() columns whose place is one of `in`.
+std::vector<ColumnSpec> MasterIn(std::initializer_list<In> in) {
+  std::vector<ColumnSpec> v;
+  for (const auto& m : Master()) {
+    if (std::find(in.begin(), in.end(), m.in) != in.end()) v.push_back(m.spec);
+  }
+  return v;
+}
+
+}  // namespace
+
+const std::vector<ColumnSpec>& SpanColumns(bool extras_column) {
+  static const std::vector<ColumnSpec> extras = MasterIn({In::kSpans, In::kExtras});
+  static const std::vector<ColumnSpec> rare = MasterIn({In::kSpans, In::kRare});
+  return extras_column ? extras : rare;
+}
+
+const std::vector<ColumnSpec>& ReadColumns(bool extras_column) {
+  static const std::vector<ColumnSpec> extras = MasterIn({In::kSpans, In::kResources, In::kExtras});
+  static const std::vector<ColumnSpec> rare = MasterIn({In::kSpans, In::kResources, In::kRare});
+  return extras_column ? extras : rare;
+}
+
+const std::vector<ColumnSpec>& RareColumns() {
+  static const std::vector<ColumnSpec> cols = MasterIn({In::kRare});
   return cols;
 }
 
-const std::vector<ColumnSpec>& ReadColumns() {
-  static const std::vector<ColumnSpec> cols = [] {
-    std::vector<ColumnSpec> v;
-    for (const auto& m : Master()) v.push_back(m.spec);
-    return v;
-  }();
-  return cols;
+std::string ExtrasFromRareColumns() {
+  // EncodeSpanExtras writes nothing where every field is empty; the engine
+  // writes RowBinary as that encoder does (span_extras_test.cc).
+  std::string empty;
+  std::string names;
+  for (const auto& c : RareColumns()) {
+    const char* sep = names.empty() ? "" : ", ";
+    names += fmt::format("{}{}", sep, c.name);
+    const std::string_view and_ = empty.empty() ? "" : " AND ";
+    if (ArrayDepth(c.logical) > 0) {
+      empty += fmt::format("{}empty({})", and_, c.name);
+    } else if (c.logical == Logical::kUInt32) {
+      empty += fmt::format("{}{} = 0", and_, c.name);
+    } else {
+      empty += fmt::format("{}{} = ''", and_, c.name);
+    }
+  }
+  return fmt::format("if({}, '', formatRowNoNewline('RowBinary', {}))", empty, names);
 }
 
 const std::vector<std::pair<const char*, Logical>>& ResourceColumns() {
@@ -336,7 +378,7 @@ std::vector<TableColumn> ColumnsOf(std::string_view table, const Capabilities& c
                                    const StorageLayout& layout) {
   std::vector<TableColumn> cols;
   if (table == "spans") {
-    for (const auto& c : SpanColumns()) {
+    for (const auto& c : SpanColumns(layout.extras_column)) {
       cols.push_back({c.name, TableType(c.logical, caps, layout), c.codec});
       if (c.id == Col::kResourceId && LowCardinalityResourceId(caps, layout)) {
         cols.back().type = "LowCardinality(UInt64)";
@@ -503,8 +545,14 @@ std::string Schema5Codec(const CodecQuery& q) {
 
 }  // namespace
 
-StorageLayout Schema5Layout() {
+StorageLayout Schema7Layout() {
   StorageLayout l;
+  l.extras_column = false;
+  return l;
+}
+
+StorageLayout Schema5Layout() {
+  StorageLayout l = Schema7Layout();
   l.index_granularity = 32768;
   l.low_cardinality_resource_id = false;
   l.codec = Schema5Codec;
@@ -764,8 +812,15 @@ Status AddMissingColumns(ChdbConnection& conn, const Capabilities& caps,
     return st;
   }
   const std::set<std::string> have = LineSet(r.data);
-  for (const TableColumn& col : ColumnsOf("spans", caps, layout)) {
+  // A table with the rare columns (schema 7 and older) computes extras from
+  // them, for its rows and for any insert that leaves extras out; the
+  // upgrade's copy then reads the value (RebuildSpansIfChanged).
+  const bool rare_columns = have.count(RareColumns().front().name) != 0;
+  for (TableColumn col : ColumnsOf("spans", caps, layout)) {
     if (have.count(col.name) != 0) continue;
+    if (col.name == "extras" && rare_columns) {
+      col.type += fmt::format(" DEFAULT {}", ExtrasFromRareColumns());
+    }
     std::string sql = fmt::format("ALTER TABLE {}.spans ADD COLUMN {}", kDatabase,
                                   ColumnDef("spans", col, caps, layout));
     if (col.type.find("LowCardinality(UInt64)") != std::string::npos) {
@@ -988,7 +1043,12 @@ Status SpansLayoutIs(ChdbConnection& conn, const StorageLayout& layout, bool* sa
     std::from_chars(p, r.data.data() + r.data.size(), granules);
   }
   const uint32_t want_granules = layout.index_granularity == 0 ? 8192 : layout.index_granularity;
-  *same = key == want_key && granules == want_granules;
+  // And its columns: the rare ones of schema 7 beside extras go by a copy.
+  std::set<std::string> have;
+  SH_RETURN_IF_ERROR(ColumnNames(conn, "spans", &have));
+  std::set<std::string> want;
+  for (const auto& c : SpanColumns(layout.extras_column)) want.insert(c.name);
+  *same = key == want_key && granules == want_granules && have == want;
   return Status::Ok();
 }
 
@@ -1048,8 +1108,22 @@ Status RebuildSpansIfChanged(ChdbConnection& conn, const StorageLayout& layout,
   for (const auto& [id, rows] : parts) total += rows;
   spdlog::info("schema upgrade: copying {} spans in {} partition(s) into the new spans table",
                total, parts.size());
+  // The new table's columns from the old one's; extras computed from the
+  // rare columns where the old one lacks it (a copy an older spanhouse
+  // began, before extras was added to the table it renamed).
+  std::set<std::string> old_cols;
+  SH_RETURN_IF_ERROR(ColumnNames(conn, old, &old_cols));
   std::string cols;
-  for (const auto& c : SpanColumns()) cols += fmt::format("{}{}", cols.empty() ? "" : ", ", c.name);
+  std::string select;
+  for (const auto& c : SpanColumns(layout.extras_column)) {
+    std::string expr = c.name;
+    if (old_cols.count(c.name) == 0) {
+      if (c.id != Col::kExtras || old_cols.count(RareColumns().front().name) == 0) continue;
+      expr = ExtrasFromRareColumns();
+    }
+    cols += fmt::format("{}{}", cols.empty() ? "" : ", ", c.name);
+    select += fmt::format("{}{}", select.empty() ? "" : ", ", expr);
+  }
   const auto t0 = std::chrono::steady_clock::now();
   uint64_t copied = 0;
   for (const auto& [id, rows] : parts) {
@@ -1063,9 +1137,9 @@ Status RebuildSpansIfChanged(ChdbConnection& conn, const StorageLayout& layout,
       SH_RETURN_IF_ERROR(
           Run(conn, fmt::format("ALTER TABLE {}.spans DROP PARTITION ID '{}'", kDatabase, id)));
     }
-    SH_RETURN_IF_ERROR(Run(conn, fmt::format("INSERT INTO {0}.spans ({1}) SELECT {1} FROM {0}.{2} "
+    SH_RETURN_IF_ERROR(Run(conn, fmt::format("INSERT INTO {0}.spans ({1}) SELECT {4} FROM {0}.{2} "
                                              "WHERE _partition_id = '{3}'",
-                                             kDatabase, cols, old, id)));
+                                             kDatabase, cols, old, id, select)));
     // The copy leaves a day in parts of ~400k rows (the insert's blocks),
     // stored as new parts are (LZ4); merged now. The table is made without
     // its TTL and storage policy for the copy (EnsureSchema gives them
@@ -1277,7 +1351,7 @@ std::string SpanReadQuery(const Capabilities& caps, const StorageLayout& layout,
   // reads both, and turning dictionaries into strings cost ~10 ms of a
   // 32768-row granule); the CAST is a no-op unless an older table differs.
   std::string list;
-  for (const auto& c : ReadColumns()) {
+  for (const auto& c : ReadColumns(layout.extras_column)) {
     if (ResourceSource(c.id) != nullptr) continue;  // ResourceReadQuery
     if (!list.empty()) list += ", ";
     if (c.logical == Logical::kJson && caps.json_type) {

@@ -123,6 +123,9 @@ enum class Col : uint8_t {
   kDroppedLinks,
   kResourceId,  // stored in spans; the kResource* columns above are read from `resources`
   kUserFields,  // JSON object of the span's and its resource's user-defined attributes
+  // The 21 rare columns above (kScopeAttrKeys ... kDroppedLinks) as one
+  // value (span_extras.h): what the spans table stores in their place.
+  kExtras,
   kCount
 };
 
@@ -136,11 +139,20 @@ struct ColumnSpec {
   const char* codec = "";
 };
 
-// Columns of the spans table, in table and block order.
-const std::vector<ColumnSpec>& SpanColumns();
+// Columns of the spans table, in table and block order. `extras_column`
+// (StorageLayout): the rare fields as the one extras column; false: as
+// schema 7's 21 columns.
+const std::vector<ColumnSpec>& SpanColumns(bool extras_column = true);
 // Columns of a span as read back (SpanReadQuery): the stored ones plus the
 // resource's, joined from the resources table.
-const std::vector<ColumnSpec>& ReadColumns();
+const std::vector<ColumnSpec>& ReadColumns(bool extras_column = true);
+// The 21 rare columns, in table order: what the extras column holds.
+const std::vector<ColumnSpec>& RareColumns();
+// The extras value computed by the engine from a table's 21 rare columns
+// (the bytes EncodeSpanExtras makes): the DEFAULT of the extras column an
+// upgrade adds to a schema-7 table, so that the copy into the new table
+// reads the value for every old row.
+std::string ExtrasFromRareColumns();
 
 // One column of a table, as StorageLayout::codec sees it.
 struct CodecQuery {
@@ -195,6 +207,12 @@ struct StorageLayout {
   // 16: a lookup whose prefix another trace shares reads a wider time range,
   // never a wrong span (the spans table is read by the whole id).
   bool trace_index_short_id = true;
+  // A span's 21 rare fields (scope attributes, events, links) as one
+  // RowBinary string, extras (span_extras.h), where schema 7 and older kept
+  // 21 columns (~50 streams): a trace read 0.66-0.70x, the merge of a day
+  // 0.73x of the CPU, the same bytes (BENCHMARKS.md). The writer must
+  // agree (WriterOptions::extras_column).
+  bool extras_column = true;
 };
 
 // The spans table's sort key: a trace's spans together, in start order (a
@@ -203,10 +221,14 @@ struct StorageLayout {
 inline constexpr std::string_view kSpansOrderBy =
     "(toStartOfHour(timestamp), trace_id, start_time)";
 
+// Schema 7's layout, where schema 8 differs: the 21 rare columns in place
+// of extras. The upgrade test and `bench storage` build it.
+StorageLayout Schema7Layout();
+
 // Schema 5's layout, where schema 6 differs: granules of 32768 rows,
 // resource_id UInt64, ZSTD(3) on attr_keys and attr_types (6 since), the
-// part-size codec on parent_span_id and resource_id (ZSTD(3) since). The
-// upgrade test and `bench storage` build it.
+// part-size codec on parent_span_id and resource_id (ZSTD(3) since), and
+// schema 7's rare columns. The upgrade test and `bench storage` build it.
 StorageLayout Schema5Layout();
 
 // Schema 4's layout, where schema 5 differs: sort key (hour, trace_id),
@@ -250,7 +272,10 @@ inline constexpr std::string_view kDatabase = "spanhouse";
 // parent_span_id and resource_id.
 // 7: red_service_1m, red_1m per service and kind (a view on red_1m's
 // inserts; made and filled from red_1m at the first start).
-inline constexpr uint32_t kSchemaVersion = 7;
+// 8: the 21 rare columns as one extras column. The older table gets extras
+// with a DEFAULT computed from them (ExtrasFromRareColumns) and is copied
+// into a new one without them, as for 5.
+inline constexpr uint32_t kSchemaVersion = 8;
 
 // Choices the schema takes from the configuration.
 struct SchemaOptions {

@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "codec/value_text.h"
+#include "storage/clickhouse/span_extras.h"
 
 namespace spanhouse::storage {
 
@@ -456,13 +457,13 @@ class UserFieldsColumns {
 class Encoder {
  public:
   Encoder(const Capabilities& caps, EncodedBlock* out, size_t rows, const UserFields& user_fields,
-          UserFieldValues values)
+          UserFieldValues values, bool extras_column)
       : out_(out),
         json_type_(caps.json_type),
         values_(caps.json_type ? values : UserFieldValues::kInArrays),
         user_fields_(user_fields),
         user_field_columns_(user_fields) {
-    const auto& cols = SpanColumns();
+    const auto& cols = SpanColumns(extras_column);
     // Pieces: the block header, then per column its header and streams.
     size_t n = 1;
     for (const auto& c : cols) n += 1 + static_cast<size_t>(ArrayDepth(c.logical)) + 1;
@@ -806,6 +807,11 @@ class Encoder {
       case Col::kUserFields:  // Row()
       case Col::kCount:
         break;
+      case Col::kExtras:
+        extras_.clear();
+        EncodeSpanExtras(b, i, &extras_);
+        w.String(extras_);
+        break;
     }
   }
 
@@ -817,6 +823,7 @@ class Encoder {
   std::vector<uint8_t> exact_;
   UserFieldsJson user_fields_;  // as JSON text, where the engine lacks the JSON type
   UserFieldsColumns user_field_columns_;
+  std::string extras_;  // the current row's extras value
   std::vector<ColumnOut> cols_;
   std::vector<std::unique_ptr<LcDict>> dicts_;
   LcDict* attr_keys_ = nullptr;  // the attr_keys column's dictionary, if LowCardinality
@@ -1289,6 +1296,13 @@ class Decoder {
           std::string_view json;
           return r_.String(&json);
         });
+      case Col::kExtras:
+        // Each row has a scope of its own and no events or links yet.
+        return each([&](uint32_t i) {
+          std::string_view value;
+          SH_RETURN_IF_ERROR(r_.String(&value));
+          return DecodeSpanExtras(value, &b_, i);
+        });
       case Col::kCount:
         break;
     }
@@ -1420,21 +1434,22 @@ void EncodedBlock::AppendTo(std::string* out) const {
 }
 
 void EncodeSpanRows(const std::vector<SpanRow>& rows, const Capabilities& caps, EncodedBlock* out,
-                    const UserFields& user_fields, UserFieldValues values) {
-  Encoder enc(caps, out, rows.size(), user_fields, values);
+                    const UserFields& user_fields, UserFieldValues values, bool extras_column) {
+  Encoder enc(caps, out, rows.size(), user_fields, values, extras_column);
   for (const SpanRow& r : rows) enc.Row(r);
   enc.Finish();
 }
 
 void EncodeSpanRows(const std::vector<SpanRow>& rows, const Capabilities& caps, std::string* out,
-                    const UserFields& user_fields, UserFieldValues values) {
+                    const UserFields& user_fields, UserFieldValues values, bool extras_column) {
   EncodedBlock block;
-  EncodeSpanRows(rows, caps, &block, user_fields, values);
+  EncodeSpanRows(rows, caps, &block, user_fields, values, extras_column);
   block.AppendTo(out);
 }
 
 void EncodeSpanBlock(const SpanBatch& batch, const Capabilities& caps, std::string* out,
-                     const std::vector<uint64_t>* resource_ids, const UserFields& user_fields) {
+                     const std::vector<uint64_t>* resource_ids, const UserFields& user_fields,
+                     bool extras_column) {
   std::vector<uint64_t> computed;
   if (resource_ids == nullptr) {
     computed = ResourceIds(batch);
@@ -1444,7 +1459,7 @@ void EncodeSpanBlock(const SpanBatch& batch, const Capabilities& caps, std::stri
   for (uint32_t i = 0; i < rows.size(); ++i) {
     rows[i] = {&batch, i, (*resource_ids)[batch.spans.resource[i]]};
   }
-  EncodeSpanRows(rows, caps, out, user_fields);
+  EncodeSpanRows(rows, caps, out, user_fields, UserFieldValues::kMarked, extras_column);
 }
 
 void EncodeResourceBlock(const SpanBatch& batch, const std::vector<uint32_t>& which,
@@ -1493,7 +1508,8 @@ Status DecodeSpanBlocks(std::string_view data, SpanBatch* out,
                         std::vector<uint64_t>* resource_ids) {
   static const std::unordered_map<std::string_view, Col> by_name = [] {
     std::unordered_map<std::string_view, Col> m;
-    for (const auto& c : ReadColumns()) m.emplace(c.name, c.id);
+    for (const auto& c : ReadColumns(true)) m.emplace(c.name, c.id);
+    for (const auto& c : RareColumns()) m.emplace(c.name, c.id);
     return m;
   }();
   Reader r(data);

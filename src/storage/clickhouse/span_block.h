@@ -75,11 +75,12 @@ inline constexpr uint8_t kTypeInUserFields = 0x80;
 std::vector<uint64_t> ResourceIds(const SpanBatch& batch);
 
 // Appends one Native block holding every span of `batch`, one row each, to
-// `out`, in the spans table's layout (SpanColumns). `resource_ids` are the
-// batch's ResourceIds, computed here when null.
+// `out`, in the spans table's layout (SpanColumns(extras_column)).
+// `resource_ids` are the batch's ResourceIds, computed here when null.
 void EncodeSpanBlock(const SpanBatch& batch, const Capabilities& caps, std::string* out,
                      const std::vector<uint64_t>* resource_ids = nullptr,
-                     const UserFields& user_fields = UserFields::Default());
+                     const UserFields& user_fields = UserFields::Default(),
+                     bool extras_column = true);
 
 // One row of a spans block: span `index` of `batch`, whose resource has
 // the fingerprint `resource_id`.
@@ -108,14 +109,15 @@ struct EncodedBlock {
 // One Native block with `rows`, in that order, in the spans table's layout:
 // replaces `out`'s content. The batches must outlive the call.
 // `values`: where the spans' user fields keep their values (kInArrays where
-// the engine lacks the JSON type).
+// the engine lacks the JSON type). `extras_column`: the rare fields as the
+// extras column (StorageLayout::extras_column); false: schema 7's columns.
 void EncodeSpanRows(const std::vector<SpanRow>& rows, const Capabilities& caps, EncodedBlock* out,
                     const UserFields& user_fields = UserFields::Default(),
-                    UserFieldValues values = UserFieldValues::kMarked);
+                    UserFieldValues values = UserFieldValues::kMarked, bool extras_column = true);
 // The same, appended to `out`.
 void EncodeSpanRows(const std::vector<SpanRow>& rows, const Capabilities& caps, std::string* out,
                     const UserFields& user_fields = UserFields::Default(),
-                    UserFieldValues values = UserFieldValues::kMarked);
+                    UserFieldValues values = UserFieldValues::kMarked, bool extras_column = true);
 
 // Appends one Native block of the resources table (ResourceColumns) with
 // one row per resource index in `which`.

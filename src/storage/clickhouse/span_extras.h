@@ -25,9 +25,8 @@ namespace spanhouse::storage {
 void EncodeSpanExtras(const SpanBatch& b, uint32_t i, std::string* out);
 
 // Reads a value made by EncodeSpanExtras (or the engine's RowBinary of the
-// same columns) into span `span` of `out`, which must be the batch's last
-// span with no events or links yet, and whose scope is its own. "" leaves
-// the span as it is.
+// same columns) into span `span` of `out`, which must have no events or
+// links yet and a scope of its own. "" leaves the span as it is.
 Status DecodeSpanExtras(std::string_view value, SpanBatch* out, uint32_t span);
 
 }  // namespace spanhouse::storage

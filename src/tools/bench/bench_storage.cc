@@ -34,6 +34,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -181,8 +182,9 @@ Corpus BuildCorpus(const StorageOptions& o) {
 
 // The corpus as the writer inserts it, blocks sorted in `order`.
 Status EncodeBlocks(const Corpus& c, const StorageOptions& o, SpanOrder order,
-                    storage::UserFieldValues values, const storage::Capabilities& caps,
-                    const std::string& dir, std::vector<BlockFiles>* out) {
+                    storage::UserFieldValues values, bool extras_column,
+                    const storage::Capabilities& caps, const std::string& dir,
+                    std::vector<BlockFiles>* out) {
   std::filesystem::create_directories(dir);
   std::set<uint64_t> stored;  // resources inserted by an earlier block
   std::vector<storage::SpanRow> rows;
@@ -207,7 +209,8 @@ Status EncodeBlocks(const Corpus& c, const StorageOptions& o, SpanOrder order,
         rows.push_back({&b, i, ids[b.spans.resource[i]]});
     }
     SortRows(order, &rows);
-    storage::EncodeSpanRows(rows, caps, &spans, storage::UserFields::Default(), values);
+    storage::EncodeSpanRows(rows, caps, &spans, storage::UserFields::Default(), values,
+                            extras_column);
     BlockFiles f;
     f.rows = rows.size();
     f.spans = fmt::format("{}/block-{}.spans.native", dir, out->size());
@@ -702,9 +705,10 @@ int RunStorage(const StorageOptions& o) {
   // The blocks depend only on the sort order and the encoding: encoded once
   // per pair.
   const auto caps = storage::Capabilities::FromVersion("26.5");
-  using Encoding = std::pair<SpanOrder, storage::UserFieldValues>;
+  using Encoding = std::tuple<SpanOrder, storage::UserFieldValues, bool>;
   auto encoding_name = [](const Encoding& e) {
-    return fmt::format("{}-{}", static_cast<int>(e.first), static_cast<int>(e.second));
+    return fmt::format("{}-{}-{}", static_cast<int>(std::get<0>(e)),
+                       static_cast<int>(std::get<1>(e)), std::get<2>(e) ? "extras" : "rare");
   };
   std::map<Encoding, std::vector<BlockFiles>> blocks;
   // Rounds take every variant in turn, so machine noise spreads over all.
@@ -712,11 +716,11 @@ int RunStorage(const StorageOptions& o) {
   for (int round = 0; round < o.rounds; ++round) {
     for (size_t i = 0; i < chosen.size(); ++i) {
       const StorageVariant& v = *chosen[i];
-      const Encoding enc{v.order, v.values};
+      const Encoding enc{v.order, v.values, v.layout.extras_column};
       auto& files = blocks[enc];
       if (files.empty()) {
         fmt::print(stderr, "encoding blocks in {}'s order and encoding...\n", v.name);
-        if (Status st = EncodeBlocks(corpus, o, v.order, v.values, caps,
+        if (Status st = EncodeBlocks(corpus, o, v.order, v.values, v.layout.extras_column, caps,
                                      fmt::format("{}/blocks-{}", dir, encoding_name(enc)), &files);
             !st.ok()) {
           return Fail(st.message());

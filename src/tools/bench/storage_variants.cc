@@ -104,10 +104,10 @@ std::vector<StorageVariant> Build() {
        storage::Schema4Layout(), SpanOrder::kHourTrace, UserFieldValues::kInArrays, 0, true});
   add5("schema5",
        "schema 5 as it was: granules of 32768 rows, resource_id UInt64, ZSTD(3) on attr_keys "
-       "and attr_types, the part-size codec on parent_span_id and resource_id",
+       "and attr_types, the part-size codec on parent_span_id and resource_id, 21 rare columns",
        storage::Schema5Layout());
   add5("chosen",
-       "the project's schema (6): schema.cc's codecs, the default StorageLayout, "
+       "the project's schema (8): schema.cc's codecs, the default StorageLayout, "
        "user-field values once",
        StorageLayout{});
   // Codecs alone, on schema 3's types.
@@ -220,8 +220,10 @@ std::vector<StorageVariant> Build() {
        with_codecs({{"start_time", "Delta, Default"}}));
   add5("chosen+start-doubledelta", "chosen, DoubleDelta before the codec on start_time",
        with_codecs({{"start_time", "DoubleDelta, Default"}}));
-  add5("chosen+event-times-delta", "chosen, Delta before the codec on event_times",
-       with_codecs({{"event_times", "Delta, Default"}}));
+  add5("chosen+rare-columns",
+       "chosen, a span's scope attributes, events and links in 21 columns as schema 7 had "
+       "them, not one extras column",
+       chosen([](StorageLayout& l) { l.extras_column = false; }));
   add5("chosen+ids-zstd3", "chosen, ZSTD(3) on span_id and parent_span_id",
        with_codecs({{"span_id", "ZSTD(3)"}, {"parent_span_id", "ZSTD(3)"}}));
   add5("chosen+uf-default-codec", "chosen, user_fields with the part-size codec, not ZSTD(3)",

@@ -563,15 +563,26 @@ TEST(Schema, LayoutChangesCodecsTypesKeyAndSettings) {
 }
 
 TEST(Schema, ColumnListIsInEnumOrder) {
-  const auto& read = ReadColumns();
-  ASSERT_EQ(read.size(), static_cast<size_t>(Col::kCount));
+  // Schema 7's read columns are every column but extras, in enum order.
+  const auto& read = ReadColumns(false);
+  ASSERT_EQ(read.size(), static_cast<size_t>(Col::kCount) - 1);
   for (size_t i = 0; i < read.size(); ++i) EXPECT_EQ(static_cast<size_t>(read[i].id), i);
-  // The stored columns are the read ones less the resource's own.
-  const auto& stored = SpanColumns();
-  EXPECT_EQ(stored.size(), read.size() - 5);
-  for (size_t i = 1; i < stored.size(); ++i) EXPECT_LT(stored[i - 1].id, stored[i].id);
-  for (const auto& c : stored) {
-    EXPECT_EQ(std::string(c.name).rfind("resource_attr", 0), std::string::npos) << c.name;
+  // Schema 8's: the same less the 21 rare ones, plus extras.
+  const auto& read8 = ReadColumns();
+  ASSERT_EQ(read8.size(), read.size() - 21 + 1);
+  EXPECT_EQ(read8.back().id, Col::kExtras);
+  const auto& rare = RareColumns();
+  ASSERT_EQ(rare.size(), 21u);
+  EXPECT_EQ(rare.front().id, Col::kScopeAttrKeys);
+  EXPECT_EQ(rare.back().id, Col::kDroppedLinks);
+  for (bool extras : {false, true}) {
+    // The stored columns are the read ones less the resource's own.
+    const auto& stored = SpanColumns(extras);
+    EXPECT_EQ(stored.size(), ReadColumns(extras).size() - 5);
+    for (size_t i = 1; i < stored.size(); ++i) EXPECT_LT(stored[i - 1].id, stored[i].id);
+    for (const auto& c : stored) {
+      EXPECT_EQ(std::string(c.name).rfind("resource_attr", 0), std::string::npos) << c.name;
+    }
   }
 }
 
