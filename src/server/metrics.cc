@@ -139,6 +139,10 @@ void AppendWriterMetrics(const std::vector<std::unique_ptr<storage::EmbeddedWrit
   out.Sample("spanhouse_sink_blocks_encoded_total",
              chdb + "," + PromText::Label("order", "arrival"),
              sum(&WriterStats::blocks_spooled) - sorted);
+  out.One("spanhouse_sink_spool_files_reused_total", "counter",
+          "Encoded blocks written over a spool file an earlier insert was done with (its pages "
+          "already cached), not into a new one.",
+          chdb, sum(&WriterStats::spool_files_reused));
   out.Family("spanhouse_sink_insert_errors_by_class_total", "counter",
              "Failed inserts by class: retryable ones are retried with backoff, permanent ones "
              "go to the dead-letter directory.");

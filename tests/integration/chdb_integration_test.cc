@@ -587,6 +587,57 @@ TEST(ChdbRoundTrip, SpooledBlocksOfOneInsertBecomeOnePart) {
   EXPECT_EQ(left, 0u);
 }
 
+// A spool file an insert is done with is written over by a later block,
+// smaller or larger, and cut to it: every span reads back exactly, and
+// nothing is left in the spool directory after.
+TEST(ChdbRoundTrip, SpoolFilesWrittenOverHoldOnlyTheirBlock) {
+  Reset();
+  Capabilities caps;
+  ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
+  pipeline::SpanQueue queue(64u << 20);
+  WriterOptions opts = TestWriter(1, 1);  // each batch a block, each block an insert
+  opts.max_backoff = std::chrono::milliseconds(100);
+  opts.shutdown_retries = 1;
+  EmbeddedWriter writer(Engine::conn.get(), caps, queue, opts);
+  writer.Start();
+  SpanBatch all;
+  const int kBatches = 8;
+  int stored = 0;  // batches stored before the next was pushed
+  for (int k = 0; k < kBatches && stored == k; ++k) {
+    // Large and small in turn (12 and 3 spans), each its own traces.
+    auto b = std::make_unique<SpanBatch>(testdata::SampleBatch(
+        k % 2 == 0 ? 4 : 1, 1700000000000000000ull + static_cast<uint64_t>(k) * 1000000));
+    for (uint32_t i = 0; i < b->span_count(); ++i) {
+      b->spans.trace_id[i] = testdata::MakeTraceId(static_cast<uint8_t>(40 + 8 * k + i / 3));
+    }
+    all.Append(*b);
+    EXPECT_EQ(queue.TryPush(b), pipeline::SpanQueue::PushResult::kOk);
+    // Stored before the next comes: its file is free for the next block.
+    for (int wait = 0; wait < 1000 && writer.stats().inserts.load() < static_cast<uint64_t>(k + 1);
+         ++wait) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (writer.stats().inserts.load() == static_cast<uint64_t>(k + 1)) ++stored;
+  }
+  // A block the engine refuses is retried until shutdown gives it up.
+  queue.Close();
+  writer.Join();
+  ASSERT_EQ(stored, kBatches);
+  EXPECT_EQ(writer.stats().insert_errors.load(), 0u);
+  EXPECT_EQ(writer.stats().spool_files_reused.load(), static_cast<uint64_t>(kBatches - 1));
+  EXPECT_EQ(Q(fmt::format("SELECT count() FROM {}.spans", kDatabase)),
+            fmt::format("{}\n", all.span_count()));
+  ChdbSpanReader reader(*Engine::conn, caps);
+  std::set<TraceId> ids(all.spans.trace_id.begin(), all.spans.trace_id.end());
+  std::string why;
+  for (const TraceId& id : ids) {
+    SpanBatch out;
+    ASSERT_TRUE(reader.GetTrace(id, &out).ok()) << ToHex(id);
+    EXPECT_TRUE(TraceAsRead(all, id).LogicallyEquals(out, &why)) << ToHex(id) << ": " << why;
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(opts.spool_dir));
+}
+
 // Loadgen traces (3-30 spans, ~1% errors, long-tailed durations) over a few
 // minutes of the last hour (the RED views drop rows older than their
 // retention), in two writes: the views see two inserts.

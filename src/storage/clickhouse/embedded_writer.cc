@@ -1,9 +1,13 @@
 #include "storage/clickhouse/embedded_writer.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -48,6 +52,7 @@ void EmbeddedWriter::Start() {
 void EmbeddedWriter::Join() {
   if (thread_.joinable()) thread_.join();
   if (inserter_.joinable()) inserter_.join();
+  RemoveKeptSpoolFiles();
 }
 
 void EmbeddedWriter::AddTo(uint32_t day, std::unique_ptr<SpanBatch> part, pipeline::Reservation res,
@@ -228,8 +233,38 @@ std::string EmbeddedWriter::SpoolPattern(const std::vector<uint64_t>& seqs) cons
                      fmt::join(seqs, ","));
 }
 
-void EmbeddedWriter::RemoveSpooled(const Flight& f) const {
-  for (uint64_t seq : f.spooled) std::remove(SpoolPath(seq).c_str());
+void EmbeddedWriter::RemoveSpooled(const Flight& f) {
+  std::lock_guard<std::mutex> lock(kept_mu_);
+  for (uint64_t seq : f.spooled) {
+    if (kept_spool_files_.size() < kKeptSpoolFiles) {
+      kept_spool_files_.push_back(seq);
+    } else {
+      std::remove(SpoolPath(seq).c_str());
+    }
+  }
+}
+
+void EmbeddedWriter::ReuseSpoolFile(uint64_t seq) {
+  uint64_t old = 0;
+  {
+    std::lock_guard<std::mutex> lock(kept_mu_);
+    if (kept_spool_files_.empty()) return;
+    old = kept_spool_files_.back();
+    kept_spool_files_.pop_back();
+  }
+  // Names stay in spool order (an insert's blocks are read in that order);
+  // on failure the new file is simply made afresh.
+  if (std::rename(SpoolPath(old).c_str(), SpoolPath(seq).c_str()) != 0) {
+    std::remove(SpoolPath(old).c_str());
+    return;
+  }
+  stats_.spool_files_reused += 1;
+}
+
+void EmbeddedWriter::RemoveKeptSpoolFiles() {
+  std::lock_guard<std::mutex> lock(kept_mu_);
+  for (uint64_t seq : kept_spool_files_) std::remove(SpoolPath(seq).c_str());
+  kept_spool_files_.clear();
 }
 
 void EmbeddedWriter::CleanSpool() {
@@ -247,14 +282,26 @@ void EmbeddedWriter::CleanSpool() {
 
 namespace {
 
+// Writes `pieces` over the file at `path` (made if missing), then cuts it
+// to their size: a file written over keeps the pages it has.
 Status WriteSpoolFile(const std::string& path, std::span<const std::string> pieces) {
-  FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) return Status::Internal("cannot write " + path);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::Internal("cannot write " + path + ": " + std::strerror(errno));
+  off_t at = 0;
   bool ok = true;
   for (const std::string& piece : pieces) {
-    ok = ok && std::fwrite(piece.data(), 1, piece.size(), f) == piece.size();
+    for (size_t done = 0; ok && done < piece.size();) {
+      const ssize_t n = ::pwrite(fd, piece.data() + done, piece.size() - done, at);
+      if (n < 0 && errno == EINTR) continue;
+      ok = n > 0;
+      if (ok) {
+        done += static_cast<size_t>(n);
+        at += n;
+      }
+    }
   }
-  ok = (std::fclose(f) == 0) && ok;
+  ok = ok && ::ftruncate(fd, at) == 0;
+  ok = (::close(fd) == 0) && ok;
   if (!ok) return Status::Internal("short write to " + path);
   return Status::Ok();
 }
@@ -266,6 +313,7 @@ bool EmbeddedWriter::Spool(uint32_t day, Pending& p, bool alone) {
   uint64_t seq = 0;
   if (!opts_.null_sink) {
     seq = ++spool_seq_;
+    ReuseSpoolFile(seq);
     if (Status st = WriteSpoolFile(SpoolPath(seq), block_.pieces); !st.ok()) {
       std::remove(SpoolPath(seq).c_str());
       ++spool_failures_;

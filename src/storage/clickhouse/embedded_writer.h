@@ -135,6 +135,8 @@ struct WriterStats {
   // engine sorts together).
   std::atomic<uint64_t> blocks_spooled{0};
   std::atomic<uint64_t> blocks_sorted{0};
+  // Blocks written over a spool file an earlier insert was done with.
+  std::atomic<uint64_t> spool_files_reused{0};
   LatencyHistogram insert_seconds;
 };
 
@@ -213,7 +215,13 @@ class EmbeddedWriter {
   bool InsertDue(size_t rows, std::chrono::steady_clock::time_point since) const;
   std::string SpoolPath(uint64_t seq) const;
   std::string SpoolPattern(const std::vector<uint64_t>& seqs) const;  // for file()
-  void RemoveSpooled(const Flight& f) const;
+  // Done with `f`'s spool files: kept for reuse (up to kKeptSpoolFiles),
+  // the rest removed.
+  void RemoveSpooled(const Flight& f);
+  // The file a new spool file `seq` is written over: a kept one renamed to
+  // its name (its pages already in the page cache), or none.
+  void ReuseSpoolFile(uint64_t seq);
+  void RemoveKeptSpoolFiles();
   void CleanSpool();  // files a previous process left
 
   ChdbConnection* conn_;
@@ -233,6 +241,11 @@ class EmbeddedWriter {
   std::map<uint32_t, Pending> pending_;  // by partition (days since epoch); writer thread only
   std::map<uint32_t, Flight> open_;      // inserts being collected, by day; writer thread only
   uint64_t spool_seq_ = 0;               // numbers the spool files; writer thread only
+  // Spool files inserted and kept to be written over: a new file's pages
+  // cost the kernel ~38x what writing over cached ones does (BENCHMARKS.md).
+  static constexpr size_t kKeptSpoolFiles = 16;
+  std::mutex kept_mu_;
+  std::vector<uint64_t> kept_spool_files_;  // guarded by kept_mu_
   bool spool_cleaned_ = false;
   int spool_failures_ = 0;  // in a row; writer thread only
   UserFields user_fields_;
