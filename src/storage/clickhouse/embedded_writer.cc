@@ -233,7 +233,7 @@ std::string EmbeddedWriter::SpoolPattern(const std::vector<uint64_t>& seqs) cons
                      fmt::join(seqs, ","));
 }
 
-void EmbeddedWriter::RemoveSpooled(const Flight& f) {
+void EmbeddedWriter::ReleaseSpooled(const Flight& f) {
   std::lock_guard<std::mutex> lock(kept_mu_);
   for (uint64_t seq : f.spooled) {
     if (kept_spool_files_.size() < kKeptSpoolFiles) {
@@ -373,8 +373,8 @@ void EmbeddedWriter::InsertLoop() {
       cv_.notify_all();  // the slot is free: the next insert may be handed over
     }
     Insert(f);
-    RemoveSpooled(f);  // stored, dead-lettered or given up (then left in the durable queue)
-    f.refs.clear();    // released by Insert if stored; else kept for the next start
+    ReleaseSpooled(f);  // stored, dead-lettered or given up (then left in the durable queue)
+    f.refs.clear();     // released by Insert if stored; else kept for the next start
   }
 }
 
@@ -572,7 +572,7 @@ void EmbeddedWriter::InsertReplayed(uint32_t day, std::string token,
         stats_.pending_rows -= rows;
         stats_.rows_left_queued += rows;
         spool_failures_ = 0;
-        if (open_.count(day) != 0) RemoveSpooled(open_[day]);
+        if (open_.count(day) != 0) ReleaseSpooled(open_[day]);
         restore();
         return;
       }
@@ -585,7 +585,7 @@ void EmbeddedWriter::InsertReplayed(uint32_t day, std::string token,
   f.token = std::move(token);
   restore();
   Insert(f);
-  RemoveSpooled(f);
+  ReleaseSpooled(f);
 }
 
 }  // namespace spanhouse::storage

@@ -217,7 +217,7 @@ class EmbeddedWriter {
   std::string SpoolPattern(const std::vector<uint64_t>& seqs) const;  // for file()
   // Done with `f`'s spool files: kept for reuse (up to kKeptSpoolFiles),
   // the rest removed.
-  void RemoveSpooled(const Flight& f);
+  void ReleaseSpooled(const Flight& f);
   // The file a new spool file `seq` is written over: a kept one renamed to
   // its name (its pages already in the page cache), or none.
   void ReuseSpoolFile(uint64_t seq);
@@ -242,7 +242,8 @@ class EmbeddedWriter {
   std::map<uint32_t, Flight> open_;      // inserts being collected, by day; writer thread only
   uint64_t spool_seq_ = 0;               // numbers the spool files; writer thread only
   // Spool files inserted and kept to be written over: a new file's pages
-  // cost the kernel ~38x what writing over cached ones does (BENCHMARKS.md).
+  // cost this VM's kernel ~15-38x what writing over cached ones does
+  // (BENCHMARKS.md).
   static constexpr size_t kKeptSpoolFiles = 16;
   std::mutex kept_mu_;
   std::vector<uint64_t> kept_spool_files_;  // guarded by kept_mu_
