@@ -101,6 +101,7 @@ void AppendDurableMetrics(const pipeline::durable::SegmentLog& log, const Replay
       {"spanhouse_durable_queue_fsyncs_total", s.fsyncs.load()},
       {"spanhouse_durable_queue_rejected_full_total", s.rejected_full.load()},
       {"spanhouse_durable_queue_segments_deleted_total", s.segments_deleted.load()},
+      {"spanhouse_durable_queue_segments_recycled_total", s.segments_recycled.load()},
       {"spanhouse_durable_queue_corrupt_tails_total", s.corrupt_tails.load()},
       {"spanhouse_durable_queue_corrupt_bytes_total", s.corrupt_bytes.load()},
       {"spanhouse_durable_queue_replayed_records_total", s.records_replayed.load()},

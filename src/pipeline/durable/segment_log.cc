@@ -22,9 +22,14 @@ namespace spanhouse::pipeline::durable {
 namespace {
 
 constexpr char kMagic[4] = {'S', 'H', 'D', 'Q'};
-constexpr uint32_t kVersion = 1;
-// magic, version, epoch, first LSN.
-constexpr size_t kHeaderBytes = 4 + 4 + 8 + 8;
+// Format 2: a flags word after format 1's header, and each record's CRC
+// XORed with the CRC of its segment's header (segment_log.h: recycling).
+constexpr uint32_t kVersion = 2;
+// Format 1: magic, version, epoch, first LSN.
+constexpr size_t kHeaderBytesV1 = 4 + 4 + 8 + 8;
+// Format 2: the same, then flags and 4 bytes reserved (zero).
+constexpr size_t kHeaderBytes = kHeaderBytesV1 + 4 + 4;
+constexpr uint32_t kFlagRecycled = 1;  // written over a released segment's file
 // length, CRC, then the body (kind + payload).
 constexpr size_t kRecordHeaderBytes = 4 + 4;
 // A length above this is taken for corruption rather than believed.
@@ -63,6 +68,10 @@ std::string SegmentPath(const std::string& dir, uint64_t number) {
   return dir + "/" + name;
 }
 
+std::string FreePath(const std::string& segment_path) {
+  return segment_path.substr(0, segment_path.size() - 4) + ".free";
+}
+
 bool ParseSegmentName(const std::string& name, uint64_t* number) {
   if (name.size() != 24 || name.compare(20, 4, ".seg") != 0) return false;
   uint64_t n = 0;
@@ -81,30 +90,50 @@ bool ReadWhole(const std::string& path, std::string* out) {
   return true;
 }
 
+// What a segment's header says, in either format.
+struct Header {
+  uint64_t epoch = 0;
+  uint64_t first_lsn = 0;
+  size_t bytes = 0;  // where its first record starts
+  uint32_t key = 0;  // XORed into its records' CRCs (format 1: none)
+  uint32_t flags = 0;
+};
+
+bool ParseHeader(std::string_view data, Header* h) {
+  if (data.size() < kHeaderBytesV1 || std::memcmp(data.data(), kMagic, 4) != 0) return false;
+  const uint32_t version = GetU32(data.data() + 4);
+  if (version == 1) {
+    h->bytes = kHeaderBytesV1;
+    h->key = 0;
+    h->flags = 0;
+  } else if (version == kVersion && data.size() >= kHeaderBytes) {
+    h->bytes = kHeaderBytes;
+    h->key = Crc32c(data.substr(0, kHeaderBytes));
+    h->flags = GetU32(data.data() + kHeaderBytesV1);
+  } else {
+    return false;
+  }
+  h->epoch = GetU64(data.data() + 8);
+  h->first_lsn = GetU64(data.data() + 16);
+  return true;
+}
+
 // A segment's valid records: calls fn(lsn, kind, payload, offset) for each; returns
 // the offset where valid data ends (the file size when nothing is torn).
 template <typename F>
-size_t ForEachRecord(std::string_view data, uint64_t first_lsn, F fn) {
-  size_t off = kHeaderBytes;
-  uint64_t lsn = first_lsn;
+size_t ForEachRecord(std::string_view data, const Header& h, F fn) {
+  size_t off = h.bytes;
+  uint64_t lsn = h.first_lsn;
   while (off + kRecordHeaderBytes <= data.size()) {
     const uint32_t len = GetU32(data.data() + off);
     const uint32_t crc = GetU32(data.data() + off + 4);
     if (len == 0 || len > kMaxRecordBytes || data.size() - off - kRecordHeaderBytes < len) break;
     const std::string_view body = data.substr(off + kRecordHeaderBytes, len);
-    if (Crc32c(body) != crc) break;
+    if ((Crc32c(body) ^ h.key) != crc) break;
     fn(lsn++, static_cast<RecordKind>(body[0]), body.substr(1), off);
     off += kRecordHeaderBytes + len;
   }
   return off;
-}
-
-bool ParseHeader(std::string_view data, uint64_t* epoch, uint64_t* first_lsn) {
-  if (data.size() < kHeaderBytes || std::memcmp(data.data(), kMagic, 4) != 0) return false;
-  if (GetU32(data.data() + 4) != kVersion) return false;
-  *epoch = GetU64(data.data() + 8);
-  *first_lsn = GetU64(data.data() + 16);
-  return true;
 }
 
 void SyncDirectory(const std::string& dir) {
@@ -161,6 +190,8 @@ uint32_t Crc32cPortable(std::string_view data, uint32_t crc) {
 struct SegmentLog::File {
   int fd = -1;
   uint64_t size = 0;
+  uint32_t key = 0;       // XORed into its records' CRCs
+  bool recycled = false;  // written over a released file: longer than its records
   ~File() {
     if (fd >= 0) ::close(fd);
   }
@@ -200,12 +231,18 @@ Status SegmentLog::Open(LogOptions options, std::unique_ptr<SegmentLog>* out) {
 Status SegmentLog::Scan() {
   std::error_code ec;
   std::vector<std::pair<uint64_t, std::string>> found;
+  std::vector<std::string> stale_free;
   for (const auto& e : std::filesystem::directory_iterator(opts_.dir, ec)) {
     uint64_t n = 0;
-    if (e.is_regular_file() && ParseSegmentName(e.path().filename().string(), &n)) {
+    const std::string name = e.path().filename().string();
+    if (e.is_regular_file() && ParseSegmentName(name, &n)) {
       found.emplace_back(n, e.path().string());
+    } else if (e.is_regular_file() && name.size() > 5 &&
+               name.compare(name.size() - 5, 5, ".free") == 0) {
+      stale_free.push_back(e.path().string());  // kept for recycling when the last run ended
     }
   }
+  for (const auto& path : stale_free) std::remove(path.c_str());
   if (ec) return Status::Internal("durable queue: cannot list " + opts_.dir + ": " + ec.message());
   std::sort(found.begin(), found.end());
   uint64_t last_epoch = 0;
@@ -217,10 +254,12 @@ Status SegmentLog::Scan() {
     if (ec) s.bytes = 0;
     char header[kHeaderBytes];
     std::ifstream in(path, std::ios::binary);
-    uint64_t epoch = 0;
-    if (in.read(header, kHeaderBytes) &&
-        ParseHeader({header, kHeaderBytes}, &epoch, &s.first_lsn)) {
-      last_epoch = epoch;
+    in.read(header, kHeaderBytes);
+    Header h;
+    if (ParseHeader({header, static_cast<size_t>(in.gcount())}, &h)) {
+      last_epoch = h.epoch;
+      s.first_lsn = h.first_lsn;
+      s.key = h.key;
     }
     bytes_ += s.bytes;
     s.holds = 1;  // pinned until EndReplay
@@ -232,11 +271,10 @@ Status SegmentLog::Scan() {
   // LSNs go on after the last valid record of the newest readable segment.
   for (auto it = found.rbegin(); it != found.rend(); ++it) {
     std::string data;
-    uint64_t epoch = 0;
-    uint64_t first = 0;
-    if (!ReadWhole(it->second, &data) || !ParseHeader(data, &epoch, &first)) continue;
-    next_lsn_ = first;
-    ForEachRecord(data, first,
+    Header h;
+    if (!ReadWhole(it->second, &data) || !ParseHeader(data, &h)) continue;
+    next_lsn_ = h.first_lsn;
+    ForEachRecord(data, h,
                   [&](uint64_t lsn, RecordKind, std::string_view, size_t) { next_lsn_ = lsn + 1; });
     break;
   }
@@ -252,30 +290,61 @@ Status SegmentLog::Scan() {
   return Status::Ok();
 }
 
+int SegmentLog::TakeFreeFile(const std::string& path, const char* header) {
+  if (free_files_.empty()) return -1;
+  const std::string free = std::move(free_files_.back());
+  free_files_.pop_back();
+  // The new header is durable before the file takes a segment's name: a
+  // crash in between leaves a .free file (removed at the next Open), never
+  // a segment with the old header and its stored records.
+  const int fd = ::open(free.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd >= 0 && ::pwrite(fd, header, kHeaderBytes, 0) == static_cast<ssize_t>(kHeaderBytes) &&
+      ::fdatasync(fd) == 0 && std::rename(free.c_str(), path.c_str()) == 0 &&
+      ::lseek(fd, static_cast<off_t>(kHeaderBytes), SEEK_SET) == static_cast<off_t>(kHeaderBytes)) {
+    return fd;
+  }
+  spdlog::warn("durable queue: cannot reuse {}: {}", free, std::strerror(errno));
+  if (fd >= 0) ::close(fd);
+  std::remove(free.c_str());
+  std::remove(path.c_str());
+  return -1;
+}
+
 Status SegmentLog::OpenNewSegment() {
   const uint64_t number = next_segment_++;
   const std::string path = SegmentPath(opts_.dir, number);
   auto file = std::make_shared<File>();
-  file->fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (file->fd < 0) {
-    return Status::Internal("durable queue: cannot create " + path + ": " + std::strerror(errno));
-  }
-  char header[kHeaderBytes];
+  char header[kHeaderBytes] = {};
   std::memcpy(header, kMagic, 4);
   PutU32(header + 4, kVersion);
   PutU64(header + 8, epoch_);
   PutU64(header + 16, next_lsn_);
-  if (::write(file->fd, header, kHeaderBytes) != static_cast<ssize_t>(kHeaderBytes) ||
-      ::fdatasync(file->fd) != 0) {
-    return Status::Internal("durable queue: cannot write " + path + ": " + std::strerror(errno));
+  if (!free_files_.empty()) {
+    PutU32(header + kHeaderBytesV1, kFlagRecycled);
+    file->fd = TakeFreeFile(path, header);
+    file->recycled = file->fd >= 0;
+    if (file->recycled) stats_.segments_recycled++;
+  }
+  if (!file->recycled) {
+    PutU32(header + kHeaderBytesV1, 0);
+    file->fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (file->fd < 0) {
+      return Status::Internal("durable queue: cannot create " + path + ": " + std::strerror(errno));
+    }
+    if (::write(file->fd, header, kHeaderBytes) != static_cast<ssize_t>(kHeaderBytes) ||
+        ::fdatasync(file->fd) != 0) {
+      return Status::Internal("durable queue: cannot write " + path + ": " + std::strerror(errno));
+    }
   }
   SyncDirectory(opts_.dir);  // the new file's name must survive a crash too
   file->size = kHeaderBytes;
+  file->key = Crc32c({header, kHeaderBytes});
   if (active_ != nullptr) segments_[active_number_].sealed = true;
   Segment s;
   s.path = path;
   s.first_lsn = next_lsn_;
   s.bytes = kHeaderBytes;
+  s.key = file->key;
   segments_[number] = std::move(s);
   bytes_ += kHeaderBytes;
   active_ = std::move(file);
@@ -296,17 +365,23 @@ void SegmentLog::ReadReplay(const std::function<void(const Record&, uint64_t seg
   for (const auto& [number, path] : todo) {
     const uint64_t segment = number;  // a lambda cannot capture a structured binding in C++17
     std::string data;
-    uint64_t epoch = 0;
-    uint64_t first_lsn = 0;
+    Header h;
     size_t end = 0;
-    if (ReadWhole(path, &data) && ParseHeader(data, &epoch, &first_lsn)) {
-      end = ForEachRecord(data, first_lsn,
+    if (ReadWhole(path, &data) && ParseHeader(data, &h)) {
+      end = ForEachRecord(data, h,
                           [&](uint64_t lsn, RecordKind kind, std::string_view p, size_t offset) {
                             if (first) stats_.records_replayed++;
                             fn(Record{lsn, kind, p, offset}, segment);
                           });
     }
-    if (end < data.size() && first) {
+    // The newest segment was the active one when the last run ended; if its
+    // file was recycled and that run did not close the log, the old
+    // segment's bytes follow its records (sealed ones were cut to size).
+    const bool old_bytes = (h.flags & kFlagRecycled) != 0 && number == todo.back().first;
+    if (end < data.size() && first && old_bytes) {
+      spdlog::info("durable queue: {}: {} bytes of a recycled file after its last record skipped",
+                   path, data.size() - end);
+    } else if (end < data.size() && first) {
       stats_.corrupt_tails++;
       stats_.corrupt_bytes += data.size() - end;
       spdlog::warn("durable queue: {}: torn or corrupt record at offset {}, {} bytes skipped", path,
@@ -332,15 +407,17 @@ SegmentLog::Ref SegmentLog::Hold(uint64_t segment, uint64_t lsn, uint64_t offset
 }
 
 Status SegmentLog::Read(const Ref& ref, RecordKind* kind, std::string* payload) {
-  if (ref.log_ != this || ref.offset_ < kHeaderBytes) {
+  if (ref.log_ != this || ref.offset_ < kHeaderBytesV1) {
     return Status::Invalid("durable queue: not a reference to an appended record");
   }
   std::string path;
+  uint32_t key = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = segments_.find(ref.segment_);
     if (it == segments_.end()) return Status::Internal("durable queue: segment is gone");
     path = it->second.path;
+    key = it->second.key;
   }
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)
@@ -368,7 +445,8 @@ Status SegmentLog::Read(const Ref& ref, RecordKind* kind, std::string* payload) 
       payload->resize(len - 1);
       if (!read_at(payload->data(), len - 1, ref.offset_ + sizeof(header))) {
         st = Status::Internal("durable queue: short read in " + path);
-      } else if (Crc32c(*payload, Crc32c({&header[kRecordHeaderBytes], 1})) != GetU32(header + 4)) {
+      } else if ((Crc32c(*payload, Crc32c({&header[kRecordHeaderBytes], 1})) ^ key) !=
+                 GetU32(header + 4)) {
         st = Status::Internal("durable queue: CRC mismatch in " + path + " at " +
                               std::to_string(ref.offset_));
       } else {
@@ -388,7 +466,6 @@ SegmentLog::AppendResult SegmentLog::Append(RecordKind kind, std::string_view he
   header[kRecordHeaderBytes] = static_cast<char>(kind);
   const uint32_t crc = Crc32c(payload, Crc32c(head, Crc32c({&header[kRecordHeaderBytes], 1})));
   PutU32(header, static_cast<uint32_t>(body));
-  PutU32(header + 4, crc);
   const size_t total = kRecordHeaderBytes + body;
 
   std::lock_guard<std::mutex> lock(mu_);
@@ -400,10 +477,11 @@ SegmentLog::AppendResult SegmentLog::Append(RecordKind kind, std::string_view he
   if (active_->size + total > opts_.segment_bytes && active_->size > kHeaderBytes) {
     // Seal: what the sync thread has not synced yet of this segment is
     // synced here, before appends move on to the next one.
-    if (::fdatasync(active_->fd) != 0) return AppendResult::kError;
+    if (!SyncActiveForSeal()) return AppendResult::kError;
     if (!OpenNewSegment().ok()) return AppendResult::kError;
     DeleteReleased();
   }
+  PutU32(header + 4, crc ^ active_->key);
   iovec iov[3] = {{header, sizeof(header)},
                   {const_cast<char*>(head.data()), head.size()},
                   {const_cast<char*>(payload.data()), payload.size()}};
@@ -538,7 +616,7 @@ void SegmentLog::Release(uint64_t segment) {
   if (segment == active_number_ && it->second.holds == 0 && active_->size > kHeaderBytes) {
     // Everything in the active segment is stored: seal it so it can go now,
     // instead of being replayed (and deduplicated) after a crash or restart.
-    if (::fdatasync(active_->fd) != 0 || !OpenNewSegment().ok()) {
+    if (!SyncActiveForSeal() || !OpenNewSegment().ok()) {
       spdlog::warn("durable queue: cannot start a new segment: {}", std::strerror(errno));
     }
   }
@@ -552,7 +630,16 @@ void SegmentLog::DeleteReleased() {
   while (!segments_.empty()) {
     auto it = segments_.begin();
     if (!it->second.sealed || it->second.holds > 0) return;
-    std::remove(it->second.path.c_str());
+    // Kept to be written over if large enough to be worth it (a segment
+    // sealed early, when all its records were stored, may be small).
+    const std::string free = FreePath(it->second.path);
+    if (free_files_.size() >= opts_.recycled_segments ||
+        it->second.bytes < opts_.segment_bytes / 4 ||
+        std::rename(it->second.path.c_str(), free.c_str()) != 0) {
+      std::remove(it->second.path.c_str());
+    } else {
+      free_files_.push_back(free);
+    }
     bytes_ -= it->second.bytes;
     stats_.segments_deleted++;
     segments_.erase(it);
@@ -568,8 +655,17 @@ void SegmentLog::Close() {
   sync_cv_.notify_all();
   if (sync_thread_.joinable()) sync_thread_.join();
   std::lock_guard<std::mutex> lock(mu_);
-  if (active_ != nullptr) ::fdatasync(active_->fd);
+  if (active_ != nullptr) SyncActiveForSeal();
+  for (const auto& free : free_files_) std::remove(free.c_str());
+  free_files_.clear();
   durable_cv_.notify_all();
+}
+
+bool SegmentLog::SyncActiveForSeal() {
+  if (active_->recycled && ::ftruncate(active_->fd, static_cast<off_t>(active_->size)) != 0) {
+    return false;
+  }
+  return ::fdatasync(active_->fd) == 0;
 }
 
 }  // namespace spanhouse::pipeline::durable
