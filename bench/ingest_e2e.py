@@ -20,12 +20,17 @@ Usage: bench/ingest_e2e.py [--bin build/spanhouse] [--loadgen BIN] [--duration 6
                            [--protocol http|grpc|http,grpc]
                            [--runs chdb,chdb+query,null] [--writer KEY=VALUE ...]
                            [--durable KEY=VALUE ...] [--set SECTION.KEY=VALUE ...]
+                           [--keep DIR] [--side-by-side BIN ... --rate N]
+With --side-by-side, --bin and each BIN serve at the same time, each fed by
+its own loadgen at --rate spans/s: the fairest comparison of two builds on a
+machine whose speed drifts by 15% from one minute to the next.
 Only loopback addresses are used; every process is stopped at the end.
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import json
 import os
 import resource
@@ -99,7 +104,9 @@ def query_loop(query_url: str, stop: threading.Event, timings: list, errors: lis
             errors.append(str(e))
 
 
-def run(args, sink: str, with_query: bool = False, protocol: str = "http") -> dict:
+def run(args, sink: str, with_query: bool = False, protocol: str = "http",
+        server_bin: str | None = None, label: str = "", alone: bool = True) -> dict:
+    server_bin = server_bin or args.bin
     work = tempfile.mkdtemp(prefix=f"spanhouse-bench-{sink}-")
     otlp, query, grpc, zipkin = free_port(), free_port(), free_port(), free_port()
     cfg = os.path.join(work, "config.yaml")
@@ -116,7 +123,7 @@ def run(args, sink: str, with_query: bool = False, protocol: str = "http") -> di
             f.write(f"{section}:\n" + "".join(f"  {k}: {v}\n" for k, v in keys.items()))
     log = open(os.path.join(work, "serve.log"), "w")
     serve = subprocess.Popen(
-        [args.bin, "serve", "--config", cfg, "--data-dir", os.path.join(work, "data"),
+        [server_bin, "serve", "--config", cfg, "--data-dir", os.path.join(work, "data"),
          "--otlp-http-listen", f"127.0.0.1:{otlp}", "--query-listen", f"127.0.0.1:{query}",
          "--otlp-grpc-listen", f"127.0.0.1:{grpc}", "--zipkin-listen", f"127.0.0.1:{zipkin}",
          "--log-level", "warn"], stdout=log, stderr=log)
@@ -164,7 +171,8 @@ def run(args, sink: str, with_query: bool = False, protocol: str = "http") -> di
                              f"{lg.stdout[-2000:]}\n{lg.stderr[-2000:]}")
         accepted = report.get("spans_accepted", 0)
         return {
-            "sink": sink + ("+query" if with_query else "") + ("/grpc" if protocol == "grpc" else ""),
+            "sink": sink + ("+query" if with_query else "") + ("/grpc" if protocol == "grpc" else "")
+                    + label,
             "query_seconds": [round(x, 2) for x in query_timings],
             "query_errors": query_errors,
             "loadgen_exit": lg.returncode,
@@ -172,7 +180,9 @@ def run(args, sink: str, with_query: bool = False, protocol: str = "http") -> di
             "cpu_s": cpu1 - cpu0,
             "wall_s": wall,
             "cpu_s_per_m": (cpu1 - cpu0) / accepted * 1e6 if accepted else float("nan"),
-            "loadgen_cpu_s_per_m": loadgen_cpu / accepted * 1e6 if accepted else float("nan"),
+            # Children's CPU is counted per process only when one run goes at a time.
+            "loadgen_cpu_s_per_m": (loadgen_cpu / accepted * 1e6 if accepted and alone
+                                    else float("nan")),
             "peak_rss_mib": status_kib(serve.pid, "VmHWM") // 1024,
             "rss_series_mib": rss_series,
         }
@@ -184,7 +194,12 @@ def run(args, sink: str, with_query: bool = False, protocol: str = "http") -> di
             except subprocess.TimeoutExpired:
                 serve.kill()
         log.close()
-        shutil.rmtree(work, ignore_errors=True)
+        if args.keep:
+            kept = os.path.join(args.keep, os.path.basename(work))
+            shutil.move(work, kept)
+            print(f"kept {kept}", file=sys.stderr)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 def main() -> int:
@@ -205,6 +220,14 @@ def main() -> int:
     ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                     help="any configuration key for every run, e.g. "
                          "storage.zstd_min_part_bytes=0 (repeatable)")
+    ap.add_argument("--keep", default="", metavar="DIR",
+                    help="move each run's work directory (config, serve.log, data) into DIR "
+                    "instead of removing it, to inspect its store")
+    ap.add_argument("--side-by-side", action="append", default=[], metavar="BIN",
+                    help="also run this server binary (repeatable) at the same time as --bin, "
+                    "each with its own loadgen at --rate (required): both see the same machine "
+                    "for the whole run, so their CPU per span compares even when the machine's "
+                    "speed drifts between runs; rows are marked #0 (--bin), #1, ...")
     ap.add_argument("--runs", default="chdb,chdb+query,null",
                     help="comma-separated subset of chdb, chdb+query, null")
     ap.add_argument("--protocol", default="http",
@@ -219,11 +242,23 @@ def main() -> int:
     protocols = args.protocol.split(",")
     if set(protocols) - {"http", "grpc"}:
         ap.error(f"unknown protocol(s) in {args.protocol!r}")
+    if args.side_by_side and not args.rate:
+        ap.error("--side-by-side needs --rate (each server gets its own loadgen at that rate)")
+    servers = [args.bin] + args.side_by_side
     results = []
     for name in wanted:
         for protocol in protocols:
-            results.append(run(args, name.split("+")[0], with_query=name.endswith("+query"),
-                               protocol=protocol))
+            if len(servers) == 1:
+                results.append(run(args, name.split("+")[0], with_query=name.endswith("+query"),
+                                   protocol=protocol))
+                continue
+            with concurrent.futures.ThreadPoolExecutor(len(servers)) as pool:
+                futures = [pool.submit(run, args, name.split("+")[0], name.endswith("+query"),
+                                       protocol, b, f"#{i}", False)
+                           for i, b in enumerate(servers)]
+                results.extend(f.result() for f in futures)
+            for i, b in enumerate(servers):
+                print(f"#{i}: {b}", file=sys.stderr)
     # spans/s counts what the server accepted while loadgen sent; stored/s
     # also waits until every accepted span is queryable (the verify's wait:
     # what was accepted into the durable queue's backlog is stored after).
