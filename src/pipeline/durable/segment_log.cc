@@ -234,11 +234,9 @@ Status SegmentLog::Scan() {
   std::vector<std::string> stale_free;
   for (const auto& e : std::filesystem::directory_iterator(opts_.dir, ec)) {
     uint64_t n = 0;
-    const std::string name = e.path().filename().string();
-    if (e.is_regular_file() && ParseSegmentName(name, &n)) {
+    if (e.is_regular_file() && ParseSegmentName(e.path().filename().string(), &n)) {
       found.emplace_back(n, e.path().string());
-    } else if (e.is_regular_file() && name.size() > 5 &&
-               name.compare(name.size() - 5, 5, ".free") == 0) {
+    } else if (e.is_regular_file() && e.path().extension() == ".free") {
       stale_free.push_back(e.path().string());  // kept for recycling when the last run ended
     }
   }

@@ -83,7 +83,9 @@ struct LogOptions {
   std::string dir;
   uint64_t max_bytes = 1ull << 30;       // live segments, headers included
   uint64_t segment_bytes = 64ull << 20;  // a segment is sealed once this large
-  // Released segments kept to be written over (not counted in max_bytes).
+  // Released segments kept to be written over (not counted in max_bytes);
+  // only those of at least a quarter of segment_bytes (smaller ones save
+  // little).
   size_t recycled_segments = 4;
   bool fsync_always = true;
   std::chrono::milliseconds fsync_interval{200};
