@@ -264,6 +264,50 @@ Status ChdbSpanReader::Run(const std::string& sql, std::string_view format, Quer
   return st.ok() ? st : ReaderError(st, limits_, max_rows);
 }
 
+std::string TraceSecondsCondition(std::vector<std::pair<uint64_t, uint64_t>> ranges,
+                                  size_t max_ranges) {
+  constexpr uint64_t kMaxTraceSeconds = 48 * 3600;
+  for (auto& [first, last] : ranges) last = std::clamp(last, first, first + kMaxTraceSeconds);
+  std::sort(ranges.begin(), ranges.end());
+  std::vector<std::pair<uint64_t, uint64_t>> joined;
+  for (const auto& r : ranges) {
+    if (!joined.empty() && r.first <= joined.back().second + 1) {
+      joined.back().second = std::max(joined.back().second, r.second);
+    } else {
+      joined.push_back(r);
+    }
+  }
+  if (joined.empty()) return "0";
+  // Past max_ranges: the gaps up to the (n - max_ranges)-th smallest closed,
+  // so the condition stays short for a lookup of many traces.
+  if (max_ranges == 0) max_ranges = 1;
+  if (joined.size() > max_ranges) {
+    std::vector<uint64_t> gaps;
+    for (size_t i = 1; i < joined.size(); ++i) {
+      gaps.push_back(joined[i].first - joined[i - 1].second);
+    }
+    const size_t close = joined.size() - max_ranges;
+    std::nth_element(gaps.begin(), gaps.begin() + static_cast<ptrdiff_t>(close - 1), gaps.end());
+    const uint64_t limit = gaps[close - 1];
+    std::vector<std::pair<uint64_t, uint64_t>> fewer;
+    size_t closed = 0;
+    for (const auto& r : joined) {
+      if (!fewer.empty() && closed < close && r.first - fewer.back().second <= limit) {
+        fewer.back().second = r.second;
+        ++closed;
+      } else {
+        fewer.push_back(r);
+      }
+    }
+    joined.swap(fewer);
+  }
+  std::string out = "(";
+  for (const auto& [first, last] : joined) {
+    out += fmt::format("{}timestamp BETWEEN {} AND {}", out.size() > 1 ? " OR " : "", first, last);
+  }
+  return out + ")";
+}
+
 Status ChdbSpanReader::GetTrace(const TraceId& id, SpanBatch* out) {
   const size_t before = out->span_count();
   if (Status st = GetTraces({id}, out); !st.ok()) return st;
@@ -275,27 +319,22 @@ Status ChdbSpanReader::GetTraces(const std::vector<TraceId>& ids, SpanBatch* out
   if (ids.empty()) return Status::Ok();
   const std::string ids_param = HexArray(ids);
   // The trace index says which seconds hold each trace, so the spans table
-  // is read only in those hours, where its key (hour, trace id) finds the
-  // traces' granules.
+  // is read only in those, where its key (second, trace id) finds the
+  // traces' granules (an older layout's (hour, trace id) too: the engine
+  // takes a range of seconds as one of hours).
   QueryResult r;
   Status st = Run(TraceRangeQuery(layout_), "TSV", &r, {{"ids", ids_param}}, limits_.max_rows);
   if (!st.ok()) return st;
-  std::set<uint64_t> hours;
+  std::vector<std::pair<uint64_t, uint64_t>> seconds;
   for (const auto& row : TsvRows(r.data)) {
-    if (row.size() != 2) continue;
-    const uint64_t first = ToU64(row[0]) / 3600;
-    const uint64_t last = ToU64(row[1]) / 3600;
-    for (uint64_t h = first; h <= last && h <= first + 48; ++h) hours.insert(h * 3600);
+    if (row.size() == 2) seconds.emplace_back(ToU64(row[0]), ToU64(row[1]));
   }
-  if (hours.empty()) return Status::Ok();
+  if (seconds.empty()) return Status::Ok();
   st = Run(SpanReadQuery(caps_, layout_,
-                         fmt::format("toStartOfHour(timestamp) IN {{hours:Array(DateTime)}} AND "
-                                     "trace_id IN ({})",
-                                     kIdSet),
+                         fmt::format("{} AND trace_id IN ({})",
+                                     TraceSecondsCondition(std::move(seconds)), kIdSet),
                          "indexOf({ids:Array(String)}, lower(hex(trace_id))), start_time, span_id"),
-           "Native", &r,
-           {{"ids", ids_param}, {"hours", NumberArray(std::vector(hours.begin(), hours.end()))}},
-           limits_.max_spans);
+           "Native", &r, {{"ids", ids_param}}, limits_.max_spans);
   if (!st.ok()) return st;
   const auto first = static_cast<uint32_t>(out->span_count());
   std::vector<uint64_t> resource_ids;

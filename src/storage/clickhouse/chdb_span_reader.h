@@ -36,6 +36,15 @@ struct ReaderLimits {
 // anything else kInternal (kUnavailable stays) with the engine's text.
 Status ReaderError(const Status& engine_error, const ReaderLimits& limits, uint64_t max_rows);
 
+// The condition on the spans table's `timestamp` that a lookup by trace id
+// reads: the seconds [first, last] of each trace (trace_index's rows, a
+// range cut to 48 hours past its first second), overlapping and adjacent
+// ranges joined, and the closest joined further until at most max_ranges
+// are left. "0" for none. The sort key (second, trace id) then finds the
+// traces' granules within those seconds (kSpansOrderBy).
+std::string TraceSecondsCondition(std::vector<std::pair<uint64_t, uint64_t>> ranges,
+                                  size_t max_ranges = 32);
+
 class ChdbSpanReader : public query::SpanReader {
  public:
   // `layout`: the tables' layout (the project's own; `bench storage` reads

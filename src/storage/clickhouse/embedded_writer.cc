@@ -379,7 +379,7 @@ void EmbeddedWriter::InsertLoop() {
 }
 
 void EmbeddedWriter::Encode(const Pending& p, bool sorted) {
-  // `sorted`: in the table's sort order (kSpansOrderBy: hour, trace_id,
+  // `sorted`: in the table's sort order (kSpansOrderBy: second, trace_id,
   // start_time). The engine checks whether an inserted block is already
   // sorted and then skips sorting it and permuting every column, measured as
   // about a third of an insert's CPU. Only of use when the insert is this

@@ -498,7 +498,7 @@ std::string TtlClauses(const TtlTable& t, std::vector<std::string> more, const C
 
 std::string SpansDdl(const Capabilities& caps, const SchemaOptions& options) {
   const StorageLayout& layout = options.layout;
-  // Sorted by kSpansOrderBy: hour, trace id, start time.
+  // Sorted by kSpansOrderBy: second, trace id, start time.
   // Daily partitions, and the TTL acts on whole parts: a part moves to the
   // cold volume once its newest span is move_after_s old, and is dropped
   // once that span is retention_s old (ttl_only_drop_parts). Merges never
@@ -545,8 +545,14 @@ std::string Schema5Codec(const CodecQuery& q) {
 
 }  // namespace
 
-StorageLayout Schema7Layout() {
+StorageLayout Schema8Layout() {
   StorageLayout l;
+  l.spans_order_by = std::string(kSchema8SpansOrderBy);
+  return l;
+}
+
+StorageLayout Schema7Layout() {
+  StorageLayout l = Schema8Layout();
   l.extras_column = false;
   return l;
 }

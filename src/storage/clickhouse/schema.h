@@ -215,14 +215,28 @@ struct StorageLayout {
   bool extras_column = true;
 };
 
-// The spans table's sort key: a trace's spans together, in start order (a
-// lookup reads one granule range; trace ids, and the parent ids and times
-// of a trace, compress), within the hour (time-range scans stay cheap).
-inline constexpr std::string_view kSpansOrderBy =
+// The spans table's sort key: the span's start second first, then a
+// trace's spans of that second together, in start order. Inserts arrive in
+// time order, so the parts a merge joins hold mostly disjoint seconds and
+// the merge copies runs of rows from each; under schema 8's hour first, the
+// rows of ten inserts of one hour interleaved one by one by trace id, and a
+// merge cost ~1.7x the CPU (BENCHMARKS.md, "Spans sorted by the second").
+// A lookup by trace id is bounded by the trace's seconds (trace_index): in
+// a granule within one second the key finds the id; at 4096 spans/s and
+// more most granules are, and below a granule spans a few seconds, all of
+// them read. Time-range scans are cut to the second.
+inline constexpr std::string_view kSpansOrderBy = "(timestamp, trace_id, start_time)";
+// Schema 8's and older (5 on): the hour, then the trace.
+inline constexpr std::string_view kSchema8SpansOrderBy =
     "(toStartOfHour(timestamp), trace_id, start_time)";
 
+// Schema 8's layout, where schema 9 differs: spans sorted by hour first
+// (kSchema8SpansOrderBy). The upgrade test and `bench storage` build it.
+StorageLayout Schema8Layout();
+
 // Schema 7's layout, where schema 8 differs: the 21 rare columns in place
-// of extras. The upgrade test and `bench storage` build it.
+// of extras (and schema 8's sort key). The upgrade test and `bench storage`
+// build it.
 StorageLayout Schema7Layout();
 
 // Schema 5's layout, where schema 6 differs: granules of 32768 rows,
@@ -275,7 +289,9 @@ inline constexpr std::string_view kDatabase = "spanhouse";
 // 8: the 21 rare columns as one extras column. The older table gets extras
 // with a DEFAULT computed from them (ExtrasFromRareColumns) and is copied
 // into a new one without them, as for 5.
-inline constexpr uint32_t kSchemaVersion = 8;
+// 9: spans sorted by (timestamp, trace_id, start_time), the second first
+// (kSpansOrderBy); copied as for 5.
+inline constexpr uint32_t kSchemaVersion = 9;
 
 // Choices the schema takes from the configuration.
 struct SchemaOptions {

@@ -1390,14 +1390,14 @@ std::vector<uint64_t> ResourceIds(const SpanBatch& batch) {
   return ids;
 }
 
-void SortByTableKey(std::vector<SpanRow>* rows) {
-  // Each row's key gathered once (hours in UTC, as the engine's
-  // toStartOfHour in its default zone; the trace id as two big-endian
-  // words, which order as its bytes do), then sorted without going back
-  // to the batches or dividing per comparison. Ties keep the rows' order,
-  // as a stable sort would.
+void SortByTimeTraceStart(std::vector<SpanRow>* rows, uint64_t bucket_ns) {
+  // Each row's key gathered once (seconds and hours in UTC, as the engine's
+  // timestamp and toStartOfHour in its default zone; the trace id as two
+  // big-endian words, which order as its bytes do), then sorted without
+  // going back to the batches or dividing per comparison. Ties keep the
+  // rows' order, as a stable sort would.
   struct Keyed {
-    uint64_t hour, id_hi, id_lo, start;
+    uint64_t bucket, id_hi, id_lo, start;
     uint32_t at;
   };
   auto be64 = [](const uint8_t* p) {
@@ -1410,11 +1410,11 @@ void SortByTableKey(std::vector<SpanRow>* rows) {
     const SpanRow& r = (*rows)[i];
     const uint64_t start = r.batch->spans.start_ns[r.index];
     const uint8_t* id = r.batch->spans.trace_id[r.index].data();
-    keys[i] = {start / 3600000000000ull, be64(id), be64(id + 8), start, i};
+    keys[i] = {start / bucket_ns, be64(id), be64(id + 8), start, i};
   }
   std::sort(keys.begin(), keys.end(), [](const Keyed& x, const Keyed& y) {
-    return std::tie(x.hour, x.id_hi, x.id_lo, x.start, x.at) <
-           std::tie(y.hour, y.id_hi, y.id_lo, y.start, y.at);
+    return std::tie(x.bucket, x.id_hi, x.id_lo, x.start, x.at) <
+           std::tie(y.bucket, y.id_hi, y.id_lo, y.start, y.at);
   });
   std::vector<SpanRow> sorted;
   sorted.reserve(rows->size());

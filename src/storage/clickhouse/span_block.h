@@ -90,10 +90,15 @@ struct SpanRow {
   uint64_t resource_id = 0;
 };
 
-// Orders rows as the spans table's sort key (kSpansOrderBy:
-// toStartOfHour(timestamp), trace_id, start_time), stably. An insert whose block is already in key
-// order is not sorted again by the engine.
-void SortByTableKey(std::vector<SpanRow>* rows);
+// Orders rows by (start time / bucket_ns, trace_id, start_time), stably.
+void SortByTimeTraceStart(std::vector<SpanRow>* rows, uint64_t bucket_ns);
+
+// Orders rows as the spans table's sort key (kSpansOrderBy: timestamp, the
+// start second; trace_id; start_time), stably. An insert whose block is
+// already in key order is not sorted again by the engine.
+inline void SortByTableKey(std::vector<SpanRow>* rows) {
+  SortByTimeTraceStart(rows, 1000000000ull);
+}
 
 // One Native block in pieces (the block header, then per column its header
 // and its streams: array offsets, values), which concatenated in order are

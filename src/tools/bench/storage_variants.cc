@@ -61,8 +61,9 @@ std::vector<StorageVariant> Build() {
   // A variant of the project's schema (5 and 6): its sort order and encoding.
   auto add5 = [&](std::string name, std::string description, StorageLayout layout,
                   UserFieldValues values = UserFieldValues::kMarked) {
-    v.push_back({std::move(name), std::move(description), std::move(layout),
-                 SpanOrder::kHourTraceStart, values});
+    const SpanOrder order =
+        layout.spans_order_by.empty() ? SpanOrder::kSecondTraceStart : SpanOrder::kHourTraceStart;
+    v.push_back({std::move(name), std::move(description), std::move(layout), order, values});
   };
   // Schema 3's types (attribute values as plain String) and table settings
   // with `fn`'s codecs, in schema 4's layout otherwise.
@@ -106,9 +107,13 @@ std::vector<StorageVariant> Build() {
        "schema 5 as it was: granules of 32768 rows, resource_id UInt64, ZSTD(3) on attr_keys "
        "and attr_types, the part-size codec on parent_span_id and resource_id, 21 rare columns",
        storage::Schema5Layout());
+  add5("schema8",
+       "schema 8 as it was: spans sorted by (hour, trace_id, start_time), the rare fields in "
+       "extras",
+       storage::Schema8Layout());
   add5("chosen",
-       "the project's schema (8): schema.cc's codecs, the default StorageLayout, "
-       "user-field values once",
+       "the project's schema (9): schema.cc's codecs, the default StorageLayout (spans sorted "
+       "by (second, trace_id, start_time)), user-field values once",
        StorageLayout{});
   // Codecs alone, on schema 3's types.
   add("zstd1", "schema 3, ZSTD(1) on every column of every table", schema3_types(zstd1));
@@ -150,7 +155,8 @@ std::vector<StorageVariant> Build() {
       "schema4, a span's user fields left out of the attribute arrays (user_fields only)",
       schema4(nothing), SpanOrder::kHourTrace, UserFieldValues::kDropped);
   add("schema4+sort-trace-start", "schema4, ORDER BY (hour, trace_id, start_time)",
-      schema4([](StorageLayout& l) { l.spans_order_by = std::string(storage::kSpansOrderBy); }),
+      schema4(
+          [](StorageLayout& l) { l.spans_order_by = std::string(storage::kSchema8SpansOrderBy); }),
       SpanOrder::kHourTraceStart);
   add("schema4+granule-32k",
       "schema4, granules (and merge blocks) of 32768 rows, 40 MiB, instead of 8192, 10 MiB",
@@ -166,11 +172,12 @@ std::vector<StorageVariant> Build() {
       schema4(nothing, {{"user_fields", "ZSTD(3)"}}));
   // The same steps one on top of the other (the last adds the granules: chosen).
   add("schema4+uf-marked+sort", "schema4+uf-marked, ORDER BY (hour, trace_id, start_time)",
-      schema4([](StorageLayout& l) { l.spans_order_by = std::string(storage::kSpansOrderBy); }),
+      schema4(
+          [](StorageLayout& l) { l.spans_order_by = std::string(storage::kSchema8SpansOrderBy); }),
       SpanOrder::kHourTraceStart, UserFieldValues::kMarked);
   add("schema4+uf-marked+sort+ti-short", "schema4+uf-marked+sort, trace_index short",
       schema4([](StorageLayout& l) {
-        l.spans_order_by = std::string(storage::kSpansOrderBy);
+        l.spans_order_by = std::string(storage::kSchema8SpansOrderBy);
         l.trace_index_seconds = true;
         l.trace_index_short_id = true;
       }),
@@ -179,7 +186,7 @@ std::vector<StorageVariant> Build() {
       "schema4+uf-marked+sort+ti-short, ZSTD(3) on user_fields",
       schema4(
           [](StorageLayout& l) {
-            l.spans_order_by = std::string(storage::kSpansOrderBy);
+            l.spans_order_by = std::string(storage::kSchema8SpansOrderBy);
             l.trace_index_seconds = true;
             l.trace_index_short_id = true;
           },
@@ -190,7 +197,7 @@ std::vector<StorageVariant> Build() {
       "on the part-size codec)",
       schema4(
           [](StorageLayout& l) {
-            l.spans_order_by = std::string(storage::kSpansOrderBy);
+            l.spans_order_by = std::string(storage::kSchema8SpansOrderBy);
             l.trace_index_seconds = true;
             l.trace_index_short_id = true;
             l.index_granularity = 32768;
@@ -297,8 +304,9 @@ const std::vector<StorageVariant>& StorageVariants() {
 }
 
 void SortRows(SpanOrder order, std::vector<storage::SpanRow>* rows) {
-  if (order == SpanOrder::kHourTraceStart) return storage::SortByTableKey(rows);
   constexpr uint64_t kHourNs = 3600000000000ull;
+  if (order == SpanOrder::kSecondTraceStart) return storage::SortByTableKey(rows);
+  if (order == SpanOrder::kHourTraceStart) return storage::SortByTimeTraceStart(rows, kHourNs);
   auto hour = [](const storage::SpanRow& r) { return r.batch->spans.start_ns[r.index] / kHourNs; };
   auto trace_cmp = [](const storage::SpanRow& x, const storage::SpanRow& y) {
     return std::memcmp(x.batch->spans.trace_id[x.index].data(),

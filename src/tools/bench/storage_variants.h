@@ -19,7 +19,8 @@ enum class SpanOrder {
   kHourTrace,             // (toStartOfHour(timestamp), trace_id): schema 4's
   kServiceNameHourTrace,  // (service_name, name, toStartOfHour(timestamp), trace_id)
   kHourServiceTrace,      // (toStartOfHour(timestamp), service_name, trace_id)
-  kHourTraceStart,        // (toStartOfHour(timestamp), trace_id, start_time): SortByTableKey
+  kHourTraceStart,        // (toStartOfHour(timestamp), trace_id, start_time): schema 5-8's
+  kSecondTraceStart,      // (timestamp, trace_id, start_time): SortByTableKey
 };
 
 struct StorageVariant {

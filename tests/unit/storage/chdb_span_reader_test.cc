@@ -2,6 +2,7 @@
 // messages a client can act on, never the engine's text.
 #include "storage/clickhouse/chdb_span_reader.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 namespace spanhouse::storage {
@@ -31,6 +32,34 @@ TEST(ReaderError, OtherErrorsKeepTheirTextForTheLog) {
   EXPECT_EQ(st.message(), "Code: 62. DB::Exception: Syntax error");
   st = ReaderError(Status::Unavailable("chdb connection is closed"), limits, 1);
   EXPECT_EQ(st.code(), StatusCode::kUnavailable);
+}
+
+// A lookup's seconds: ranges in any order, overlapping or adjacent ones
+// joined, a range cut to 48 hours.
+TEST(TraceSecondsCondition, JoinsOverlappingAndAdjacentRanges) {
+  EXPECT_EQ(TraceSecondsCondition({}), "0");
+  EXPECT_EQ(TraceSecondsCondition({{100, 102}}), "(timestamp BETWEEN 100 AND 102)");
+  EXPECT_EQ(TraceSecondsCondition({{200, 205}, {100, 102}, {103, 104}, {101, 101}, {204, 210}}),
+            "(timestamp BETWEEN 100 AND 104 OR timestamp BETWEEN 200 AND 210)");
+  // A last second before the first (a clock gone back) reads the first.
+  EXPECT_EQ(TraceSecondsCondition({{300, 200}}), "(timestamp BETWEEN 300 AND 300)");
+  EXPECT_EQ(TraceSecondsCondition({{1000, 1000 + 100 * 3600}}),
+            fmt::format("(timestamp BETWEEN 1000 AND {})", 1000 + 48 * 3600));
+}
+
+// Past max_ranges the closest ranges are joined first, and no more than
+// needed.
+TEST(TraceSecondsCondition, JoinsTheClosestRangesPastTheLimit) {
+  const std::vector<std::pair<uint64_t, uint64_t>> r = {{0, 0},     {10, 10},   {12, 12},
+                                                        {100, 100}, {103, 103}, {1000, 1000}};
+  EXPECT_EQ(TraceSecondsCondition(r, 4),
+            "(timestamp BETWEEN 0 AND 0 OR timestamp BETWEEN 10 AND 12 OR timestamp BETWEEN 100 "
+            "AND 103 OR timestamp BETWEEN 1000 AND 1000)");
+  EXPECT_EQ(TraceSecondsCondition(r, 1), "(timestamp BETWEEN 0 AND 1000)");
+  // Equal gaps: only as many joined as needed.
+  EXPECT_EQ(TraceSecondsCondition({{0, 0}, {5, 5}, {10, 10}, {15, 15}}, 3),
+            "(timestamp BETWEEN 0 AND 5 OR timestamp BETWEEN 10 AND 10 OR timestamp BETWEEN 15 "
+            "AND 15)");
 }
 
 }  // namespace

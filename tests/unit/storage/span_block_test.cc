@@ -372,8 +372,8 @@ TEST(SpanBlock, RowsFromSeveralBatchesInTableKeyOrder) {
   for (size_t k = 1; k < rows.size(); ++k) {
     const auto& a = rows[k - 1];
     const auto& b = rows[k];
-    const uint64_t ha = a.batch->spans.start_ns[a.index] / 3600000000000ull;
-    const uint64_t hb = b.batch->spans.start_ns[b.index] / 3600000000000ull;
+    const uint64_t ha = a.batch->spans.start_ns[a.index] / 1000000000ull;
+    const uint64_t hb = b.batch->spans.start_ns[b.index] / 1000000000ull;
     ASSERT_LE(ha, hb) << k;
     if (ha == hb) {
       EXPECT_LE(std::memcmp(a.batch->spans.trace_id[a.index].data(),
@@ -396,7 +396,26 @@ TEST(SpanBlock, RowsFromSeveralBatchesInTableKeyOrder) {
   }
 }
 
-// Rows with equal keys (hour, trace id, start) keep their order; trace ids
+// The start second comes before the trace id (schema 9's key), and the
+// hour key of schema 8 the other way round within an hour.
+TEST(SpanBlock, SortByTableKeyPutsTheSecondBeforeTheTraceId) {
+  SpanBatch b = testdata::SampleBatch(1);
+  ASSERT_GE(b.span_count(), 2u);
+  const uint64_t t = 1700000000000000000ull;  // a whole hour: both spans in it
+  b.spans.start_ns[0] = t + 1000000000ull;    // a second later, the smaller id
+  b.spans.start_ns[1] = t + 999999999ull;     // the second before, the greater id
+  b.spans.trace_id[0] = testdata::MakeTraceId(1);
+  b.spans.trace_id[1] = testdata::MakeTraceId(2);
+  std::vector<SpanRow> rows = {{&b, 0, 0}, {&b, 1, 0}};
+  SortByTableKey(&rows);
+  EXPECT_EQ(rows[0].index, 1u);
+  EXPECT_EQ(rows[1].index, 0u);
+  SortByTimeTraceStart(&rows, 3600000000000ull);
+  EXPECT_EQ(rows[0].index, 0u);
+  EXPECT_EQ(rows[1].index, 1u);
+}
+
+// Rows with equal keys (second, trace id, start) keep their order; trace ids
 // order as their bytes do (the first byte most significant).
 TEST(SpanBlock, SortByTableKeyIsStableAndOrdersIdsByteWise) {
   SpanBatch b = testdata::SampleBatch(1);
@@ -512,8 +531,7 @@ TEST(Schema, CodecsOnlyWhereTheServerHasThem) {
   // ... and before LowCardinality(UInt64) is taken: resource_id stays UInt64.
   EXPECT_NE(all.find("resource_id UInt64 CODEC(ZSTD(3))"), std::string::npos) << all;
   EXPECT_EQ(all.find("allow_suspicious"), std::string::npos) << all;
-  EXPECT_NE(all.find("ORDER BY (toStartOfHour(timestamp), trace_id, start_time)"),
-            std::string::npos);
+  EXPECT_NE(all.find("ORDER BY (timestamp, trace_id, start_time)"), std::string::npos);
   // The master list gives every stored column a codec.
   for (const auto& c : SpanColumns()) EXPECT_STRNE(c.codec, "") << c.name;
 }
