@@ -278,8 +278,9 @@ std::string TraceSecondsCondition(std::vector<std::pair<uint64_t, uint64_t>> ran
     }
   }
   if (joined.empty()) return "0";
-  // Past max_ranges: the gaps up to the (n - max_ranges)-th smallest closed,
-  // so the condition stays short for a lookup of many traces.
+  // Past max_ranges: the (n - max_ranges) smallest gaps closed (every gap
+  // below the largest of them, and of those equal to it the first ones), so
+  // the condition stays short for a lookup of many traces.
   if (max_ranges == 0) max_ranges = 1;
   if (joined.size() > max_ranges) {
     std::vector<uint64_t> gaps;
@@ -287,16 +288,21 @@ std::string TraceSecondsCondition(std::vector<std::pair<uint64_t, uint64_t>> ran
       gaps.push_back(joined[i].first - joined[i - 1].second);
     }
     const size_t close = joined.size() - max_ranges;
-    std::nth_element(gaps.begin(), gaps.begin() + static_cast<ptrdiff_t>(close - 1), gaps.end());
-    const uint64_t limit = gaps[close - 1];
-    std::vector<std::pair<uint64_t, uint64_t>> fewer;
-    size_t closed = 0;
-    for (const auto& r : joined) {
-      if (!fewer.empty() && closed < close && r.first - fewer.back().second <= limit) {
-        fewer.back().second = r.second;
-        ++closed;
+    std::vector<uint64_t> sorted = gaps;
+    std::nth_element(sorted.begin(), sorted.begin() + static_cast<ptrdiff_t>(close - 1),
+                     sorted.end());
+    const uint64_t limit = sorted[close - 1];
+    size_t equal_left =
+        close - static_cast<size_t>(
+                    std::count_if(gaps.begin(), gaps.end(), [&](uint64_t g) { return g < limit; }));
+    std::vector<std::pair<uint64_t, uint64_t>> fewer = {joined[0]};
+    for (size_t i = 1; i < joined.size(); ++i) {
+      const bool join = gaps[i - 1] < limit || (gaps[i - 1] == limit && equal_left > 0);
+      if (join && gaps[i - 1] == limit) --equal_left;
+      if (join) {
+        fewer.back().second = joined[i].second;
       } else {
-        fewer.push_back(r);
+        fewer.push_back(joined[i]);
       }
     }
     joined.swap(fewer);

@@ -60,6 +60,9 @@ TEST(TraceSecondsCondition, JoinsTheClosestRangesPastTheLimit) {
   EXPECT_EQ(TraceSecondsCondition({{0, 0}, {5, 5}, {10, 10}, {15, 15}}, 3),
             "(timestamp BETWEEN 0 AND 5 OR timestamp BETWEEN 10 AND 10 OR timestamp BETWEEN 15 "
             "AND 15)");
+  // The smallest gap joined even after equal larger ones.
+  EXPECT_EQ(TraceSecondsCondition({{0, 0}, {5, 5}, {10, 10}, {12, 12}}, 2),
+            "(timestamp BETWEEN 0 AND 5 OR timestamp BETWEEN 10 AND 12)");
 }
 
 }  // namespace
