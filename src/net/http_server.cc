@@ -27,8 +27,10 @@
 // its peer, the idle timeout or Stop) is simply not found, and its answer
 // is dropped.
 //
-// A connection is a small state machine: request head, then a body by length
-// or by chunks, then the response being written. Connections are
+// A connection is a small state machine: a request being read (its head,
+// then a body by length or by chunks: HttpRequestParser, http_parser.h, fed
+// from the connection's input buffer or receiving the body in place), then
+// the response being given and written. Connections are
 // level-triggered in epoll, so a read may stop early (a short recv() means
 // the socket is drained; a busy connection yields after a few reads) and
 // epoll reports what is left. While a response is being written the
@@ -54,6 +56,7 @@
 // drained: a TLS connection reads until OpenSSL wants more from the socket.
 // A handshake that fails (plain HTTP sent to the port, a client that rejects
 // the certificate) closes that connection and is counted on the context.
+
 #include "net/http_server.h"
 
 #include <arpa/inet.h>
@@ -64,46 +67,252 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <cstring>
+#include <exception>
 #include <mutex>
-#include <optional>
+#include <span>
 #include <unordered_map>
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <spdlog/spdlog.h>
 
+#include "net/http_parser.h"
+
 namespace spanhouse::net {
 
-HttpResponder& HttpResponder::operator=(HttpResponder&& o) noexcept {
-  if (this != &o) {
-    Abandon();
-    deliver_ = std::exchange(o.deliver_, nullptr);
+namespace detail {
+
+using Clock = std::chrono::steady_clock;
+
+// Per-connection input buffer, allocated on the first read and kept for the
+// connection's life. It holds request heads, chunk framing and pipelined
+// bytes, never a Content-Length body; its size is also the limit on a
+// request head.
+constexpr size_t kInBufferBytes = 64 * 1024;
+constexpr int kMaxEvents = 64;  // per epoll_wait
+// Reads per readiness event before the connection yields to the thread's
+// others; level-triggered epoll reports it again if more is waiting.
+constexpr int kMaxReadsPerEvent = 16;
+
+enum class State {
+  kRead,      // reading a request: its head, or its body (the parser knows which)
+  kDeferred,  // waiting for the handler's deferred answer; not reading
+  kWrite,     // writing the response; not reading
+  kLinger,    // answered and closing: reading and dropping what the client still sends
+};
+
+// What a TLS call that could not go on waits for on the socket.
+enum class TlsNeed : uint8_t { kNone, kIn, kOut };
+
+struct Conn {
+  explicit Conn(const HttpParserLimits& limits) : parser(limits) {}
+
+  int fd = -1;
+  uint64_t id = 0;     // unique on its thread: what a deferred answer is addressed to
+  SSL* ssl = nullptr;  // HTTPS: the connection's TLS session; null for plain HTTP
+  // What the last SSL_read (read_needs) and the last SSL_write (write_needs)
+  // wait for, each apart: a read may wait for the socket to take output
+  // (WANT_WRITE) while a 100 Continue waits to be written, and the other way
+  // round. kNone: what the direction normally waits for (input for reads,
+  // room for writes).
+  TlsNeed read_needs = TlsNeed::kNone;
+  TlsNeed write_needs = TlsNeed::kNone;
+  bool tls_broken = false;  // a fatal TLS error: no close_notify may be sent
+  size_t index = 0;         // in IoThread::conns_
+  uint32_t events = 0;      // what epoll watches for now
+  State state = State::kRead;
+  // Depending on the state: since when the connection is idle (reading, no
+  // bytes of a request yet), since when the request has been arriving
+  // (reading), since when it waits for a deferred answer (kDeferred), or
+  // since the response last made progress (kWrite). The sweep closes the
+  // connection once it is older than the idle timeout.
+  Clock::time_point since;
+  bool mid_request = false;  // reading a head: some of the next request is here
+
+  // Input: bytes [in_begin, in_end) of `in` are read but not yet parsed.
+  std::unique_ptr<char[]> in;
+  size_t in_begin = 0;
+  size_t in_end = 0;
+
+  // The request being read, and after it its framing for the answer.
+  HttpRequestParser parser;
+
+  // Output: out_head then out_body, of which out_sent bytes are gone. Two
+  // pieces so that a big body is written from the handler's string itself.
+  std::string out_head;
+  std::string out_body;
+  size_t out_sent = 0;
+  bool close_after_write = false;
+  // After the answer, read and drop what the client still sends before
+  // closing (a refused request's body): closing a socket with unread input
+  // sends a reset, which can destroy the answer before the client reads it.
+  bool linger = false;
+  size_t lingered = 0;  // bytes dropped so far
+
+  size_t buffered() const { return in_end - in_begin; }
+  const char* data() const { return in.get() + in_begin; }
+  void Consume(size_t n) {
+    in_begin += n;
+    if (in_begin == in_end) in_begin = in_end = 0;
   }
-  return *this;
-}
+  bool out_pending() const { return out_sent < out_head.size() + out_body.size(); }
+};
 
-HttpResponder::~HttpResponder() {
-  Abandon();
-}
+// What the connection needs next.
+enum class Step {
+  kNeedInput,  // more bytes from the socket
+  kWait,       // the response to be given or written first (kDeferred, kWrite)
+  kClose,      // the connection is done
+  kContinue,   // nothing; keep parsing (internal to Advance)
+};
 
-void HttpResponder::Abandon() {
-  if (deliver_ == nullptr) return;
-  HttpResponse abandoned{503, "text/plain", "the server abandoned this request; retry\n", {}};
-  abandoned.headers.emplace_back("Retry-After", "1");
-  Respond(std::move(abandoned));
-}
+enum class Flushed { kDone, kPending, kError };
 
-void HttpResponder::Respond(HttpResponse resp) {
-  if (deliver_ == nullptr) return;
-  std::exchange(deliver_, nullptr)(std::move(resp));
-}
+// Answers given to one I/O thread's deferred requests, from any thread.
+// Shared by the thread and the responders, which may outlive it.
+struct Mailbox {
+  std::mutex mu;
+  std::vector<std::pair<uint64_t, HttpResponse>> answers;  // guarded by mu; by connection id
+  int wake_fd = -1;  // guarded by mu: the thread's eventfd; -1 once it is gone
+
+  void Post(uint64_t conn, HttpResponse&& resp);
+};
+
+// The deferral a handler gets: its responder posts to the connection's
+// thread.
+class ConnDeferral final : public HttpDeferral {
+ public:
+  ConnDeferral(const std::shared_ptr<Mailbox>& mailbox, uint64_t conn)
+      : mailbox_(mailbox), conn_(conn) {}
+  HttpResponder Defer() override;
+  bool deferred() const { return deferred_; }
+
+ private:
+  const std::shared_ptr<Mailbox>& mailbox_;  // the thread's; copied only by Defer
+  uint64_t conn_;
+  bool deferred_ = false;
+};
+
+class IoThread;
+
+}  // namespace detail
+
+struct HttpServer::Impl {
+  HttpServerOptions opts;
+  DeferringHttpHandler handler;
+  int listen_fd = -1;
+  std::atomic<bool> accepting{false};
+  std::atomic<bool> stopping{false};
+  // Requests whose answer is not given yet: handlers running now and
+  // deferred answers still awaited.
+  std::atomic<int> in_flight{0};
+  HttpServerStats stats;
+  std::vector<std::unique_ptr<detail::IoThread>> threads;
+  std::mutex stop_mu;  // Stop() against itself (the destructor calls it too)
+};
+
+namespace detail {
+
+// One I/O thread: an epoll instance, the connections it accepted, and the
+// loop that serves them. Everything here but Wake() runs on the thread.
+class IoThread {
+ public:
+  explicit IoThread(HttpServer::Impl& srv);
+  ~IoThread();
+  IoThread(const IoThread&) = delete;
+  IoThread& operator=(const IoThread&) = delete;
+
+  // Creates the epoll instance with the wake-up eventfd and the listening
+  // socket in it; errno is set on failure.
+  bool Init();
+  void Start(int index);
+  void Join() {
+    if (thread_.joinable()) thread_.join();
+  }
+  // Makes the thread look at the server's accepting/stopping flags (and its
+  // mailbox) now.
+  void Wake();
+  // Asks the thread to accept what is waiting (see Accept).
+  void Kick() {
+    accept_kick_ = true;
+    Wake();
+  }
+
+ private:
+  // The loop and the connections.
+  void Run();
+  void Accept();
+  IoThread* FewerConnections();
+  bool Listen();
+  void StopListening();
+  void Sweep();
+  void Remove(Conn& c);
+  void Close(Conn& c);
+  void OnEvent(Conn& c, uint32_t events);
+  bool Read(Conn& c);
+  ssize_t Receive(Conn& c, char* dst, size_t want);
+  Step Advance(Conn& c);
+  Step OnHead(Conn& c);
+  void UpdateInterest(Conn& c);
+
+  // Answers.
+  bool SendContinue(Conn& c);
+  Step Respond(Conn& c);
+  Step Await(Conn& c);
+  void TakeAnswers();
+  bool Answer(Conn& c, HttpResponse&& resp);
+  Step Fail(Conn& c, int status, std::string message);
+  Step Refuse(Conn& c, HttpResponse resp);
+  void Queue(Conn& c, HttpResponse resp, bool head_only);
+  Step Send(Conn& c);
+  Step AfterResponse(Conn& c);
+  Step StartLinger(Conn& c);
+  bool Drain(Conn& c);
+  Flushed Flush(Conn& c);
+  ssize_t Transmit(Conn& c);
+
+  // OpenSSL on the connection's socket.
+  ssize_t ReceiveTls(Conn& c, char* dst, size_t want);
+  ssize_t TransmitTls(Conn& c);
+  ssize_t TlsRetry(Conn& c, int n, const char* op, TlsNeed* need);
+  void TlsFailed(Conn& c, const char* op, int ret, int err, int sys_errno);
+  bool StartTls(Conn& c);
+  void EndTls(Conn& c, bool notify);
+
+  HttpServer::Impl& srv_;
+  const HttpParserLimits limits_;
+  int epfd_ = -1;
+  int wake_fd_ = -1;
+  bool listening_ = false;  // the listening socket is in epfd_
+  std::vector<std::unique_ptr<Conn>> conns_;
+  uint64_t next_conn_id_ = 0;
+  const std::shared_ptr<Mailbox> mailbox_;
+  std::unordered_map<uint64_t, Conn*> awaiting_;            // connections in kDeferred, by id
+  std::vector<std::pair<uint64_t, HttpResponse>> answers_;  // taken from the mailbox
+  std::atomic<int> conn_count_{0};  // conns_.size(), for the other threads to read
+  std::atomic<bool> accept_kick_{false};
+  Clock::time_point now_;  // refreshed after epoll_wait and after each handler
+  std::thread thread_;
+  // Their addresses tell epoll events for these two fds from connections'.
+  char listen_key_ = 0;
+  char wake_key_ = 0;
+};
+
+}  // namespace detail
+
+}  // namespace spanhouse::net
+
+namespace spanhouse::net {
 
 bool SplitHostPort(const std::string& s, std::string* host, uint16_t* port) {
   auto colon = s.rfind(':');
@@ -131,71 +340,145 @@ bool IsLoopbackAddress(const std::string& host_port) {
   return inet_pton(AF_INET6, host.c_str(), &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
 }
 
+HttpServer::HttpServer(HttpServerOptions options, HttpHandler handler)
+    : HttpServer(std::move(options),
+                 [handler = std::move(handler)](HttpRequest& req, HttpResponse& resp,
+                                                HttpDeferral&) { handler(req, resp); }) {}
+
+HttpServer::HttpServer(HttpServerOptions options, DeferringHttpHandler handler)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->opts = std::move(options);
+  impl_->handler = std::move(handler);
+}
+
+const HttpServerStats& HttpServer::stats() const {
+  return impl_->stats;
+}
+
+HttpServer::~HttpServer() {
+  Stop(std::chrono::milliseconds(0));
+}
+
+Status HttpServer::Start() {
+  Impl& s = *impl_;
+  if (s.listen_fd >= 0 || !s.threads.empty()) return Status::Internal("server already started");
+  std::string host;
+  uint16_t port;
+  if (!SplitHostPort(s.opts.address, &host, &port)) {
+    return Status::Invalid("bad listen address '" + s.opts.address + "' (want host:port)");
+  }
+  if (host == "localhost") host = "127.0.0.1";
+  sockaddr_storage addr{};
+  socklen_t addr_len;
+  if (host.find(':') != std::string::npos) {
+    auto* a6 = reinterpret_cast<sockaddr_in6*>(&addr);
+    a6->sin6_family = AF_INET6;
+    a6->sin6_port = htons(port);
+    if (inet_pton(AF_INET6, host.c_str(), &a6->sin6_addr) != 1) {
+      return Status::Invalid("bad listen host '" + host + "': not an IPv6 address");
+    }
+    addr_len = sizeof(sockaddr_in6);
+  } else {
+    auto* a4 = reinterpret_cast<sockaddr_in*>(&addr);
+    a4->sin_family = AF_INET;
+    a4->sin_port = htons(port);
+    if (inet_pton(AF_INET, host.c_str(), &a4->sin_addr) != 1) {
+      return Status::Invalid("bad listen host '" + host + "': not an IP address");
+    }
+    addr_len = sizeof(sockaddr_in);
+  }
+
+  auto fail = [&](const std::string& what) {
+    const std::string message =
+        "cannot listen on " + s.opts.address + ": " + what + ": " + std::strerror(errno);
+    s.threads.clear();
+    if (s.listen_fd >= 0) close(s.listen_fd);
+    s.listen_fd = -1;
+    return Status::Unavailable(message);
+  };
+  s.listen_fd = socket(addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (s.listen_fd < 0) return fail("socket");
+  const int one = 1;
+  if (setsockopt(s.listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0) {
+    return fail("SO_REUSEADDR");
+  }
+  if (bind(s.listen_fd, reinterpret_cast<const sockaddr*>(&addr), addr_len) != 0) {
+    return fail("bind");
+  }
+  if (listen(s.listen_fd, SOMAXCONN) != 0) return fail("listen");
+  sockaddr_storage bound{};
+  socklen_t bound_len = sizeof(bound);
+  if (getsockname(s.listen_fd, reinterpret_cast<sockaddr*>(&bound), &bound_len) != 0) {
+    return fail("getsockname");
+  }
+  port_ = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                                            : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+
+  for (int i = 0; i < std::max(1, s.opts.threads); ++i) {
+    s.threads.push_back(std::make_unique<detail::IoThread>(s));
+    if (!s.threads.back()->Init()) return fail("epoll");
+  }
+  s.accepting = true;
+  s.stopping = false;
+  for (size_t i = 0; i < s.threads.size(); ++i) s.threads[i]->Start(static_cast<int>(i));
+  return Status::Ok();
+}
+
+void HttpServer::Stop(std::chrono::milliseconds grace) {
+  Impl& s = *impl_;
+  std::lock_guard<std::mutex> lock(s.stop_mu);
+  if (s.threads.empty()) return;
+  // Stop accepting: connects are refused from now on, and each thread takes
+  // the listening socket out of its epoll when it wakes to the flag.
+  s.accepting = false;
+  shutdown(s.listen_fd, SHUT_RDWR);
+  for (auto& t : s.threads) t->Wake();
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  while (s.in_flight.load() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  // Each thread closes its connections on the way out.
+  s.stopping = true;
+  for (auto& t : s.threads) t->Wake();
+  for (auto& t : s.threads) t->Join();
+  s.threads.clear();
+  close(s.listen_fd);
+  s.listen_fd = -1;
+}
+
+}  // namespace spanhouse::net
+
+namespace spanhouse::net {
+
+HttpResponder& HttpResponder::operator=(HttpResponder&& o) noexcept {
+  if (this != &o) {
+    Abandon();
+    deliver_ = std::exchange(o.deliver_, nullptr);
+  }
+  return *this;
+}
+
+HttpResponder::~HttpResponder() {
+  Abandon();
+}
+
+void HttpResponder::Abandon() {
+  if (deliver_ == nullptr) return;
+  HttpResponse abandoned{503, "text/plain", "the server abandoned this request; retry\n", {}};
+  abandoned.headers.emplace_back("Retry-After", "1");
+  Respond(std::move(abandoned));
+}
+
+void HttpResponder::Respond(HttpResponse resp) {
+  if (deliver_ == nullptr) return;
+  std::exchange(deliver_, nullptr)(std::move(resp));
+}
+
+namespace detail {
+
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-// Per-connection input buffer, allocated on the first read and kept for the
-// connection's life. It holds request heads, chunk framing and pipelined
-// bytes, never a Content-Length body; its size is also the limit on a
-// request head.
-constexpr size_t kInBufferBytes = 64 * 1024;
-constexpr size_t kMaxChunkLine = 4 * 1024;      // chunk size plus extensions
-constexpr size_t kMaxTrailerBytes = 16 * 1024;  // trailer fields, all together
-constexpr int kMaxEvents = 64;                  // per epoll_wait
-// Reads per readiness event before the connection yields to the thread's
-// others; level-triggered epoll reports it again if more is waiting.
-constexpr int kMaxReadsPerEvent = 16;
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-
-// --- Text helpers (HTTP syntax is ASCII; no locale) ---
-
-char Lower(char c) {
-  return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
-}
-
-bool IEquals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (Lower(a[i]) != Lower(b[i])) return false;
-  }
-  return true;
-}
-
-std::string_view Trim(std::string_view t) {
-  while (!t.empty() && (t.front() == ' ' || t.front() == '\t')) t.remove_prefix(1);
-  while (!t.empty() && (t.back() == ' ' || t.back() == '\t')) t.remove_suffix(1);
-  return t;
-}
-
-// RFC 9110 tchar: what methods and header names are made of.
-bool IsTokenChar(char c) {
-  if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
-  return std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
-}
-
-bool IsToken(std::string_view s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), IsTokenChar);
-}
-
-// Calls f on each trimmed, non-empty element of a comma-separated list.
-template <typename F>
-void ForEachListItem(std::string_view list, F f) {
-  while (!list.empty()) {
-    const size_t comma = list.find(',');
-    const std::string_view item = Trim(list.substr(0, comma));
-    if (!item.empty()) f(item);
-    if (comma == std::string_view::npos) break;
-    list.remove_prefix(comma + 1);
-  }
-}
-
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
 
 std::string_view Reason(int status) {
   static constexpr std::pair<int, std::string_view> kReasons[] = {
@@ -239,393 +522,321 @@ std::string_view Reason(int status) {
   return "";  // the reason phrase may be empty
 }
 
-// --- Request head ---
-
-// What the head says about framing and the connection, beyond HttpRequest.
-struct HeadInfo {
-  bool http10 = false;
-  bool head_method = false;  // HEAD: the answer has no body
-  std::optional<uint64_t> content_length;
-  bool chunked = false;
-  bool conn_close = false;       // Connection: close
-  bool conn_keep_alive = false;  // Connection: keep-alive
-  bool expect_continue = false;
-  bool seen_content_type = false;
-  bool seen_content_encoding = false;
-  // The Authorization headers: how many, and the first one's value, a view
-  // into the connection's input buffer: valid only until the next read into
-  // it, so OnHead hands it to the authorizer at once and never keeps it.
-  AuthorizationHeader authorization;
-
-  bool keep_alive() const { return !conn_close && (!http10 || conn_keep_alive); }
-};
-
-// Content-Length: digits, or a list of identical values (RFC 9110, 8.6).
-bool ParseContentLength(std::string_view v, HeadInfo& info) {
-  bool ok = !Trim(v).empty();
-  ForEachListItem(v, [&](std::string_view item) {
-    uint64_t n = 0;
-    const auto res = std::from_chars(item.data(), item.data() + item.size(), n);
-    if (res.ec != std::errc() || res.ptr != item.data() + item.size() || item[0] == '+') {
-      ok = false;
-    } else if (info.content_length && *info.content_length != n) {
-      ok = false;
-    } else {
-      info.content_length = n;
-    }
-  });
-  return ok;
-}
-
-// Parses a request head: the request line, header fields, and the empty line
-// that ends them; lines end in CRLF or a bare LF. Fills `req` and `info`;
-// returns what is wrong with it, or nullptr.
-const char* ParseHead(std::string_view head, HttpRequest& req, HeadInfo& info) {
-  auto next_line = [&head] {
-    const size_t eol = head.find('\n');  // there is one: the head ends in one
-    std::string_view line = head.substr(0, eol);
-    head.remove_prefix(eol + 1);
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    return line;
-  };
-
-  // method SP request-target SP HTTP-version
-  const std::string_view line = next_line();
-  const size_t sp1 = line.find(' ');
-  if (sp1 == std::string_view::npos) return "bad request line";
-  const size_t sp2 = line.find(' ', sp1 + 1);
-  if (sp2 == std::string_view::npos) return "bad request line";
-  const std::string_view method = line.substr(0, sp1);
-  const std::string_view target = line.substr(sp1 + 1, sp2 - sp1 - 1);
-  const std::string_view version = line.substr(sp2 + 1);
-  if (!IsToken(method)) return "bad method";
-  if (target.empty() || !std::all_of(target.begin(), target.end(), [](char c) {
-        return static_cast<unsigned char>(c) > 0x20 && c != 0x7f;
-      })) {
-    return "bad request target";
-  }
-  if (version == "HTTP/1.1") {
-    info.http10 = false;
-  } else if (version == "HTTP/1.0") {
-    info.http10 = true;
-  } else {
-    return "unsupported HTTP version";
-  }
-  req.method = method;
-  req.target = target;
-  info.head_method = method == "HEAD";
-
-  for (std::string_view field = next_line(); !field.empty(); field = next_line()) {
-    if (field.front() == ' ' || field.front() == '\t') return "obsolete header line folding";
-    const size_t colon = field.find(':');
-    if (colon == std::string_view::npos) return "header line without a colon";
-    const std::string_view name = field.substr(0, colon);
-    if (!IsToken(name)) return "bad header name";
-    const std::string_view value = Trim(field.substr(colon + 1));
-    for (const char c : value) {
-      const auto u = static_cast<unsigned char>(c);
-      if ((u < 0x20 && c != '\t') || u == 0x7f) return "control character in a header value";
-    }
-    if (IEquals(name, "content-length")) {
-      if (!ParseContentLength(value, info)) return "bad or conflicting Content-Length";
-    } else if (IEquals(name, "transfer-encoding")) {
-      // Only chunked is understood, and only once (RFC 9112, 6.1).
-      if (info.chunked || !IEquals(value, "chunked")) return "unsupported Transfer-Encoding";
-      info.chunked = true;
-    } else if (IEquals(name, "connection")) {
-      ForEachListItem(value, [&](std::string_view opt) {
-        if (IEquals(opt, "close")) info.conn_close = true;
-        if (IEquals(opt, "keep-alive")) info.conn_keep_alive = true;
-      });
-    } else if (IEquals(name, "expect")) {
-      if (IEquals(value, "100-continue")) info.expect_continue = true;
-    } else if (IEquals(name, "content-type")) {
-      if (!info.seen_content_type) req.content_type = value;  // the first one counts
-      info.seen_content_type = true;
-    } else if (IEquals(name, "content-encoding")) {
-      if (!info.seen_content_encoding) req.content_encoding = value;
-      info.seen_content_encoding = true;
-    } else if (IEquals(name, "if-none-match")) {
-      if (req.if_none_match.empty()) req.if_none_match = value;
-    } else if (IEquals(name, "authorization")) {
-      if (info.authorization.count++ == 0) info.authorization.value = value;
-    }
-  }
-  // Both would let a proxy in front and this server disagree on where the
-  // body ends: request smuggling (RFC 9112, 6.3).
-  if (info.chunked && info.content_length) return "both Content-Length and Transfer-Encoding";
-  return nullptr;
-}
-
-// --- Connections ---
-
-enum class State {
-  kHead,       // reading a request head
-  kBody,       // receiving into req.body up to body_target (a body, or a chunk's data)
-  kChunkSize,  // reading a chunk-size line
-  kChunkEnd,   // reading the CRLF after a chunk's data
-  kTrailer,    // reading trailer fields after the last chunk
-  kDeferred,   // waiting for the handler's deferred answer; not reading
-  kWrite,      // writing the response; not reading
-  kLinger,     // answered and closing: reading and dropping what the client still sends
-};
-
-// What a TLS call that could not go on waits for on the socket.
-enum class TlsNeed : uint8_t { kNone, kIn, kOut };
-
-struct Conn {
-  int fd = -1;
-  uint64_t id = 0;     // unique on its thread: what a deferred answer is addressed to
-  SSL* ssl = nullptr;  // HTTPS: the connection's TLS session; null for plain HTTP
-  // What the last SSL_read (read_needs) and the last SSL_write (write_needs)
-  // wait for, each apart: a read may wait for the socket to take output
-  // (WANT_WRITE) while a 100 Continue waits to be written, and the other way
-  // round. kNone: what the direction normally waits for (input for reads,
-  // room for writes).
-  TlsNeed read_needs = TlsNeed::kNone;
-  TlsNeed write_needs = TlsNeed::kNone;
-  bool tls_broken = false;  // a fatal TLS error: no close_notify may be sent
-  size_t index = 0;         // in IoThread::conns_
-  uint32_t events = 0;      // what epoll watches for now
-  State state = State::kHead;
-  // Depending on the state: since when the connection is idle (kHead, no
-  // bytes yet), since when the request has been arriving (kHead with bytes,
-  // kBody and the chunk states), since when it waits for a deferred answer
-  // (kDeferred), or since the response last made progress (kWrite). The
-  // sweep closes the connection once it is older than the idle timeout.
-  Clock::time_point since;
-  bool mid_request = false;  // in kHead: some of the next request is here
-
-  // Input: bytes [in_begin, in_end) of `in` are read but not yet parsed.
-  std::unique_ptr<char[]> in;
-  size_t in_begin = 0;
-  size_t in_end = 0;
-  size_t scan = 0;  // kHead: the head's lines before this offset (from in_begin) are not its end
-
-  // The request being read.
-  HttpRequest req;
-  HeadInfo info;
-  size_t body_fill = 0;    // bytes of req.body received
-  size_t body_target = 0;  // kBody: req.body is complete at this size
-  size_t trailer_bytes = 0;
-
-  // Output: out_head then out_body, of which out_sent bytes are gone. Two
-  // pieces so that a big body is written from the handler's string itself.
-  std::string out_head;
-  std::string out_body;
-  size_t out_sent = 0;
-  bool close_after_write = false;
-  // After the answer, read and drop what the client still sends before
-  // closing (a refused request's body): closing a socket with unread input
-  // sends a reset, which can destroy the answer before the client reads it.
-  bool linger = false;
-  size_t lingered = 0;  // bytes dropped so far
-
-  size_t buffered() const { return in_end - in_begin; }
-  const char* data() const { return in.get() + in_begin; }
-  void Consume(size_t n) {
-    in_begin += n;
-    if (in_begin == in_end) in_begin = in_end = 0;
-  }
-  bool out_pending() const { return out_sent < out_head.size() + out_body.size(); }
-};
-
-// What the parser needs next.
-enum class Step {
-  kNeedInput,  // more bytes from the socket
-  kWait,       // the response to be given or written first (kDeferred, kWrite)
-  kClose,      // the connection is done
-  kContinue,   // nothing; keep parsing (internal to Advance)
-};
-
-enum class Flushed { kDone, kPending, kError };
-
-// Takes one line off the input buffer, without its CRLF or LF; the view stays
-// valid until the next read into the buffer.
-enum class LineResult { kLine, kNeedMore, kTooLong };
-LineResult TakeLine(Conn& c, size_t max, std::string_view* line) {
-  if (c.buffered() == 0) return LineResult::kNeedMore;
-  const auto* nl = static_cast<const char*>(std::memchr(c.data(), '\n', c.buffered()));
-  if (nl == nullptr) return c.buffered() > max ? LineResult::kTooLong : LineResult::kNeedMore;
-  const size_t len = nl - c.data();
-  if (len > max) return LineResult::kTooLong;
-  *line = std::string_view(c.data(), len);
-  if (!line->empty() && line->back() == '\r') line->remove_suffix(1);
-  c.Consume(len + 1);
-  return LineResult::kLine;
-}
-
-// Answers given to one I/O thread's deferred requests, from any thread.
-// Shared by the thread and the responders, which may outlive it.
-struct Mailbox {
-  std::mutex mu;
-  std::vector<std::pair<uint64_t, HttpResponse>> answers;  // guarded by mu; by connection id
-  int wake_fd = -1;  // guarded by mu: the thread's eventfd; -1 once it is gone
-
-  void Post(uint64_t conn, HttpResponse&& resp) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (wake_fd < 0) return;  // the server has stopped: nobody to answer
-    answers.emplace_back(conn, std::move(resp));
-    if (answers.size() == 1) {  // else the thread is woken already
-      const uint64_t one = 1;
-      [[maybe_unused]] const ssize_t n = write(wake_fd, &one, sizeof(one));
-    }
-  }
-};
-
-// The deferral a handler gets: its responder posts to the connection's
-// thread.
-class ConnDeferral final : public HttpDeferral {
- public:
-  ConnDeferral(const std::shared_ptr<Mailbox>& mailbox, uint64_t conn)
-      : mailbox_(mailbox), conn_(conn) {}
-  HttpResponder Defer() override {
-    if (deferred_) return HttpResponder();
-    deferred_ = true;
-    return HttpResponder([mailbox = mailbox_, conn = conn_](HttpResponse&& resp) {
-      mailbox->Post(conn, std::move(resp));
-    });
-  }
-  bool deferred() const { return deferred_; }
-
- private:
-  const std::shared_ptr<Mailbox>& mailbox_;  // the thread's; copied only by Defer
-  uint64_t conn_;
-  bool deferred_ = false;
-};
-
-class IoThread;
-
 }  // namespace
 
-struct HttpServer::Impl {
-  HttpServerOptions opts;
-  DeferringHttpHandler handler;
-  int listen_fd = -1;
-  std::atomic<bool> accepting{false};
-  std::atomic<bool> stopping{false};
-  // Requests whose answer is not given yet: handlers running now and
-  // deferred answers still awaited.
-  std::atomic<int> in_flight{0};
-  HttpServerStats stats;
-  std::vector<std::unique_ptr<IoThread>> threads;
-  std::mutex stop_mu;  // Stop() against itself (the destructor calls it too)
-};
-
-namespace {
-
-// One I/O thread: an epoll instance, the connections it accepted, and the
-// loop that serves them. Everything here but Wake() runs on the thread.
-class IoThread {
- public:
-  explicit IoThread(HttpServer::Impl& srv) : srv_(srv), mailbox_(std::make_shared<Mailbox>()) {}
-  ~IoThread() {
-    {
-      // Responders still out answer into the void from now on.
-      std::lock_guard<std::mutex> lock(mailbox_->mu);
-      mailbox_->wake_fd = -1;
-      mailbox_->answers.clear();
-    }
-    if (epfd_ >= 0) close(epfd_);
-    if (wake_fd_ >= 0) close(wake_fd_);
-  }
-  IoThread(const IoThread&) = delete;
-  IoThread& operator=(const IoThread&) = delete;
-
-  // Creates the epoll instance with the wake-up eventfd and the listening
-  // socket in it; errno is set on failure.
-  bool Init() {
-    epfd_ = epoll_create1(EPOLL_CLOEXEC);
-    if (epfd_ < 0) return false;
-    wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (wake_fd_ < 0) return false;
-    {
-      std::lock_guard<std::mutex> lock(mailbox_->mu);
-      mailbox_->wake_fd = wake_fd_;
-    }
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.ptr = &wake_key_;
-    if (epoll_ctl(epfd_, EPOLL_CTL_ADD, wake_fd_, &ev) != 0) return false;
-    return Listen();
-  }
-
-  void Start(int index) {
-    thread_ = std::thread([this] { Run(); });
-    // "otlp-http-0": what top -H and perf show (15 characters at most).
-    const std::string name = srv_.opts.name.substr(0, 11) + "-" + std::to_string(index % 100);
-    pthread_setname_np(thread_.native_handle(), name.c_str());
-  }
-  void Join() {
-    if (thread_.joinable()) thread_.join();
-  }
-  // Makes the thread look at the server's accepting/stopping flags (and its
-  // mailbox) now.
-  void Wake() {
+void Mailbox::Post(uint64_t conn, HttpResponse&& resp) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (wake_fd < 0) return;  // the server has stopped: nobody to answer
+  answers.emplace_back(conn, std::move(resp));
+  if (answers.size() == 1) {  // else the thread is woken already
     const uint64_t one = 1;
-    [[maybe_unused]] const ssize_t n = write(wake_fd_, &one, sizeof(one));
+    [[maybe_unused]] const ssize_t n = write(wake_fd, &one, sizeof(one));
   }
-  // Asks the thread to accept what is waiting (see Accept).
-  void Kick() {
-    accept_kick_ = true;
-    Wake();
+}
+
+HttpResponder ConnDeferral::Defer() {
+  if (deferred_) return HttpResponder();
+  deferred_ = true;
+  return HttpResponder([mailbox = mailbox_, conn = conn_](HttpResponse&& resp) {
+    mailbox->Post(conn, std::move(resp));
+  });
+}
+
+// An HTTP/1.1 client that asked with Expect: 100-continue waits for this
+// before it sends the body (HttpRequestParser::ExpectsContinue says when it
+// is due). False: the connection is broken.
+bool IoThread::SendContinue(Conn& c) {
+  c.out_head.append(kContinue);
+  return Flush(c) != Flushed::kError;  // kPending: UpdateInterest adds EPOLLOUT
+}
+
+// Runs the handler on the complete request and starts writing its answer,
+// or waits for it if the handler deferred it.
+Step IoThread::Respond(Conn& c) {
+  HttpResponse resp;
+  ConnDeferral later(mailbox_, c.id);
+  srv_.in_flight.fetch_add(1);
+  try {
+    srv_.handler(c.parser.request(), resp, later);
+  } catch (const std::exception& e) {
+    // A handler must not throw; if one does, the client gets a 500 and the
+    // server keeps serving.
+    spdlog::error("{}: handler threw: {}", srv_.opts.name, e.what());
+    resp = HttpResponse{500, "text/plain", "internal error\n", {}};
+  } catch (...) {
+    spdlog::error("{}: handler threw a non-exception", srv_.opts.name);
+    resp = HttpResponse{500, "text/plain", "internal error\n", {}};
   }
+  now_ = Clock::now();
+  c.parser.request() = HttpRequest{};  // frees the body unless the handler took it
+  // A handler that deferred and then threw answers through its responder
+  // all the same (a 503 if the throw destroyed it).
+  if (later.deferred()) return Await(c);
+  srv_.in_flight.fetch_sub(1);
+  // Once Stop() has begun, answers close their connections so clients go
+  // elsewhere instead of sending more.
+  c.close_after_write = !c.parser.head().keep_alive() || !srv_.accepting.load();
+  Queue(c, std::move(resp), c.parser.head().head_method);
+  return Send(c);
+}
 
- private:
-  void Run();
-  void Accept();
-  IoThread* FewerConnections();
-  bool Listen();
-  void StopListening();
-  void Sweep();
-  void Remove(Conn& c);
-  void Close(Conn& c);
-  void OnEvent(Conn& c, uint32_t events);
-  bool Read(Conn& c);
-  ssize_t Receive(Conn& c, char* dst, size_t want);
-  ssize_t ReceiveTls(Conn& c, char* dst, size_t want);
-  ssize_t TlsRetry(Conn& c, int n, const char* op, TlsNeed* need);
-  void TlsFailed(Conn& c, const char* op, int ret, int err, int sys_errno);
-  Step Advance(Conn& c);
-  Step OnHead(Conn& c);
-  Step OnChunkSize(Conn& c);
-  Step OnChunkEnd(Conn& c);
-  Step OnTrailer(Conn& c);
-  void CopyBuffered(Conn& c);
-  bool SendContinue(Conn& c);
-  Step Respond(Conn& c);
-  Step Await(Conn& c);
-  void TakeAnswers();
-  bool Answer(Conn& c, HttpResponse&& resp);
-  Step Fail(Conn& c, int status, std::string message);
-  Step Refuse(Conn& c, HttpResponse resp);
-  void Queue(Conn& c, HttpResponse resp, bool head_only);
-  Step Send(Conn& c);
-  Step AfterResponse(Conn& c);
-  Step StartLinger(Conn& c);
-  bool Drain(Conn& c);
-  Flushed Flush(Conn& c);
-  ssize_t Transmit(Conn& c);
-  ssize_t TransmitTls(Conn& c);
-  void UpdateInterest(Conn& c);
+// The handler answers later: the request stays in flight, and the
+// connection reads nothing until the answer comes, so that answers to
+// pipelined requests go out in order.
+Step IoThread::Await(Conn& c) {
+  c.state = State::kDeferred;
+  c.since = now_;
+  awaiting_.emplace(c.id, &c);
+  return Step::kWait;
+}
 
-  HttpServer::Impl& srv_;
-  int epfd_ = -1;
-  int wake_fd_ = -1;
-  bool listening_ = false;  // the listening socket is in epfd_
-  std::vector<std::unique_ptr<Conn>> conns_;
-  uint64_t next_conn_id_ = 0;
-  const std::shared_ptr<Mailbox> mailbox_;
-  std::unordered_map<uint64_t, Conn*> awaiting_;            // connections in kDeferred, by id
-  std::vector<std::pair<uint64_t, HttpResponse>> answers_;  // taken from the mailbox
-  std::atomic<int> conn_count_{0};  // conns_.size(), for the other threads to read
-  std::atomic<bool> accept_kick_{false};
-  Clock::time_point now_;  // refreshed after epoll_wait and after each handler
-  std::thread thread_;
-  // Their addresses tell epoll events for these two fds from connections'.
-  char listen_key_ = 0;
-  char wake_key_ = 0;
-};
+// Writes the deferred answers posted to this thread, each to its connection
+// if that is still open.
+void IoThread::TakeAnswers() {
+  {
+    std::lock_guard<std::mutex> lock(mailbox_->mu);
+    answers_.swap(mailbox_->answers);
+  }
+  for (auto& [id, resp] : answers_) {
+    const auto it = awaiting_.find(id);
+    if (it == awaiting_.end()) continue;  // closed meanwhile: nobody to tell
+    Conn& c = *it->second;
+    awaiting_.erase(it);
+    srv_.in_flight.fetch_sub(1);
+    bool keep = false;
+    try {
+      keep = Answer(c, std::move(resp));
+    } catch (const std::exception& e) {
+      spdlog::error("{}: closing a connection: {}", srv_.opts.name, e.what());
+    }
+    if (keep) {
+      UpdateInterest(c);
+    } else {
+      Remove(c);
+    }
+  }
+  answers_.clear();
+}
+
+// Starts writing a deferred answer, then goes on with the connection as
+// after any response. False: close it.
+bool IoThread::Answer(Conn& c, HttpResponse&& resp) {
+  c.close_after_write = !c.parser.head().keep_alive() || !srv_.accepting.load();
+  Queue(c, std::move(resp), c.parser.head().head_method);
+  const Step step = Send(c);
+  // kContinue: written at once; on to a pipelined request, if any.
+  return step != Step::kClose && (step != Step::kContinue || Read(c));
+}
+
+// Answers a request that cannot be served and closes the connection after.
+Step IoThread::Fail(Conn& c, int status, std::string message) {
+  (status == 413 ? srv_.stats.refused_too_large : srv_.stats.refused_malformed)++;
+  c.close_after_write = true;
+  Queue(c, HttpResponse{status, "text/plain", std::move(message), {}}, false);
+  return Send(c);
+}
+
+// Answers a request its authorizer refused, then closes the connection: a
+// client gets one try per connection (no guessing token after token down one
+// keep-alive connection, pipelined or not). Its body, and whatever it sent
+// after, is never read: the connection lingers to drop it, so the close does
+// not reset the connection before the client has read the answer.
+Step IoThread::Refuse(Conn& c, HttpResponse resp) {
+  c.linger = true;
+  c.close_after_write = true;
+  Queue(c, std::move(resp), c.parser.head().head_method);
+  c.parser.request() = HttpRequest{};
+  return Send(c);
+}
+
+// Puts the response's head into out_head and takes its body as out_body.
+void IoThread::Queue(Conn& c, HttpResponse resp, bool head_only) {
+  std::string& h = c.out_head;
+  if (c.out_sent > 0) {  // what is left of a 100 Continue goes first
+    h.erase(0, c.out_sent);
+    c.out_sent = 0;
+  }
+  const int status = resp.status >= 100 && resp.status <= 999 ? resp.status : 500;
+  h += "HTTP/1.1 ";
+  h += std::to_string(status);
+  h += ' ';
+  h += Reason(status);
+  h += "\r\nServer: spanhouse\r\nContent-Type: ";
+  h += resp.content_type;
+  h += "\r\nContent-Length: ";
+  h += std::to_string(resp.body.size());
+  h += "\r\n";
+  for (const auto& [name, value] : resp.headers) {
+    h += name;
+    h += ": ";
+    h += value;
+    h += "\r\n";
+  }
+  if (c.close_after_write) {
+    h += "Connection: close\r\n";
+  } else if (c.parser.head().http10) {
+    h += "Connection: keep-alive\r\n";
+  }
+  h += "\r\n";
+  // A HEAD answer has the GET answer's Content-Length but no body.
+  if (head_only) return;
+  if (c.ssl != nullptr && resp.body.size() <= 16 * 1024) {
+    h += resp.body;  // one TLS record, one write, instead of two of each
+  } else {
+    c.out_body = std::move(resp.body);
+  }
+}
+
+Step IoThread::Send(Conn& c) {
+  c.state = State::kWrite;
+  c.since = now_;
+  switch (Flush(c)) {
+    case Flushed::kError:
+      return Step::kClose;
+    case Flushed::kPending:
+      return Step::kWait;
+    case Flushed::kDone:
+      break;
+  }
+  return AfterResponse(c);
+}
+
+// The response is written: close, or get ready for the next request.
+Step IoThread::AfterResponse(Conn& c) {
+  if (c.close_after_write) return c.linger ? StartLinger(c) : Step::kClose;
+  c.state = State::kRead;
+  c.parser.Next();
+  c.mid_request = c.buffered() > 0;  // pipelined
+  c.since = now_;
+  return Step::kContinue;
+}
+
+// Says "no more from here" (close_notify for TLS, then a FIN) and reads on,
+// dropping what comes, until the client closes, or has sent more than a
+// body could be, or the idle timeout closes the connection. Gives a client
+// that sends a whole body before reading the answer the chance to read it.
+Step IoThread::StartLinger(Conn& c) {
+  if (c.ssl != nullptr) {
+    // The close_notify goes now or never: the session is not used again
+    // (the linger reads raw bytes), so it is freed at once.
+    EndTls(c, !c.tls_broken);
+  }
+  if (shutdown(c.fd, SHUT_WR) != 0) return Step::kClose;
+  c.state = State::kLinger;
+  c.lingered = 0;
+  c.since = now_;
+  return Drain(c) ? Step::kWait : Step::kClose;
+}
+
+// kLinger: drops what the socket holds, up to the same number of reads per
+// event as Read, so that one fast sender cannot hold the thread (epoll,
+// level-triggered, comes back for the rest). False: close now.
+bool IoThread::Drain(Conn& c) {
+  if (!c.in) c.in = std::make_unique_for_overwrite<char[]>(kInBufferBytes);
+  for (int reads = 0; reads < kMaxReadsPerEvent;) {
+    // Raw bytes, TLS records included: nothing of them is used.
+    const ssize_t n = recv(c.fd, c.in.get(), kInBufferBytes, 0);
+    if (n > 0) {
+      ++reads;
+      c.lingered += n;
+      if (c.lingered > srv_.opts.max_body_bytes + kInBufferBytes) return false;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+  }
+  return true;  // the budget is spent: more on the next event
+}
+
+// Writes as much of out_head + out_body as the socket takes.
+Flushed IoThread::Flush(Conn& c) {
+  const size_t total = c.out_head.size() + c.out_body.size();
+  while (c.out_sent < total) {
+    const ssize_t n = Transmit(c);
+    if (n == -1) return Flushed::kPending;
+    if (n < 0) return Flushed::kError;
+    c.out_sent += n;
+    if (c.state == State::kWrite) c.since = now_;
+  }
+  c.out_head.clear();          // its capacity is kept for the next response
+  c.out_body = std::string();  // a response body may be big: let it go
+  c.out_sent = 0;
+  return Flushed::kDone;
+}
+
+// One write of what is left of out_head + out_body: the bytes written, -1
+// when the socket takes nothing now, -2 when the connection is broken.
+ssize_t IoThread::Transmit(Conn& c) {
+  if (c.ssl != nullptr) return TransmitTls(c);
+  for (;;) {
+    iovec iov[2];
+    int n_iov = 0;
+    if (c.out_sent < c.out_head.size()) {
+      iov[n_iov++] = {c.out_head.data() + c.out_sent, c.out_head.size() - c.out_sent};
+    }
+    if (!c.out_body.empty()) {
+      const size_t off = c.out_sent > c.out_head.size() ? c.out_sent - c.out_head.size() : 0;
+      iov[n_iov++] = {c.out_body.data() + off, c.out_body.size() - off};
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = n_iov;
+    const ssize_t n = sendmsg(c.fd, &msg, MSG_NOSIGNAL);
+    if (n >= 0) return n;
+    if (errno == EINTR) continue;
+    return errno == EAGAIN || errno == EWOULDBLOCK ? -1 : -2;
+  }
+}
+
+}  // namespace detail
+
+}  // namespace spanhouse::net
+
+namespace spanhouse::net::detail {
+
+IoThread::IoThread(HttpServer::Impl& srv)
+    : srv_(srv),
+      limits_{.max_head_bytes = kInBufferBytes, .max_body_bytes = srv.opts.max_body_bytes},
+      mailbox_(std::make_shared<Mailbox>()) {}
+
+IoThread::~IoThread() {
+  {
+    // Responders still out answer into the void from now on.
+    std::lock_guard<std::mutex> lock(mailbox_->mu);
+    mailbox_->wake_fd = -1;
+    mailbox_->answers.clear();
+  }
+  if (epfd_ >= 0) close(epfd_);
+  if (wake_fd_ >= 0) close(wake_fd_);
+}
+
+bool IoThread::Init() {
+  epfd_ = epoll_create1(EPOLL_CLOEXEC);
+  if (epfd_ < 0) return false;
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd_ < 0) return false;
+  {
+    std::lock_guard<std::mutex> lock(mailbox_->mu);
+    mailbox_->wake_fd = wake_fd_;
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.ptr = &wake_key_;
+  if (epoll_ctl(epfd_, EPOLL_CTL_ADD, wake_fd_, &ev) != 0) return false;
+  return Listen();
+}
+
+void IoThread::Start(int index) {
+  thread_ = std::thread([this] { Run(); });
+  // "otlp-http-0": what top -H and perf show (15 characters at most).
+  const std::string name = srv_.opts.name.substr(0, 11) + "-" + std::to_string(index % 100);
+  pthread_setname_np(thread_.native_handle(), name.c_str());
+}
+
+void IoThread::Wake() {
+  const uint64_t one = 1;
+  [[maybe_unused]] const ssize_t n = write(wake_fd_, &one, sizeof(one));
+}
 
 bool IoThread::Listen() {
   epoll_event ev{};
@@ -732,19 +943,12 @@ void IoThread::Accept() {
     if (const int sndbuf = srv_.opts.send_buffer_bytes; sndbuf > 0) {
       setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
     }
-    auto c = std::make_unique<Conn>();
+    auto c = std::make_unique<Conn>(limits_);
     c->fd = fd;
     c->id = next_conn_id_++;
-    if (srv_.opts.tls) {
-      c->ssl = SSL_new(srv_.opts.tls->ctx());
-      if (c->ssl == nullptr || SSL_set_fd(c->ssl, fd) != 1) {
-        spdlog::warn("{}: cannot start a TLS session", srv_.opts.name);
-        ERR_clear_error();
-        SSL_free(c->ssl);
-        close(fd);
-        continue;
-      }
-      SSL_set_accept_state(c->ssl);  // the first SSL_read does the handshake
+    if (srv_.opts.tls && !StartTls(*c)) {
+      close(fd);
+      continue;
     }
     c->index = conns_.size();
     c->events = EPOLLIN;
@@ -809,12 +1013,7 @@ void IoThread::Remove(Conn& c) {
 // waiting for the client's) and closes the socket.
 void IoThread::Close(Conn& c) {
   if (c.ssl != nullptr) {
-    if (!c.tls_broken && c.state != State::kLinger && SSL_is_init_finished(c.ssl)) {
-      SSL_shutdown(c.ssl);
-    }
-    ERR_clear_error();
-    SSL_free(c.ssl);
-    c.ssl = nullptr;
+    EndTls(c, !c.tls_broken && c.state != State::kLinger && SSL_is_init_finished(c.ssl));
   }
   close(c.fd);  // also takes it out of epfd_
 }
@@ -889,10 +1088,11 @@ bool IoThread::Read(Conn& c) {
 
     char* dst;
     size_t want;
-    if (c.state == State::kBody) {
+    const std::span<char> body = c.parser.BodyRoom();
+    if (!body.empty()) {
       // Straight into the body, all that is missing at once.
-      dst = c.req.body.data() + c.body_fill;
-      want = c.body_target - c.body_fill;
+      dst = body.data();
+      want = body.size();
     } else {
       if (!c.in) c.in = std::make_unique_for_overwrite<char[]>(kInBufferBytes);
       if (c.in_begin > 0) {
@@ -910,11 +1110,11 @@ bool IoThread::Read(Conn& c) {
       // epoll says when it has, which saves a recv() that would fail. Not
       // so for TLS, which returns a record at a time.
       drained = c.ssl == nullptr && static_cast<size_t>(n) < want;
-      if (c.state == State::kBody) {
-        c.body_fill += n;
+      if (!body.empty()) {
+        c.parser.BodyFilled(n);
       } else {
         c.in_end += n;
-        if (c.state == State::kHead && !c.mid_request) {
+        if (c.parser.reading_head() && !c.mid_request) {
           c.mid_request = true;
           c.since = now_;
         }
@@ -935,6 +1135,100 @@ ssize_t IoThread::Receive(Conn& c, char* dst, size_t want) {
     if (errno == EINTR) continue;
     return errno == EAGAIN || errno == EWOULDBLOCK ? -1 : 0;
   }
+}
+
+// Parses what is buffered as far as it goes, answering complete requests.
+Step IoThread::Advance(Conn& c) {
+  for (;;) {
+    if (c.state != State::kRead) return Step::kWait;
+    size_t used = 0;
+    const HttpRequestParser::Event event = c.parser.Feed({c.data(), c.buffered()}, &used);
+    c.Consume(used);
+    Step step = Step::kContinue;
+    switch (event) {
+      case HttpRequestParser::Event::kNeedInput:
+        return Step::kNeedInput;
+      case HttpRequestParser::Event::kHead:
+        step = OnHead(c);
+        break;
+      case HttpRequestParser::Event::kRequest:
+        step = Respond(c);
+        break;
+      case HttpRequestParser::Event::kError:
+        return Fail(c, c.parser.error_status(), c.parser.error_message());
+    }
+    if (step != Step::kContinue) return step;
+  }
+}
+
+// A request's head is in: the authorizer sees it before a 100 Continue and
+// before the body, so a refused client is answered from its head alone.
+// (The Authorization value it gets is still valid: nothing has been read
+// into the input buffer since the head.)
+Step IoThread::OnHead(Conn& c) {
+  if (srv_.opts.authorize) {
+    HttpResponse refusal;
+    const AuthorizationHeader authorization = c.parser.TakeAuthorization();
+    if (!srv_.opts.authorize(c.parser.request(), authorization, refusal)) {
+      return Refuse(c, std::move(refusal));
+    }
+  }
+  if (c.parser.ExpectsContinue(c.buffered()) && !SendContinue(c)) return Step::kClose;
+  return Step::kContinue;
+}
+
+// Watch for reads while a request is being read, for writes while anything
+// is waiting to be written, and never for reads while a response is. A TLS
+// call blocked on the other event replaces its direction's usual one: a
+// read that waits for room to write must not be woken by input it cannot
+// take (level-triggered, that would fire until the client reads), nor a
+// write that waits for input by room it cannot use.
+void IoThread::UpdateInterest(Conn& c) {
+  uint32_t want = 0;
+  if (c.state == State::kLinger) {
+    want = EPOLLIN;  // raw reads, no TLS
+  } else {
+    if (c.state != State::kWrite && c.state != State::kDeferred) {
+      want |= c.read_needs == TlsNeed::kOut ? EPOLLOUT : EPOLLIN;
+    }
+    if (c.state == State::kWrite || c.out_pending()) {
+      want |= c.write_needs == TlsNeed::kIn ? EPOLLIN : EPOLLOUT;
+    }
+  }
+  if (want == c.events) return;
+  epoll_event ev{};
+  ev.events = want;
+  ev.data.ptr = &c;
+  if (epoll_ctl(epfd_, EPOLL_CTL_MOD, c.fd, &ev) == 0) c.events = want;
+}
+
+}  // namespace spanhouse::net::detail
+
+namespace spanhouse::net::detail {
+
+// A new connection's session; the first SSL_read does the handshake. False:
+// it could not be made (logged; the caller closes the socket).
+bool IoThread::StartTls(Conn& c) {
+  c.ssl = SSL_new(srv_.opts.tls->ctx());
+  if (c.ssl == nullptr || SSL_set_fd(c.ssl, c.fd) != 1) {
+    spdlog::warn("{}: cannot start a TLS session", srv_.opts.name);
+    ERR_clear_error();
+    SSL_free(c.ssl);
+    c.ssl = nullptr;
+    return false;
+  }
+  SSL_set_accept_state(c.ssl);
+  return true;
+}
+
+// Ends the session, with a close_notify if `notify` and the socket takes it
+// now (no waiting for the client's), and frees it.
+void IoThread::EndTls(Conn& c, bool notify) {
+  ERR_clear_error();
+  if (notify) SSL_shutdown(c.ssl);
+  ERR_clear_error();
+  SSL_free(c.ssl);
+  c.ssl = nullptr;
 }
 
 ssize_t IoThread::ReceiveTls(Conn& c, char* dst, size_t want) {
@@ -996,439 +1290,6 @@ void IoThread::TlsFailed(Conn& c, const char* op, int ret, int err, int sys_errn
   }
 }
 
-// Parses what is buffered as far as it goes, answering complete requests.
-Step IoThread::Advance(Conn& c) {
-  for (;;) {
-    Step step = Step::kContinue;
-    switch (c.state) {
-      case State::kHead:
-        step = OnHead(c);
-        break;
-      case State::kBody:
-        CopyBuffered(c);
-        if (c.body_fill < c.body_target) return Step::kNeedInput;
-        if (c.info.chunked) {
-          c.state = State::kChunkEnd;
-        } else {
-          step = Respond(c);
-        }
-        break;
-      case State::kChunkSize:
-        step = OnChunkSize(c);
-        break;
-      case State::kChunkEnd:
-        step = OnChunkEnd(c);
-        break;
-      case State::kTrailer:
-        step = OnTrailer(c);
-        break;
-      case State::kDeferred:
-      case State::kWrite:
-      case State::kLinger:
-        return Step::kWait;
-    }
-    if (step != Step::kContinue) return step;
-  }
-}
-
-Step IoThread::OnHead(Conn& c) {
-  // Empty lines before a request line are ignored (RFC 9112, 2.2).
-  while (c.scan == 0 && c.buffered() > 0) {
-    const char* p = c.data();
-    if (p[0] == '\n') {
-      c.Consume(1);
-    } else if (p[0] == '\r' && c.buffered() >= 2 && p[1] == '\n') {
-      c.Consume(2);
-    } else if (p[0] == '\r' && c.buffered() == 1) {
-      return Step::kNeedInput;
-    } else {
-      break;
-    }
-  }
-  if (c.buffered() == 0) return Step::kNeedInput;
-
-  // Find the empty line that ends the head, a line at a time from where the
-  // last look stopped.
-  size_t head_len = 0;
-  while (head_len == 0) {
-    const char* line = c.data() + c.scan;
-    const auto* nl = static_cast<const char*>(std::memchr(line, '\n', c.buffered() - c.scan));
-    if (nl == nullptr) {
-      if (c.buffered() >= kInBufferBytes) {
-        return Fail(c, 431, "request head exceeds " + std::to_string(kInBufferBytes) + " bytes\n");
-      }
-      return Step::kNeedInput;
-    }
-    const size_t len = nl - line;
-    c.scan += len + 1;
-    if (len == 0 || (len == 1 && line[0] == '\r')) head_len = c.scan;  // never the first line
-  }
-  const char* error = ParseHead(std::string_view(c.data(), head_len), c.req, c.info);
-  c.Consume(head_len);
-  c.scan = 0;
-  if (error != nullptr) return Fail(c, 400, std::string("malformed HTTP request: ") + error + "\n");
-  if (srv_.opts.authorize) {
-    // Before a 100 Continue and before the body: a refused client is
-    // answered from its head alone. (The view is still valid: nothing has
-    // been read into the buffer since the head.)
-    HttpResponse refusal;
-    const AuthorizationHeader authorization = std::exchange(c.info.authorization, {});
-    if (!srv_.opts.authorize(c.req, authorization, refusal)) return Refuse(c, std::move(refusal));
-  }
-
-  const size_t max = srv_.opts.max_body_bytes;
-  if (c.info.chunked) {
-    c.state = State::kChunkSize;
-    return SendContinue(c) ? Step::kContinue : Step::kClose;
-  }
-  const uint64_t length = c.info.content_length.value_or(0);
-  if (length > max) {
-    return Fail(c, 413, "request body exceeds " + std::to_string(max) + " bytes\n");
-  }
-  if (length == 0) return Respond(c);
-  // The one allocation for the body: it is received in place from here on.
-  c.req.body.resize(length);
-  c.body_fill = 0;
-  c.body_target = length;
-  c.state = State::kBody;
-  CopyBuffered(c);
-  if (c.body_fill < c.body_target && !SendContinue(c)) return Step::kClose;
-  return Step::kContinue;
-}
-
-// Moves what the input buffer holds of the body (or chunk) into req.body.
-void IoThread::CopyBuffered(Conn& c) {
-  const size_t n = std::min(c.buffered(), c.body_target - c.body_fill);
-  if (n == 0) return;
-  std::memcpy(c.req.body.data() + c.body_fill, c.data(), n);
-  c.body_fill += n;
-  c.Consume(n);
-}
-
-// chunk-size [ chunk-ext ] CRLF; the extensions are ignored.
-Step IoThread::OnChunkSize(Conn& c) {
-  std::string_view line;
-  switch (TakeLine(c, kMaxChunkLine, &line)) {
-    case LineResult::kNeedMore:
-      return Step::kNeedInput;
-    case LineResult::kTooLong:
-      return Fail(c, 400, "malformed HTTP request: chunk size line too long\n");
-    case LineResult::kLine:
-      break;
-  }
-  uint64_t size = 0;
-  size_t digits = 0;
-  for (; digits < line.size() && HexValue(line[digits]) >= 0; ++digits) {
-    if (digits == 15) return Fail(c, 400, "malformed HTTP request: chunk size too large\n");
-    size = size * 16 + HexValue(line[digits]);
-  }
-  const std::string_view rest = Trim(line.substr(digits));
-  if (digits == 0 || (!rest.empty() && rest.front() != ';')) {
-    return Fail(c, 400, "malformed HTTP request: bad chunk size\n");
-  }
-  if (size == 0) {
-    c.state = State::kTrailer;
-    return Step::kContinue;
-  }
-  const size_t max = srv_.opts.max_body_bytes;
-  if (size > max - c.req.body.size()) {
-    return Fail(c, 413, "request body exceeds " + std::to_string(max) + " bytes\n");
-  }
-  c.body_fill = c.req.body.size();
-  c.body_target = c.body_fill + size;
-  c.req.body.resize(c.body_target);  // grows geometrically over the chunks
-  c.state = State::kBody;
-  return Step::kContinue;
-}
-
-Step IoThread::OnChunkEnd(Conn& c) {
-  if (c.buffered() == 0) return Step::kNeedInput;
-  const char* p = c.data();
-  if (p[0] == '\n') {
-    c.Consume(1);
-  } else if (p[0] == '\r' && c.buffered() == 1) {
-    return Step::kNeedInput;
-  } else if (p[0] == '\r' && p[1] == '\n') {
-    c.Consume(2);
-  } else {
-    return Fail(c, 400, "malformed HTTP request: chunk data longer than its size\n");
-  }
-  c.state = State::kChunkSize;
-  return Step::kContinue;
-}
-
-// Trailer fields are read and dropped, up to an empty line.
-Step IoThread::OnTrailer(Conn& c) {
-  std::string_view line;
-  switch (TakeLine(c, kMaxTrailerBytes, &line)) {
-    case LineResult::kNeedMore:
-      return Step::kNeedInput;
-    case LineResult::kTooLong:
-      return Fail(c, 400, "malformed HTTP request: trailer section too large\n");
-    case LineResult::kLine:
-      break;
-  }
-  c.trailer_bytes += line.size() + 2;
-  if (c.trailer_bytes > kMaxTrailerBytes) {
-    return Fail(c, 400, "malformed HTTP request: trailer section too large\n");
-  }
-  return line.empty() ? Respond(c) : Step::kContinue;
-}
-
-// An HTTP/1.1 client that asked with Expect: 100-continue waits for this
-// before it sends the body. False: the connection is broken.
-bool IoThread::SendContinue(Conn& c) {
-  if (!c.info.expect_continue || c.info.http10) return true;
-  c.out_head.append(kContinue);
-  return Flush(c) != Flushed::kError;  // kPending: UpdateInterest adds EPOLLOUT
-}
-
-// Runs the handler on the complete request and starts writing its answer,
-// or waits for it if the handler deferred it.
-Step IoThread::Respond(Conn& c) {
-  HttpResponse resp;
-  ConnDeferral later(mailbox_, c.id);
-  srv_.in_flight.fetch_add(1);
-  try {
-    srv_.handler(c.req, resp, later);
-  } catch (const std::exception& e) {
-    // A handler must not throw; if one does, the client gets a 500 and the
-    // server keeps serving.
-    spdlog::error("{}: handler threw: {}", srv_.opts.name, e.what());
-    resp = HttpResponse{500, "text/plain", "internal error\n", {}};
-  } catch (...) {
-    spdlog::error("{}: handler threw a non-exception", srv_.opts.name);
-    resp = HttpResponse{500, "text/plain", "internal error\n", {}};
-  }
-  now_ = Clock::now();
-  c.req = HttpRequest{};  // frees the body unless the handler took it
-  // A handler that deferred and then threw answers through its responder
-  // all the same (a 503 if the throw destroyed it).
-  if (later.deferred()) return Await(c);
-  srv_.in_flight.fetch_sub(1);
-  // Once Stop() has begun, answers close their connections so clients go
-  // elsewhere instead of sending more.
-  c.close_after_write = !c.info.keep_alive() || !srv_.accepting.load();
-  Queue(c, std::move(resp), c.info.head_method);
-  return Send(c);
-}
-
-// The handler answers later: the request stays in flight, and the
-// connection reads nothing until the answer comes, so that answers to
-// pipelined requests go out in order.
-Step IoThread::Await(Conn& c) {
-  c.state = State::kDeferred;
-  c.since = now_;
-  awaiting_.emplace(c.id, &c);
-  return Step::kWait;
-}
-
-// Writes the deferred answers posted to this thread, each to its connection
-// if that is still open.
-void IoThread::TakeAnswers() {
-  {
-    std::lock_guard<std::mutex> lock(mailbox_->mu);
-    answers_.swap(mailbox_->answers);
-  }
-  for (auto& [id, resp] : answers_) {
-    const auto it = awaiting_.find(id);
-    if (it == awaiting_.end()) continue;  // closed meanwhile: nobody to tell
-    Conn& c = *it->second;
-    awaiting_.erase(it);
-    srv_.in_flight.fetch_sub(1);
-    bool keep = false;
-    try {
-      keep = Answer(c, std::move(resp));
-    } catch (const std::exception& e) {
-      spdlog::error("{}: closing a connection: {}", srv_.opts.name, e.what());
-    }
-    if (keep) {
-      UpdateInterest(c);
-    } else {
-      Remove(c);
-    }
-  }
-  answers_.clear();
-}
-
-// Starts writing a deferred answer, then goes on with the connection as
-// after any response. False: close it.
-bool IoThread::Answer(Conn& c, HttpResponse&& resp) {
-  c.close_after_write = !c.info.keep_alive() || !srv_.accepting.load();
-  Queue(c, std::move(resp), c.info.head_method);
-  const Step step = Send(c);
-  // kContinue: written at once; on to a pipelined request, if any.
-  return step != Step::kClose && (step != Step::kContinue || Read(c));
-}
-
-// Answers a request that cannot be served and closes the connection after.
-Step IoThread::Fail(Conn& c, int status, std::string message) {
-  (status == 413 ? srv_.stats.refused_too_large : srv_.stats.refused_malformed)++;
-  c.close_after_write = true;
-  Queue(c, HttpResponse{status, "text/plain", std::move(message), {}}, false);
-  c.req = HttpRequest{};
-  return Send(c);
-}
-
-// Answers a request its authorizer refused, then closes the connection: a
-// client gets one try per connection (no guessing token after token down one
-// keep-alive connection, pipelined or not). Its body, and whatever it sent
-// after, is never read: the connection lingers to drop it, so the close does
-// not reset the connection before the client has read the answer.
-Step IoThread::Refuse(Conn& c, HttpResponse resp) {
-  c.linger = true;
-  c.close_after_write = true;
-  Queue(c, std::move(resp), c.info.head_method);
-  c.req = HttpRequest{};
-  return Send(c);
-}
-
-// Puts the response's head into out_head and takes its body as out_body.
-void IoThread::Queue(Conn& c, HttpResponse resp, bool head_only) {
-  std::string& h = c.out_head;
-  if (c.out_sent > 0) {  // what is left of a 100 Continue goes first
-    h.erase(0, c.out_sent);
-    c.out_sent = 0;
-  }
-  const int status = resp.status >= 100 && resp.status <= 999 ? resp.status : 500;
-  h += "HTTP/1.1 ";
-  h += std::to_string(status);
-  h += ' ';
-  h += Reason(status);
-  h += "\r\nServer: spanhouse\r\nContent-Type: ";
-  h += resp.content_type;
-  h += "\r\nContent-Length: ";
-  h += std::to_string(resp.body.size());
-  h += "\r\n";
-  for (const auto& [name, value] : resp.headers) {
-    h += name;
-    h += ": ";
-    h += value;
-    h += "\r\n";
-  }
-  if (c.close_after_write) {
-    h += "Connection: close\r\n";
-  } else if (c.info.http10) {
-    h += "Connection: keep-alive\r\n";
-  }
-  h += "\r\n";
-  // A HEAD answer has the GET answer's Content-Length but no body.
-  if (head_only) return;
-  if (c.ssl != nullptr && resp.body.size() <= 16 * 1024) {
-    h += resp.body;  // one TLS record, one write, instead of two of each
-  } else {
-    c.out_body = std::move(resp.body);
-  }
-}
-
-Step IoThread::Send(Conn& c) {
-  c.state = State::kWrite;
-  c.since = now_;
-  switch (Flush(c)) {
-    case Flushed::kError:
-      return Step::kClose;
-    case Flushed::kPending:
-      return Step::kWait;
-    case Flushed::kDone:
-      break;
-  }
-  return AfterResponse(c);
-}
-
-// The response is written: close, or get ready for the next request.
-Step IoThread::AfterResponse(Conn& c) {
-  if (c.close_after_write) return c.linger ? StartLinger(c) : Step::kClose;
-  c.state = State::kHead;
-  c.info = HeadInfo{};
-  c.scan = 0;
-  c.body_fill = c.body_target = 0;
-  c.trailer_bytes = 0;
-  c.mid_request = c.buffered() > 0;  // pipelined
-  c.since = now_;
-  return Step::kContinue;
-}
-
-// Says "no more from here" (close_notify for TLS, then a FIN) and reads on,
-// dropping what comes, until the client closes, or has sent more than a
-// body could be, or the idle timeout closes the connection. Gives a client
-// that sends a whole body before reading the answer the chance to read it.
-Step IoThread::StartLinger(Conn& c) {
-  if (c.ssl != nullptr) {
-    // The close_notify goes now or never: the session is not used again
-    // (the linger reads raw bytes), so it is freed at once.
-    ERR_clear_error();
-    if (!c.tls_broken) SSL_shutdown(c.ssl);
-    ERR_clear_error();
-    SSL_free(c.ssl);
-    c.ssl = nullptr;
-  }
-  if (shutdown(c.fd, SHUT_WR) != 0) return Step::kClose;
-  c.state = State::kLinger;
-  c.lingered = 0;
-  c.since = now_;
-  return Drain(c) ? Step::kWait : Step::kClose;
-}
-
-// kLinger: drops what the socket holds, up to the same number of reads per
-// event as Read, so that one fast sender cannot hold the thread (epoll,
-// level-triggered, comes back for the rest). False: close now.
-bool IoThread::Drain(Conn& c) {
-  if (!c.in) c.in = std::make_unique_for_overwrite<char[]>(kInBufferBytes);
-  for (int reads = 0; reads < kMaxReadsPerEvent;) {
-    // Raw bytes, TLS records included: nothing of them is used.
-    const ssize_t n = recv(c.fd, c.in.get(), kInBufferBytes, 0);
-    if (n > 0) {
-      ++reads;
-      c.lingered += n;
-      if (c.lingered > srv_.opts.max_body_bytes + kInBufferBytes) return false;
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
-  }
-  return true;  // the budget is spent: more on the next event
-}
-
-// Writes as much of out_head + out_body as the socket takes.
-Flushed IoThread::Flush(Conn& c) {
-  const size_t total = c.out_head.size() + c.out_body.size();
-  while (c.out_sent < total) {
-    const ssize_t n = Transmit(c);
-    if (n == -1) return Flushed::kPending;
-    if (n < 0) return Flushed::kError;
-    c.out_sent += n;
-    if (c.state == State::kWrite) c.since = now_;
-  }
-  c.out_head.clear();          // its capacity is kept for the next response
-  c.out_body = std::string();  // a response body may be big: let it go
-  c.out_sent = 0;
-  return Flushed::kDone;
-}
-
-// One write of what is left of out_head + out_body: the bytes written, -1
-// when the socket takes nothing now, -2 when the connection is broken.
-ssize_t IoThread::Transmit(Conn& c) {
-  if (c.ssl != nullptr) return TransmitTls(c);
-  for (;;) {
-    iovec iov[2];
-    int n_iov = 0;
-    if (c.out_sent < c.out_head.size()) {
-      iov[n_iov++] = {c.out_head.data() + c.out_sent, c.out_head.size() - c.out_sent};
-    }
-    if (!c.out_body.empty()) {
-      const size_t off = c.out_sent > c.out_head.size() ? c.out_sent - c.out_head.size() : 0;
-      iov[n_iov++] = {c.out_body.data() + off, c.out_body.size() - off};
-    }
-    msghdr msg{};
-    msg.msg_iov = iov;
-    msg.msg_iovlen = n_iov;
-    const ssize_t n = sendmsg(c.fd, &msg, MSG_NOSIGNAL);
-    if (n >= 0) return n;
-    if (errno == EINTR) continue;
-    return errno == EAGAIN || errno == EWOULDBLOCK ? -1 : -2;
-  }
-}
-
 // A write goes from one string at a time (SSL_write has no iovec); after
 // WANT_WRITE it is retried from the same offset, as OpenSSL requires.
 ssize_t IoThread::TransmitTls(Conn& c) {
@@ -1450,137 +1311,4 @@ ssize_t IoThread::TransmitTls(Conn& c) {
   return r == -1 ? -1 : -2;
 }
 
-// Watch for reads while a request is being read, for writes while anything
-// is waiting to be written, and never for reads while a response is. A TLS
-// call blocked on the other event replaces its direction's usual one: a
-// read that waits for room to write must not be woken by input it cannot
-// take (level-triggered, that would fire until the client reads), nor a
-// write that waits for input by room it cannot use.
-void IoThread::UpdateInterest(Conn& c) {
-  uint32_t want = 0;
-  if (c.state == State::kLinger) {
-    want = EPOLLIN;  // raw reads, no TLS
-  } else {
-    if (c.state != State::kWrite && c.state != State::kDeferred) {
-      want |= c.read_needs == TlsNeed::kOut ? EPOLLOUT : EPOLLIN;
-    }
-    if (c.state == State::kWrite || c.out_pending()) {
-      want |= c.write_needs == TlsNeed::kIn ? EPOLLIN : EPOLLOUT;
-    }
-  }
-  if (want == c.events) return;
-  epoll_event ev{};
-  ev.events = want;
-  ev.data.ptr = &c;
-  if (epoll_ctl(epfd_, EPOLL_CTL_MOD, c.fd, &ev) == 0) c.events = want;
-}
-
-}  // namespace
-
-HttpServer::HttpServer(HttpServerOptions options, HttpHandler handler)
-    : HttpServer(std::move(options),
-                 [handler = std::move(handler)](HttpRequest& req, HttpResponse& resp,
-                                                HttpDeferral&) { handler(req, resp); }) {}
-
-HttpServer::HttpServer(HttpServerOptions options, DeferringHttpHandler handler)
-    : impl_(std::make_unique<Impl>()) {
-  impl_->opts = std::move(options);
-  impl_->handler = std::move(handler);
-}
-
-const HttpServerStats& HttpServer::stats() const {
-  return impl_->stats;
-}
-
-HttpServer::~HttpServer() {
-  Stop(std::chrono::milliseconds(0));
-}
-
-Status HttpServer::Start() {
-  Impl& s = *impl_;
-  if (s.listen_fd >= 0 || !s.threads.empty()) return Status::Internal("server already started");
-  std::string host;
-  uint16_t port;
-  if (!SplitHostPort(s.opts.address, &host, &port)) {
-    return Status::Invalid("bad listen address '" + s.opts.address + "' (want host:port)");
-  }
-  if (host == "localhost") host = "127.0.0.1";
-  sockaddr_storage addr{};
-  socklen_t addr_len;
-  if (host.find(':') != std::string::npos) {
-    auto* a6 = reinterpret_cast<sockaddr_in6*>(&addr);
-    a6->sin6_family = AF_INET6;
-    a6->sin6_port = htons(port);
-    if (inet_pton(AF_INET6, host.c_str(), &a6->sin6_addr) != 1) {
-      return Status::Invalid("bad listen host '" + host + "': not an IPv6 address");
-    }
-    addr_len = sizeof(sockaddr_in6);
-  } else {
-    auto* a4 = reinterpret_cast<sockaddr_in*>(&addr);
-    a4->sin_family = AF_INET;
-    a4->sin_port = htons(port);
-    if (inet_pton(AF_INET, host.c_str(), &a4->sin_addr) != 1) {
-      return Status::Invalid("bad listen host '" + host + "': not an IP address");
-    }
-    addr_len = sizeof(sockaddr_in);
-  }
-
-  auto fail = [&](const std::string& what) {
-    const std::string message =
-        "cannot listen on " + s.opts.address + ": " + what + ": " + std::strerror(errno);
-    s.threads.clear();
-    if (s.listen_fd >= 0) close(s.listen_fd);
-    s.listen_fd = -1;
-    return Status::Unavailable(message);
-  };
-  s.listen_fd = socket(addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (s.listen_fd < 0) return fail("socket");
-  const int one = 1;
-  if (setsockopt(s.listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0) {
-    return fail("SO_REUSEADDR");
-  }
-  if (bind(s.listen_fd, reinterpret_cast<const sockaddr*>(&addr), addr_len) != 0) {
-    return fail("bind");
-  }
-  if (listen(s.listen_fd, SOMAXCONN) != 0) return fail("listen");
-  sockaddr_storage bound{};
-  socklen_t bound_len = sizeof(bound);
-  if (getsockname(s.listen_fd, reinterpret_cast<sockaddr*>(&bound), &bound_len) != 0) {
-    return fail("getsockname");
-  }
-  port_ = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
-                                            : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
-
-  for (int i = 0; i < std::max(1, s.opts.threads); ++i) {
-    s.threads.push_back(std::make_unique<IoThread>(s));
-    if (!s.threads.back()->Init()) return fail("epoll");
-  }
-  s.accepting = true;
-  s.stopping = false;
-  for (size_t i = 0; i < s.threads.size(); ++i) s.threads[i]->Start(static_cast<int>(i));
-  return Status::Ok();
-}
-
-void HttpServer::Stop(std::chrono::milliseconds grace) {
-  Impl& s = *impl_;
-  std::lock_guard<std::mutex> lock(s.stop_mu);
-  if (s.threads.empty()) return;
-  // Stop accepting: connects are refused from now on, and each thread takes
-  // the listening socket out of its epoll when it wakes to the flag.
-  s.accepting = false;
-  shutdown(s.listen_fd, SHUT_RDWR);
-  for (auto& t : s.threads) t->Wake();
-  const auto deadline = std::chrono::steady_clock::now() + grace;
-  while (s.in_flight.load() > 0 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  // Each thread closes its connections on the way out.
-  s.stopping = true;
-  for (auto& t : s.threads) t->Wake();
-  for (auto& t : s.threads) t->Join();
-  s.threads.clear();
-  close(s.listen_fd);
-  s.listen_fd = -1;
-}
-
-}  // namespace spanhouse::net
+}  // namespace spanhouse::net::detail

@@ -16,22 +16,10 @@
 #include <vector>
 
 #include "common/status.h"
+#include "net/http_parser.h"  // HttpRequest, AuthorizationHeader
 #include "net/tls.h"
 
 namespace spanhouse::net {
-
-struct HttpRequest {
-  std::string method;
-  std::string target;  // path and query string
-  std::string content_type;
-  std::string content_encoding;
-  std::string if_none_match;  // the first If-None-Match header (conditional GETs of the UI's files)
-  std::string body;
-  std::string_view path() const {
-    std::string_view t = target;
-    return t.substr(0, t.find('?'));
-  }
-};
 
 struct HttpResponse {
   int status = 200;
@@ -99,10 +87,6 @@ using DeferringHttpHandler = std::function<void(HttpRequest&, HttpResponse&, Htt
 // (no copy per request). True: go on. False: `resp` is the answer, after
 // which the connection is closed (a refused client gets no second try on
 // it; a request's unread body is drained first so the answer arrives).
-struct AuthorizationHeader {
-  std::string_view value;  // the first Authorization header's value
-  int count = 0;           // 0: none; more than 1: ambiguous
-};
 using HttpAuthorizer = std::function<bool(const HttpRequest& head,
                                           const AuthorizationHeader& authorization, HttpResponse&)>;
 
