@@ -27,6 +27,10 @@
 
 namespace spanhouse::loadgen {
 
+namespace corpus {
+struct TraceBuilder;
+}  // namespace corpus
+
 struct CorpusOptions {
   uint64_t seed = 1;
 };
@@ -56,8 +60,7 @@ class TraceGenerator {
   void SetRunId(std::string_view run_id);
 
  private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
+  std::unique_ptr<corpus::TraceBuilder> builder_;
 };
 
 }  // namespace spanhouse::loadgen
