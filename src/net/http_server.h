@@ -138,7 +138,7 @@ class HttpServer {
   uint16_t port() const { return port_; }
   const HttpServerStats& stats() const;
 
-  struct Impl;  // public so the .cc's I/O thread class can name it
+  struct Impl;  // public so the I/O thread (io_thread.h) can name it
 
  private:
   std::unique_ptr<Impl> impl_;
