@@ -1,75 +1,21 @@
 // SpanBatch <-> Native block of the spans table (columns as in schema.h).
+//
+// The encoder is span_block_encode.cc (the rows' order and the resources
+// table's block too), the decoder span_block_decode.cc; the user_fields
+// column is user_fields.h's, the dictionaries of a block key_index.h's.
 #pragma once
 
-#include <memory>
 #include <string>
 #include <string_view>
-#include <unordered_set>
 #include <vector>
 
 #include "common/status.h"
 #include "model/span_batch.h"
 #include "storage/clickhouse/native.h"
 #include "storage/clickhouse/schema.h"
+#include "storage/clickhouse/user_fields.h"
 
 namespace spanhouse::storage {
-
-// Which attribute keys are user-defined fields, copied into the spans
-// table's `user_fields` JSON column: those outside the well-known
-// semantic-convention namespaces. A key is well-known when it equals a listed
-// namespace or starts with one followed by a dot ("http" covers
-// "http.request.method"; "app.internal" covers "app.internal.x").
-class UserFields {
- public:
-  explicit UserFields(const std::vector<std::string>& well_known);
-  // The OpenTelemetry semantic-convention namespaces (http, db, rpc, k8s, ...).
-  static const std::vector<std::string>& DefaultWellKnown();
-  static const UserFields& Default();
-
-  bool IsUserField(std::string_view key) const;
-
- private:
-  std::unordered_set<std::string> well_known_;
-};
-
-// The user_fields value of spans: a JSON object of the span's user-defined
-// attributes, then its resource's (a key in both: the span's comes first,
-// and the engine keeps the first). Which keys are user fields is decided once
-// per distinct key it has seen. The batches' strings must outlive it.
-class UserFieldsJson {
- public:
-  explicit UserFieldsJson(const UserFields& filter);
-  ~UserFieldsJson();
-  UserFieldsJson(const UserFieldsJson&) = delete;
-  UserFieldsJson& operator=(const UserFieldsJson&) = delete;
-
-  // Span `i` of `b`; valid until the next call.
-  std::string_view Of(const SpanBatch& b, uint32_t i);
-
- private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
-};
-
-// Where a span's own user-field attribute keeps its value. Every user field
-// goes to the user_fields JSON column; the question is what stays in the
-// attribute arrays beside it.
-enum class UserFieldValues : uint8_t {
-  // Key, type and value in the arrays too: schema 4, and every engine
-  // without the JSON type.
-  kInArrays,
-  // Key and type in the arrays, the type marked (kTypeInUserFields), the
-  // value empty: the value is stored once, in user_fields, and read back
-  // from there (schema 5). Only values the JSON type gives back exactly:
-  // strings, ints and doubles in their canonical text, bools; not bytes,
-  // arrays, kvlists, non-finite doubles, nor a key past the block's path cap.
-  kMarked,
-  // Left out of the arrays altogether (measured by `bench storage` only: the
-  // reader does not restore these).
-  kDropped,
-};
-// attr_types of a span attribute whose value is in user_fields (kMarked).
-inline constexpr uint8_t kTypeInUserFields = 0x80;
 
 // ResourceFingerprint of every resource of `batch`, by resource index.
 std::vector<uint64_t> ResourceIds(const SpanBatch& batch);
