@@ -8,6 +8,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -320,6 +323,25 @@ TEST(HttpParser, ChunkLineAndTrailerLimits) {
   EXPECT_EQ(p.error_message, "malformed HTTP request: trailer section too large\n");
   EXPECT_EQ(ParseEveryWay(chunked + "0\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n", limits).error_status, 400);
   EXPECT_EQ(ParseEveryWay(chunked + "0\r\n" + std::string(17, 'x'), limits).error_status, 400);
+}
+
+// The fuzz target's seeds (tests/fuzz/corpus/http_request: 4 control bytes, then what a client
+// sends) are requests the server accepts, however they arrive.
+TEST(HttpParser, FuzzSeedsParse) {
+  const std::filesystem::path dir =
+      std::filesystem::path(SPANHOUSE_TESTDATA) / ".." / "fuzz" / "corpus" / "http_request";
+  size_t seeds = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    std::ifstream in(entry.path(), std::ios::binary);
+    const std::string bytes{std::istreambuf_iterator<char>(in), {}};
+    ASSERT_GT(bytes.size(), 4u) << entry.path();
+    const Parsed p = ParseEveryWay(std::string_view(bytes).substr(4));
+    EXPECT_FALSE(p.requests.empty()) << entry.path();
+    EXPECT_EQ(p.error_status, 0) << entry.path() << ": " << p.error_message;
+    EXPECT_EQ(p.left, 0u) << entry.path();
+    ++seeds;
+  }
+  EXPECT_GE(seeds, 5u);
 }
 
 }  // namespace
