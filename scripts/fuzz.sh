@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (tests/fuzz, clang++-14, ASan + UBSan) and runs them.
 #   scripts/fuzz.sh TARGET SECONDS   one target: otlp_proto, otlp_json, decompress, zipkin_json,
-#                                    zipkin_proto or http_request
+#                                    zipkin_proto, http_request or durable_log
 #   scripts/fuzz.sh all SECONDS      every target for SECONDS each (what CI runs): the five
-#                                    decoders side by side, then the HTTP parser
+#                                    decoders side by side, then the other two side by side
 # Fails on a crash, an ASan or UBSan report, a leak, a broken invariant or an input that takes
 # longer than 25 s; the input is then in build-fuzz/artifacts/TARGET/ (reproduce it with
 # build-fuzz/fuzz_TARGET FILE). New coverage found is kept in build-fuzz/corpus/TARGET/ and
@@ -13,9 +13,10 @@ cd "$(dirname "$0")/.."
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=true  # the compile cache, as in setup.sh
 
 # What `all` runs at the same time, one group after the other: each group takes SECONDS. The
-# decoders share the cores as they always have; the HTTP parser gets a second minute rather
-# than making six share two cores.
-groups=("otlp_proto otlp_json decompress zipkin_json zipkin_proto" "http_request")
+# decoders share the cores as they always have; the HTTP parser and the durable log (whose
+# every input opens a log, with its thread and files) get a core each in a second minute
+# rather than making seven share two cores.
+groups=("otlp_proto otlp_json decompress zipkin_json zipkin_proto" "http_request durable_log")
 read -ra targets <<<"${groups[*]}"
 if [[ $# -ne 2 || ! "$2" =~ ^[0-9]+$ || ! " all ${targets[*]} " == *" $1 "* ]]; then
   echo "usage: scripts/fuzz.sh {$(IFS='|'; echo "${targets[*]}")|all} SECONDS" >&2
