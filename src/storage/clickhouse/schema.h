@@ -8,6 +8,11 @@
 // Resources are stored once: a span row holds its resource's fingerprint
 // (resource_id) and the `resources` table holds each resource's attributes.
 // A read joins them back, so a read row has the resource columns again.
+//
+// Where each part is: schema.cc the capabilities, the columns and their
+// types; schema_ddl.cc the tables and views (SchemaDdl; schema_ddl.h the
+// pieces the upgrades reuse); schema_upgrade.cc the older schemas' layouts
+// and EnsureSchema; schema_read.cc the read queries.
 #pragma once
 
 #include <cstdint>
@@ -252,14 +257,6 @@ StorageLayout Schema5Layout();
 // attribute arrays: UserFieldValues::kInArrays.)
 StorageLayout Schema4Layout();
 
-// The query a trace lookup starts with: the seconds of the spans table that
-// hold the traces with ids {ids:Array(String)} (hex), as TSV rows
-// "first\tlast", one per stored row of an id found (several where a trace's
-// rows are in several days or parts not merged yet: the union of their
-// ranges is the trace's; with trace_index_short_id, rows of every id with
-// the same 8-byte prefix: a shared prefix widens the union, never narrows it).
-std::string TraceRangeQuery(const StorageLayout& layout = {});
-
 // Type of a column in a Native block (no LowCardinality, no codecs).
 // How many Array()s wrap the column: 0, 1 or 2.
 int ArrayDepth(Logical l);
@@ -341,6 +338,14 @@ std::vector<std::string> SchemaDdl(const Capabilities& caps, const SchemaOptions
 // so parts already stored move and go by the new intervals.
 Status EnsureSchema(ChdbConnection& conn, Capabilities* caps_out,
                     const SchemaOptions& options = {});
+
+// The query a trace lookup starts with: the seconds of the spans table that
+// hold the traces with ids {ids:Array(String)} (hex), as TSV rows
+// "first\tlast", one per stored row of an id found (several where a trace's
+// rows are in several days or parts not merged yet: the union of their
+// ranges is the trace's; with trace_index_short_id, rows of every id with
+// the same 8-byte prefix: a shared prefix widens the union, never narrows it).
+std::string TraceRangeQuery(const StorageLayout& layout = {});
 
 // The setting under which a Native result carries JSON columns in the
 // layout DecodeSpanBlocks reads (set it to 1 on a query of SpanSelectList).

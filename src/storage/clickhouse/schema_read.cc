@@ -1,0 +1,104 @@
+// The read queries: a trace's seconds from trace_index, spans selected in
+// the layout DecodeSpanBlocks reads, their resources joined back.
+#include "storage/clickhouse/schema.h"
+
+#include <fmt/format.h>
+
+namespace spanhouse::storage {
+namespace {
+
+// The resources-table column a read's resource column comes from.
+const char* ResourceSource(Col id) {
+  switch (id) {
+    case Col::kResourceAttrKeys:
+      return "attr_keys";
+    case Col::kResourceAttrTypes:
+      return "attr_types";
+    case Col::kResourceAttrValues:
+      return "attr_values";
+    case Col::kResourceDroppedAttrs:
+      return "dropped_attributes_count";
+    case Col::kResourceSchemaUrl:
+      return "schema_url";
+    default:
+      return nullptr;
+  }
+}
+
+// A read column: CAST to its wire type, but user_fields as the JSON type
+// itself where the engine has it (the reader takes span attribute values
+// from it, in the flattened layout: kFlattenedJsonSetting).
+std::string ReadExpr(const ColumnSpec& c, std::string_view table, std::string_view column,
+                     const Capabilities& caps) {
+  if (c.logical == Logical::kJson && caps.json_type) {
+    return fmt::format("{}{} AS {}", table, column, c.name);
+  }
+  return fmt::format("CAST({}{} AS {}) AS {}", table, column, WireType(c.logical, caps), c.name);
+}
+
+}  // namespace
+
+std::string TraceRangeQuery(const StorageLayout& layout) {
+  // The ids are made FixedString before the set is built: a set of Strings
+  // loses an id's trailing zero bytes when the engine compares it with the
+  // FixedString column (an id ending in 00 was not found).
+  const std::string where =
+      layout.trace_index_short_id
+          ? "trace_id8 IN (SELECT toFixedString(substring(unhex(arrayJoin({ids:Array(String)})), "
+            "1, 8), 8))"
+          : "trace_id IN (SELECT toFixedString(unhex(arrayJoin({ids:Array(String)})), 16))";
+  const std::string times = layout.trace_index_seconds
+                                ? "start_s, end_s"
+                                : "intDiv(start_ns, 1000000000), intDiv(end_ns, 1000000000) + 1";
+  // Rows as stored, not grouped per id: the reader only takes the union of
+  // their hours, and the aggregation's pipeline (with the threads it
+  // starts) cost more than the lookup itself (in chDB over the 49.4M store:
+  // ~4 vs ~7 ms).
+  return fmt::format("SELECT {} FROM {}.trace_index WHERE {} SETTINGS max_threads = 1", times,
+                     kDatabase, where);
+}
+
+std::string SpanSelectList(const Capabilities& caps) {
+  std::string s;
+  for (const auto& c : SpanColumns()) {
+    if (!s.empty()) s += ", ";
+    s += ReadExpr(c, "", c.name, caps);
+  }
+  return s;
+}
+
+std::string SpanReadQuery(const Capabilities& caps, const StorageLayout& layout,
+                          std::string_view where, std::string_view order_by) {
+  // Each column as the table stores it (LowCardinality kept: DecodeSpanBlocks
+  // reads both, and turning dictionaries into strings cost ~10 ms of a
+  // 32768-row granule); the CAST is a no-op unless an older table differs.
+  std::string list;
+  for (const auto& c : ReadColumns(layout.extras_column)) {
+    if (ResourceSource(c.id) != nullptr) continue;  // ResourceReadQuery
+    if (!list.empty()) list += ", ";
+    if (c.logical == Logical::kJson && caps.json_type) {
+      list += c.name;
+    } else {
+      list += fmt::format("CAST({0} AS {1}) AS {0}", c.name, TableType(c.logical, caps, layout));
+    }
+  }
+  return fmt::format("SELECT {} FROM {}.spans WHERE {} ORDER BY {}{}", list, kDatabase, where,
+                     order_by,
+                     caps.json_type ? fmt::format(" SETTINGS {} = 1", kFlattenedJsonSetting) : "");
+}
+
+std::string ResourceReadQuery(const Capabilities& caps) {
+  std::string list;
+  for (const auto& c : ReadColumns()) {
+    const char* from = ResourceSource(c.id);
+    if (from == nullptr) continue;
+    list += ReadExpr(c, "", from, caps) + ", ";
+  }
+  // Merges may not have collapsed repeated inserts of a resource yet.
+  return fmt::format(
+      "SELECT {}CAST(resource_id AS UInt64) AS resource_id FROM {}.resources WHERE resource_id IN "
+      "{{resource_ids:Array(UInt64)}} ORDER BY last_seen DESC LIMIT 1 BY resource_id",
+      list, kDatabase);
+}
+
+}  // namespace spanhouse::storage
