@@ -7,15 +7,17 @@
 
 namespace spanhouse {
 
+// The one vocabulary of errors. Each protocol maps it once: HTTP in
+// net/http_status.h, gRPC in receivers/otlp_grpc.
 enum class StatusCode {
   kOk = 0,
   kInvalidArgument,    // bad input: 400, never retried
-  kTooLarge,           // body over a cap: 413, never retried
-  kUnsupportedMedia,   // 415
+  kTooLarge,           // body or request over a cap: 413, never retried
+  kUnsupportedMedia,   // an unknown media type or content coding: 415
   kNotFound,           // 404
-  kResourceExhausted,  // queue full: 429 + Retry-After
-  kUnavailable,        // sink down or shutting down: 503, retryable
-  kInternal,           // broken invariant or sink failure
+  kResourceExhausted,  // memory or queue full: 429 + Retry-After, retry soon
+  kUnavailable,        // store down, disk failing, shutting down: 503, retry later
+  kInternal,           // broken invariant or store failure
 };
 
 class Status {
@@ -28,6 +30,8 @@ class Status {
   static Status TooLarge(std::string m) { return {StatusCode::kTooLarge, std::move(m)}; }
   static Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
   static Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
+  static Status Exhausted(std::string m) { return {StatusCode::kResourceExhausted, std::move(m)}; }
+  static Status Unsupported(std::string m) { return {StatusCode::kUnsupportedMedia, std::move(m)}; }
 
   bool ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }

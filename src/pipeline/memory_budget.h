@@ -67,17 +67,24 @@ class MemoryBudget {
   std::condition_variable wait_cv_;
 };
 
-// Owns `bytes` of a budget until destroyed or released; movable.
+// Owns `bytes` of a budget until destroyed or released; movable. With a
+// `share` too, the same bytes of that second budget: a sink's cap on what
+// it may hold of the whole (durable/sink_cursor.h), so that a sink that
+// stops writing cannot take every byte from the others.
 class Reservation {
  public:
   Reservation() = default;
-  Reservation(MemoryBudget* budget, size_t bytes) : budget_(budget), bytes_(bytes) {}
+  Reservation(MemoryBudget* budget, size_t bytes, MemoryBudget* share = nullptr)
+      : budget_(budget), share_(share), bytes_(bytes) {}
   Reservation(Reservation&& o) noexcept
-      : budget_(std::exchange(o.budget_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+      : budget_(std::exchange(o.budget_, nullptr)),
+        share_(std::exchange(o.share_, nullptr)),
+        bytes_(std::exchange(o.bytes_, 0)) {}
   Reservation& operator=(Reservation&& o) noexcept {
     if (this != &o) {
       Reset();
       budget_ = std::exchange(o.budget_, nullptr);
+      share_ = std::exchange(o.share_, nullptr);
       bytes_ = std::exchange(o.bytes_, 0);
     }
     return *this;
@@ -90,25 +97,41 @@ class Reservation {
   // the request was admitted on its estimate).
   void Resize(size_t bytes) {
     if (budget_ == nullptr) return;
-    if (bytes > bytes_) budget_->ForceReserve(bytes - bytes_);
-    if (bytes < bytes_) budget_->Release(bytes_ - bytes);
+    if (bytes > bytes_) Force(bytes - bytes_);
+    if (bytes < bytes_) Give(bytes_ - bytes);
     bytes_ = bytes;
   }
   // Splits `bytes` off into a reservation of its own.
   Reservation Split(size_t bytes) {
     if (bytes > bytes_) bytes = bytes_;
     bytes_ -= bytes;
-    return Reservation(budget_, bytes);
+    return Reservation(budget_, bytes, share_);
+  }
+  // Takes the same bytes of `share` too, if it has room (and none is taken yet).
+  bool TakeShare(MemoryBudget* share) {
+    if (share_ != nullptr || !share->TryReserve(bytes_)) return false;
+    share_ = share;
+    return true;
   }
   void Reset() {
-    if (budget_ != nullptr && bytes_ != 0) budget_->Release(bytes_);
+    if (budget_ != nullptr && bytes_ != 0) Give(bytes_);
     budget_ = nullptr;
+    share_ = nullptr;
     bytes_ = 0;
   }
   size_t bytes() const { return bytes_; }
 
  private:
+  void Force(size_t n) {
+    budget_->ForceReserve(n);
+    if (share_ != nullptr) share_->ForceReserve(n);
+  }
+  void Give(size_t n) {
+    budget_->Release(n);
+    if (share_ != nullptr) share_->Release(n);
+  }
   MemoryBudget* budget_ = nullptr;
+  MemoryBudget* share_ = nullptr;
   size_t bytes_ = 0;
 };
 

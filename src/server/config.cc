@@ -1,6 +1,7 @@
 #include "server/config.h"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <functional>
 #include <tuple>

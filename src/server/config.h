@@ -66,8 +66,9 @@ struct Config {
     uint64_t insert_rows = 400000;  // rows per INSERT (one part): blocks spooled until then
     uint64_t max_age_ms = 3000;     // or until a span has waited this long
     int threads = 1;                // queue shards, one writer thread and chDB connection each
-    // "chdb" stores spans; "null" encodes them and throws them away, to
-    // measure the pipeline without the store (benchmarks only).
+    // The primary sink: "chdb" stores spans in the embedded ClickHouse;
+    // "null" takes them and stores nothing, to measure the pipeline without
+    // a store (benchmarks only).
     std::string sink = "chdb";
   } writer;
   struct {

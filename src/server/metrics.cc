@@ -11,35 +11,6 @@
 
 namespace spanhouse::server {
 
-void PromText::Family(std::string_view name, std::string_view type, std::string_view help) {
-  out_ += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
-}
-
-void PromText::Sample(std::string_view name, std::string_view labels, uint64_t value) {
-  if (labels.empty()) {
-    out_ += fmt::format("{} {}\n", name, value);
-  } else {
-    out_ += fmt::format("{}{{{}}} {}\n", name, labels, value);
-  }
-}
-
-std::string PromText::Label(std::string_view key, std::string_view value) {
-  std::string out(key);
-  out += "=\"";
-  for (char c : value) {
-    if (c == '\\' || c == '"') {
-      out += '\\';
-      out += c;
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
-  }
-  out += '"';
-  return out;
-}
-
 namespace {
 
 void AppendReceiverMetrics(const std::vector<MetricsSources::Receiver>& receivers, PromText& out) {
@@ -107,65 +78,6 @@ void AppendFilterMetrics(const pipeline::FilterStats& fs, PromText& out) {
       fs.trimmed, out);
 }
 
-void AppendWriterMetrics(const std::vector<std::unique_ptr<storage::EmbeddedWriter>>& writers,
-                         PromText& out) {
-  using storage::WriterStats;
-  // One counter of every writer's stats, summed.
-  const auto sum = [&](std::atomic<uint64_t> WriterStats::*counter) {
-    uint64_t total = 0;
-    for (const auto& w : writers) total += (w->stats().*counter).load();
-    return total;
-  };
-  const std::string chdb = PromText::Label("sink", "chdb");
-  out.One("spanhouse_sink_rows_written_total", "counter", "Spans stored by the sink.", chdb,
-          sum(&WriterStats::rows_written));
-  out.One("spanhouse_sink_batches_written_total", "counter", "Inserts that succeeded.", chdb,
-          sum(&WriterStats::inserts));
-  out.One("spanhouse_sink_insert_errors_total", "counter", "Inserts that failed (each retried).",
-          chdb, sum(&WriterStats::insert_errors));
-  out.One("spanhouse_sink_rows_lost_total", "counter",
-          "Spans accepted but never stored (given up at shutdown).", chdb,
-          sum(&WriterStats::rows_lost));
-  out.One("spanhouse_sink_pending_rows", "gauge",
-          "Spans taken from the queue by the writers and not yet stored.", chdb,
-          sum(&WriterStats::pending_rows));
-  const uint64_t sorted = sum(&WriterStats::blocks_sorted);
-  out.Family("spanhouse_sink_blocks_encoded_total", "counter",
-             "Blocks encoded by the writers, by row order: sorted by the table key (a block "
-             "inserted alone), or in arrival order (one of an insert's several blocks, which "
-             "the engine sorts together).");
-  out.Sample("spanhouse_sink_blocks_encoded_total", chdb + "," + PromText::Label("order", "table"),
-             sorted);
-  out.Sample("spanhouse_sink_blocks_encoded_total",
-             chdb + "," + PromText::Label("order", "arrival"),
-             sum(&WriterStats::blocks_spooled) - sorted);
-  out.One("spanhouse_sink_spool_files_reused_total", "counter",
-          "Encoded blocks written over a spool file an earlier insert was done with (its pages "
-          "already cached), not into a new one.",
-          chdb, sum(&WriterStats::spool_files_reused));
-  out.Family("spanhouse_sink_insert_errors_by_class_total", "counter",
-             "Failed inserts by class: retryable ones are retried with backoff, permanent ones "
-             "go to the dead-letter directory.");
-  out.Sample("spanhouse_sink_insert_errors_by_class_total",
-             chdb + "," + PromText::Label("class", "retryable"),
-             sum(&WriterStats::retryable_errors));
-  out.Sample("spanhouse_sink_insert_errors_by_class_total",
-             chdb + "," + PromText::Label("class", "permanent"),
-             sum(&WriterStats::permanent_errors));
-  out.One("spanhouse_sink_dead_letter_rows_total", "counter",
-          "Spans written to the dead-letter directory (permanent insert errors).", chdb,
-          sum(&WriterStats::rows_dead_lettered));
-  out.One("spanhouse_sink_dead_letter_blocks_total", "counter",
-          "Blocks written to the dead-letter directory.", chdb,
-          sum(&WriterStats::blocks_dead_lettered));
-  out.Family("spanhouse_sink_insert_seconds", "histogram", "Time per insert, per writer.");
-  for (size_t i = 0; i < writers.size(); ++i) {
-    writers[i]->stats().insert_seconds.AppendPrometheus(
-        out.text(), "spanhouse_sink_insert_seconds",
-        chdb + "," + PromText::Label("writer", std::to_string(i)));
-  }
-}
-
 }  // namespace
 
 void AppendPipelineMetrics(const MetricsSources& s, PromText& out) {
@@ -178,12 +90,8 @@ void AppendPipelineMetrics(const MetricsSources& s, PromText& out) {
     out.One("spanhouse_memory_limit_bytes", "gauge",
             "queue.max_bytes: past it, requests are answered 429.", "", s.budget->limit());
   }
-  if (s.queue != nullptr) {
-    out.One("spanhouse_queue_bytes", "gauge", "Bytes of spans waiting in the sink's queue.",
-            PromText::Label("sink", "chdb"), s.queue->bytes());
-  }
-  if (s.writers != nullptr) AppendWriterMetrics(*s.writers, out);
-  for (const auto& f : s.extra) f(out);
+  for (const sink::Sink* sink : s.sinks) sink->AppendMetrics(out);
+  if (s.queue != nullptr) s.queue->AppendMetrics(out);
 }
 
 void AppendStorageMetrics(storage::ChdbConnection& conn, PromText& out) {

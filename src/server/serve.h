@@ -1,6 +1,6 @@
-// `spanhouse serve`: wires receivers -> queue -> writer -> embedded
-// ClickHouse, and the query API over the same store; runs until SIGTERM or
-// SIGINT, then stops accepting, flushes every queued span and closes chDB.
+// `spanhouse serve`: builds the server (server.h) from the configuration and
+// runs it until SIGTERM or SIGINT, then stops accepting, flushes every queued
+// span and closes the store.
 #pragma once
 
 #include "server/config.h"

@@ -52,6 +52,7 @@ using pipeline::durable::Crc32cPortable;
 using pipeline::durable::LogOptions;
 using pipeline::durable::RecordKind;
 using pipeline::durable::SegmentLog;
+using pipeline::durable::Ticket;
 
 // The on-disk format as segment_log.h describes it, written out again here so that the check
 // does not share the code it checks.
@@ -349,9 +350,10 @@ int TestOne(std::string_view input) {
     // A record appended after the replay: the next LSN, read back as written.
     appended.kind = byte(7);
     appended.payload = std::string(bytes.substr(bytes.size() - std::min<size_t>(bytes.size(), 40)));
-    SegmentLog::Ref ref;
-    const auto result = log->Append(static_cast<RecordKind>(appended.kind), appended.payload, &ref);
-    if (result != SegmentLog::AppendResult::kOk) Fail("Append", "refused");
+    Ticket ref;
+    const Status result =
+        log->Append(static_cast<RecordKind>(appended.kind), appended.payload, &ref);
+    if (!result.ok()) Fail("Append", result.message());
     if (ref.lsn() != expected_next) Fail("appended LSN", std::to_string(ref.lsn()));
     RecordKind kind{};
     std::string payload;
@@ -362,7 +364,7 @@ int TestOne(std::string_view input) {
     }
     appended.lsn = ref.lsn();
     if (release) {
-      ref.Done();
+      ref.Ack();
       log->EndReplay();
     }
     // Otherwise neither the hold nor the replay's pins are released: every segment stays for

@@ -26,6 +26,7 @@ namespace fs = std::filesystem;
 using spanhouse::pipeline::durable::LogOptions;
 using spanhouse::pipeline::durable::RecordKind;
 using spanhouse::pipeline::durable::SegmentLog;
+using spanhouse::pipeline::durable::Ticket;
 
 constexpr size_t kHeaderBytes = 32;  // format 2
 
@@ -69,9 +70,9 @@ std::unique_ptr<SegmentLog> Open(const fs::path& dir, uint64_t segment_bytes) {
   return log;
 }
 
-SegmentLog::Ref Append(SegmentLog& log, RecordKind kind, std::string_view payload) {
-  SegmentLog::Ref ref;
-  if (log.Append(kind, payload, &ref) != SegmentLog::AppendResult::kOk) {
+Ticket Append(SegmentLog& log, RecordKind kind, std::string_view payload) {
+  Ticket ref;
+  if (!log.Append(kind, payload, &ref).ok()) {
     std::fprintf(stderr, "append failed\n");
     std::exit(1);
   }
@@ -126,11 +127,11 @@ int main(int argc, char** argv) {
   {
     const fs::path dir = work / "recycled";
     auto log = Open(dir, 4096);
-    std::vector<SegmentLog::Ref> refs;
+    std::vector<Ticket> refs;
     for (int i = 0; i < 6; ++i) {
       refs.push_back(Append(*log, RecordKind::kEncodedRequest, std::string(900, 'a' + i)));
     }
-    for (auto& r : refs) r.Done();  // the full segment is released: kept to be written over
+    for (auto& r : refs) r.Ack();  // the full segment is released: kept to be written over
     Append(*log, RecordKind::kEncodedRequest, std::string(100, 'z'));
     const std::vector<std::string> files = Segments(dir);  // before Close cuts it
     Write(out, "recycled-at-crash", Control(0), files.back());

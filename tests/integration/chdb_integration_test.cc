@@ -519,11 +519,11 @@ TEST(ChdbRoundTrip, EachResourceIsStoredOncePerWriter) {
   writer.Start();
   for (int k = 0; k < 2; ++k) {
     auto b = std::make_unique<SpanBatch>(testdata::SampleBatch(2, 1700000000000000000ull + k));
-    ASSERT_EQ(queue.TryPush(b), pipeline::SpanQueue::PushResult::kOk);
+    ASSERT_TRUE(Enqueue(queue, std::move(b)).ok());
   }
   queue.Close();
   writer.Join();
-  EXPECT_EQ(writer.stats().inserts.load(), 2u);
+  EXPECT_EQ(writer.stats().writes.load(), 2u);
   EXPECT_EQ(Q(fmt::format("SELECT count(), uniqExact(resource_id) FROM {}.resources", kDatabase)),
             "2\t2\n");
   EXPECT_EQ(Q(fmt::format("SELECT count() FROM {}.spans WHERE resource_id NOT IN (SELECT "
@@ -574,11 +574,11 @@ TEST(ChdbRoundTrip, SpooledBlocksOfOneInsertBecomeOnePart) {
     for (uint32_t i = 0; i < b->span_count(); ++i) {
       b->spans.trace_id[i] = testdata::MakeTraceId(static_cast<uint8_t>(10 + 2 * k + i / 3));
     }
-    ASSERT_EQ(queue.TryPush(b), pipeline::SpanQueue::PushResult::kOk);
+    ASSERT_TRUE(Enqueue(queue, std::move(b)).ok());
   }
   queue.Close();
   writer.Join();
-  EXPECT_EQ(writer.stats().inserts.load(), 2u);
+  EXPECT_EQ(writer.stats().writes.load(), 2u);
   EXPECT_EQ(Q(fmt::format("SELECT count(), sum(rows) FROM system.parts WHERE database = '{}' AND "
                           "table = 'spans' AND active",
                           kDatabase)),
@@ -628,19 +628,19 @@ TEST(ChdbRoundTrip, SpoolFilesWrittenOverHoldOnlyTheirBlock) {
       b->spans.trace_id[i] = testdata::MakeTraceId(static_cast<uint8_t>(40 + 8 * k + i / 3));
     }
     all.Append(*b);
-    EXPECT_EQ(queue.TryPush(b), pipeline::SpanQueue::PushResult::kOk);
+    EXPECT_TRUE(Enqueue(queue, std::move(b)).ok());
     // Stored before the next comes: its file is free for the next block.
-    for (int wait = 0; wait < 1000 && writer.stats().inserts.load() < static_cast<uint64_t>(k + 1);
+    for (int wait = 0; wait < 1000 && writer.stats().writes.load() < static_cast<uint64_t>(k + 1);
          ++wait) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    if (writer.stats().inserts.load() == static_cast<uint64_t>(k + 1)) ++stored;
+    if (writer.stats().writes.load() == static_cast<uint64_t>(k + 1)) ++stored;
   }
   // A block the engine refuses is retried until shutdown gives it up.
   queue.Close();
   writer.Join();
   ASSERT_EQ(stored, kBatches);
-  EXPECT_EQ(writer.stats().insert_errors.load(), 0u);
+  EXPECT_EQ(writer.stats().write_errors.load(), 0u);
   EXPECT_EQ(writer.stats().spool_files_reused.load(), static_cast<uint64_t>(kBatches - 1));
   EXPECT_EQ(Q(fmt::format("SELECT count() FROM {}.spans", kDatabase)),
             fmt::format("{}\n", all.span_count()));

@@ -11,29 +11,48 @@
 
 #include "codec/otlp_encode.h"
 #include "engine.h"
-#include "pipeline/durable/block_record.h"
+#include "pipeline/durable/durable_queue.h"
+#include "pipeline/durable/records.h"
 #include "pipeline/durable/segment_log.h"
-#include "server/durable_replay.h"
 #include "storage/clickhouse/deduplication.h"
+#include "storage/clickhouse/embedded_sink.h"
 #include "storage/clickhouse/span_extras.h"
 #include "testdata/sample_batch.h"
 
 namespace spanhouse::storage {
 namespace {
 
+// Has a writer insert `parts` (all of day `day`) as a block sealed with
+// `token`, read as `chunks` spooled blocks: the way a replayed block comes,
+// through the writer's queue like any item. `extras_column`: the table's
+// (false: schema 7's rare columns).
+void InsertBlock(std::vector<std::unique_ptr<SpanBatch>> parts, uint32_t day,
+                 const Capabilities& caps, const std::string& token, uint32_t chunks = 1,
+                 bool extras_column = true) {
+  pipeline::SpanQueue queue(64u << 20);
+  EmbeddedWriter writer(Engine::conn.get(), caps, queue, TestWriter(), nullptr, nullptr,
+                        LegacyLayout{UserFieldValues::kMarked, extras_column});
+  writer.Start();
+  size_t n = 0;
+  for (const auto& p : parts) n += p->span_count();
+  pipeline::QueuedBatch item;
+  item.block = std::make_unique<pipeline::durable::ReplayBlock>();
+  item.block->key.day = day;
+  item.block->chunks = chunks;
+  item.block->sealed = {1, token};
+  item.block->parts = std::move(parts);
+  ASSERT_TRUE(queue.Push(item).ok());
+  queue.Close();
+  writer.Join();
+  EXPECT_EQ(writer.stats().rows_written.load(), n);
+}
+
 // Inserts `b` as one block with `token`, the way the replay does.
-// `extras_column`: the table's (false: schema 7's rare columns).
 void InsertWithToken(const SpanBatch& b, const Capabilities& caps, const std::string& token,
                      bool extras_column = true) {
-  pipeline::SpanQueue queue(64u << 20);
-  WriterOptions opts = TestWriter();
-  opts.extras_column = extras_column;
-  EmbeddedWriter writer(Engine::conn.get(), caps, queue, opts);
   std::vector<std::unique_ptr<SpanBatch>> parts;
   parts.push_back(std::make_unique<SpanBatch>(b));
-  writer.InsertReplayed(PartitionDay(b.spans.start_ns[0]), token, std::move(parts), {});
-  EXPECT_EQ(writer.stats().rows_written.load(), b.span_count());
-  queue.Close();
+  InsertBlock(std::move(parts), PartitionDay(b.spans.start_ns[0]), caps, token, 1, extras_column);
 }
 
 TEST(ChdbDeduplication, ABlockInsertedAgainWithItsTokenIsStoredOnce) {
@@ -87,14 +106,9 @@ TEST(ChdbDeduplication, AnInsertOfSeveralSpooledBlocksReplayedIsStoredOnce) {
   size_t n = 0;
   for (const auto& b : batches) n += b.span_count();
   auto replay = [&](const std::string& token, uint32_t chunks) {
-    pipeline::SpanQueue queue(64u << 20);
-    const WriterOptions opts = TestWriter();
-    EmbeddedWriter writer(Engine::conn.get(), caps, queue, opts);
     std::vector<std::unique_ptr<SpanBatch>> parts;
     for (const auto& b : batches) parts.push_back(std::make_unique<SpanBatch>(b));
-    writer.InsertReplayed(day, token, std::move(parts), {}, chunks);
-    EXPECT_EQ(writer.stats().rows_written.load(), n);
-    queue.Close();
+    InsertBlock(std::move(parts), day, caps, token, chunks);
   };
   replay("sh-test-chunks", 3);  // the first insert: three blocks
   EXPECT_EQ(Q(fmt::format("SELECT count(), count(DISTINCT _part) FROM {}.spans", kDatabase)),
@@ -107,56 +121,69 @@ TEST(ChdbDeduplication, AnInsertOfSeveralSpooledBlocksReplayedIsStoredOnce) {
 }
 
 using pipeline::durable::BlockRecord;
+using pipeline::durable::DurableQueue;
 using pipeline::durable::RecordKind;
 using pipeline::durable::SegmentLog;
+using pipeline::durable::Ticket;
 
-std::unique_ptr<SegmentLog> OpenLog(const std::string& dir) {
-  pipeline::durable::LogOptions o;
-  o.dir = dir;
-  o.fsync_always = true;
-  std::unique_ptr<SegmentLog> log;
-  const Status st = SegmentLog::Open(o, &log);
-  EXPECT_TRUE(st.ok()) << st.message();
-  return log;
+pipeline::durable::DurableOptions LogAt(const std::string& dir) {
+  pipeline::durable::DurableOptions o;
+  o.log.dir = dir;
+  o.log.fsync_always = true;
+  return o;
 }
 
-// Logs `b` as a request and then a block record naming it, as a writer
-// does before its insert; returns the block's token.
-std::string LogBlock(SegmentLog& log, const SpanBatch& b) {
-  SegmentLog::Ref spans;
-  EXPECT_EQ(log.Append(RecordKind::kSpans, codec::EncodeOtlpProto(b), &spans),
-            SegmentLog::AppendResult::kOk);
+// Logs `b` as a request and then a block naming it, as the embedded sink
+// seals one before its insert; returns the block's token. `legacy`: as
+// older builds logged it (kBlock, no sink name).
+std::string LogBlock(SegmentLog& log, const SpanBatch& b, bool legacy) {
+  Ticket spans;
+  EXPECT_TRUE(log.Append(RecordKind::kSpans, codec::EncodeOtlpProto(b), &spans).ok());
   BlockRecord rec;
-  rec.day = PartitionDay(b.spans.start_ns[0]);
+  rec.sink = "chdb";
+  rec.key.day = PartitionDay(b.spans.start_ns[0]);
   rec.lsns = {spans.lsn()};
-  SegmentLog::Ref block;
-  EXPECT_EQ(log.Append(RecordKind::kBlock, rec.Encode(), &block, true),
-            SegmentLog::AppendResult::kOk);
+  std::string payload = rec.Encode();
+  if (legacy) payload.erase(0, 1 + rec.sink.size());
+  Ticket block;
+  EXPECT_TRUE(
+      log.Append(legacy ? RecordKind::kBlock : RecordKind::kSinkBlock, payload, &block, true).ok());
   EXPECT_TRUE(log.WaitDurable(block.lsn(), std::chrono::seconds(10)));
   return pipeline::durable::DedupToken(log.epoch(), block.lsn());
 }
 
+// The embedded sink as serve makes it, over the test engine.
+std::unique_ptr<EmbeddedSink> Sink(const Capabilities& caps) {
+  EmbeddedSinkOptions o;
+  o.writer = TestWriter();
+  return std::make_unique<EmbeddedSink>(LentConnections(), caps, o);
+}
+
 // A start as serve makes it: the schema ensured (its copying upgrade
-// replaying the logged blocks into the old tables first when `fixed`),
-// then the first phase of the replay.
-void Start(SegmentLog& log, Capabilities* caps, bool fixed, server::ReplayCounts* counts) {
+// writing the unfinished blocks into the old tables first when `fixed`),
+// then the durable queue's replay to the embedded sink.
+void Start(const std::string& log_dir, Capabilities* caps, bool fixed) {
+  pipeline::MemoryBudget budget(1ull << 30);
+  std::unique_ptr<DurableQueue> queue;
+  ASSERT_TRUE(DurableQueue::Open(LogAt(log_dir), budget, nullptr, &queue).ok());
   SchemaOptions opts;
-  pipeline::SpanQueue none(1);
-  const WriterOptions wopts = TestWriter();
   if (fixed) {
     opts.before_copy = [&](const Capabilities& c) -> Status {
       if (Status st = EnableInsertDeduplication(*Engine::conn, c); !st.ok()) return st;
-      EmbeddedWriter writer(Engine::conn.get(), c, none, wopts);
-      return server::ReplayLoggedBlocksBeforeCopy(log, writer, nullptr, counts);
+      auto sink = Sink(c);
+      return queue->ReplaySealedBlocks(*sink);
     };
   }
   Status st = EnsureSchema(*Engine::conn, caps, opts);
   ASSERT_TRUE(st.ok()) << st.message();
   ASSERT_TRUE(EnableInsertDeduplication(*Engine::conn, *caps).ok());
-  std::vector<std::unique_ptr<EmbeddedWriter>> writers;
-  writers.push_back(std::make_unique<EmbeddedWriter>(Engine::conn.get(), *caps, none, wopts));
-  server::ReplayLoggedBlocks(log, writers, nullptr, counts);
-  none.Close();
+  auto sink = Sink(*caps);
+  queue->AddSink(*sink);
+  ASSERT_TRUE(sink->Start().ok());
+  queue->Start();
+  queue->StopBacklogs();
+  sink->Drain();
+  EXPECT_EQ(sink->stats().rows_lost.load(), 0u);
 }
 
 // Two blocks logged under schema 4 when the process died: the first's
@@ -184,18 +211,20 @@ void AmbiguousBlocksAcrossTheUpgrade(bool fixed, size_t* stored, uint64_t* red_c
   SpanBatch b = testdata::SampleBatch(2, now_ns - 3500000000000ull);
   for (auto& id : b.spans.trace_id) id[15] ^= 0x5a;  // other traces
   {
-    auto log = OpenLog(log_dir);
-    const std::string token_a = LogBlock(*log, a);
-    LogBlock(*log, b);
+    pipeline::durable::LogOptions o = LogAt(log_dir).log;
+    std::unique_ptr<SegmentLog> log;
+    ASSERT_TRUE(SegmentLog::Open(o, &log).ok());
+    // One as older builds logged blocks, one as this one does.
+    const std::string token_a = LogBlock(*log, a, /*legacy=*/true);
+    LogBlock(*log, b, /*legacy=*/false);
     InsertWithToken(a, caps, token_a,
                     v4.layout.extras_column);  // stored; the writer never learnt it
-    log->Close();                              // the crash: no hold released
+    log->Close();                              // the crash: nothing acknowledged
   }
   for (int restart = 0; restart < 2; ++restart) {
-    auto log = OpenLog(log_dir);
-    server::ReplayCounts counts;
-    Start(*log, &caps, fixed, &counts);
-    log->Close();  // a crash again before the log is cleaned up
+    // Each start stops before the log is cleaned up (the records of the
+    // replayed blocks are held until then).
+    Start(log_dir, &caps, fixed);
   }
   *stored = std::stoul(Q(fmt::format("SELECT count() FROM {}.spans", kDatabase)));
   *red_calls = std::stoull(Q(fmt::format("SELECT sum(calls) FROM {}.red_1m", kDatabase)));

@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -90,17 +92,41 @@ inline WriterOptions TestWriter(size_t max_rows = 0, size_t insert_rows = 0) {
 inline void WriteAll(const SpanBatch& b, const Capabilities& caps,
                      UserFieldValues values = UserFieldValues::kMarked, bool extras_column = true) {
   pipeline::SpanQueue queue(64u << 20);
-  WriterOptions opts = TestWriter();
-  opts.user_field_values = values;
-  opts.extras_column = extras_column;
-  EmbeddedWriter writer(Engine::conn.get(), caps, queue, opts);
+  EmbeddedWriter writer(Engine::conn.get(), caps, queue, TestWriter(), nullptr, nullptr,
+                        LegacyLayout{values, extras_column});
   writer.Start();
-  auto copy = std::make_unique<SpanBatch>(b);
-  ASSERT_EQ(queue.TryPush(copy), pipeline::SpanQueue::PushResult::kOk);
+  pipeline::QueuedBatch item;
+  item.batch = std::make_unique<SpanBatch>(b);
+  ASSERT_TRUE(queue.Push(item).ok());
   queue.Close();
   writer.Join();
   EXPECT_EQ(writer.stats().rows_written.load(), b.span_count());
-  EXPECT_EQ(writer.stats().insert_errors.load(), 0u);
+  EXPECT_EQ(writer.stats().write_errors.load(), 0u);
+}
+
+// Queues `b` for a writer.
+inline Status Enqueue(pipeline::SpanQueue& q, std::unique_ptr<SpanBatch> b) {
+  pipeline::QueuedBatch item;
+  item.batch = std::move(b);
+  return q.Push(item);
+}
+
+// The engine's one connection lent to a sink that wants one of its own
+// (EmbeddedSink takes its connections): Close() leaves it open.
+class LentConnection final : public SqlConnection {
+ public:
+  Status Run(std::string_view sql, std::string_view format, QueryResult* result,
+             const std::vector<QueryParam>& params) override {
+    return Engine::conn->Run(sql, format, result, params);
+  }
+  void Close() override {}
+};
+
+// `n` lent connections, for an EmbeddedSink of `n` writers.
+inline std::vector<std::unique_ptr<SqlConnection>> LentConnections(size_t n = 1) {
+  std::vector<std::unique_ptr<SqlConnection>> out;
+  for (size_t i = 0; i < n; ++i) out.push_back(std::make_unique<LentConnection>());
+  return out;
 }
 
 }  // namespace spanhouse::storage

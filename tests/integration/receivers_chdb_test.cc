@@ -14,12 +14,12 @@
 #include "codec/zipkin.h"
 #include "integration/engine.h"
 #include "net/http_server.h"
-#include "pipeline/durable/segment_log.h"
+#include "pipeline/durable/durable_queue.h"
 #include "pipeline/memory_budget.h"
-#include "pipeline/queue/sharded_queue.h"
 #include "receivers/zipkin/zipkin_receiver.h"
-#include "server/durable_replay.h"
 #include "storage/clickhouse/chdb_span_reader.h"
+#include "storage/clickhouse/embedded_sink.h"
+#include "testdata/test_sink.h"
 #include "testdata/zipkin_spans.h"
 
 namespace spanhouse::storage {
@@ -62,9 +62,33 @@ int Post(receivers::ZipkinReceiver& receiver, const char* type, std::string body
   return resp.status;
 }
 
-// Stores every batch queued on `sharded`'s one shard.
-void StoreQueued(pipeline::ShardedQueue& sharded, const Capabilities& caps) {
-  while (auto item = sharded.shard(0).Pop(milliseconds(0))) WriteAll(*item->batch, caps);
+// Stores every batch `sink` was handed.
+void StoreQueued(testdata::TestSink& sink, const Capabilities& caps) {
+  while (auto item = sink.Pop(milliseconds(0))) WriteAll(*item->batch, caps);
+}
+
+// A durable queue (`log_dir` empty: none) and a sink that keeps what it
+// gets, for a receiver to hand requests to.
+struct Pipeline {
+  explicit Pipeline(const std::string& log_dir = "") {
+    pipeline::durable::DurableOptions o;
+    o.enabled = !log_dir.empty();
+    o.log.dir = log_dir;
+    o.log.fsync_always = false;
+    EXPECT_TRUE(pipeline::durable::DurableQueue::Open(o, budget, nullptr, &queue).ok());
+    queue->AddSink(sink);
+    queue->Start();
+  }
+  ~Pipeline() { queue->StopBacklogs(); }
+  pipeline::MemoryBudget budget{1ull << 30};
+  testdata::TestSink sink;
+  std::unique_ptr<pipeline::durable::DurableQueue> queue;
+};
+
+receivers::HttpListenerOptions Loopback() {
+  receivers::HttpListenerOptions o;
+  o.address = "127.0.0.1:0";
+  return o;
 }
 
 void ExpectStoredAs(const Capabilities& caps, const std::string& trace_hex, const SpanBatch& want) {
@@ -82,11 +106,8 @@ TEST(ZipkinOnChdb, JsonAndProtoRequestsAreStoredAndReadBack) {
   Reset();
   Capabilities caps;
   ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
-  pipeline::ShardedQueue sharded(1, 64 << 20);
-  pipeline::MemoryBudget budget(1ull << 30);
-  receivers::ZipkinOptions o;
-  o.address = "127.0.0.1:0";
-  receivers::ZipkinReceiver receiver(o, sharded, budget);  // no filter: the fixture's times are old
+  Pipeline p;  // no filter: the fixture's times are old
+  receivers::ZipkinReceiver receiver(Loopback(), {}, *p.queue);
 
   const std::string json_trace = "5b8efff798038103d269b633813fc60c";
   const std::string proto_trace = "6b8efff798038103d269b633813fc60d";
@@ -94,7 +115,7 @@ TEST(ZipkinOnChdb, JsonAndProtoRequestsAreStoredAndReadBack) {
   const std::string proto = testdata::ZipkinProto(ZipkinTrace(proto_trace));
   ASSERT_EQ(Post(receiver, "application/json", json), 202);
   ASSERT_EQ(Post(receiver, "application/x-protobuf", proto), 202);
-  StoreQueued(sharded, caps);
+  StoreQueued(p.sink, caps);
 
   SpanBatch want_json, want_proto;
   ASSERT_TRUE(codec::DecodeZipkinJson(json, want_json).ok());
@@ -110,41 +131,39 @@ TEST(ZipkinOnChdb, ALoggedZipkinRequestIsReplayedAndStored) {
   ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
   const std::string dir = Engine::dir + "/zipkin-queue-" + std::to_string(::getpid());
   std::filesystem::remove_all(dir);
-  pipeline::durable::LogOptions lo;
-  lo.dir = dir;
-  lo.fsync_always = false;
   const std::string trace = "7b8efff798038103d269b633813fc60e";
   const std::string proto = testdata::ZipkinProto(ZipkinTrace(trace));
   {
-    std::unique_ptr<pipeline::durable::SegmentLog> log;
-    ASSERT_TRUE(pipeline::durable::SegmentLog::Open(lo, &log).ok());
-    pipeline::ShardedQueue sharded(1, 64 << 20);
-    pipeline::MemoryBudget budget(1ull << 30);
-    receivers::ZipkinOptions o;
-    o.address = "127.0.0.1:0";
-    o.log = log.get();
-    receivers::ZipkinReceiver receiver(o, sharded, budget);
+    Pipeline p(dir);
+    receivers::ZipkinReceiver receiver(Loopback(), {}, *p.queue);
     ASSERT_EQ(Post(receiver, "application/x-protobuf", proto), 202);
-    // Accepted and logged, never stored: spanhouse stops here (the queued
-    // batch, with its hold on the record, is dropped unstored).
-    sharded.Close();
-    while (sharded.shard(0).Pop(milliseconds(0))) {
-    }
+    // Accepted and logged, never stored: spanhouse stops here (the sink's
+    // batch, with its ticket, is dropped unacknowledged).
+    ASSERT_TRUE(p.sink.Pop(milliseconds(2000)).has_value());
   }
-  std::unique_ptr<pipeline::durable::SegmentLog> log;
-  ASSERT_TRUE(pipeline::durable::SegmentLog::Open(lo, &log).ok());
-  pipeline::ShardedQueue sharded(1, 64 << 20);
+  // The next start: the embedded sink is replayed what it never stored.
   pipeline::MemoryBudget budget(1ull << 30);
-  server::ReplayCounts counts;
-  server::ReplayRemainingRecords(*log, sharded, budget, nullptr, nullptr, &counts);
-  EXPECT_EQ(counts.records, 1u);
-  EXPECT_EQ(counts.bad_records, 0u);
-  EXPECT_EQ(counts.queued_spans, 2u);
-  StoreQueued(sharded, caps);
+  std::unique_ptr<pipeline::durable::DurableQueue> queue;
+  pipeline::durable::DurableOptions o;
+  o.log.dir = dir;
+  o.log.fsync_always = false;
+  ASSERT_TRUE(pipeline::durable::DurableQueue::Open(o, budget, nullptr, &queue).ok());
+  EmbeddedSinkOptions so;
+  so.writer = TestWriter();
+  EmbeddedSink sink(LentConnections(), caps, so);
+  queue->AddSink(sink);
+  ASSERT_TRUE(sink.Start().ok());
+  queue->Start();
+  queue->StopBacklogs();
+  sink.Drain();
+  EXPECT_EQ(queue->replay_stats().records.load(), 1u);
+  EXPECT_EQ(queue->replay_stats().bad_records.load(), 0u);
+  EXPECT_EQ(queue->cursors()[0]->stats().replayed_spans.load(), 2u);
+  EXPECT_EQ(sink.stats().rows_written.load(), 2u);
   SpanBatch want;
   ASSERT_TRUE(codec::DecodeZipkinProto(proto, want).ok());
   ExpectStoredAs(caps, trace, want);
-  log.reset();
+  queue.reset();
   std::filesystem::remove_all(dir);
 }
 

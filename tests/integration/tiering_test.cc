@@ -246,11 +246,11 @@ TEST(ChdbTiering, ResourcesInUseAreStoredAgainAfterTheRefresh) {
   writer.Start();
   for (int k = 0; k < 3; ++k) {
     auto b = std::make_unique<SpanBatch>(testdata::SampleBatch(2, NowNs() + k));
-    ASSERT_EQ(queue.TryPush(b), pipeline::SpanQueue::PushResult::kOk);
+    ASSERT_TRUE(Enqueue(queue, std::move(b)).ok());
   }
   queue.Close();
   writer.Join();
-  EXPECT_EQ(writer.stats().inserts.load(), 3u);
+  EXPECT_EQ(writer.stats().writes.load(), 3u);
   // Two resources, stored by every flush (with a refresh of a day: once;
   // ChdbRoundTrip.EachResourceIsStoredOncePerWriter).
   EXPECT_EQ(Q(fmt::format("SELECT count(), uniqExact(resource_id) FROM {}.resources", kDatabase)),

@@ -197,27 +197,36 @@ struct SegmentLog::File {
   }
 };
 
-SegmentLog::Ref SegmentLog::Ref::Clone() const {
-  if (log_ == nullptr) return Ref();
+namespace {
+
+Status WriteFailed() {
+  return Status::Unavailable("cannot write the durable queue");
+}
+
+}  // namespace
+
+Ticket Ticket::Clone() const {
+  if (log_ == nullptr) return Ticket();
   return log_->Hold(segment_, lsn_, offset_);
 }
 
-void SegmentLog::Ref::Done() {
+void Ticket::Ack() {
   if (log_ != nullptr) std::exchange(log_, nullptr)->Release(segment_);
 }
 
-SegmentLog::SegmentLog(LogOptions options) : opts_(std::move(options)) {}
+SegmentLog::SegmentLog(LogOptions options, LogTestHooks hooks)
+    : opts_(std::move(options)), hooks_(std::move(hooks)) {}
 
 SegmentLog::~SegmentLog() {
   Close();
 }
 
-Status SegmentLog::Open(LogOptions options, std::unique_ptr<SegmentLog>* out) {
+Status SegmentLog::Open(LogOptions options, std::unique_ptr<SegmentLog>* out, LogTestHooks hooks) {
   std::error_code ec;
   std::filesystem::create_directories(options.dir, ec);
   if (ec)
     return Status::Internal("durable queue: cannot create " + options.dir + ": " + ec.message());
-  std::unique_ptr<SegmentLog> log(new SegmentLog(std::move(options)));
+  std::unique_ptr<SegmentLog> log(new SegmentLog(std::move(options), std::move(hooks)));
   if (Status st = log->Scan(); !st.ok()) return st;
   {
     std::lock_guard<std::mutex> lock(log->mu_);
@@ -398,13 +407,13 @@ void SegmentLog::EndReplay() {
   DeleteReleased();
 }
 
-SegmentLog::Ref SegmentLog::Hold(uint64_t segment, uint64_t lsn, uint64_t offset) {
+Ticket SegmentLog::Hold(uint64_t segment, uint64_t lsn, uint64_t offset) {
   std::lock_guard<std::mutex> lock(mu_);
   segments_[segment].holds++;
-  return Ref(this, segment, lsn, offset);
+  return Ticket(this, segment, lsn, offset);
 }
 
-Status SegmentLog::Read(const Ref& ref, RecordKind* kind, std::string* payload) {
+Status SegmentLog::Read(const Ticket& ref, RecordKind* kind, std::string* payload) {
   if (ref.log_ != this || ref.offset_ < kHeaderBytesV1) {
     return Status::Invalid("durable queue: not a reference to an appended record");
   }
@@ -456,10 +465,10 @@ Status SegmentLog::Read(const Ref& ref, RecordKind* kind, std::string* payload) 
   return st;
 }
 
-SegmentLog::AppendResult SegmentLog::Append(RecordKind kind, std::string_view head,
-                                            std::string_view payload, Ref* ref, bool past_limit) {
+Status SegmentLog::Append(RecordKind kind, std::string_view head, std::string_view payload,
+                          Ticket* ref, bool past_limit) {
   const size_t body = head.size() + payload.size() + 1;
-  if (body > kMaxRecordBytes) return AppendResult::kError;
+  if (body > kMaxRecordBytes) return Status::TooLarge("durable queue: record too large");
   char header[kRecordHeaderBytes + 1];
   header[kRecordHeaderBytes] = static_cast<char>(kind);
   const uint32_t crc = Crc32c(payload, Crc32c(head, Crc32c({&header[kRecordHeaderBytes], 1})));
@@ -470,13 +479,12 @@ SegmentLog::AppendResult SegmentLog::Append(RecordKind kind, std::string_view he
   // One record larger than the whole queue still goes into an empty one.
   if (!past_limit && bytes_ + total > opts_.max_bytes && bytes_ > active_->size) {
     stats_.rejected_full++;
-    return AppendResult::kFull;
+    return Status::Exhausted("durable queue full, retry later");
   }
   if (active_->size + total > opts_.segment_bytes && active_->size > kHeaderBytes) {
     // Seal: what the sync thread has not synced yet of this segment is
     // synced here, before appends move on to the next one.
-    if (!SyncActiveForSeal()) return AppendResult::kError;
-    if (!OpenNewSegment().ok()) return AppendResult::kError;
+    if (!SyncActiveForSeal() || !OpenNewSegment().ok()) return WriteFailed();
     DeleteReleased();
   }
   PutU32(header + 4, crc ^ active_->key);
@@ -495,7 +503,7 @@ SegmentLog::AppendResult SegmentLog::Append(RecordKind kind, std::string_view he
       if (::ftruncate(active_->fd, static_cast<off_t>(active_->size)) == 0) {
         ::lseek(active_->fd, static_cast<off_t>(active_->size), SEEK_SET);
       }
-      return AppendResult::kError;
+      return WriteFailed();
     }
     done += static_cast<size_t>(w);
     // A short write: go on from where it stopped.
@@ -516,7 +524,7 @@ SegmentLog::AppendResult SegmentLog::Append(RecordKind kind, std::string_view he
   segments_[active_number_].holds++;
   bytes_ += total;
   const uint64_t lsn = next_lsn_++;
-  *ref = Ref(this, active_number_, lsn, offset);
+  *ref = Ticket(this, active_number_, lsn, offset);
   stats_.records_appended++;
   stats_.bytes_appended += total;
   {
@@ -524,7 +532,7 @@ SegmentLog::AppendResult SegmentLog::Append(RecordKind kind, std::string_view he
     written_lsn_ = lsn;
   }
   if (opts_.fsync_always) sync_cv_.notify_one();
-  return AppendResult::kOk;
+  return Status::Ok();
 }
 
 bool SegmentLog::WaitDurable(uint64_t lsn, std::chrono::milliseconds timeout) {
@@ -571,7 +579,7 @@ void SegmentLog::SyncLoop() {
       std::lock_guard<std::mutex> sl(sync_mu_);
       target = written_lsn_;
     }
-    if (opts_.test_before_sync) opts_.test_before_sync();
+    if (hooks_.before_sync) hooks_.before_sync();
     const bool ok = ::fdatasync(file->fd) == 0;
     stats_.fsyncs++;
     std::vector<std::function<void(bool)>> synced;  // called outside the lock

@@ -65,18 +65,16 @@
 
 namespace spanhouse::pipeline::durable {
 
+// What a record holds (records.h has the payloads). Stored on disk: never
+// renumber.
 enum class RecordKind : uint8_t {
-  kSpans = 1,  // an OTLP ExportTraceServiceRequest (protobuf), as accepted
-  kBlock = 2,  // a writer's insert block: which records it holds (block_record.h)
-  // The receiver's clock when it took the request, then the request as kSpans
-  // (request_record.h): replay filters it as it was filtered then.
-  kRequest = 3,
-  // Logged blocks inserted again before a copying schema upgrade, and
-  // stored once (block_record.h: ReplayedBlocks): later replays skip them.
-  kReplayed = 4,
-  // The receive time, the body's format (OTLP or Zipkin, protobuf or JSON),
-  // then the body as received (request_record.h).
-  kEncodedRequest = 5,
+  kSpans = 1,           // older logs: an OTLP request (protobuf)
+  kBlock = 2,           // older logs: the embedded sink's sealed block
+  kRequest = 3,         // older logs: receive time + OTLP request (protobuf)
+  kReplayed = 4,        // older logs: the embedded sink's acknowledged blocks
+  kEncodedRequest = 5,  // a request: receive time, body format, body
+  kSinkBlock = 6,       // a sink's sealed block: which records' spans it holds
+  kSinkAck = 7,         // a sink's acknowledgement of sealed blocks
 };
 
 struct LogOptions {
@@ -89,9 +87,6 @@ struct LogOptions {
   size_t recycled_segments = 4;
   bool fsync_always = true;
   std::chrono::milliseconds fsync_interval{200};
-  // Tests: runs on the sync thread before each fdatasync, to make it as slow
-  // as a test needs (a slow disk) without sleeping for a guessed time.
-  std::function<void()> test_before_sync{};
 };
 
 struct LogStats {
@@ -112,43 +107,54 @@ uint32_t Crc32c(std::string_view data, uint32_t crc = 0);
 // CPU's crc32 instruction); for tests.
 uint32_t Crc32cPortable(std::string_view data, uint32_t crc = 0);
 
+class SegmentLog;
+
+// One consumer's claim on one record: while any is held, the record's
+// segment stays on disk. Movable; Clone() takes another claim; Ack() gives
+// it up (the consumer is done with the record: stored, dead-lettered, or
+// nothing to store). Destroyed without Ack(), the claim is never given up in
+// this process: the segment stays, and the next start replays the record.
+class Ticket {
+ public:
+  Ticket() = default;
+  Ticket(Ticket&& o) noexcept
+      : log_(std::exchange(o.log_, nullptr)),
+        segment_(o.segment_),
+        lsn_(o.lsn_),
+        offset_(o.offset_) {}
+  Ticket& operator=(Ticket&& o) noexcept {
+    log_ = std::exchange(o.log_, nullptr);
+    segment_ = o.segment_;
+    lsn_ = o.lsn_;
+    offset_ = o.offset_;
+    return *this;
+  }
+  Ticket(const Ticket&) = delete;
+  Ticket& operator=(const Ticket&) = delete;
+  Ticket Clone() const;
+  void Ack();
+  bool valid() const { return log_ != nullptr; }
+  uint64_t lsn() const { return lsn_; }
+
+ private:
+  friend class SegmentLog;
+  Ticket(SegmentLog* log, uint64_t segment, uint64_t lsn, uint64_t offset = 0)
+      : log_(log), segment_(segment), lsn_(lsn), offset_(offset) {}
+  SegmentLog* log_ = nullptr;
+  uint64_t segment_ = 0;
+  uint64_t lsn_ = 0;
+  uint64_t offset_ = 0;  // where the record starts in its segment; 0: unknown (Hold)
+};
+
+// Test hooks, apart from the options a deployment sets.
+struct LogTestHooks {
+  // Runs on the sync thread before each fdatasync, to make it as slow as a
+  // test needs (a slow disk) without sleeping for a guessed time.
+  std::function<void()> before_sync{};
+};
+
 class SegmentLog {
  public:
-  // A hold on one segment for one consumer of a record. Movable; Clone()
-  // takes another hold; Done() releases it. Destroyed without Done(), the
-  // hold is never released in this process: the segment stays for replay.
-  class Ref {
-   public:
-    Ref() = default;
-    Ref(Ref&& o) noexcept
-        : log_(std::exchange(o.log_, nullptr)),
-          segment_(o.segment_),
-          lsn_(o.lsn_),
-          offset_(o.offset_) {}
-    Ref& operator=(Ref&& o) noexcept {
-      log_ = std::exchange(o.log_, nullptr);
-      segment_ = o.segment_;
-      lsn_ = o.lsn_;
-      offset_ = o.offset_;
-      return *this;
-    }
-    Ref(const Ref&) = delete;
-    Ref& operator=(const Ref&) = delete;
-    Ref Clone() const;
-    void Done();
-    bool valid() const { return log_ != nullptr; }
-    uint64_t lsn() const { return lsn_; }
-
-   private:
-    friend class SegmentLog;
-    Ref(SegmentLog* log, uint64_t segment, uint64_t lsn, uint64_t offset = 0)
-        : log_(log), segment_(segment), lsn_(lsn), offset_(offset) {}
-    SegmentLog* log_ = nullptr;
-    uint64_t segment_ = 0;
-    uint64_t lsn_ = 0;
-    uint64_t offset_ = 0;  // where the record starts in its segment; 0: unknown (Hold)
-  };
-
   // A record read back by Replay; `ref` holds its segment.
   struct Record {
     uint64_t lsn = 0;
@@ -159,7 +165,7 @@ class SegmentLog {
 
   // Opens (creating) the directory and indexes the segments already there;
   // appends go to a new segment. Errors only for an unusable directory.
-  static Status Open(LogOptions options, std::unique_ptr<SegmentLog>* out);
+  static Status Open(LogOptions options, std::unique_ptr<SegmentLog>* out, LogTestHooks hooks = {});
   ~SegmentLog();
 
   // Calls `fn` for every valid record of the segments found at Open, in LSN
@@ -170,24 +176,23 @@ class SegmentLog {
   void EndReplay();
   // A hold on `segment`, for a consumer of its record `lsn` (replay); with
   // the record's `offset` the hold can Read() it back.
-  Ref Hold(uint64_t segment, uint64_t lsn, uint64_t offset = 0);
+  Ticket Hold(uint64_t segment, uint64_t lsn, uint64_t offset = 0);
 
-  enum class AppendResult { kOk, kFull, kError };
-  // Appends one record; on kOk `*ref` holds its segment and carries its LSN.
-  // `past_limit`: not refused for max_bytes (the writers' block records:
-  // refusing them would stop what empties the log).
-  AppendResult Append(RecordKind kind, std::string_view payload, Ref* ref,
-                      bool past_limit = false) {
+  // Appends one record; on success `*ref` holds its segment and carries its
+  // LSN. Refused: kResourceExhausted when the log is at max_bytes (unless
+  // `past_limit`: the sinks' block and ack records, which refusing would
+  // stop what empties the log), kUnavailable when the disk write failed.
+  Status Append(RecordKind kind, std::string_view payload, Ticket* ref, bool past_limit = false) {
     return Append(kind, {}, payload, ref, past_limit);
   }
   // The same with the payload in two pieces, `head` then `payload` (written
   // together, without joining them in memory first).
-  AppendResult Append(RecordKind kind, std::string_view head, std::string_view payload, Ref* ref,
-                      bool past_limit = false);
-  // Reads back the record `ref` was appended as (a Ref from Append, still
+  Status Append(RecordKind kind, std::string_view head, std::string_view payload, Ticket* ref,
+                bool past_limit = false);
+  // Reads back the record `ref` was appended as (a Ticket from Append, still
   // held; or from Hold with an offset): its kind and payload, the CRC checked. Any thread; the
   // record need not be durable yet.
-  Status Read(const Ref& ref, RecordKind* kind, std::string* payload);
+  Status Read(const Ticket& ref, RecordKind* kind, std::string* payload);
   // Waits until the record `lsn` is durable by the fsync policy; false if
   // that took longer than `timeout` (or the log failed or closed).
   bool WaitDurable(uint64_t lsn, std::chrono::milliseconds timeout);
@@ -209,6 +214,7 @@ class SegmentLog {
   const LogStats& stats() const { return stats_; }
 
  private:
+  friend class Ticket;
   struct File;  // an open segment file, shared with the sync thread
   struct Segment {
     std::string path;
@@ -218,7 +224,7 @@ class SegmentLog {
     bool sealed = false;
     uint32_t key = 0;  // XORed into its records' CRCs (format 2; 0 in format 1)
   };
-  explicit SegmentLog(LogOptions options);
+  SegmentLog(LogOptions options, LogTestHooks hooks);
   Status Scan();
   Status OpenNewSegment();  // under mu_
   // Cuts a recycled active file to its records and syncs it; under mu_.
@@ -231,6 +237,7 @@ class SegmentLog {
   void FailWaiters();
 
   const LogOptions opts_;
+  const LogTestHooks hooks_;
   LogStats stats_;
   uint64_t epoch_ = 0;
   std::atomic<uint64_t> bytes_{0};

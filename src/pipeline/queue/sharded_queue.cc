@@ -24,44 +24,52 @@ ShardedQueue::ShardedQueue(size_t shards, size_t max_bytes_per_shard) {
   }
 }
 
-SpanQueue::PushResult ShardedQueue::Push(std::unique_ptr<SpanBatch> batch, Reservation reservation,
-                                         durable::SegmentLog::Ref ref) {
+Status ShardedQueue::Push(QueuedBatch& item) {
   const size_t n = shards_.size();
-  if (n == 1) return shards_[0]->TryPush(batch, reservation, &ref);
+  if (item.block != nullptr) return shards_[item.block->key.shard % n]->Push(item);
+  if (n == 1) return shards_[0]->Push(item);
 
+  SpanBatch& batch = *item.batch;
   std::vector<std::vector<uint32_t>> which(n);
-  for (uint32_t i = 0; i < batch->span_count(); ++i) {
-    which[ShardOf(batch->spans.trace_id[i], n)].push_back(i);
+  for (uint32_t i = 0; i < batch.span_count(); ++i) {
+    which[ShardOf(batch.spans.trace_id[i], n)].push_back(i);
+  }
+  for (size_t s = 0; s < n; ++s) {
+    if (which[s].size() == batch.span_count()) return shards_[s]->Push(item);  // one shard's
   }
   std::vector<std::pair<size_t, std::unique_ptr<SpanBatch>>> parts;
+  size_t total = 0;
   for (size_t s = 0; s < n; ++s) {
     if (which[s].empty()) continue;
-    if (which[s].size() == batch->span_count()) {  // the whole batch is one shard's
-      parts.emplace_back(s, std::move(batch));
-      break;
-    }
     auto part = std::make_unique<SpanBatch>();
-    part->AppendSpans(*batch, which[s].data(), which[s].size());
+    part->AppendSpans(batch, which[s].data(), which[s].size());
+    total += part->MemoryBytes();
     parts.emplace_back(s, std::move(part));
   }
   // Share the reservation out by size.
-  size_t total = 0;
-  for (auto& [s, part] : parts) total += part->MemoryBytes();
-  const size_t reserved = reservation.bytes();
-  SpanQueue::PushResult result = SpanQueue::PushResult::kOk;
+  const size_t reserved = item.reservation.bytes();
+  Status result;
+  size_t pushed = 0;
   for (size_t k = 0; k < parts.size(); ++k) {
     auto& [s, part] = parts[k];
+    QueuedBatch q;
     const size_t bytes = k + 1 == parts.size()  // the last part takes the rest
-                             ? reservation.bytes()
+                             ? item.reservation.bytes()
                              : (total == 0 ? 0 : reserved * part->MemoryBytes() / total);
-    Reservation share = reservation.Split(bytes);
-    durable::SegmentLog::Ref part_ref = ref.Clone();
-    SpanQueue::PushResult r = shards_[s]->TryPush(part, share, &part_ref);
-    if (r != SpanQueue::PushResult::kOk) result = r;
+    q.reservation = item.reservation.Split(bytes);
+    q.ticket = item.ticket.Clone();
+    q.batch = std::move(part);
+    if (Status st = shards_[s]->Push(q); !st.ok()) {
+      result = st;
+    } else {
+      ++pushed;
+    }
   }
-  // Each queued part holds the record's segment now; a part not queued keeps
-  // its hold (and so the record, for the next start).
-  if (result == SpanQueue::PushResult::kOk) ref.Done();
+  // Each queued part holds the record now; after a refusal the item's own
+  // ticket is kept unacked (and so the record, for the next start). Some
+  // parts taken: the item cannot be offered again whole.
+  if (result.ok()) item.ticket.Ack();
+  if (!result.ok() && pushed > 0) return Status::Unavailable(result.message());
   return result;
 }
 

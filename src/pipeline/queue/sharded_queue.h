@@ -21,14 +21,16 @@ class ShardedQueue {
   size_t shards() const { return shards_.size(); }
   SpanQueue& shard(size_t i) { return *shards_[i]; }
 
-  // Splits `batch` by trace id and queues each part with its share of
-  // `reservation`. What bounds the pipeline is the memory budget behind the
-  // reservation, checked before decoding; give each shard a bound no smaller
-  // than the budget, so a shard never refuses a part. Close() comes only
-  // after the receivers have stopped. So in service every part is queued.
-  // Each part gets its own hold on the durable log's segment (`ref`).
-  SpanQueue::PushResult Push(std::unique_ptr<SpanBatch> batch, Reservation reservation,
-                             durable::SegmentLog::Ref ref = {});
+  // Splits the item's batch by trace id and queues each part with its share
+  // of the reservation and a ticket of its own; a replayed block goes whole
+  // to the shard it was sealed by (any shard could write it: its token makes
+  // it once). What bounds the pipeline is the memory budget behind the
+  // reservation, checked before decoding: give each shard a bound no smaller
+  // than the budget, so a shard never refuses a part. Refused whole (closed,
+  // or full with one shard), the item is the caller's again; a part refused
+  // keeps its ticket unacked, so the record stays for the next start. Takes
+  // the item (moved from) when it returns OK.
+  Status Push(QueuedBatch& item);
 
   void Close();
   size_t bytes() const;

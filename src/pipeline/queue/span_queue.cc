@@ -2,26 +2,26 @@
 
 namespace spanhouse::pipeline {
 
-SpanQueue::PushResult SpanQueue::TryPush(std::unique_ptr<SpanBatch>& batch) {
-  Reservation none;
-  return TryPush(batch, none);
-}
-
-SpanQueue::PushResult SpanQueue::TryPush(std::unique_ptr<SpanBatch>& batch,
-                                         Reservation& reservation, durable::SegmentLog::Ref* ref) {
-  const size_t bytes = batch->MemoryBytes();
+Status SpanQueue::Push(QueuedBatch& item) {
+  size_t bytes = 0;
+  if (item.batch != nullptr) bytes = item.batch->MemoryBytes();
+  if (item.block != nullptr) {
+    for (const auto& p : item.block->parts) bytes += p->MemoryBytes();
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (closed_) return PushResult::kClosed;
+    if (closed_) return Status::Unavailable("shutting down, retry later");
     // One batch larger than the whole queue is still accepted into an empty
     // queue, or it could never be.
-    if (bytes_ + bytes > max_bytes_ && !items_.empty()) return PushResult::kFull;
+    if (bytes_ + bytes > max_bytes_ && !items_.empty()) {
+      return Status::Exhausted("queue full, retry later");
+    }
     bytes_ += bytes;
-    items_.push_back({std::move(batch), bytes, std::move(reservation),
-                      ref != nullptr ? std::move(*ref) : durable::SegmentLog::Ref()});
+    item.bytes = bytes;
+    items_.push_back(std::move(item));
   }
   cv_.notify_one();
-  return PushResult::kOk;
+  return Status::Ok();
 }
 
 std::optional<QueuedBatch> SpanQueue::Pop(std::chrono::milliseconds timeout) {

@@ -14,32 +14,36 @@
 #include <mutex>
 #include <optional>
 
+#include "common/status.h"
 #include "model/span_batch.h"
+#include "pipeline/durable/block.h"
 #include "pipeline/durable/segment_log.h"
 #include "pipeline/memory_budget.h"
 
 namespace spanhouse::pipeline {
 
+// What a sink is handed: one request's spans (or a part of them), or a whole
+// block to write again after a restart.
 struct QueuedBatch {
   std::unique_ptr<SpanBatch> batch;
-  size_t bytes = 0;
-  // The batch's share of the receivers' memory budget, released by the
-  // writer once the spans are stored.
+  size_t bytes = 0;  // set by the queue
+  // The batch's share of the memory budget, released by the sink once the
+  // spans no longer need memory (written, or spooled to disk).
   Reservation reservation;
-  // With the durable queue: the hold on the log segment that has this
-  // batch's record (and its LSN), released once the spans are stored.
-  durable::SegmentLog::Ref ref;
+  // The request's record in the durable queue (none without it): acked once
+  // the spans are stored.
+  durable::Ticket ticket;
+  // Set (and `batch` null): a block sealed before a crash, formed again.
+  std::unique_ptr<durable::ReplayBlock> block;
 };
 
 class SpanQueue {
  public:
   explicit SpanQueue(size_t max_bytes) : max_bytes_(max_bytes) {}
 
-  enum class PushResult { kOk, kFull, kClosed };
-  // Takes the batch (and the reservation) only on kOk.
-  PushResult TryPush(std::unique_ptr<SpanBatch>& batch);
-  PushResult TryPush(std::unique_ptr<SpanBatch>& batch, Reservation& reservation,
-                     durable::SegmentLog::Ref* ref = nullptr);
+  // Takes `item` (moved from) unless refused: kResourceExhausted when full,
+  // kUnavailable once closed; the item is then untouched.
+  Status Push(QueuedBatch& item);
 
   // Waits up to `timeout` for a batch. Empty when the wait timed out, or when
   // the queue is closed and drained (then closed_and_empty() is true).

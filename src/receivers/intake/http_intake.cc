@@ -6,21 +6,14 @@
 
 namespace spanhouse::receivers {
 
-IntakeOptions IntakeOptionsOf(const OtlpHttpOptions& o) {
-  return {.max_body_bytes = o.max_body_bytes,
-          .max_spans_per_request = o.max_spans_per_request,
-          .memory_wait = o.memory_wait,
-          .log = o.log,
-          .spill = o.spill};
-}
-
-net::HttpServerOptions ServerOptionsOf(std::string name, const OtlpHttpOptions& o) {
+net::HttpServerOptions ServerOptionsOf(std::string name, const HttpListenerOptions& listener,
+                                       const IntakeOptions& intake) {
   return {.name = std::move(name),
-          .address = o.address,
-          .max_body_bytes = o.max_body_bytes,
-          .threads = o.threads,
-          .authorize = o.authorize,
-          .tls = o.tls};
+          .address = listener.address,
+          .max_body_bytes = intake.max_body_bytes,
+          .threads = listener.threads,
+          .authorize = listener.authorize,
+          .tls = listener.tls};
 }
 
 bool IsPostTo(std::string_view path, const net::HttpRequest& req, net::HttpResponse& resp,
@@ -41,7 +34,7 @@ bool IsPostTo(std::string_view path, const net::HttpRequest& req, net::HttpRespo
   return true;
 }
 
-void SubmitHttp(Intake& intake, pipeline::durable::BodyFormat format, net::HttpRequest& req,
+void SubmitHttp(Intake& intake, codec::BodyFormat format, net::HttpRequest& req,
                 std::string_view content_encoding, net::HttpResponse& resp,
                 net::HttpDeferral& later, HttpAnswer answer) {
   // The answer may wait for the durable queue's fsync, but this I/O thread

@@ -5,18 +5,27 @@
 #pragma once
 
 #include <functional>
+#include <memory>
+#include <string>
 #include <string_view>
 
 #include "net/http_server.h"
 #include "receivers/intake/intake.h"
-#include "receivers/otlp_http/otlp_http_options.h"
 
 namespace spanhouse::receivers {
 
-// The intake's part of a listener's options.
-IntakeOptions IntakeOptionsOf(const OtlpHttpOptions& o);
-// The HTTP server's part.
-net::HttpServerOptions ServerOptionsOf(std::string name, const OtlpHttpOptions& o);
+// An HTTP receiver's listener (OTLP/HTTP, Zipkin).
+struct HttpListenerOptions {
+  std::string address;  // host:port; port 0 picks a free one
+  int threads = 2;
+  net::HttpAuthorizer authorize{};               // empty: no token needed
+  std::shared_ptr<const net::TlsContext> tls{};  // set: HTTPS only
+};
+
+// The HTTP server's options for a listener whose bodies the intake takes
+// (its cap on the wire is the intake's max_body_bytes).
+net::HttpServerOptions ServerOptionsOf(std::string name, const HttpListenerOptions& listener,
+                                       const IntakeOptions& intake);
 
 // False (with `resp` the 404 or 405, counted as a request) unless `req` is
 // a POST to `path`.
@@ -27,7 +36,7 @@ bool IsPostTo(std::string_view path, const net::HttpRequest& req, net::HttpRespo
 // which writes it into an HTTP response: into `resp` at once, or into the
 // deferred answer given later from the log's sync thread.
 using HttpAnswer = std::function<void(const IntakeResult&, net::HttpResponse&)>;
-void SubmitHttp(Intake& intake, pipeline::durable::BodyFormat format, net::HttpRequest& req,
+void SubmitHttp(Intake& intake, codec::BodyFormat format, net::HttpRequest& req,
                 std::string_view content_encoding, net::HttpResponse& resp,
                 net::HttpDeferral& later, HttpAnswer answer);
 

@@ -6,7 +6,6 @@
 
 #include "codec/compression.h"
 #include "codec/otlp_encode.h"
-#include "receivers/durable/logged_request.h"
 
 namespace spanhouse::receivers {
 
@@ -21,45 +20,11 @@ std::string_view TrimCoding(std::string_view coding) {
   return coding;
 }
 
-void Count(IntakeStats& stats, Outcome outcome) {
-  switch (outcome) {
-    case Outcome::kAccepted:
-      stats.requests_accepted++;
-      break;
-    case Outcome::kBadData:
-      stats.rejected_malformed++;
-      break;
-    case Outcome::kTooLarge:
-      stats.rejected_too_large++;
-      break;
-    case Outcome::kTooManySpans:
-      stats.rejected_too_many_spans++;
-      break;
-    case Outcome::kUnsupported:
-      stats.rejected_media_type++;
-      break;
-    case Outcome::kMemoryFull:
-      stats.rejected_queue_full++;
-      break;
-    case Outcome::kDurableFull:
-      stats.rejected_durable_full++;
-      break;
-    case Outcome::kShuttingDown:
-      stats.rejected_shutting_down++;
-      break;
-    case Outcome::kDurableError:
-      stats.durable_errors++;
-      break;
-  }
-}
-
-int RetryAfterS(Outcome outcome) {
-  switch (outcome) {
-    case Outcome::kMemoryFull:
-    case Outcome::kDurableFull:
+int RetryAfterS(StatusCode code) {
+  switch (code) {
+    case StatusCode::kResourceExhausted:
       return 1;
-    case Outcome::kShuttingDown:
-    case Outcome::kDurableError:
+    case StatusCode::kUnavailable:
       return 5;
     default:
       return 0;
@@ -74,35 +39,15 @@ IntakeResult Accepted(const pipeline::FilterReport& filtered, const pipeline::Sp
   return r;
 }
 
-}  // namespace
-
-int HttpStatusOf(Outcome outcome) {
-  switch (outcome) {
-    case Outcome::kAccepted:
-      return 200;
-    case Outcome::kBadData:
-      return 400;
-    case Outcome::kTooLarge:
-    case Outcome::kTooManySpans:
-      return 413;
-    case Outcome::kUnsupported:
-      return 415;
-    case Outcome::kMemoryFull:
-    case Outcome::kDurableFull:
-      return 429;
-    case Outcome::kShuttingDown:
-    case Outcome::kDurableError:
-      return 503;
-  }
-  return 500;
+uint64_t NowNs() {
+  return static_cast<uint64_t>(
+      std::chrono::nanoseconds(std::chrono::system_clock::now().time_since_epoch()).count());
 }
 
+}  // namespace
+
 bool IsCompressed(std::string_view coding) {
-  while (!coding.empty() && (coding.front() == ' ' || coding.front() == '\t')) {
-    coding.remove_prefix(1);
-  }
-  while (!coding.empty() && (coding.back() == ' ' || coding.back() == '\t'))
-    coding.remove_suffix(1);
+  coding = TrimCoding(coding);
   if (coding.empty()) return false;
   constexpr std::string_view kIdentity = "identity";
   return !std::equal(
@@ -110,138 +55,139 @@ bool IsCompressed(std::string_view coding) {
       [](char a, char b) { return std::tolower(static_cast<unsigned char>(a)) == b; });
 }
 
-Intake::Intake(IntakeOptions options, pipeline::ShardedQueue& queue, pipeline::MemoryBudget& budget,
-               pipeline::SpanFilter* filter, std::shared_ptr<IntakeStats> stats)
-    : opts_(options), queue_(queue), budget_(budget), filter_(filter), stats_(std::move(stats)) {}
+Intake::Intake(IntakeOptions options, pipeline::durable::DurableQueue& queue,
+               std::shared_ptr<IntakeStats> stats)
+    : opts_(options), queue_(queue), filter_(queue.filter()), stats_(std::move(stats)) {}
 
-IntakeResult Intake::Refuse(Outcome outcome, std::string message) {
-  Count(*stats_, outcome);
+IntakeResult Intake::Refuse(const Status& st, std::atomic<uint64_t> IntakeStats::*counter) {
+  ((*stats_).*counter)++;
   IntakeResult r;
-  r.outcome = outcome;
-  r.message = std::move(message);
-  r.retry_after_s = RetryAfterS(outcome);
+  r.code = st.code();
+  r.message = st.message();
+  r.retry_after_s = RetryAfterS(st.code());
   return r;
 }
 
-Intake::Submitted Intake::Submit(pipeline::durable::BodyFormat format, std::string body,
+IntakeResult Intake::Decode(codec::BodyFormat format, std::string body,
+                            std::string_view content_encoding, SpanBatch* batch) {
+  if (IsCompressed(content_encoding)) {
+    std::string decompressed;
+    Status st = codec::Decompress(content_encoding, body, opts_.max_body_bytes, &decompressed);
+    if (!st.ok()) {
+      auto counter = st.code() == StatusCode::kTooLarge ? &IntakeStats::rejected_too_large
+                     : st.code() == StatusCode::kUnsupportedMedia
+                         ? &IntakeStats::rejected_media_type
+                         : &IntakeStats::rejected_malformed;
+      if (counter == &IntakeStats::rejected_malformed) st = Status::Invalid(st.message());
+      return Refuse(st, counter);
+    }
+    body = std::move(decompressed);
+  } else if (body.size() > opts_.max_body_bytes) {
+    return Refuse(Status::TooLarge("body exceeds the size limit"),
+                  &IntakeStats::rejected_too_large);
+  }
+  // A protobuf body becomes the batch's source (the batch points into it);
+  // a JSON one is read in place and freed once decoded.
+  const Status st = codec::DecodeBody(format, body, batch);
+  if (!st.ok()) return Refuse(Status::Invalid(st.message()), &IntakeStats::rejected_malformed);
+  stats_->spans_received += batch->span_count();
+  if (batch->span_count() > opts_.max_spans_per_request) {
+    return Refuse(Status::TooLarge("request has " + std::to_string(batch->span_count()) +
+                                   " spans, over the limit of " +
+                                   std::to_string(opts_.max_spans_per_request) +
+                                   " per request: send smaller batches"),
+                  &IntakeStats::rejected_too_many_spans);
+  }
+  return {};
+}
+
+Intake::Submitted Intake::Submit(codec::BodyFormat format, std::string body,
                                  std::string_view content_encoding, const Later& later) {
   stats_->requests++;
   content_encoding = TrimCoding(content_encoding);
   // Reserve before decoding: twice the body (decoded columns plus the body
   // itself), or for a compressed body twice a bounded guess at its
   // decompressed size. Corrected to the batch's real size once decoded.
-  const bool compressed = IsCompressed(content_encoding);
-  const size_t estimate =
-      compressed ? std::min<size_t>(body.size() * 8, opts_.max_body_bytes) * 2 : body.size() * 2;
+  const size_t estimate = IsCompressed(content_encoding)
+                              ? std::min<size_t>(body.size() * 8, opts_.max_body_bytes) * 2
+                              : body.size() * 2;
   // With the durable queue a request the memory budget cannot take now
-  // waits on disk (spill_backlog.h); so does every request while others
-  // wait there, so that they are queued in order.
-  SpillBacklog* const spill = opts_.log != nullptr ? opts_.spill : nullptr;
-  bool spilled = spill != nullptr && spill->waiting();
+  // waits on disk, read back by each sink as memory comes; so does every
+  // request while every sink has such a backlog, so that it comes after.
+  const bool durable = queue_.durable();
+  bool spilled = durable && queue_.AllBacklogged();
+  pipeline::MemoryBudget& budget = queue_.budget();
   pipeline::Reservation reservation;
   if (!spilled) {
-    if (budget_.ReserveWithin(estimate, opts_.memory_wait)) {
-      reservation = pipeline::Reservation(&budget_, estimate);
-    } else if (spill != nullptr) {
+    if (budget.ReserveWithin(estimate, opts_.memory_wait)) {
+      reservation = pipeline::Reservation(&budget, estimate);
+    } else if (durable) {
       spilled = true;
     } else {
-      return {false, Refuse(Outcome::kMemoryFull, "spanhouse is at its memory limit, retry later")};
+      return {false, Refuse(Status::Exhausted("spanhouse is at its memory limit, retry later"),
+                            &IntakeStats::rejected_queue_full)};
     }
   }
 
-  if (compressed) {
-    std::string decompressed;
-    Status st = codec::Decompress(content_encoding, body, opts_.max_body_bytes, &decompressed);
-    if (!st.ok()) {
-      const Outcome o = st.code() == StatusCode::kTooLarge           ? Outcome::kTooLarge
-                        : st.code() == StatusCode::kUnsupportedMedia ? Outcome::kUnsupported
-                                                                     : Outcome::kBadData;
-      return {false, Refuse(o, st.message())};
-    }
-    body = std::move(decompressed);
-  } else if (body.size() > opts_.max_body_bytes) {
-    return {false, Refuse(Outcome::kTooLarge, "body exceeds the size limit")};
-  }
-
-  // A protobuf body becomes the batch's source (the batch points into it);
-  // a JSON one is read in place and freed once decoded.
   auto batch = std::make_unique<SpanBatch>();
-  const Status st = DecodeBody(format, body, batch.get());
-  body = std::string();
-  if (!st.ok()) return {false, Refuse(Outcome::kBadData, st.message())};
-  stats_->spans_received += batch->span_count();
-  if (batch->span_count() > opts_.max_spans_per_request) {
-    return {false,
-            Refuse(Outcome::kTooManySpans, "request has " + std::to_string(batch->span_count()) +
-                                               " spans, over the limit of " +
-                                               std::to_string(opts_.max_spans_per_request) +
-                                               " per request: send smaller batches")};
+  if (IntakeResult r = Decode(format, std::move(body), content_encoding, batch.get()); !r.ok()) {
+    return {false, std::move(r)};
   }
   pipeline::FilterReport filtered;
-  const auto now_ns = static_cast<uint64_t>(
-      std::chrono::nanoseconds(std::chrono::system_clock::now().time_since_epoch()).count());
+  const uint64_t now_ns = NowNs();
   if (filter_ != nullptr) filter_->Apply(*batch, now_ns, &filtered);
   const size_t n = batch->span_count();
   if (n == 0) {
     stats_->requests_accepted++;
     return {false, Accepted(filtered, filter_)};
   }
-  pipeline::durable::SegmentLog::Ref ref;
-  if (opts_.log != nullptr) {
-    // The receive time, the body's format and the body: read back, it is
-    // decoded and filtered again against that time (logged_request.h). A
-    // protobuf body (OTLP or Zipkin) is logged as it came, the batch's
+  pipeline::durable::Ticket ticket;
+  if (durable) {
+    // Read back, the record is decoded and filtered again against `now_ns`.
+    // A protobuf body (OTLP or Zipkin) is logged as it came, the batch's
     // source; a JSON one as OTLP protobuf encoded from the (filtered) batch:
     // smaller on disk than the JSON, and filtering it again changes nothing.
-    pipeline::durable::BodyFormat logged = format;
+    codec::BodyFormat logged = format;
     std::string encoded;
     std::string_view record = batch->source();
     if (record.empty()) {
       encoded = codec::EncodeOtlpProto(*batch);
       record = encoded;
-      logged = pipeline::durable::BodyFormat::kOtlpProto;
+      logged = codec::BodyFormat::kOtlpProto;
     }
-    switch (opts_.log->Append(pipeline::durable::RecordKind::kEncodedRequest,
-                              pipeline::durable::EncodedRequestRecordHead(now_ns, logged), record,
-                              &ref)) {
-      case pipeline::durable::SegmentLog::AppendResult::kOk:
-        break;
-      case pipeline::durable::SegmentLog::AppendResult::kFull:
-        return {false, Refuse(Outcome::kDurableFull, "durable queue full, retry later")};
-      case pipeline::durable::SegmentLog::AppendResult::kError:
-        return {false, Refuse(Outcome::kDurableError, "cannot write the durable queue")};
+    if (Status st = queue_.Append(now_ns, logged, record, &ticket); !st.ok()) {
+      return {false, Refuse(st, st.code() == StatusCode::kResourceExhausted
+                                    ? &IntakeStats::rejected_durable_full
+                                    : &IntakeStats::durable_errors)};
     }
   }
-  if (!spilled) reservation.Resize(batch->MemoryBytes());
-  const uint64_t lsn = ref.lsn();
+  const uint64_t lsn = ticket.lsn();
+  const size_t bytes = batch->MemoryBytes();
   if (spilled) {
-    // The batch goes; the backlog reads the record back when memory allows.
-    const size_t bytes = batch->MemoryBytes();
-    batch.reset();
-    spill->Add(std::move(ref), bytes, n);
+    batch.reset();  // the sinks read the record back when memory allows
   } else {
-    switch (queue_.Push(std::move(batch), std::move(reservation), std::move(ref))) {
-      case pipeline::SpanQueue::PushResult::kOk:
-        break;
-      case pipeline::SpanQueue::PushResult::kFull:
-        return {false, Refuse(Outcome::kMemoryFull, "queue full, retry later")};
-      case pipeline::SpanQueue::PushResult::kClosed:
-        return {false, Refuse(Outcome::kShuttingDown, "shutting down, retry later")};
-    }
+    reservation.Resize(bytes);
   }
-  // Queued (or spilled) first, so the writer works on the spans while the
-  // fsync runs. The answer waits for the fdatasync that covers the record
-  // (group commit: one for every request written meanwhile), but the
-  // receiver's thread does not: the log's sync thread answers.
-  if (opts_.log != nullptr && opts_.log->options().fsync_always) {
+  // Delivered first, so the sinks work on the spans while the fsync runs.
+  if (Status st =
+          queue_.Deliver(std::move(batch), std::move(reservation), std::move(ticket), bytes, n);
+      !st.ok()) {
+    return {false, Refuse(st, st.code() == StatusCode::kResourceExhausted
+                                  ? &IntakeStats::rejected_queue_full
+                                  : &IntakeStats::rejected_shutting_down)};
+  }
+  // The answer waits for the fdatasync that covers the record (group
+  // commit: one for every request written meanwhile), but the receiver's
+  // thread does not: the log's sync thread answers.
+  if (queue_.fsync_always()) {
     auto accepted = std::make_shared<IntakeResult>(Accepted(filtered, filter_));
-    opts_.log->OnDurable(lsn, [answer = later(), accepted, stats = stats_, n](bool durable) {
+    queue_.OnDurable(lsn, [answer = later(), accepted, stats = stats_, n](bool durable) {
       if (!durable) {
         stats->durable_errors++;
         IntakeResult failed;
-        failed.outcome = Outcome::kDurableError;
+        failed.code = StatusCode::kUnavailable;
         failed.message = "the durable queue could not sync the request";
-        failed.retry_after_s = RetryAfterS(Outcome::kDurableError);
+        failed.retry_after_s = RetryAfterS(StatusCode::kUnavailable);
         return answer(std::move(failed));
       }
       stats->requests_accepted++;

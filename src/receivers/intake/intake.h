@@ -4,21 +4,20 @@
 //   1. memory: reserved from the budget in proportion to the body, before it
 //      is decompressed and decoded (waiting up to memory_wait); with the
 //      durable queue, a request the budget cannot take now is spilled (it
-//      waits on disk, spill_backlog.h), and so is every request while others
-//      wait there; without it, kMemoryFull;
+//      waits on disk, read back by each sink as its memory allows), and so
+//      is every request while every sink has such a backlog; without it,
+//      kResourceExhausted (429);
 //   2. decompression (the Content-Encoding, if any) within max_body_bytes;
-//   3. decoding (durable/logged_request.h: DecodeBody), at most
-//      max_spans_per_request spans;
-//   4. the filter (partial success: its report goes back with kAccepted);
-//   5. the durable log: one kEncodedRequest record before the answer: the
-//      receive time, the body's format and the body (a protobuf body as it
-//      came, a JSON one encoded as OTLP protobuf);
-//   6. the queue (or the spill backlog);
-//   7. the answer: at once, or with the "always" fsync policy once the
+//   3. decoding (codec/body.h), at most max_spans_per_request spans;
+//   4. the filter (partial success: its report goes back with the answer);
+//   5. the durable queue: one record before the answer (the receive time,
+//      the body's format, and the body: a protobuf body as it came, a JSON
+//      one encoded as OTLP protobuf), then the spans delivered to every sink;
+//   6. the answer: at once, or with the "always" fsync policy once the
 //      fdatasync that covers the record has run, given from the log's sync
 //      thread (the receiver's thread is not held: see Submit's `later`).
-// Each step's refusal is one Outcome, which each receiver maps onto its
-// protocol (HTTP status, gRPC status), and one counter in IntakeStats.
+// Each refusal is a Status code, which each receiver maps onto its protocol
+// once (net/http_status.h; the gRPC receiver), and one counter in IntakeStats.
 #pragma once
 
 #include <atomic>
@@ -29,31 +28,19 @@
 #include <string>
 #include <string_view>
 
-#include "pipeline/durable/request_record.h"
-#include "pipeline/durable/segment_log.h"
-#include "pipeline/filter/span_filter.h"
-#include "pipeline/memory_budget.h"
-#include "pipeline/queue/sharded_queue.h"
-#include "receivers/durable/spill_backlog.h"
+#include "codec/body.h"
+#include "common/status.h"
+#include "pipeline/durable/durable_queue.h"
 
 namespace spanhouse::receivers {
 
+// Limits every receiver applies the same way (config: otlp_http.*, queue.wait_ms).
 struct IntakeOptions {
   size_t max_body_bytes = 20u << 20;  // after decompression
-  // More spans in one request: kTooManySpans (the client should send smaller batches).
+  // More spans in one request: kTooLarge (the client should send smaller batches).
   size_t max_spans_per_request = 100000;
   // How long a request may wait for memory before it is refused (or spilled).
   std::chrono::milliseconds memory_wait{250};
-  // The durable queue (null: none). Each accepted request is appended to it
-  // as one record before it is answered, which waits for the record to be
-  // durable by the log's fsync policy, for as long as that takes: there is
-  // no timeout, since a retryable refusal after one would make the client
-  // send again spans that are queued and will be stored (duplicates). The
-  // sync failing, or the log closing first, is kDurableError.
-  pipeline::durable::SegmentLog* log = nullptr;
-  // With the log: where a request goes once logged when the memory budget
-  // is spent (or others already wait there), instead of kMemoryFull.
-  SpillBacklog* spill = nullptr;
 };
 
 // One receiver's counters (spanhouse_receiver_*{receiver=...}).
@@ -74,26 +61,19 @@ struct IntakeStats {
 };
 
 // What became of a request, protocol-neutral.
-enum class Outcome {
-  kAccepted,      // queued (or spilled), and durable when the log asks: report = the filter's
-  kBadData,       // undecodable body or compression (not retryable)
-  kTooLarge,      // over max_body_bytes after decompression (not retryable)
-  kTooManySpans,  // over max_spans_per_request (not retryable)
-  kUnsupported,   // an unknown Content-Encoding (not retryable)
-  kMemoryFull,    // the memory budget or the queue cannot take it now (retryable)
-  kDurableFull,   // the durable queue is full (retryable)
-  kShuttingDown,  // the queue is closed (retryable, elsewhere or later)
-  kDurableError,  // the log could not be written or synced (retryable)
-};
-
 struct IntakeResult {
-  Outcome outcome = Outcome::kAccepted;
-  // For a refusal: what to tell the client. For kAccepted: the filter's
-  // report as text ("" when nothing was dropped or trimmed).
+  // kOk: accepted (delivered or spilled, and durable when the log asks).
+  // Otherwise the refusal: kInvalidArgument (undecodable), kTooLarge (body
+  // or span count over a cap), kUnsupportedMedia (unknown Content-Encoding),
+  // kResourceExhausted (memory or the durable queue full: retry soon),
+  // kUnavailable (shutting down, or the log failing: retry later).
+  StatusCode code = StatusCode::kOk;
+  // For a refusal: what to tell the client. Accepted: the filter's report as
+  // text ("" when nothing was dropped or trimmed).
   std::string message;
-  uint32_t rejected_spans = 0;  // kAccepted: spans the filter dropped
+  uint32_t rejected_spans = 0;  // accepted: spans the filter dropped
   int retry_after_s = 0;        // retryable refusals: when to come back
-  bool ok() const { return outcome == Outcome::kAccepted; }
+  bool ok() const { return code == StatusCode::kOk; }
 };
 
 class Intake {
@@ -104,11 +84,11 @@ class Intake {
   // the answer will come later; returns where to send it.
   using Later = std::function<Answer()>;
 
-  // `filter` may be null (no filtering); it, the queue, budget, log and
-  // spill backlog must outlive the intake. `stats` is shared with answers
-  // given later (possibly after the receiver is gone).
-  Intake(IntakeOptions options, pipeline::ShardedQueue& queue, pipeline::MemoryBudget& budget,
-         pipeline::SpanFilter* filter, std::shared_ptr<IntakeStats> stats);
+  // The queue (with its memory budget and filter) must outlive the intake.
+  // `stats` is shared with answers given later (possibly after the receiver
+  // is gone).
+  Intake(IntakeOptions options, pipeline::durable::DurableQueue& queue,
+         std::shared_ptr<IntakeStats> stats);
 
   // Takes one request: `body` (taken) of `format`, compressed by
   // `content_encoding` ("" or "identity": not). Counts it in stats.requests
@@ -119,25 +99,24 @@ class Intake {
     bool deferred = false;
     IntakeResult result;  // when not deferred
   };
-  Submitted Submit(pipeline::durable::BodyFormat format, std::string body,
-                   std::string_view content_encoding, const Later& later);
+  Submitted Submit(codec::BodyFormat format, std::string body, std::string_view content_encoding,
+                   const Later& later);
 
   const IntakeOptions& options() const { return opts_; }
   const std::shared_ptr<IntakeStats>& stats() const { return stats_; }
 
  private:
-  IntakeResult Refuse(Outcome outcome, std::string message);
+  // A refusal, counted in `counter`.
+  IntakeResult Refuse(const Status& st, std::atomic<uint64_t> IntakeStats::*counter);
+  // Decompressed and decoded into `batch`, or the refusal.
+  IntakeResult Decode(codec::BodyFormat format, std::string body, std::string_view content_encoding,
+                      SpanBatch* batch);
 
   IntakeOptions opts_;
-  pipeline::ShardedQueue& queue_;
-  pipeline::MemoryBudget& budget_;
+  pipeline::durable::DurableQueue& queue_;
   pipeline::SpanFilter* filter_;
   std::shared_ptr<IntakeStats> stats_;
 };
-
-// The HTTP status both HTTP receivers answer an outcome with: 200 (the
-// receiver may prefer 202), 400, 413, 415, 429 and 503.
-int HttpStatusOf(Outcome outcome);
 
 // Whether a Content-Encoding value means a compressed body ("" and
 // "identity", in any case, do not).

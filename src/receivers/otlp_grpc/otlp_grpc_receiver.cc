@@ -40,26 +40,27 @@ std::string Flatten(const grpc::ByteBuffer& buffer) {
   return out;
 }
 
+// The one mapping of a StatusCode to gRPC, per the OTLP specification.
 grpc::Status StatusOf(const IntakeResult& r) {
-  switch (r.outcome) {
-    case Outcome::kAccepted:
+  switch (r.code) {
+    case StatusCode::kOk:
       return grpc::Status::OK;
-    case Outcome::kBadData:
-    case Outcome::kTooLarge:
-    case Outcome::kTooManySpans:
-    case Outcome::kUnsupported:
-      // Not retryable. The OTLP specification keeps RESOURCE_EXHAUSTED for
-      // what may pass later (with RetryInfo); a request too large never will.
-      return {grpc::StatusCode::INVALID_ARGUMENT, r.message};
-    case Outcome::kMemoryFull:
-    case Outcome::kDurableFull:
-    case Outcome::kShuttingDown:
-    case Outcome::kDurableError:
+    case StatusCode::kResourceExhausted:
+    case StatusCode::kUnavailable:
       // Retryable: UNAVAILABLE, with RetryInfo saying when (OTLP/gRPC throttling).
       return {grpc::StatusCode::UNAVAILABLE, r.message,
               RetryStatusDetails(grpc::StatusCode::UNAVAILABLE, r.message, r.retry_after_s)};
+    case StatusCode::kInternal:
+      return {grpc::StatusCode::INTERNAL, r.message};
+    case StatusCode::kNotFound:
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kTooLarge:
+    case StatusCode::kUnsupportedMedia:
+      // Not retryable. The OTLP specification keeps RESOURCE_EXHAUSTED for
+      // what may pass later (with RetryInfo); a request too large never will.
+      return {grpc::StatusCode::INVALID_ARGUMENT, r.message};
   }
-  return {grpc::StatusCode::INTERNAL, "unknown outcome"};
+  return {grpc::StatusCode::INTERNAL, "unknown status"};
 }
 
 // A call answered with `status` at once, its request unread.
@@ -83,7 +84,7 @@ class ExportCall final : public grpc::ServerGenericBidiReactor {
     std::string body = Flatten(request_);
     request_.Clear();
     Intake::Submitted done =
-        intake_.Submit(pipeline::durable::BodyFormat::kOtlpProto, std::move(body), "",
+        intake_.Submit(codec::BodyFormat::kOtlpProto, std::move(body), "",
                        [this] { return [this](IntakeResult&& r) { Reply(r); }; });
     if (!done.deferred) Reply(done.result);
   }
@@ -164,10 +165,9 @@ struct OtlpGrpcReceiver::Service final : grpc::CallbackGenericService {
   net::HttpAuthorizer authorize;
 };
 
-OtlpGrpcReceiver::OtlpGrpcReceiver(OtlpGrpcOptions options, pipeline::ShardedQueue& queue,
-                                   pipeline::MemoryBudget& budget, pipeline::SpanFilter* filter)
+OtlpGrpcReceiver::OtlpGrpcReceiver(OtlpGrpcOptions options, pipeline::durable::DurableQueue& queue)
     : opts_(std::move(options)),
-      intake_(opts_.intake, queue, budget, filter, stats_),
+      intake_(opts_.intake, queue, stats_),
       service_(std::make_unique<Service>(intake_, *stats_, opts_.authorize)) {}
 
 OtlpGrpcReceiver::~OtlpGrpcReceiver() {

@@ -29,9 +29,7 @@
 #include <string>
 
 #include "net/http_server.h"
-#include "pipeline/filter/span_filter.h"
-#include "pipeline/memory_budget.h"
-#include "pipeline/queue/sharded_queue.h"
+#include "pipeline/durable/durable_queue.h"
 #include "receivers/intake/intake.h"
 
 namespace grpc {
@@ -59,9 +57,8 @@ struct OtlpGrpcOptions {
 
 class OtlpGrpcReceiver {
  public:
-  // `filter` may be null (no filtering); it must outlive the receiver.
-  OtlpGrpcReceiver(OtlpGrpcOptions options, pipeline::ShardedQueue& queue,
-                   pipeline::MemoryBudget& budget, pipeline::SpanFilter* filter = nullptr);
+  // The queue must outlive the receiver.
+  OtlpGrpcReceiver(OtlpGrpcOptions options, pipeline::durable::DurableQueue& queue);
   ~OtlpGrpcReceiver();
   OtlpGrpcReceiver(const OtlpGrpcReceiver&) = delete;
   OtlpGrpcReceiver& operator=(const OtlpGrpcReceiver&) = delete;

@@ -7,6 +7,7 @@
 #include "codec/otlp.h"
 #include "codec/otlp_encode.h"
 #include "codec/value_text.h"
+#include "net/http_status.h"
 #include "receivers/intake/http_intake.h"
 
 namespace spanhouse::receivers {
@@ -86,7 +87,7 @@ void Answer(Encoding enc, const IntakeResult& r, net::HttpResponse& resp) {
   }
   if (r.retry_after_s > 0)
     resp.headers.emplace_back("Retry-After", std::to_string(r.retry_after_s));
-  const int status = HttpStatusOf(r.outcome);
+  const int status = net::HttpStatusOf(r.code);
   const int rpc = status == 429   ? kRpcResourceExhausted
                   : status == 503 ? kRpcUnavailable
                                   : kRpcInvalidArgument;
@@ -95,11 +96,10 @@ void Answer(Encoding enc, const IntakeResult& r, net::HttpResponse& resp) {
 
 }  // namespace
 
-OtlpHttpReceiver::OtlpHttpReceiver(OtlpHttpOptions options, pipeline::ShardedQueue& queue,
-                                   pipeline::MemoryBudget& budget, pipeline::SpanFilter* filter)
-    : opts_(std::move(options)),
-      intake_(IntakeOptionsOf(opts_), queue, budget, filter, stats_),
-      server_(ServerOptionsOf("otlp-http", opts_),
+OtlpHttpReceiver::OtlpHttpReceiver(const HttpListenerOptions& listener, IntakeOptions intake,
+                                   pipeline::durable::DurableQueue& queue)
+    : intake_(intake, queue, stats_),
+      server_(ServerOptionsOf("otlp-http", listener, intake),
               [this](net::HttpRequest& req, net::HttpResponse& resp, net::HttpDeferral& later) {
                 Handle(req, resp, later);
               }) {}
@@ -123,8 +123,8 @@ void OtlpHttpReceiver::Handle(net::HttpRequest& req, net::HttpResponse& resp,
                 "': use application/x-protobuf or application/json\n";
     return;
   }
-  const auto format = enc == Encoding::kProto ? pipeline::durable::BodyFormat::kOtlpProto
-                                              : pipeline::durable::BodyFormat::kOtlpJson;
+  const auto format =
+      enc == Encoding::kProto ? codec::BodyFormat::kOtlpProto : codec::BodyFormat::kOtlpJson;
   SubmitHttp(intake_, format, req, Trim(req.content_encoding), resp, later,
              [enc](const IntakeResult& r, net::HttpResponse& out) { Answer(enc, r, out); });
 }

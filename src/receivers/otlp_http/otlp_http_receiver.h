@@ -24,13 +24,9 @@
 #include <string>
 
 #include "net/http_server.h"
-#include "pipeline/durable/segment_log.h"
-#include "pipeline/filter/span_filter.h"
-#include "pipeline/memory_budget.h"
-#include "pipeline/queue/sharded_queue.h"
-#include "receivers/durable/spill_backlog.h"
+#include "pipeline/durable/durable_queue.h"
+#include "receivers/intake/http_intake.h"
 #include "receivers/intake/intake.h"
-#include "receivers/otlp_http/otlp_http_options.h"
 
 namespace spanhouse::receivers {
 
@@ -39,9 +35,9 @@ using OtlpHttpStats = IntakeStats;
 
 class OtlpHttpReceiver {
  public:
-  // `filter` may be null (no filtering); it must outlive the receiver.
-  OtlpHttpReceiver(OtlpHttpOptions options, pipeline::ShardedQueue& queue,
-                   pipeline::MemoryBudget& budget, pipeline::SpanFilter* filter = nullptr);
+  // The queue must outlive the receiver.
+  OtlpHttpReceiver(const HttpListenerOptions& listener, IntakeOptions intake,
+                   pipeline::durable::DurableQueue& queue);
   Status Start();
   void Stop();
   uint16_t port() const { return server_.port(); }
@@ -54,7 +50,6 @@ class OtlpHttpReceiver {
   void Handle(net::HttpRequest& req, net::HttpResponse& resp, net::HttpDeferral& later);
 
  private:
-  OtlpHttpOptions opts_;
   // Shared with deferred answers, which the log's sync thread may give
   // after the receiver is gone (a sync slower than the server's Stop).
   std::shared_ptr<OtlpHttpStats> stats_ = std::make_shared<OtlpHttpStats>();

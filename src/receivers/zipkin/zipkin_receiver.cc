@@ -1,18 +1,19 @@
 #include "receivers/zipkin/zipkin_receiver.h"
 
-#include "receivers/intake/http_intake.h"
-
 #include <cctype>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 
+#include "net/http_status.h"
+#include "receivers/intake/http_intake.h"
+
 namespace spanhouse::receivers {
 
 namespace {
 
-using pipeline::durable::BodyFormat;
+using codec::BodyFormat;
 
 constexpr std::string_view kPath = "/api/v2/spans";
 
@@ -37,7 +38,7 @@ void Answer(const IntakeResult& r, net::HttpResponse& resp) {
     resp.body.clear();
     return;
   }
-  resp.status = HttpStatusOf(r.outcome);
+  resp.status = net::HttpStatusOf(r.code);
   if (r.retry_after_s > 0)
     resp.headers.emplace_back("Retry-After", std::to_string(r.retry_after_s));
   resp.body = r.message + "\n";
@@ -45,11 +46,10 @@ void Answer(const IntakeResult& r, net::HttpResponse& resp) {
 
 }  // namespace
 
-ZipkinReceiver::ZipkinReceiver(ZipkinOptions options, pipeline::ShardedQueue& queue,
-                               pipeline::MemoryBudget& budget, pipeline::SpanFilter* filter)
-    : opts_(std::move(options)),
-      intake_(IntakeOptionsOf(opts_), queue, budget, filter, stats_),
-      server_(ServerOptionsOf("zipkin", opts_),
+ZipkinReceiver::ZipkinReceiver(const HttpListenerOptions& listener, IntakeOptions intake,
+                               pipeline::durable::DurableQueue& queue)
+    : intake_(intake, queue, stats_),
+      server_(ServerOptionsOf("zipkin", listener, intake),
               [this](net::HttpRequest& req, net::HttpResponse& resp, net::HttpDeferral& later) {
                 Handle(req, resp, later);
               }) {}

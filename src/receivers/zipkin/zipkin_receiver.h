@@ -19,25 +19,19 @@
 #include <memory>
 
 #include "net/http_server.h"
-#include "pipeline/filter/span_filter.h"
-#include "pipeline/memory_budget.h"
-#include "pipeline/queue/sharded_queue.h"
+#include "pipeline/durable/durable_queue.h"
+#include "receivers/intake/http_intake.h"
 #include "receivers/intake/intake.h"
-#include "receivers/otlp_http/otlp_http_receiver.h"
 
 namespace spanhouse::receivers {
 
 // The same knobs as the OTLP/HTTP listener's; serve gives both the same
 // limits, token guard and TLS.
-struct ZipkinOptions : OtlpHttpOptions {
-  ZipkinOptions() { address = "127.0.0.1:9411"; }
-};
-
 class ZipkinReceiver {
  public:
-  // `filter` may be null (no filtering); it must outlive the receiver.
-  ZipkinReceiver(ZipkinOptions options, pipeline::ShardedQueue& queue,
-                 pipeline::MemoryBudget& budget, pipeline::SpanFilter* filter = nullptr);
+  // The queue must outlive the receiver.
+  ZipkinReceiver(const HttpListenerOptions& listener, IntakeOptions intake,
+                 pipeline::durable::DurableQueue& queue);
   Status Start();
   void Stop();
   uint16_t port() const { return server_.port(); }
@@ -48,7 +42,6 @@ class ZipkinReceiver {
   void Handle(net::HttpRequest& req, net::HttpResponse& resp, net::HttpDeferral& later);
 
  private:
-  ZipkinOptions opts_;
   std::shared_ptr<IntakeStats> stats_ = std::make_shared<IntakeStats>();
   Intake intake_;
   net::HttpServer server_;

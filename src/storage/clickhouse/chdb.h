@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "storage/clickhouse/sql_connection.h"
 
 namespace spanhouse::storage {
 
@@ -38,31 +39,26 @@ class ChdbLibrary {
   std::unique_ptr<Api> api_;
 };
 
-// What a query returned.
-struct QueryResult {
-  std::string data;
-  uint64_t rows_read = 0;
-};
-
-// A named query parameter bound server-side as {name:Type}.
-using QueryParam = std::pair<std::string, std::string>;
-
-class ChdbConnection {
+class ChdbConnection final : public SqlConnection {
  public:
   // Opens (and on first use boots) the engine on `data_path`. Extra
   // arguments are passed to chdb_connect as --key=value.
   static Status Open(std::shared_ptr<ChdbLibrary> lib, const std::string& data_path,
                      const std::vector<std::string>& extra_args,
                      std::unique_ptr<ChdbConnection>* out);
-  ~ChdbConnection();
+  ~ChdbConnection() override;
   ChdbConnection(const ChdbConnection&) = delete;
   ChdbConnection& operator=(const ChdbConnection&) = delete;
 
   // Runs one statement; `format` names the output format ("" for none).
   Status Query(std::string_view sql, std::string_view format, QueryResult* result = nullptr,
                const std::vector<QueryParam>& params = {});
+  Status Run(std::string_view sql, std::string_view format, QueryResult* result,
+             const std::vector<QueryParam>& params) override {
+    return Query(sql, format, result, params);
+  }
   // Closes the connection; the last one closed shuts the engine down.
-  void Close();
+  void Close() override;
 
  private:
   ChdbConnection() = default;

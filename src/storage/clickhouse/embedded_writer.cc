@@ -16,7 +16,6 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
-#include "pipeline/durable/block_record.h"
 #include "storage/clickhouse/dead_letter.h"
 #include "storage/clickhouse/insert_errors.h"
 #include "storage/clickhouse/row_formats.h"
@@ -30,13 +29,16 @@ using Clock = std::chrono::steady_clock;
 
 }  // namespace
 
-EmbeddedWriter::EmbeddedWriter(ChdbConnection* conn, Capabilities caps, pipeline::SpanQueue& queue,
-                               WriterOptions options, const SinkFaults* faults)
+EmbeddedWriter::EmbeddedWriter(SqlConnection* conn, Capabilities caps, pipeline::SpanQueue& queue,
+                               WriterOptions options, WriterStats* stats, const SinkFaults* faults,
+                               LegacyLayout layout)
     : conn_(conn),
       caps_(caps),
       queue_(queue),
       opts_(std::move(options)),
       faults_(faults),
+      layout_(layout),
+      stats_(stats != nullptr ? *stats : own_stats_),
       user_fields_(opts_.well_known) {}
 
 EmbeddedWriter::~EmbeddedWriter() {
@@ -56,7 +58,7 @@ void EmbeddedWriter::Join() {
 }
 
 void EmbeddedWriter::AddTo(uint32_t day, std::unique_ptr<SpanBatch> part, pipeline::Reservation res,
-                           pipeline::durable::SegmentLog::Ref ref) {
+                           pipeline::durable::Ticket ticket) {
   Pending& p = pending_[day];
   if (p.rows == 0) p.since = Clock::now();
   std::vector<uint64_t> ids = ResourceIds(*part);
@@ -83,14 +85,15 @@ void EmbeddedWriter::AddTo(uint32_t day, std::unique_ptr<SpanBatch> part, pipeli
   p.batches.push_back(std::move(part));
   p.resource_ids.push_back(std::move(ids));
   p.reservations.push_back(std::move(res));
-  if (ref.valid()) p.refs.push_back(std::move(ref));
+  if (ticket.valid()) p.tickets.push_back(std::move(ticket));
 }
 
 void EmbeddedWriter::Add(pipeline::QueuedBatch item) {
+  if (item.block != nullptr) return AddReplayed(*item.block);
   const SpanBatch& b = *item.batch;
   const size_t n = b.span_count();
   if (n == 0) {
-    item.ref.Done();  // nothing of this record is left to store
+    item.ticket.Ack();  // nothing of this record is left to store
     return;
   }
   if (Clock::now() - known_since_ >= opts_.resource_refresh) {
@@ -105,7 +108,7 @@ void EmbeddedWriter::Add(pipeline::QueuedBatch item) {
   stats_.pending_rows += n;
   if (one_day) {
     return AddTo(first_day, std::move(item.batch), std::move(item.reservation),
-                 std::move(item.ref));
+                 std::move(item.ticket));
   }
   // Rare: a batch across midnight. One part per day, so each insert stays
   // within one partition.
@@ -116,9 +119,9 @@ void EmbeddedWriter::Add(pipeline::QueuedBatch item) {
     auto part = std::make_unique<SpanBatch>();
     part->AppendSpans(b, idx.data(), idx.size());
     AddTo(day, std::move(part), item.reservation.Split(reserved * idx.size() / n),
-          item.ref.Clone());
+          item.ticket.Clone());
   }
-  item.ref.Done();  // each part holds the record's segment now
+  item.ticket.Ack();  // each part holds the record now
 }
 
 void EmbeddedWriter::Run() {
@@ -166,7 +169,7 @@ void EmbeddedWriter::Run() {
     if (done && !pending_.empty() && spool_failures_ >= opts_.shutdown_retries) {
       // Stopping, and the spool cannot be written: what is left is given up
       // (or left in the durable queue for the next start).
-      for (auto& [day, p] : pending_) GiveUpAtShutdown(p.rows, !p.refs.empty());
+      for (auto& [day, p] : pending_) GiveUpAtShutdown(p.rows, !p.tickets.empty());
       pending_.clear();
       for (auto& [day, f] : open_) HandOff(std::move(f));
       open_.clear();
@@ -184,33 +187,19 @@ void EmbeddedWriter::Run() {
   }
 }
 
-std::string EmbeddedWriter::LogBlock(uint32_t day,
-                                     const std::vector<pipeline::durable::SegmentLog::Ref>& refs,
-                                     uint32_t chunks) {
-  if (opts_.log == nullptr || refs.empty()) return "";
-  pipeline::durable::BlockRecord rec;
-  rec.shard = opts_.shard;
-  rec.shards = opts_.shards;
-  rec.day = day;
-  rec.chunks = chunks;
-  for (const auto& r : refs) rec.lsns.push_back(r.lsn());
-  std::sort(rec.lsns.begin(), rec.lsns.end());
-  rec.lsns.erase(std::unique(rec.lsns.begin(), rec.lsns.end()), rec.lsns.end());
-  // Not refused when the log is full: the writer is what empties it. Its
-  // segment needs no hold: segments go oldest first, so this record (after
-  // the ones it names) outlives them.
-  pipeline::durable::SegmentLog::Ref ref;
-  if (opts_.log->Append(pipeline::durable::RecordKind::kBlock, rec.Encode(), &ref, true) !=
-          pipeline::durable::SegmentLog::AppendResult::kOk ||
-      !opts_.log->WaitDurable(ref.lsn(), std::chrono::seconds(30))) {
-    // Inserted without a token, the block would be stored twice if the
-    // process died between the insert and the release of its records.
-    spdlog::warn("writer {}: cannot log an insert block; inserting it without a token", opts_.name);
-    ref.Done();
-    return "";
+void EmbeddedWriter::Seal(Flight& f) {
+  if (opts_.cursor == nullptr || f.tickets.empty() || f.sealed.sealed()) return;
+  const auto chunks = static_cast<uint32_t>(std::max<size_t>(1, f.spooled.size()));
+  f.sealed = opts_.cursor->Seal({opts_.shard, opts_.shards, f.day}, f.tickets, chunks);
+}
+
+void EmbeddedWriter::Finish(Flight& f) {
+  if (opts_.cursor != nullptr) {
+    opts_.cursor->Done(f.sealed, &f.tickets);
+  } else {
+    for (auto& t : f.tickets) t.Ack();
+    f.tickets.clear();
   }
-  ref.Done();
-  return pipeline::durable::DedupToken(opts_.log->epoch(), ref.lsn());
 }
 
 bool EmbeddedWriter::InsertDue(size_t rows, std::chrono::steady_clock::time_point since) const {
@@ -310,19 +299,16 @@ Status WriteSpoolFile(const std::string& path, std::span<const std::string> piec
 
 bool EmbeddedWriter::Spool(uint32_t day, Pending& p, bool alone) {
   Encode(p, alone);
-  uint64_t seq = 0;
-  if (!opts_.null_sink) {
-    seq = ++spool_seq_;
-    ReuseSpoolFile(seq);
-    if (Status st = WriteSpoolFile(SpoolPath(seq), block_.pieces); !st.ok()) {
-      std::remove(SpoolPath(seq).c_str());
-      ++spool_failures_;
-      stats_.insert_errors += 1;
-      stats_.retryable_errors += 1;
-      spdlog::warn("writer {}: cannot spool {} spans (day {}), attempt {}: {}", opts_.name, p.rows,
-                   day, spool_failures_, st.message());
-      return false;
-    }
+  const uint64_t seq = ++spool_seq_;
+  ReuseSpoolFile(seq);
+  if (Status st = WriteSpoolFile(SpoolPath(seq), block_.pieces); !st.ok()) {
+    std::remove(SpoolPath(seq).c_str());
+    ++spool_failures_;
+    stats_.write_errors += 1;
+    stats_.retryable_errors += 1;
+    spdlog::warn("writer {}: cannot spool {} spans (day {}), attempt {}: {}", opts_.name, p.rows,
+                 day, spool_failures_, st.message());
+    return false;
   }
   spool_failures_ = 0;
   stats_.blocks_spooled += 1;
@@ -336,8 +322,8 @@ bool EmbeddedWriter::Spool(uint32_t day, Pending& p, bool alone) {
   f.since = std::min(f.since, p.since);
   f.rows += p.rows;
   f.resource_blocks += p.resource_blocks;
-  if (!opts_.null_sink) f.spooled.push_back(seq);
-  for (auto& r : p.refs) f.refs.push_back(std::move(r));
+  f.spooled.push_back(seq);
+  for (auto& t : p.tickets) f.tickets.push_back(std::move(t));
   // Counted as stored from here: inserts are stored in order, resources
   // before spans, and each is retried until stored (or given up at
   // shutdown, spans counted as lost), so a later insert never stores a span
@@ -354,7 +340,7 @@ bool EmbeddedWriter::Spool(uint32_t day, Pending& p, bool alone) {
 }
 
 void EmbeddedWriter::HandOff(Flight f) {
-  f.token = LogBlock(f.day, f.refs, static_cast<uint32_t>(std::max<size_t>(1, f.spooled.size())));
+  Seal(f);
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] { return !flight_.has_value(); });
   flight_ = std::move(f);
@@ -374,7 +360,7 @@ void EmbeddedWriter::InsertLoop() {
     }
     Insert(f);
     ReleaseSpooled(f);  // stored, dead-lettered or given up (then left in the durable queue)
-    f.refs.clear();     // released by Insert if stored; else kept for the next start
+    f.tickets.clear();  // acked by Insert if stored; else kept for the next start
   }
 }
 
@@ -395,7 +381,8 @@ void EmbeddedWriter::Encode(const Pending& p, bool sorted) {
     }
   }
   if (sorted) SortByTableKey(&rows_);
-  EncodeSpanRows(rows_, caps_, &block_, user_fields_, opts_.user_field_values, opts_.extras_column);
+  EncodeSpanRows(rows_, caps_, &block_, user_fields_, layout_.user_field_values,
+                 layout_.extras_column);
 }
 
 Status EmbeddedWriter::InsertOnce(const Flight& p) {
@@ -406,7 +393,6 @@ Status EmbeddedWriter::InsertOnce(const Flight& p) {
       return Status::Internal("Code: 53. injected permanent insert failure (TYPE_MISMATCH)");
     }
   }
-  if (opts_.null_sink) return Status::Ok();
   // Resources first: a span is never stored before its resource.
   if (!p.resource_blocks.empty()) {
     const std::string path =
@@ -416,15 +402,15 @@ Status EmbeddedWriter::InsertOnce(const Flight& p) {
     std::remove(path.c_str());
     if (!st.ok()) return st;
   }
-  return InsertFiles("spans", SpoolPattern(p.spooled), p.rows, p.token);
+  return InsertFiles("spans", SpoolPattern(p.spooled), p.rows, p.sealed.token);
 }
 
 Status EmbeddedWriter::InsertFiles(std::string_view table, const std::string& path, size_t rows,
                                    const std::string& token) {
   // Columns are matched by name (the file carries them), so the block and
   // the table cannot silently disagree on order.
-  std::string sql = InsertFromFileSql(fmt::format("{}.{}", kDatabase, table), RowFormat::kNative,
-                                      caps_, FileStructure::kTable);
+  std::string sql = InsertFromFileSql(fmt::format("{}.{}", opts_.database, table),
+                                      RowFormat::kNative, caps_, FileStructure::kTable);
   std::vector<std::string> settings;
   if (table == "spans" && caps_.json_type) {
     // A user field both on the span and its resource: the first (the
@@ -448,7 +434,7 @@ Status EmbeddedWriter::InsertFiles(std::string_view table, const std::string& pa
   if (!settings.empty()) {
     sql.insert(sql.find(" SELECT "), fmt::format(" SETTINGS {}", fmt::join(settings, ", ")));
   }
-  return conn_->Query(sql, "", nullptr, {{"path", path}});
+  return conn_->Run(sql, "", nullptr, {{"path", path}});
 }
 
 void EmbeddedWriter::Insert(Flight& f) {
@@ -457,16 +443,16 @@ void EmbeddedWriter::Insert(Flight& f) {
   for (int attempt = 0;; ++attempt) {
     const auto t0 = Clock::now();
     Status st = InsertOnce(f);
-    stats_.insert_seconds.Record(std::chrono::duration<double>(Clock::now() - t0).count());
+    stats_.write_seconds.Record(std::chrono::duration<double>(Clock::now() - t0).count());
     if (st.ok()) {
       if (faults_ != nullptr && faults_->kill_after_insert.load()) ::raise(SIGKILL);
       stats_.rows_written += f.rows;
       stats_.pending_rows -= f.rows;
-      stats_.inserts += 1;
-      for (auto& r : f.refs) r.Done();
+      stats_.writes += 1;
+      Finish(f);
       return;
     }
-    stats_.insert_errors += 1;
+    stats_.write_errors += 1;
     const InsertError kind = ClassifyInsertError(st);
     if (kind == InsertError::kUnknown) ++unknown;
     if (kind == InsertError::kPermanent ||
@@ -480,7 +466,7 @@ void EmbeddedWriter::Insert(Flight& f) {
     // Once the service is stopping (the queue closed), a failing insert is
     // retried a bounded number of times, not forever.
     if (queue_.closed() && attempt + 1 >= opts_.shutdown_retries) {
-      return GiveUpAtShutdown(f.rows, !f.refs.empty());
+      return GiveUpAtShutdown(f.rows, !f.tickets.empty());
     }
     // Exponential backoff with jitter (50-100% of the step), so shards that
     // failed together do not retry in lockstep.
@@ -529,7 +515,7 @@ void EmbeddedWriter::DeadLetter(Flight& f, const Status& st) {
   stats_.rows_dead_lettered += f.rows;
   stats_.blocks_dead_lettered += 1;
   stats_.pending_rows -= f.rows;
-  for (auto& r : f.refs) r.Done();
+  Finish(f);
 }
 
 std::string EmbeddedWriter::DeadLetterDir() const {
@@ -537,55 +523,54 @@ std::string EmbeddedWriter::DeadLetterDir() const {
   return (std::filesystem::path(opts_.spool_dir).parent_path() / "dead-letter").string();
 }
 
-void EmbeddedWriter::InsertReplayed(uint32_t day, std::string token,
-                                    std::vector<std::unique_ptr<SpanBatch>> parts,
-                                    std::vector<pipeline::durable::SegmentLog::Ref> refs,
-                                    uint32_t chunks) {
-  CleanSpool();  // Start() has not run yet
+void EmbeddedWriter::AddReplayed(pipeline::durable::ReplayBlock& block) {
+  // Spooled apart from the live pending sets and open inserts, and inserted
+  // alone: its token stands for exactly these spans in as many blocks.
   std::map<uint32_t, Pending> saved;
   saved.swap(pending_);
   std::map<uint32_t, Flight> saved_open;
   saved_open.swap(open_);
-  auto restore = [&] {
-    pending_.swap(saved);
-    open_.swap(saved_open);
-  };
-  size_t rows = 0;
-  for (const auto& part : parts) rows += part->span_count();
+  const uint32_t day = block.key.day;
+  const size_t rows = block.spans();
   stats_.pending_rows += rows;
   // As many spooled blocks as the first insert read (each record's spans
   // went to one of them; which one does not matter to the engine).
-  if (chunks > parts.size()) {
-    spdlog::warn("writer {}: a logged insert of {} blocks re-formed from {} records", opts_.name,
-                 chunks, parts.size());
+  auto& parts = block.parts;
+  if (block.chunks > parts.size()) {
+    spdlog::warn("writer {}: a sealed insert of {} blocks formed again from {} records", opts_.name,
+                 block.chunks, parts.size());
   }
-  const size_t n = std::max<size_t>(1, std::min<size_t>(chunks, parts.size()));
-  for (size_t k = 0; k < n; ++k) {
+  const size_t n = std::max<size_t>(1, std::min<size_t>(block.chunks, parts.size()));
+  bool spooled = true;
+  for (size_t k = 0; k < n && spooled; ++k) {
     for (size_t i = k * parts.size() / n; i < (k + 1) * parts.size() / n; ++i) {
-      AddTo(day, std::move(parts[i]), pipeline::Reservation(),
-            pipeline::durable::SegmentLog::Ref());
+      AddTo(day, std::move(parts[i]), pipeline::Reservation(), pipeline::durable::Ticket());
     }
     for (int attempt = 1; !Spool(day, pending_[day], n == 1); ++attempt) {
       if (attempt >= opts_.unknown_error_attempts) {
-        spdlog::error("writer {}: {} replayed spans left in the durable queue: cannot spool them",
-                      opts_.name, rows);
-        stats_.pending_rows -= rows;
-        stats_.rows_left_queued += rows;
-        spool_failures_ = 0;
-        if (open_.count(day) != 0) ReleaseSpooled(open_[day]);
-        restore();
-        return;
+        spooled = false;
+        break;
       }
       std::this_thread::sleep_for(std::min(opts_.max_backoff, std::chrono::milliseconds(100)));
     }
     pending_.erase(day);
   }
   Flight f = std::move(open_[day]);
-  f.refs = std::move(refs);
-  f.token = std::move(token);
-  restore();
-  Insert(f);
-  ReleaseSpooled(f);
+  pending_.swap(saved);
+  open_.swap(saved_open);
+  if (!spooled) {
+    // Its tickets go unacked: the records stay for the next start.
+    spdlog::error("writer {}: {} replayed spans left in the durable queue: cannot spool them",
+                  opts_.name, rows);
+    stats_.pending_rows -= rows;
+    stats_.rows_left_queued += rows;
+    spool_failures_ = 0;
+    ReleaseSpooled(f);
+    return;
+  }
+  f.tickets = std::move(block.tickets);
+  f.sealed = block.sealed;
+  HandOff(std::move(f));
 }
 
 }  // namespace spanhouse::storage

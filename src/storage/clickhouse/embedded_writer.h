@@ -45,11 +45,12 @@
 #include <vector>
 
 #include "common/histogram.h"
-#include "pipeline/durable/segment_log.h"
+#include "pipeline/durable/sink_cursor.h"
 #include "pipeline/queue/span_queue.h"
-#include "storage/clickhouse/chdb.h"
+#include "sink/sink.h"
 #include "storage/clickhouse/schema.h"
 #include "storage/clickhouse/span_block.h"
+#include "storage/clickhouse/sql_connection.h"
 
 namespace spanhouse::storage {
 
@@ -71,9 +72,7 @@ struct WriterOptions {
   std::chrono::milliseconds max_age{3000};
   std::string spool_dir;   // where insert files are written
   std::string name = "0";  // tells shards' spool files and logs apart
-  // Encode, then discard instead of inserting: measures the pipeline alone
-  // (and lets the writer's batching be tested without an engine).
-  bool null_sink = false;
+  std::string database{kDatabase};
   // Longest wait between retries of a failed insert (doubling from 100 ms).
   std::chrono::milliseconds max_backoff{5000};
   // At shutdown, how many times a failing insert is retried before the
@@ -81,21 +80,16 @@ struct WriterOptions {
   int shutdown_retries = 5;
   // Attribute keys outside these namespaces are copied to user_fields.
   std::vector<std::string> well_known = UserFields::DefaultWellKnown();
-  // Where a span's user fields keep their values: schema 5 stores them once
-  // (kMarked); kInArrays writes as schema 4 did (the upgrade's tests).
-  UserFieldValues user_field_values = UserFieldValues::kMarked;
-  // The rare fields as the extras column (schema 8); false: as schema 7's
-  // 21 columns (the upgrade's tests). StorageLayout::extras_column.
-  bool extras_column = true;
   // How often the writer forgets which resources it has stored and stores
   // them again (with a fresh last_seen): the resources table's retention
   // (schema.cc) counts from last_seen, so a resource in use is never older
   // there than this.
   std::chrono::seconds resource_refresh{86400};
-  // The durable queue's log (null: none). Before a block of logged batches
-  // is inserted, the writer logs which records it holds (block_record.h)
-  // and inserts it with a deduplication token made of that record's LSN.
-  pipeline::durable::SegmentLog* log = nullptr;
+  // The sink's place in the durable queue (null: none). Before a block of
+  // queued requests is inserted, the writer seals it there (which records
+  // it holds) and inserts it with the deduplication token made from that
+  // seal; once stored, it says so (SinkCursor::Done).
+  pipeline::durable::SinkCursor* cursor = nullptr;
   uint32_t shard = 0;
   uint32_t shards = 1;
   // Where blocks the engine refuses for good are written (dead_letter.h);
@@ -104,6 +98,17 @@ struct WriterOptions {
   // An error neither known as retryable nor as permanent is retried this
   // many times, then the block is dead-lettered.
   int unknown_error_attempts = 10;
+};
+
+// The layout of older schemas, for the upgrade tests and the storage
+// benchmark: serve always writes the current one.
+struct LegacyLayout {
+  // Where a span's user fields keep their values: schema 5 stores them once
+  // (kMarked); kInArrays writes as schema 4 did.
+  UserFieldValues user_field_values = UserFieldValues::kMarked;
+  // The rare fields as the extras column (schema 8); false: as schema 7's
+  // 21 columns. StorageLayout::extras_column.
+  bool extras_column = true;
 };
 
 // Fault injection for tests (`debug.fault_injection` in the config): set at
@@ -118,18 +123,9 @@ struct SinkFaults {
   std::atomic<bool> kill_after_insert{false};
 };
 
-struct WriterStats {
-  std::atomic<uint64_t> rows_written{0};
-  std::atomic<uint64_t> inserts{0};
-  std::atomic<uint64_t> insert_errors{0};
-  std::atomic<uint64_t> rows_lost{0};
-  std::atomic<uint64_t> retryable_errors{0};
-  std::atomic<uint64_t> permanent_errors{0};
-  std::atomic<uint64_t> rows_dead_lettered{0};
-  std::atomic<uint64_t> blocks_dead_lettered{0};
-  // Left in the durable queue at shutdown (stored after the next start).
-  std::atomic<uint64_t> rows_left_queued{0};
-  std::atomic<uint64_t> pending_rows{0};
+// A sink's counters and the embedded writers' own; shared by a sink's
+// writers.
+struct WriterStats : sink::SinkStats {
   // Blocks encoded and spooled; those sorted by the table key (an insert
   // alone); the rest in arrival order (an insert of several, which the
   // engine sorts together).
@@ -137,25 +133,17 @@ struct WriterStats {
   std::atomic<uint64_t> blocks_sorted{0};
   // Blocks written over a spool file an earlier insert was done with.
   std::atomic<uint64_t> spool_files_reused{0};
-  LatencyHistogram insert_seconds;
 };
 
 class EmbeddedWriter {
  public:
-  // `conn` may be null only with options.null_sink.
-  EmbeddedWriter(ChdbConnection* conn, Capabilities caps, pipeline::SpanQueue& queue,
-                 WriterOptions options, const SinkFaults* faults = nullptr);
+  // `conn`: the engine (chDB, or a test's fake). `stats`: shared with the
+  // sink's other writers (null: the writer's own).
+  EmbeddedWriter(SqlConnection* conn, Capabilities caps, pipeline::SpanQueue& queue,
+                 WriterOptions options, WriterStats* stats = nullptr,
+                 const SinkFaults* faults = nullptr, LegacyLayout layout = {});
   ~EmbeddedWriter();
   void Start();
-  // Before Start: inserts one block re-formed from the durable log after a
-  // restart (`parts`, all of day `day`) with the token it had before, so a
-  // block that was stored already is not stored again. Retries like any
-  // insert; the refs are released once it is stored.
-  // `chunks`: how many spooled blocks the first insert read (the parts are
-  // spooled as that many again: the engine's deduplication id counts them).
-  void InsertReplayed(uint32_t day, std::string token,
-                      std::vector<std::unique_ptr<SpanBatch>> parts,
-                      std::vector<pipeline::durable::SegmentLog::Ref> refs, uint32_t chunks = 1);
   // Returns once the queue is closed and drained and the last insert is done.
   void Join();
   const WriterStats& stats() const { return stats_; }
@@ -172,26 +160,31 @@ class EmbeddedWriter {
     std::vector<uint64_t> new_resources;  // ids in resource_blocks
     std::chrono::steady_clock::time_point since;
     std::vector<pipeline::Reservation> reservations;
-    std::vector<pipeline::durable::SegmentLog::Ref> refs;  // the log records of the batches
+    std::vector<pipeline::durable::Ticket> tickets;  // the durable queue's records of the batches
   };
   // One insert: spooled blocks of one day, collected by the encoding thread
   // and handed to the inserting one.
   struct Flight {
     uint32_t day = 0;
     size_t rows = 0;
-    std::string resource_blocks;    // Native blocks of the resources table
-    std::vector<uint64_t> spooled;  // the spans blocks' spool files (none with the null sink)
-    std::vector<pipeline::durable::SegmentLog::Ref> refs;  // released once stored
-    std::string token;                            // insert_deduplication_token; empty: none
-    std::chrono::steady_clock::time_point since;  // its oldest span's arrival
+    std::string resource_blocks;                     // Native blocks of the resources table
+    std::vector<uint64_t> spooled;                   // the spans blocks' spool files
+    std::vector<pipeline::durable::Ticket> tickets;  // acked once stored
+    pipeline::durable::SealedBlock sealed;           // its token: insert_deduplication_token
+    std::chrono::steady_clock::time_point since;     // its oldest span's arrival
   };
   void Run();  // the encoding thread
   void Add(pipeline::QueuedBatch item);
   void AddTo(uint32_t day, std::unique_ptr<SpanBatch> part, pipeline::Reservation res,
-             pipeline::durable::SegmentLog::Ref ref);
-  // Logs which records an insert holds; returns its token, or "".
-  std::string LogBlock(uint32_t day, const std::vector<pipeline::durable::SegmentLog::Ref>& refs,
-                       uint32_t chunks);
+             pipeline::durable::Ticket ticket);
+  // A block sealed before a crash, inserted again as it was: its parts
+  // spooled as `chunks` blocks (the engine's deduplication id counts them),
+  // with its token, in an insert of its own.
+  void AddReplayed(pipeline::durable::ReplayBlock& block);
+  // Seals an insert in the durable queue (its token).
+  void Seal(Flight& f);
+  // The insert is stored or dead-lettered: its records are done.
+  void Finish(Flight& f);
   void DeadLetter(Flight& f, const Status& st);
   // Spans not stored when the service stops: left in the durable queue
   // (`logged`: the next start stores them) or counted as lost.
@@ -224,14 +217,16 @@ class EmbeddedWriter {
   void RemoveKeptSpoolFiles();
   void CleanSpool();  // files a previous process left
 
-  ChdbConnection* conn_;
+  SqlConnection* conn_;
   const Capabilities caps_;
   pipeline::SpanQueue& queue_;
   const WriterOptions opts_;
   const SinkFaults* faults_;
+  const LegacyLayout layout_;
   std::thread thread_;    // encodes: drains the queue, sorts and encodes blocks
   std::thread inserter_;  // inserts the encoded blocks, one at a time, in order
-  WriterStats stats_;
+  WriterStats own_stats_;
+  WriterStats& stats_;
   // The hand-off: one insert may wait while another is being stored, so
   // encoding the next one overlaps the engine's work on this one.
   std::mutex mu_;

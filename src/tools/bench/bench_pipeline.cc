@@ -53,106 +53,103 @@ double ThreadCpu() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
 }
 
-int RunPipeline(const PipelineOptions& o) {
-  if (o.spans_per_request == 0 || o.requests == 0 || o.total_spans == 0 || o.shards == 0) {
-    fmt::print(stderr, "bench pipeline: every count must be > 0\n");
-    return 2;
-  }
-  fmt::print("building {} payloads of ~{} spans (seed {})...\n", o.requests, o.spans_per_request,
-             o.seed);
-  const std::vector<loadgen::Payload> payloads =
-      loadgen::BuildPayloads(o.seed, "bench", o.requests, o.spans_per_request, kCorpusStartNs);
-  size_t body_bytes = 0;
-  size_t corpus_spans = 0;
-  for (const auto& p : payloads) {
-    body_bytes += p.body.size();
-    corpus_spans += p.spans;
-  }
-  const auto caps = storage::Capabilities::FromVersion("26.5");
-  pipeline::MemoryBudget budget(size_t{1} << 40);
-  pipeline::ShardedQueue queue(o.shards, size_t{1} << 40);
+// One way to decode, measured stage by stage. Like the writer, batches wait
+// until a flush's worth, then all their spans are encoded as one block.
+struct Variant {
+  Variant(const char* n, bool o) : name(n), owned(o) {}
+  const char* name;
+  bool owned;  // strings referenced in the body the batch keeps, or copied to the arena
+  double decode_s = 0, filter_s = 0, queue_s = 0, encode_s = 0;
+  size_t spans = 0, native_bytes = 0;
+  std::vector<pipeline::QueuedBatch> pending;
+  size_t pending_rows = 0;
+};
+
+// What every variant shares: the filter, the queue, the encoder's block.
+struct Stages {
+  explicit Stages(const PipelineOptions& o)
+      : opts(o),
+        queue(o.shards, size_t{1} << 40),
+        caps(storage::Capabilities::FromVersion("26.5")) {}
+  const PipelineOptions& opts;
+  pipeline::MemoryBudget budget{size_t{1} << 40};
+  pipeline::ShardedQueue queue;
   // Default limits, the clock at the corpus's start: the corpus must pass
   // untouched (checked below), so this measures the filter's cost alone.
-  pipeline::SpanFilter filter(pipeline::FilterLimits{});
+  pipeline::SpanFilter filter{pipeline::FilterLimits{}};
   pipeline::FilterReport report;
   size_t touched = 0;
   std::string touched_example;
-  // Two ways to decode, in turns: strings referenced in the request body the
-  // batch keeps (the receiver's way), and strings copied into the arena.
-  struct Variant {
-    Variant(const char* n, bool o) : name(n), owned(o) {}
-    const char* name;
-    bool owned;
-    double decode_s = 0, filter_s = 0, queue_s = 0, encode_s = 0;
-    size_t spans = 0, native_bytes = 0;
-    // Like the writer: batches wait until a flush's worth, then all their
-    // spans are encoded as one block.
-    std::vector<pipeline::QueuedBatch> pending;
-    size_t pending_rows = 0;
-  };
-  Variant variants[] = {{"body kept, strings referenced", true},
-                        {"strings copied to the arena", false}};
+  storage::Capabilities caps;
   storage::EncodedBlock block;  // reused, as the writer does
-  for (size_t i = 0; variants[0].spans < o.total_spans; ++i) {
-    const loadgen::Payload& p = payloads[i % payloads.size()];
-    for (Variant& v : variants) {
-      std::string body = p.body;  // as the HTTP server hands it over (not timed)
-      const double t0 = ThreadCpu();
-      auto batch = std::make_unique<SpanBatch>();
-      Status st = v.owned ? codec::DecodeOtlpProtoOwned(std::move(body), *batch)
-                          : codec::DecodeOtlpProto(body, *batch);
-      if (!st.ok()) {
-        fmt::print(stderr, "bench pipeline: decode failed: {}\n", st.message());
-        return 1;
-      }
-      body = std::string();  // the copying decode frees the body here
-      const double tf = ThreadCpu();
-      filter.Apply(*batch, kCorpusStartNs, &report);
-      if (!report.clean() && touched++ == 0) touched_example = report.Message(filter.limits());
-      const double t1 = ThreadCpu();
-      const size_t n = batch->span_count();
-      if (!budget.TryReserve(batch->MemoryBytes())) return 1;
-      pipeline::Reservation res(&budget, batch->MemoryBytes());
-      if (queue.Push(std::move(batch), std::move(res)) != pipeline::SpanQueue::PushResult::kOk) {
-        fmt::print(stderr, "bench pipeline: queue refused a batch\n");
-        return 1;
-      }
-      std::vector<pipeline::QueuedBatch> popped;
-      for (size_t s = 0; s < queue.shards(); ++s) {
-        while (auto item = queue.shard(s).Pop(std::chrono::milliseconds(0))) {
-          popped.push_back(std::move(*item));
-        }
-      }
-      const double t2 = ThreadCpu();
-      for (auto& item : popped) {
-        v.pending_rows += item.batch->span_count();
-        v.pending.push_back(std::move(item));
-      }
-      popped.clear();
-      if (v.pending_rows >= o.flush_rows) {
-        std::vector<storage::SpanRow> rows;
-        rows.reserve(v.pending_rows);
-        for (const auto& item : v.pending) {
-          const SpanBatch& b = *item.batch;
-          const std::vector<uint64_t> ids = storage::ResourceIds(b);
-          for (uint32_t k = 0; k < b.span_count(); ++k) {
-            rows.push_back({&b, k, ids[b.spans.resource[k]]});
-          }
-        }
-        if (o.sorted) storage::SortByTableKey(&rows);
-        storage::EncodeSpanRows(rows, caps, &block);
-        v.native_bytes += block.size();
-        v.pending.clear();  // batches freed, reservations released: part of this stage
-        v.pending_rows = 0;
-      }
-      const double t3 = ThreadCpu();
-      v.decode_s += tf - t0;
-      v.filter_s += t1 - tf;
-      v.queue_s += t2 - t1;
-      v.encode_s += t3 - t2;
-      v.spans += n;
+};
+
+// The pending batches of `v` as one Native block.
+void Encode(Stages& st, Variant& v) {
+  std::vector<storage::SpanRow> rows;
+  rows.reserve(v.pending_rows);
+  for (const auto& item : v.pending) {
+    const SpanBatch& b = *item.batch;
+    const std::vector<uint64_t> ids = storage::ResourceIds(b);
+    for (uint32_t k = 0; k < b.span_count(); ++k) rows.push_back({&b, k, ids[b.spans.resource[k]]});
+  }
+  if (st.opts.sorted) storage::SortByTableKey(&rows);
+  storage::EncodeSpanRows(rows, st.caps, &st.block);
+  v.native_bytes += st.block.size();
+  v.pending.clear();  // batches freed, reservations released: part of this stage
+  v.pending_rows = 0;
+}
+
+// One payload through every stage with `v`'s decoder; false on a failure.
+bool RunOne(Stages& st, Variant& v, const loadgen::Payload& p) {
+  std::string body = p.body;  // as the HTTP server hands it over (not timed)
+  const double t0 = ThreadCpu();
+  auto batch = std::make_unique<SpanBatch>();
+  Status s = v.owned ? codec::DecodeOtlpProtoOwned(std::move(body), *batch)
+                     : codec::DecodeOtlpProto(body, *batch);
+  if (!s.ok()) {
+    fmt::print(stderr, "bench pipeline: decode failed: {}\n", s.message());
+    return false;
+  }
+  body = std::string();  // the copying decode frees the body here
+  const double tf = ThreadCpu();
+  st.filter.Apply(*batch, kCorpusStartNs, &st.report);
+  if (!st.report.clean() && st.touched++ == 0) {
+    st.touched_example = st.report.Message(st.filter.limits());
+  }
+  const double t1 = ThreadCpu();
+  const size_t n = batch->span_count();
+  if (!st.budget.TryReserve(batch->MemoryBytes())) return false;
+  pipeline::QueuedBatch item;
+  item.reservation = pipeline::Reservation(&st.budget, batch->MemoryBytes());
+  item.batch = std::move(batch);
+  if (!st.queue.Push(item).ok()) {
+    fmt::print(stderr, "bench pipeline: queue refused a batch\n");
+    return false;
+  }
+  std::vector<pipeline::QueuedBatch> popped;
+  for (size_t s = 0; s < st.queue.shards(); ++s) {
+    while (auto got = st.queue.shard(s).Pop(std::chrono::milliseconds(0))) {
+      popped.push_back(std::move(*got));
     }
   }
+  const double t2 = ThreadCpu();
+  for (auto& got : popped) {
+    v.pending_rows += got.batch->span_count();
+    v.pending.push_back(std::move(got));
+  }
+  if (v.pending_rows >= st.opts.flush_rows) Encode(st, v);
+  const double t3 = ThreadCpu();
+  v.decode_s += tf - t0;
+  v.filter_s += t1 - tf;
+  v.queue_s += t2 - t1;
+  v.encode_s += t3 - t2;
+  v.spans += n;
+  return true;
+}
+
+void PrintReport(const PipelineOptions& o, const Stages& st, const Variant (&variants)[2],
+                 size_t body_bytes, size_t corpus_spans) {
   fmt::print(
       "{} spans per variant in requests of ~{} ({:.0f} bytes of OTLP per span), {} "
       "shard(s), Native {:.0f} bytes per span\n\n",
@@ -170,11 +167,39 @@ int RunPipeline(const PipelineOptions& o) {
     fmt::print("{:<32} {:>9.3f} {:>9.3f} {:>9.3f} {:>13.3f} {:>9.3f}\n", v.name, v.decode_s / m,
                v.filter_s / m, v.queue_s / m, v.encode_s / m, total(v) / m);
   }
-  if (touched != 0) {
-    fmt::print("\nthe filter dropped or trimmed spans of {} requests, e.g.: {}\n", touched,
-               touched_example);
+  if (st.touched != 0) {
+    fmt::print("\nthe filter dropped or trimmed spans of {} requests, e.g.: {}\n", st.touched,
+               st.touched_example);
   }
   fmt::print("\nreferenced / copied, total CPU: {:.2f}\n", total(variants[0]) / total(variants[1]));
+}
+
+int RunPipeline(const PipelineOptions& o) {
+  if (o.spans_per_request == 0 || o.requests == 0 || o.total_spans == 0 || o.shards == 0) {
+    fmt::print(stderr, "bench pipeline: every count must be > 0\n");
+    return 2;
+  }
+  fmt::print("building {} payloads of ~{} spans (seed {})...\n", o.requests, o.spans_per_request,
+             o.seed);
+  const std::vector<loadgen::Payload> payloads =
+      loadgen::BuildPayloads(o.seed, "bench", o.requests, o.spans_per_request, kCorpusStartNs);
+  size_t body_bytes = 0;
+  size_t corpus_spans = 0;
+  for (const auto& p : payloads) {
+    body_bytes += p.body.size();
+    corpus_spans += p.spans;
+  }
+  Stages st(o);
+  // Two ways to decode, in turns: strings referenced in the request body the
+  // batch keeps (the receiver's way), and strings copied into the arena.
+  Variant variants[] = {{"body kept, strings referenced", true},
+                        {"strings copied to the arena", false}};
+  for (size_t i = 0; variants[0].spans < o.total_spans; ++i) {
+    for (Variant& v : variants) {
+      if (!RunOne(st, v, payloads[i % payloads.size()])) return 1;
+    }
+  }
+  PrintReport(o, st, variants, body_bytes, corpus_spans);
   return 0;
 }
 

@@ -47,29 +47,50 @@ struct FillOptions {
 
 constexpr uint64_t kNsPerS = 1000000000;
 
-int RunFill(const FillOptions& o) {
-  const std::string dir = std::filesystem::absolute(o.data_dir).lexically_normal().string();
-  std::filesystem::create_directories(dir);
+// serve's engine configuration in `dir` (the cold volume beside the data),
+// the schema ensured with a retention of 7 days.
+Status OpenStore(const std::string& dir, std::unique_ptr<storage::ChdbConnection>* conn,
+                 storage::Capabilities* caps) {
   std::shared_ptr<storage::ChdbLibrary> lib;
-  if (Status st = storage::ChdbLibrary::Load(&lib); !st.ok()) {
-    std::fprintf(stderr, "%s\n", st.message().c_str());
-    return 1;
-  }
-  // serve's engine configuration (the cold volume beside the data); kept 7 days.
+  SH_RETURN_IF_ERROR(storage::ChdbLibrary::Load(&lib));
   storage::TieringOptions tiering;
   tiering.cold_path = dir + "/cold";
   const std::string config = dir + "/clickhouse-config.xml";
-  std::unique_ptr<storage::ChdbConnection> conn;
-  Status st = storage::WriteEngineConfig(config, tiering);
-  if (st.ok()) {
-    st =
-        storage::ChdbConnection::Open(lib, dir + "/clickhouse", storage::EngineArgs(config), &conn);
-  }
-  storage::Capabilities caps;
+  SH_RETURN_IF_ERROR(storage::WriteEngineConfig(config, tiering));
+  SH_RETURN_IF_ERROR(
+      storage::ChdbConnection::Open(lib, dir + "/clickhouse", storage::EngineArgs(config), conn));
   storage::SchemaOptions schema;
   schema.retention_s = 604800;
-  if (st.ok()) st = storage::EnsureSchema(*conn, &caps, schema);
-  if (!st.ok()) {
+  return storage::EnsureSchema(**conn, caps, schema);
+}
+
+// Merges each table's parts into one, then computes the dependency edges of
+// [start_ns, end_ns), an hour of children at a time (the job's own steps).
+Status MergeAndLink(storage::ChdbConnection& conn, uint64_t start_ns, uint64_t end_ns,
+                    double* merge_s) {
+  const auto t_merge = Clock::now();
+  for (const char* table : {"spans", "trace_index", "red_1m", "red_service_1m", "resources"}) {
+    Status st =
+        conn.Query(fmt::format("OPTIMIZE TABLE {}.{} FINAL SETTINGS optimize_throw_if_noop = 1",
+                               storage::kDatabase, table),
+                   "");
+    if (!st.ok()) return Status::Internal("optimize: " + st.message());
+  }
+  *merge_s = Seconds(t_merge);
+  for (uint64_t h = start_ns / kNsPerS / 3600 * 3600; h < end_ns / kNsPerS; h += 3600) {
+    Status st = storage::ComputeDependencies(conn, static_cast<uint32_t>(h),
+                                             static_cast<uint32_t>(h + 3600));
+    if (!st.ok()) return Status::Internal("dependencies: " + st.message());
+  }
+  return Status::Ok();
+}
+
+int RunFill(const FillOptions& o) {
+  const std::string dir = std::filesystem::absolute(o.data_dir).lexically_normal().string();
+  std::filesystem::create_directories(dir);
+  std::unique_ptr<storage::ChdbConnection> conn;
+  storage::Capabilities caps;
+  if (Status st = OpenStore(dir, &conn, &caps); !st.ok()) {
     std::fprintf(stderr, "%s\n", st.message().c_str());
     if (conn) conn->Close();
     return 1;
@@ -102,7 +123,9 @@ int RunFill(const FillOptions& o) {
     const size_t n = gen.AppendTraces(next_ns, spacing_ns, o.batch_spans, batch.get());
     next_ns += spacing_ns * ((n + 10) / 11);
     sent += n;
-    while (queue.TryPush(batch) == pipeline::SpanQueue::PushResult::kFull) {
+    pipeline::QueuedBatch item;
+    item.batch = std::move(batch);
+    while (queue.Push(item).code() == StatusCode::kResourceExhausted) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     if (Seconds(t0) - last_report > 10) {
@@ -114,29 +137,12 @@ int RunFill(const FillOptions& o) {
   queue.Close();
   writer.Join();
   const double insert_s = Seconds(t0);
-  const auto t_merge = Clock::now();
-  for (const char* table : {"spans", "trace_index", "red_1m", "red_service_1m", "resources"}) {
-    if (!st.ok()) break;
-    st = conn->Query(fmt::format("OPTIMIZE TABLE {}.{} FINAL SETTINGS optimize_throw_if_noop = 1",
-                                 storage::kDatabase, table),
-                     "");
-  }
-  const double merge_s = Seconds(t_merge);
-  if (!st.ok()) {
-    std::fprintf(stderr, "optimize: %s\n", st.message().c_str());
-    conn->Close();
-    return 1;
-  }
-  // Dependency edges, an hour of children at a time (the job's own steps).
   const auto t1 = Clock::now();
-  for (uint64_t h = start_ns / kNsPerS / 3600 * 3600; h < next_ns / kNsPerS; h += 3600) {
-    st = storage::ComputeDependencies(*conn, static_cast<uint32_t>(h),
-                                      static_cast<uint32_t>(h + 3600));
-    if (!st.ok()) break;
-  }
+  double merge_s = 0;
+  const Status st = MergeAndLink(*conn, start_ns, next_ns, &merge_s);
   conn->Close();
   if (!st.ok()) {
-    std::fprintf(stderr, "dependencies: %s\n", st.message().c_str());
+    std::fprintf(stderr, "%s\n", st.message().c_str());
     return 1;
   }
   std::printf(
@@ -145,7 +151,7 @@ int RunFill(const FillOptions& o) {
       static_cast<unsigned long long>(sent),
       static_cast<unsigned long long>(writer.stats().rows_written.load()),
       static_cast<unsigned long long>(start_ns), static_cast<unsigned long long>(next_ns), insert_s,
-      merge_s, Seconds(t1), CpuSeconds());
+      merge_s, Seconds(t1) - merge_s, CpuSeconds());
   return writer.stats().rows_written.load() == sent ? 0 : 1;
 }
 

@@ -48,252 +48,283 @@ CodecFn Override(CodecFn base, std::map<std::string, std::string, std::less<>> o
   };
 }
 
-std::vector<StorageVariant> Build() {
-  using storage::StorageLayout;
-  using storage::UserFieldValues;
+// Every variant, grouped; add() a variant of schema 4's time (its sort order,
+// values in the arrays too), add5() one of the project's schema (5 and later:
+// its sort order and encoding).
+struct Variants {
   std::vector<StorageVariant> v;
-  // A variant of schema 4's time: its sort order, values in the arrays too.
-  auto add = [&](std::string name, std::string description, StorageLayout layout,
-                 SpanOrder order = SpanOrder::kHourTrace,
-                 UserFieldValues values = UserFieldValues::kInArrays) {
+  void add(std::string name, std::string description, storage::StorageLayout layout,
+           SpanOrder order = SpanOrder::kHourTrace,
+           storage::UserFieldValues values = storage::UserFieldValues::kInArrays) {
     v.push_back({std::move(name), std::move(description), std::move(layout), order, values});
-  };
-  // A variant of the project's schema (5 and 6): its sort order and encoding.
-  auto add5 = [&](std::string name, std::string description, StorageLayout layout,
-                  UserFieldValues values = UserFieldValues::kMarked) {
+  }
+  void add5(std::string name, std::string description, storage::StorageLayout layout,
+            storage::UserFieldValues values = storage::UserFieldValues::kMarked) {
     const SpanOrder order =
         layout.spans_order_by.empty() ? SpanOrder::kSecondTraceStart : SpanOrder::kHourTraceStart;
     v.push_back({std::move(name), std::move(description), std::move(layout), order, values});
-  };
-  // Schema 3's types (attribute values as plain String) and table settings
-  // with `fn`'s codecs, in schema 4's layout otherwise.
-  auto schema3_types = [](CodecFn fn) {
-    StorageLayout l = storage::Schema4Layout();
-    l.codec = std::move(fn);
-    l.low_cardinality_values = false;
-    l.column_statistics = true;
-    return l;
-  };
-  // The project's schema with one change.
-  auto chosen = [](auto&& change) {
-    StorageLayout l;
-    change(l);
-    return l;
-  };
-  // Schema 4 with one change (codecs: `over` on top of schema 4's).
-  auto schema4 = [](auto&& change, std::map<std::string, std::string, std::less<>> over = {}) {
-    StorageLayout l = storage::Schema4Layout();
-    change(l);
-    if (!over.empty()) l.codec = Override(l.codec, std::move(over));
-    return l;
-  };
-  auto nothing = [](StorageLayout&) {};
+  }
+};
+
+using storage::StorageLayout;
+using storage::UserFieldValues;
+using Codecs = std::map<std::string, std::string, std::less<>>;
+
+// Schema 3's types (attribute values as plain String) and table settings
+// with `fn`'s codecs, in schema 4's layout otherwise.
+StorageLayout Schema3Types(CodecFn fn) {
+  StorageLayout l = storage::Schema4Layout();
+  l.codec = std::move(fn);
+  l.low_cardinality_values = false;
+  l.column_statistics = true;
+  return l;
+}
+
+// The project's schema with one change.
+template <typename F>
+StorageLayout Chosen(F&& change) {
+  StorageLayout l;
+  change(l);
+  return l;
+}
+
+// Schema 4 with one change (codecs: `over` on top of schema 4's).
+template <typename F>
+StorageLayout Schema4(F&& change, Codecs over = {}) {
+  StorageLayout l = storage::Schema4Layout();
+  change(l);
+  if (!over.empty()) l.codec = Override(l.codec, std::move(over));
+  return l;
+}
+
+void Nothing(StorageLayout&) {}
+
+// The schemas as they were, and the codecs alone on schema 3's types.
+void AddSchemasAndCodecs(Variants& b) {
   const CodecFn zstd1 = Everywhere("ZSTD(1)");
   const char* values[] = {"attr_values", "event_attr_values", "scope_attr_values",
                           "link_attr_values"};
-
-  add("schema3", "schema 3 as it was: no codecs (LZ4), LowCardinality keys, (hour, trace_id)",
-      schema3_types(Everywhere("LZ4")));
-  add("schema4",
-      "schema 4 as it was: user-field values in the arrays too, (hour, trace_id), granules of "
-      "8192, trace_index by 16 bytes in ns, user_fields with the part-size codec",
-      storage::Schema4Layout());
-  v.push_back(
+  b.add("schema3", "schema 3 as it was: no codecs (LZ4), LowCardinality keys, (hour, trace_id)",
+        Schema3Types(Everywhere("LZ4")));
+  b.add("schema4",
+        "schema 4 as it was: user-field values in the arrays too, (hour, trace_id), granules of "
+        "8192, trace_index by 16 bytes in ns, user_fields with the part-size codec",
+        storage::Schema4Layout());
+  b.v.push_back(
       {"upgrade4to5",
        "schema4 loaded and merged, then upgraded to the project's schema at start (EnsureSchema's "
        "copy, timed; sizes as the copy leaves them, before any merge)",
        storage::Schema4Layout(), SpanOrder::kHourTrace, UserFieldValues::kInArrays, 0, true});
-  add5("schema5",
-       "schema 5 as it was: granules of 32768 rows, resource_id UInt64, ZSTD(3) on attr_keys "
-       "and attr_types, the part-size codec on parent_span_id and resource_id, 21 rare columns",
-       storage::Schema5Layout());
-  add5("schema8",
-       "schema 8 as it was: spans sorted by (hour, trace_id, start_time), the rare fields in "
-       "extras",
-       storage::Schema8Layout());
-  add5("chosen",
-       "the project's schema (9): schema.cc's codecs, the default StorageLayout (spans sorted "
-       "by (second, trace_id, start_time)), user-field values once",
-       StorageLayout{});
+  b.add5("schema5",
+         "schema 5 as it was: granules of 32768 rows, resource_id UInt64, ZSTD(3) on attr_keys "
+         "and attr_types, the part-size codec on parent_span_id and resource_id, 21 rare columns",
+         storage::Schema5Layout());
+  b.add5("schema8",
+         "schema 8 as it was: spans sorted by (hour, trace_id, start_time), the rare fields in "
+         "extras",
+         storage::Schema8Layout());
+  b.add5("chosen",
+         "the project's schema (9): schema.cc's codecs, the default StorageLayout (spans sorted "
+         "by (second, trace_id, start_time)), user-field values once",
+         StorageLayout{});
   // Codecs alone, on schema 3's types.
-  add("zstd1", "schema 3, ZSTD(1) on every column of every table", schema3_types(zstd1));
-  add("zstd3", "schema 3, ZSTD(3) on every column of every table",
-      schema3_types(Everywhere("ZSTD(3)")));
-  add("zstd1-strings", "schema 3, ZSTD(1) on String and Array columns, LZ4 on the rest",
-      schema3_types(OnStringsAndArrays("ZSTD(1)")));
-  add("zstd1+delta-times", "zstd1, Delta before ZSTD on timestamp, start_time, event_times",
-      schema3_types(Override(zstd1, {{"timestamp", "Delta, ZSTD(1)"},
-                                     {"start_time", "Delta, ZSTD(1)"},
-                                     {"event_times", "Delta, ZSTD(1)"}})));
-  add("zstd1+doubledelta-times",
-      "zstd1, DoubleDelta before ZSTD on timestamp, start_time, event_times",
-      schema3_types(Override(zstd1, {{"timestamp", "DoubleDelta, ZSTD(1)"},
-                                     {"start_time", "DoubleDelta, ZSTD(1)"},
-                                     {"event_times", "DoubleDelta, ZSTD(1)"}})));
-  add("zstd1+t64", "zstd1, T64 before ZSTD on timestamp, duration_ns, flags",
-      schema3_types(Override(zstd1, {{"timestamp", "T64, ZSTD(1)"},
-                                     {"duration_ns", "T64, ZSTD(1)"},
-                                     {"flags", "T64, ZSTD(1)"}})));
+  b.add("zstd1", "schema 3, ZSTD(1) on every column of every table", Schema3Types(zstd1));
+  b.add("zstd3", "schema 3, ZSTD(3) on every column of every table",
+        Schema3Types(Everywhere("ZSTD(3)")));
+  b.add("zstd1-strings", "schema 3, ZSTD(1) on String and Array columns, LZ4 on the rest",
+        Schema3Types(OnStringsAndArrays("ZSTD(1)")));
+  b.add("zstd1+delta-times", "zstd1, Delta before ZSTD on timestamp, start_time, event_times",
+        Schema3Types(Override(zstd1, {{"timestamp", "Delta, ZSTD(1)"},
+                                      {"start_time", "Delta, ZSTD(1)"},
+                                      {"event_times", "Delta, ZSTD(1)"}})));
+  b.add("zstd1+doubledelta-times",
+        "zstd1, DoubleDelta before ZSTD on timestamp, start_time, event_times",
+        Schema3Types(Override(zstd1, {{"timestamp", "DoubleDelta, ZSTD(1)"},
+                                      {"start_time", "DoubleDelta, ZSTD(1)"},
+                                      {"event_times", "DoubleDelta, ZSTD(1)"}})));
+  b.add("zstd1+t64", "zstd1, T64 before ZSTD on timestamp, duration_ns, flags",
+        Schema3Types(Override(zstd1, {{"timestamp", "T64, ZSTD(1)"},
+                                      {"duration_ns", "T64, ZSTD(1)"},
+                                      {"flags", "T64, ZSTD(1)"}})));
   {
     std::map<std::string, std::string, std::less<>> over;
     for (const char* c : values) over[c] = "ZSTD(6)";
-    add("zstd1+values-zstd6", "zstd1, ZSTD(6) on the attribute values",
-        schema3_types(Override(zstd1, std::move(over))));
+    b.add("zstd1+values-zstd6", "zstd1, ZSTD(6) on the attribute values",
+          Schema3Types(Override(zstd1, std::move(over))));
   }
   {
-    StorageLayout l = schema3_types(zstd1);
+    StorageLayout l = Schema3Types(zstd1);
     l.low_cardinality_values = true;
-    add("zstd1+lc-values", "zstd1, attribute values Array(LowCardinality(String))", std::move(l));
+    b.add("zstd1+lc-values", "zstd1, attribute values Array(LowCardinality(String))", std::move(l));
   }
+}
 
-  // Schema 4, one thing changed: the steps to schema 5, measured alone.
-  add("schema4+uf-marked",
-      "schema4, a span's user fields keep their value in user_fields only (key and marked type "
-      "stay in the arrays)",
-      schema4(nothing), SpanOrder::kHourTrace, UserFieldValues::kMarked);
-  add("schema4+uf-dropped",
-      "schema4, a span's user fields left out of the attribute arrays (user_fields only)",
-      schema4(nothing), SpanOrder::kHourTrace, UserFieldValues::kDropped);
-  add("schema4+sort-trace-start", "schema4, ORDER BY (hour, trace_id, start_time)",
-      schema4(
-          [](StorageLayout& l) { l.spans_order_by = std::string(storage::kSchema8SpansOrderBy); }),
-      SpanOrder::kHourTraceStart);
-  add("schema4+granule-32k",
-      "schema4, granules (and merge blocks) of 32768 rows, 40 MiB, instead of 8192, 10 MiB",
-      schema4([](StorageLayout& l) { l.index_granularity = 32768; }));
-  add("schema4+ti-seconds", "schema4, trace_index times in seconds (UInt32), not ns",
-      schema4([](StorageLayout& l) { l.trace_index_seconds = true; }));
-  add("schema4+ti-short", "schema4, trace_index by the id's first 8 bytes, times in seconds",
-      schema4([](StorageLayout& l) {
-        l.trace_index_seconds = true;
-        l.trace_index_short_id = true;
-      }));
-  add("schema4+uf-zstd3", "schema4, ZSTD(3) on user_fields",
-      schema4(nothing, {{"user_fields", "ZSTD(3)"}}));
+// Schema 4, one thing changed: the steps to schema 5, measured alone; then
+// the same steps one on top of the other.
+void AddSchema4Steps(Variants& b) {
+  b.add("schema4+uf-marked",
+        "schema4, a span's user fields keep their value in user_fields only (key and marked type "
+        "stay in the arrays)",
+        Schema4(Nothing), SpanOrder::kHourTrace, UserFieldValues::kMarked);
+  b.add("schema4+uf-dropped",
+        "schema4, a span's user fields left out of the attribute arrays (user_fields only)",
+        Schema4(Nothing), SpanOrder::kHourTrace, UserFieldValues::kDropped);
+  b.add("schema4+sort-trace-start", "schema4, ORDER BY (hour, trace_id, start_time)",
+        Schema4([](StorageLayout& l) {
+          l.spans_order_by = std::string(storage::kSchema8SpansOrderBy);
+        }),
+        SpanOrder::kHourTraceStart);
+  b.add("schema4+granule-32k",
+        "schema4, granules (and merge blocks) of 32768 rows, 40 MiB, instead of 8192, 10 MiB",
+        Schema4([](StorageLayout& l) { l.index_granularity = 32768; }));
+  b.add("schema4+ti-seconds", "schema4, trace_index times in seconds (UInt32), not ns",
+        Schema4([](StorageLayout& l) { l.trace_index_seconds = true; }));
+  b.add("schema4+ti-short", "schema4, trace_index by the id's first 8 bytes, times in seconds",
+        Schema4([](StorageLayout& l) {
+          l.trace_index_seconds = true;
+          l.trace_index_short_id = true;
+        }));
+  b.add("schema4+uf-zstd3", "schema4, ZSTD(3) on user_fields",
+        Schema4(Nothing, {{"user_fields", "ZSTD(3)"}}));
   // The same steps one on top of the other (the last adds the granules: chosen).
-  add("schema4+uf-marked+sort", "schema4+uf-marked, ORDER BY (hour, trace_id, start_time)",
-      schema4(
-          [](StorageLayout& l) { l.spans_order_by = std::string(storage::kSchema8SpansOrderBy); }),
-      SpanOrder::kHourTraceStart, UserFieldValues::kMarked);
-  add("schema4+uf-marked+sort+ti-short", "schema4+uf-marked+sort, trace_index short",
-      schema4([](StorageLayout& l) {
-        l.spans_order_by = std::string(storage::kSchema8SpansOrderBy);
-        l.trace_index_seconds = true;
-        l.trace_index_short_id = true;
-      }),
-      SpanOrder::kHourTraceStart, UserFieldValues::kMarked);
-  add("schema4+uf-marked+sort+ti-short+uf-zstd3",
-      "schema4+uf-marked+sort+ti-short, ZSTD(3) on user_fields",
-      schema4(
-          [](StorageLayout& l) {
-            l.spans_order_by = std::string(storage::kSchema8SpansOrderBy);
-            l.trace_index_seconds = true;
-            l.trace_index_short_id = true;
-          },
-          {{"user_fields", "ZSTD(3)"}}),
-      SpanOrder::kHourTraceStart, UserFieldValues::kMarked);
-  add("schema4+uf-marked+sort+ti-short+uf-zstd3+g32k",
-      "schema4+uf-marked+sort+ti-short+uf-zstd3, granules of 32768 (chosen with attr_values "
-      "on the part-size codec)",
-      schema4(
-          [](StorageLayout& l) {
-            l.spans_order_by = std::string(storage::kSchema8SpansOrderBy);
-            l.trace_index_seconds = true;
-            l.trace_index_short_id = true;
-            l.index_granularity = 32768;
-          },
-          {{"user_fields", "ZSTD(3)"}}),
-      SpanOrder::kHourTraceStart, UserFieldValues::kMarked);
+  b.add("schema4+uf-marked+sort", "schema4+uf-marked, ORDER BY (hour, trace_id, start_time)",
+        Schema4([](StorageLayout& l) {
+          l.spans_order_by = std::string(storage::kSchema8SpansOrderBy);
+        }),
+        SpanOrder::kHourTraceStart, UserFieldValues::kMarked);
+  b.add("schema4+uf-marked+sort+ti-short", "schema4+uf-marked+sort, trace_index short",
+        Schema4([](StorageLayout& l) {
+          l.spans_order_by = std::string(storage::kSchema8SpansOrderBy);
+          l.trace_index_seconds = true;
+          l.trace_index_short_id = true;
+        }),
+        SpanOrder::kHourTraceStart, UserFieldValues::kMarked);
+  b.add("schema4+uf-marked+sort+ti-short+uf-zstd3",
+        "schema4+uf-marked+sort+ti-short, ZSTD(3) on user_fields",
+        Schema4(
+            [](StorageLayout& l) {
+              l.spans_order_by = std::string(storage::kSchema8SpansOrderBy);
+              l.trace_index_seconds = true;
+              l.trace_index_short_id = true;
+            },
+            {{"user_fields", "ZSTD(3)"}}),
+        SpanOrder::kHourTraceStart, UserFieldValues::kMarked);
+  b.add("schema4+uf-marked+sort+ti-short+uf-zstd3+g32k",
+        "schema4+uf-marked+sort+ti-short+uf-zstd3, granules of 32768 (chosen with attr_values "
+        "on the part-size codec)",
+        Schema4(
+            [](StorageLayout& l) {
+              l.spans_order_by = std::string(storage::kSchema8SpansOrderBy);
+              l.trace_index_seconds = true;
+              l.trace_index_short_id = true;
+              l.index_granularity = 32768;
+            },
+            {{"user_fields", "ZSTD(3)"}}),
+        SpanOrder::kHourTraceStart, UserFieldValues::kMarked);
+}
 
-  // The project's schema, one thing changed.
-  add5("chosen+uf-dropped",
-       "chosen, a span's user fields left out of the attribute arrays, not marked (the reader "
-       "cannot restore them)",
-       StorageLayout{}, UserFieldValues::kDropped);
-  add5("chosen+uf-in-arrays", "chosen, user-field values in the arrays too (as schema 4)",
-       StorageLayout{}, UserFieldValues::kInArrays);
-  add5("chosen+string-values", "chosen, attribute values plain String (not LowCardinality)",
-       chosen([](StorageLayout& l) { l.low_cardinality_values = false; }));
+// The project's schema, one thing changed.
+void AddChosenVariants(Variants& b) {
+  b.add5("chosen+uf-dropped",
+         "chosen, a span's user fields left out of the attribute arrays, not marked (the reader "
+         "cannot restore them)",
+         StorageLayout{}, UserFieldValues::kDropped);
+  b.add5("chosen+uf-in-arrays", "chosen, user-field values in the arrays too (as schema 4)",
+         StorageLayout{}, UserFieldValues::kInArrays);
+  b.add5("chosen+string-values", "chosen, attribute values plain String (not LowCardinality)",
+         Chosen([](StorageLayout& l) { l.low_cardinality_values = false; }));
   // The project's schema with other codecs on some spans columns.
-  using Codecs = std::map<std::string, std::string, std::less<>>;
   auto with_codecs = [](Codecs over) {
     StorageLayout l;
     l.codec = Override(nullptr, std::move(over));
     return l;
   };
-  add5("chosen+values-default-codec", "chosen, attr_values with the part-size codec, not ZSTD(3)",
-       with_codecs({{"attr_values", "Default"}}));
-  add5("chosen+start-delta", "chosen, Delta before the codec on start_time",
-       with_codecs({{"start_time", "Delta, Default"}}));
-  add5("chosen+start-doubledelta", "chosen, DoubleDelta before the codec on start_time",
-       with_codecs({{"start_time", "DoubleDelta, Default"}}));
-  add5("chosen+rare-columns",
-       "chosen, a span's scope attributes, events and links in 21 columns as schema 7 had "
-       "them, not one extras column",
-       chosen([](StorageLayout& l) { l.extras_column = false; }));
-  add5("chosen+ids-zstd3", "chosen, ZSTD(3) on span_id and parent_span_id",
-       with_codecs({{"span_id", "ZSTD(3)"}, {"parent_span_id", "ZSTD(3)"}}));
-  add5("chosen+uf-default-codec", "chosen, user_fields with the part-size codec, not ZSTD(3)",
-       with_codecs({{"user_fields", "Default"}}));
+  b.add5("chosen+values-default-codec", "chosen, attr_values with the part-size codec, not ZSTD(3)",
+         with_codecs({{"attr_values", "Default"}}));
+  b.add5("chosen+start-delta", "chosen, Delta before the codec on start_time",
+         with_codecs({{"start_time", "Delta, Default"}}));
+  b.add5("chosen+start-doubledelta", "chosen, DoubleDelta before the codec on start_time",
+         with_codecs({{"start_time", "DoubleDelta, Default"}}));
+  b.add5("chosen+rare-columns",
+         "chosen, a span's scope attributes, events and links in 21 columns as schema 7 had "
+         "them, not one extras column",
+         Chosen([](StorageLayout& l) { l.extras_column = false; }));
+  b.add5("chosen+ids-zstd3", "chosen, ZSTD(3) on span_id and parent_span_id",
+         with_codecs({{"span_id", "ZSTD(3)"}, {"parent_span_id", "ZSTD(3)"}}));
+  b.add5("chosen+uf-default-codec", "chosen, user_fields with the part-size codec, not ZSTD(3)",
+         with_codecs({{"user_fields", "Default"}}));
   {
     StorageVariant z{"chosen+large-parts-zstd3",
                      "chosen, ZSTD(3) (not 1) for CODEC(Default) columns of large parts",
                      StorageLayout{}, SpanOrder::kHourTraceStart, UserFieldValues::kMarked};
     z.zstd_level = 3;
-    v.push_back(std::move(z));
+    b.v.push_back(std::move(z));
   }
-  add5("chosen+granule-8k", "chosen, granules of 8192 rows (the server's default)",
-       chosen([](StorageLayout& l) { l.index_granularity = 0; }));
-  add5("chosen+granule-16k", "chosen, granules (and merge blocks) of 16384 rows",
-       chosen([](StorageLayout& l) { l.index_granularity = 16384; }));
-  add5("chosen+granule-8k+string-values",
-       "chosen, granules of 8192 rows, attribute values plain String (a LowCardinality "
-       "column writes its dictionary again in every granule)",
-       chosen([](StorageLayout& l) {
-         l.index_granularity = 8192;
-         l.low_cardinality_values = false;
-       }));
+}
+
+// The project's schema with other granules, blocks, statistics, codecs, types
+// and sort orders.
+void AddChosenLayouts(Variants& b) {
+  b.add5("chosen+granule-8k", "chosen, granules of 8192 rows (the server's default)",
+         Chosen([](StorageLayout& l) { l.index_granularity = 0; }));
+  b.add5("chosen+granule-16k", "chosen, granules (and merge blocks) of 16384 rows",
+         Chosen([](StorageLayout& l) { l.index_granularity = 16384; }));
+  b.add5("chosen+granule-8k+string-values",
+         "chosen, granules of 8192 rows, attribute values plain String (a LowCardinality "
+         "column writes its dictionary again in every granule)",
+         Chosen([](StorageLayout& l) {
+           l.index_granularity = 8192;
+           l.low_cardinality_values = false;
+         }));
   // A lookup decompresses, per column, the compressed blocks from its
   // granule's start to the trace: blocks are cut at granule ends only from
   // min_compress_block_size (64 KiB) on, so small granules alone leave the
   // small columns' blocks as they were.
   for (const uint32_t rows : {8192u, 4096u}) {
-    add5(fmt::format("chosen+granule-{}k+blocks-16k", rows / 1024),
-         fmt::format("chosen, granules of {} rows, compressed blocks from 16 KiB (not 64) to "
-                     "64 KiB (not 1 MiB)",
-                     rows),
-         chosen([rows](StorageLayout& l) {
-           l.index_granularity = rows;
-           l.table_settings = "min_compress_block_size = 16384, max_compress_block_size = 65536";
-         }));
+    b.add5(fmt::format("chosen+granule-{}k+blocks-16k", rows / 1024),
+           fmt::format("chosen, granules of {} rows, compressed blocks from 16 KiB (not 64) to "
+                       "64 KiB (not 1 MiB)",
+                       rows),
+           Chosen([rows](StorageLayout& l) {
+             l.index_granularity = rows;
+             l.table_settings = "min_compress_block_size = 16384, max_compress_block_size = 65536";
+           }));
   }
-  add5("chosen+auto-stats",
-       "chosen, with the server's automatic column statistics (minmax, uniq on every column)",
-       chosen([](StorageLayout& l) { l.column_statistics = true; }));
-  add5("chosen+lz4", "chosen's types and settings without codecs (LZ4)",
-       chosen([](StorageLayout& l) { l.codec = Everywhere("LZ4"); }));
-  add5("chosen+zstd1-always",
-       "chosen with ZSTD(1) on every part, where chosen lets part size pick LZ4 or ZSTD(1)",
-       chosen([](StorageLayout& l) { l.codec = InsteadOfDefault("ZSTD(1)"); }));
-  add5("chosen+string-keys", "chosen, keys and names String instead of LowCardinality",
-       chosen([](StorageLayout& l) { l.low_cardinality_keys = false; }));
+  b.add5("chosen+auto-stats",
+         "chosen, with the server's automatic column statistics (minmax, uniq on every column)",
+         Chosen([](StorageLayout& l) { l.column_statistics = true; }));
+  b.add5("chosen+lz4", "chosen's types and settings without codecs (LZ4)",
+         Chosen([](StorageLayout& l) { l.codec = Everywhere("LZ4"); }));
+  b.add5("chosen+zstd1-always",
+         "chosen with ZSTD(1) on every part, where chosen lets part size pick LZ4 or ZSTD(1)",
+         Chosen([](StorageLayout& l) { l.codec = InsteadOfDefault("ZSTD(1)"); }));
+  b.add5("chosen+string-keys", "chosen, keys and names String instead of LowCardinality",
+         Chosen([](StorageLayout& l) { l.low_cardinality_keys = false; }));
   {
     StorageLayout l;
     l.spans_order_by = "(toStartOfHour(timestamp), trace_id)";
-    add("chosen+sort-trace", "chosen, ORDER BY (hour, trace_id) (schema 4's)", std::move(l),
-        SpanOrder::kHourTrace, UserFieldValues::kMarked);
+    b.add("chosen+sort-trace", "chosen, ORDER BY (hour, trace_id) (schema 4's)", std::move(l),
+          SpanOrder::kHourTrace, UserFieldValues::kMarked);
   }
-  add("chosen+sort-service-name", "chosen, ORDER BY (service_name, name, hour, trace_id)",
-      chosen([](StorageLayout& l) {
-        l.spans_order_by = "(service_name, name, toStartOfHour(timestamp), trace_id)";
-      }),
-      SpanOrder::kServiceNameHourTrace, UserFieldValues::kMarked);
-  add("chosen+sort-hour-service", "chosen, ORDER BY (hour, service_name, trace_id)",
-      chosen([](StorageLayout& l) {
-        l.spans_order_by = "(toStartOfHour(timestamp), service_name, trace_id)";
-      }),
-      SpanOrder::kHourServiceTrace, UserFieldValues::kMarked);
-  return v;
+  b.add("chosen+sort-service-name", "chosen, ORDER BY (service_name, name, hour, trace_id)",
+        Chosen([](StorageLayout& l) {
+          l.spans_order_by = "(service_name, name, toStartOfHour(timestamp), trace_id)";
+        }),
+        SpanOrder::kServiceNameHourTrace, UserFieldValues::kMarked);
+  b.add("chosen+sort-hour-service", "chosen, ORDER BY (hour, service_name, trace_id)",
+        Chosen([](StorageLayout& l) {
+          l.spans_order_by = "(toStartOfHour(timestamp), service_name, trace_id)";
+        }),
+        SpanOrder::kHourServiceTrace, UserFieldValues::kMarked);
+}
+
+std::vector<StorageVariant> Build() {
+  Variants b;
+  AddSchemasAndCodecs(b);
+  AddSchema4Steps(b);
+  AddChosenVariants(b);
+  AddChosenLayouts(b);
+  return std::move(b.v);
 }
 
 }  // namespace

@@ -15,7 +15,6 @@
 #include <thread>
 #include <vector>
 
-#include "pipeline/durable/block_record.h"
 #include "unit/pipeline/sync_gate.h"
 
 namespace spanhouse::pipeline::durable {
@@ -44,9 +43,9 @@ class SegmentLogTest : public ::testing::Test {
   std::unique_ptr<SegmentLog> Open(uint64_t max_bytes = 1 << 20, uint64_t segment = 4096) {
     return Open(Options(max_bytes, segment));
   }
-  static std::unique_ptr<SegmentLog> Open(const LogOptions& o) {
+  static std::unique_ptr<SegmentLog> Open(const LogOptions& o, LogTestHooks hooks = {}) {
     std::unique_ptr<SegmentLog> log;
-    EXPECT_TRUE(SegmentLog::Open(o, &log).ok());
+    EXPECT_TRUE(SegmentLog::Open(o, &log, std::move(hooks)).ok());
     return log;
   }
   // The records a fresh open replays: (lsn, kind, payload).
@@ -105,13 +104,14 @@ TEST_F(SegmentLogTest, RecordsComeBackAfterReopenInOrderWithTheirLsns) {
   {
     auto log = Open(1 << 20, 512);
     for (int i = 0; i < 50; ++i) {
-      SegmentLog::Ref ref;
+      Ticket ref;
       ASSERT_EQ(log->Append(i % 7 == 0 ? RecordKind::kBlock : RecordKind::kSpans,
-                            "payload-" + std::to_string(i), &ref),
-                SegmentLog::AppendResult::kOk);
+                            "payload-" + std::to_string(i), &ref)
+                    .code(),
+                StatusCode::kOk);
       ASSERT_TRUE(log->WaitDurable(ref.lsn(), 10s));
       lsns.push_back(ref.lsn());
-      // Dropped without Done(): the record stays for the next start.
+      // Dropped without Ack(): the record stays for the next start.
     }
   }
   EXPECT_GT(Segments().size(), 1u);  // 512-byte segments: it rolled
@@ -125,29 +125,28 @@ TEST_F(SegmentLogTest, RecordsComeBackAfterReopenInOrderWithTheirLsns) {
   }
   EXPECT_EQ(log->stats().corrupt_tails.load(), 0u);
   // New records go on numbering after the old ones.
-  SegmentLog::Ref ref;
-  ASSERT_EQ(log->Append(RecordKind::kSpans, "next", &ref), SegmentLog::AppendResult::kOk);
+  Ticket ref;
+  ASSERT_EQ(log->Append(RecordKind::kSpans, "next", &ref).code(), StatusCode::kOk);
   EXPECT_EQ(ref.lsn(), lsns.back() + 1);
 }
 
 TEST_F(SegmentLogTest, ReleasedSegmentsAreDeletedOldestFirst) {
   auto log = Open(1 << 20, 256);
-  std::vector<SegmentLog::Ref> refs;
+  std::vector<Ticket> refs;
   for (int i = 0; i < 20; ++i) {
-    SegmentLog::Ref ref;
-    ASSERT_EQ(log->Append(RecordKind::kSpans, std::string(100, 'x'), &ref),
-              SegmentLog::AppendResult::kOk);
+    Ticket ref;
+    ASSERT_EQ(log->Append(RecordKind::kSpans, std::string(100, 'x'), &ref).code(), StatusCode::kOk);
     refs.push_back(std::move(ref));
   }
   const size_t before = Segments().size();
   ASSERT_GT(before, 3u);
   // Releasing a later record first deletes nothing: the oldest still holds.
-  refs[10].Done();
+  refs[10].Ack();
   EXPECT_EQ(Segments().size(), before);
-  for (int i = 0; i < 10; ++i) refs[i].Done();
+  for (int i = 0; i < 10; ++i) refs[i].Ack();
   const size_t after = Segments().size();
   EXPECT_LT(after, before);
-  for (int i = 11; i < 20; ++i) refs[i].Done();
+  for (int i = 11; i < 20; ++i) refs[i].Ack();
   // The active segment stays (appends go on there).
   EXPECT_EQ(Segments().size(), 1u);
   EXPECT_GT(log->stats().segments_deleted.load(), 0u);
@@ -155,51 +154,49 @@ TEST_F(SegmentLogTest, ReleasedSegmentsAreDeletedOldestFirst) {
 
 TEST_F(SegmentLogTest, ACloneKeepsTheSegmentUntilEveryHoldIsDone) {
   auto log = Open(1 << 20, 200);
-  SegmentLog::Ref a;
-  ASSERT_EQ(log->Append(RecordKind::kSpans, std::string(150, 'a'), &a),
-            SegmentLog::AppendResult::kOk);
-  SegmentLog::Ref b = a.Clone();
-  SegmentLog::Ref c;
-  ASSERT_EQ(log->Append(RecordKind::kSpans, std::string(150, 'c'), &c),
-            SegmentLog::AppendResult::kOk);  // rolls: the first segment is sealed
+  Ticket a;
+  ASSERT_EQ(log->Append(RecordKind::kSpans, std::string(150, 'a'), &a).code(), StatusCode::kOk);
+  Ticket b = a.Clone();
+  Ticket c;
+  ASSERT_EQ(log->Append(RecordKind::kSpans, std::string(150, 'c'), &c).code(),
+            StatusCode::kOk);  // rolls: the first segment is sealed
   const size_t before = Segments().size();
   ASSERT_EQ(before, 2u);
-  a.Done();
+  a.Ack();
   EXPECT_EQ(Segments().size(), before);
-  b.Done();
+  b.Ack();
   EXPECT_EQ(Segments().size(), before - 1);
-  c.Done();
+  c.Ack();
 }
 
 TEST_F(SegmentLogTest, FullLogRefusesUntilRecordsAreReleased) {
   auto log = Open(2048, 512);
-  std::vector<SegmentLog::Ref> refs;
-  SegmentLog::AppendResult r = SegmentLog::AppendResult::kOk;
-  for (int i = 0; i < 100 && r == SegmentLog::AppendResult::kOk; ++i) {
-    SegmentLog::Ref ref;
-    r = log->Append(RecordKind::kSpans, std::string(200, 'y'), &ref);
-    if (r == SegmentLog::AppendResult::kOk) refs.push_back(std::move(ref));
+  std::vector<Ticket> refs;
+  StatusCode r = StatusCode::kOk;
+  for (int i = 0; i < 100 && r == StatusCode::kOk; ++i) {
+    Ticket ref;
+    r = log->Append(RecordKind::kSpans, std::string(200, 'y'), &ref).code();
+    if (r == StatusCode::kOk) refs.push_back(std::move(ref));
   }
-  ASSERT_EQ(r, SegmentLog::AppendResult::kFull);
+  ASSERT_EQ(r, StatusCode::kResourceExhausted);
   EXPECT_LE(log->bytes(), 2048u);
   EXPECT_GT(log->stats().rejected_full.load(), 0u);
   // A writer's block record is never refused.
-  SegmentLog::Ref block;
-  EXPECT_EQ(log->Append(RecordKind::kBlock, "b", &block, true), SegmentLog::AppendResult::kOk);
-  block.Done();
-  for (auto& ref : refs) ref.Done();
-  SegmentLog::Ref ref;
-  EXPECT_EQ(log->Append(RecordKind::kSpans, std::string(200, 'y'), &ref),
-            SegmentLog::AppendResult::kOk);
+  Ticket block;
+  EXPECT_EQ(log->Append(RecordKind::kBlock, "b", &block, true).code(), StatusCode::kOk);
+  block.Ack();
+  for (auto& ref : refs) ref.Ack();
+  Ticket ref;
+  EXPECT_EQ(log->Append(RecordKind::kSpans, std::string(200, 'y'), &ref).code(), StatusCode::kOk);
 }
 
 TEST_F(SegmentLogTest, TornTailIsSkippedCountedAndTheNextSegmentStillRead) {
   {
     auto log = Open(1 << 20, 1 << 20);
     for (int i = 0; i < 5; ++i) {
-      SegmentLog::Ref ref;
-      ASSERT_EQ(log->Append(RecordKind::kSpans, "rec" + std::to_string(i), &ref),
-                SegmentLog::AppendResult::kOk);
+      Ticket ref;
+      ASSERT_EQ(log->Append(RecordKind::kSpans, "rec" + std::to_string(i), &ref).code(),
+                StatusCode::kOk);
     }
   }
   // A crash in the middle of a write: the last record is cut short.
@@ -208,8 +205,8 @@ TEST_F(SegmentLogTest, TornTailIsSkippedCountedAndTheNextSegmentStillRead) {
   {
     auto log = Open(1 << 20, 1 << 20);  // appends go to a second segment
     ASSERT_EQ(ReadAll(*log).size(), 4u);
-    SegmentLog::Ref ref;
-    ASSERT_EQ(log->Append(RecordKind::kSpans, "after", &ref), SegmentLog::AppendResult::kOk);
+    Ticket ref;
+    ASSERT_EQ(log->Append(RecordKind::kSpans, "after", &ref).code(), StatusCode::kOk);
   }
   auto log = Open(1 << 20, 1 << 20);
   auto seen = ReadAll(*log);
@@ -224,9 +221,9 @@ TEST_F(SegmentLogTest, FlippedByteFailsTheCrcAndEndsThatSegment) {
   {
     auto log = Open(1 << 20, 1 << 20);
     for (int i = 0; i < 3; ++i) {
-      SegmentLog::Ref ref;
-      ASSERT_EQ(log->Append(RecordKind::kSpans, "record-number-" + std::to_string(i), &ref),
-                SegmentLog::AppendResult::kOk);
+      Ticket ref;
+      ASSERT_EQ(log->Append(RecordKind::kSpans, "record-number-" + std::to_string(i), &ref).code(),
+                StatusCode::kOk);
     }
   }
   const fs::path seg = Segments().back();
@@ -252,8 +249,8 @@ TEST_F(SegmentLogTest, FlippedByteFailsTheCrcAndEndsThatSegment) {
 TEST_F(SegmentLogTest, GarbageAndAbsurdLengthsAreNotBelieved) {
   {
     auto log = Open();
-    SegmentLog::Ref ref;
-    ASSERT_EQ(log->Append(RecordKind::kSpans, "ok", &ref), SegmentLog::AppendResult::kOk);
+    Ticket ref;
+    ASSERT_EQ(log->Append(RecordKind::kSpans, "ok", &ref).code(), StatusCode::kOk);
   }
   const fs::path seg = Segments().back();
   {
@@ -276,24 +273,24 @@ TEST_F(SegmentLogTest, ReplayedSegmentsGoOnceEveryHoldOnThemIsDone) {
   {
     auto log = Open(1 << 20, 256);
     for (int i = 0; i < 10; ++i) {
-      SegmentLog::Ref ref;
-      ASSERT_EQ(log->Append(RecordKind::kSpans, std::string(100, 'r'), &ref),
-                SegmentLog::AppendResult::kOk);
+      Ticket ref;
+      ASSERT_EQ(log->Append(RecordKind::kSpans, std::string(100, 'r'), &ref).code(),
+                StatusCode::kOk);
     }
   }
   const size_t old = Segments().size();
   auto log = Open(1 << 20, 256);
-  std::vector<SegmentLog::Ref> holds;
+  std::vector<Ticket> holds;
   log->ReadReplay([&](const SegmentLog::Record& r, uint64_t segment) {
     holds.push_back(log->Hold(segment, r.lsn));
   });
   ASSERT_EQ(holds.size(), 10u);
   // Released during the replay: pinned until it ends.
-  for (size_t i = 0; i < 5; ++i) holds[i].Done();
+  for (size_t i = 0; i < 5; ++i) holds[i].Ack();
   EXPECT_EQ(Segments().size(), old + 1);
   log->EndReplay();
   EXPECT_LT(Segments().size(), old + 1);
-  for (size_t i = 5; i < 10; ++i) holds[i].Done();
+  for (size_t i = 5; i < 10; ++i) holds[i].Ack();
   EXPECT_EQ(Segments().size(), 1u);
 }
 
@@ -304,13 +301,12 @@ TEST_F(SegmentLogTest, GroupCommitMakesConcurrentAppendsDurable) {
   for (int t = 0; t < 8; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < 50; ++i) {
-        SegmentLog::Ref ref;
-        if (log->Append(RecordKind::kSpans, std::to_string(t * 1000 + i), &ref) !=
-            SegmentLog::AppendResult::kOk) {
+        Ticket ref;
+        if (!log->Append(RecordKind::kSpans, std::to_string(t * 1000 + i), &ref).ok()) {
           return;
         }
         if (log->WaitDurable(ref.lsn(), 30s)) ok++;
-        ref.Done();
+        ref.Ack();
       }
     });
   }
@@ -330,10 +326,9 @@ struct DurableCall {
 TEST_F(SegmentLogTest, OnDurableIsCalledRightAfterTheSyncThatCoversTheRecord) {
   SyncGate gate;
   LogOptions o = Options();
-  o.test_before_sync = gate.Hook();
-  auto log = Open(o);
-  SegmentLog::Ref ref;
-  ASSERT_EQ(log->Append(RecordKind::kSpans, "a", &ref), SegmentLog::AppendResult::kOk);
+  auto log = Open(o, {gate.Hook()});
+  Ticket ref;
+  ASSERT_EQ(log->Append(RecordKind::kSpans, "a", &ref).code(), StatusCode::kOk);
   std::promise<DurableCall> called;
   log->OnDurable(ref.lsn(), [&](bool ok) {
     called.set_value({ok, std::this_thread::get_id(), log->stats().fsyncs.load()});
@@ -351,8 +346,8 @@ TEST_F(SegmentLogTest, OnDurableIsCalledRightAfterTheSyncThatCoversTheRecord) {
 
 TEST_F(SegmentLogTest, OnDurableForADurableRecordIsCalledAtOnce) {
   auto log = Open();
-  SegmentLog::Ref ref;
-  ASSERT_EQ(log->Append(RecordKind::kSpans, "a", &ref), SegmentLog::AppendResult::kOk);
+  Ticket ref;
+  ASSERT_EQ(log->Append(RecordKind::kSpans, "a", &ref).code(), StatusCode::kOk);
   ASSERT_TRUE(log->WaitDurable(ref.lsn(), 10s));
   std::optional<DurableCall> call;
   log->OnDurable(ref.lsn(), [&](bool ok) { call = DurableCall{ok, std::this_thread::get_id()}; });
@@ -366,7 +361,7 @@ TEST_F(SegmentLogTest, OnDurableForADurableRecordIsCalledAtOnce) {
   o.fsync_always = false;
   o.fsync_interval = 1h;
   log = Open(o);
-  ASSERT_EQ(log->Append(RecordKind::kSpans, "b", &ref), SegmentLog::AppendResult::kOk);
+  ASSERT_EQ(log->Append(RecordKind::kSpans, "b", &ref).code(), StatusCode::kOk);
   call.reset();
   log->OnDurable(ref.lsn(), [&](bool ok) { call = DurableCall{ok, std::this_thread::get_id()}; });
   ASSERT_TRUE(call.has_value());
@@ -377,13 +372,13 @@ TEST_F(SegmentLogTest, OnDurableForADurableRecordIsCalledAtOnce) {
 // wait again (as a receiver answering on it could), without deadlock.
 TEST_F(SegmentLogTest, OnDurableCallbacksMayUseTheLog) {
   auto log = Open();
-  SegmentLog::Ref first;
-  ASSERT_EQ(log->Append(RecordKind::kSpans, "a", &first), SegmentLog::AppendResult::kOk);
+  Ticket first;
+  ASSERT_EQ(log->Append(RecordKind::kSpans, "a", &first).code(), StatusCode::kOk);
   std::promise<bool> second_durable;
   log->OnDurable(first.lsn(), [&](bool ok) {
     EXPECT_TRUE(ok);
-    SegmentLog::Ref second;
-    ASSERT_EQ(log->Append(RecordKind::kSpans, "b", &second), SegmentLog::AppendResult::kOk);
+    Ticket second;
+    ASSERT_EQ(log->Append(RecordKind::kSpans, "b", &second).code(), StatusCode::kOk);
     log->OnDurable(second.lsn(), [&](bool ok2) { second_durable.set_value(ok2); });
   });
   auto future = second_durable.get_future();
@@ -395,8 +390,8 @@ TEST_F(SegmentLogTest, OnDurableCallbacksMayUseTheLog) {
 // record never written, at once after it.
 TEST_F(SegmentLogTest, OnDurableAfterTheLogClosesIsFalse) {
   auto log = Open();
-  SegmentLog::Ref ref;
-  ASSERT_EQ(log->Append(RecordKind::kSpans, "a", &ref), SegmentLog::AppendResult::kOk);
+  Ticket ref;
+  ASSERT_EQ(log->Append(RecordKind::kSpans, "a", &ref).code(), StatusCode::kOk);
   std::vector<bool> calls;
   log->OnDurable(ref.lsn() + 1, [&](bool ok) { calls.push_back(ok); });
   log->Close();
@@ -416,8 +411,8 @@ TEST_F(SegmentLogTest, EpochSurvivesReopenAndANewLogGetsAnother) {
   {
     auto log = Open();
     epoch = log->epoch();
-    SegmentLog::Ref ref;
-    ASSERT_EQ(log->Append(RecordKind::kSpans, "x", &ref), SegmentLog::AppendResult::kOk);
+    Ticket ref;
+    ASSERT_EQ(log->Append(RecordKind::kSpans, "x", &ref).code(), StatusCode::kOk);
   }
   EXPECT_EQ(Open()->epoch(), epoch);
   fs::remove_all(dir_);
@@ -426,14 +421,13 @@ TEST_F(SegmentLogTest, EpochSurvivesReopenAndANewLogGetsAnother) {
 
 TEST_F(SegmentLogTest, ARecordIsReadBackByItsRefWithTheHeadBeforeThePayload) {
   auto log = Open(1 << 20, 256);  // small segments: the records span several
-  std::vector<SegmentLog::Ref> refs;
+  std::vector<Ticket> refs;
   std::vector<std::string> want;
   for (int i = 0; i < 20; ++i) {
     const std::string head = "h" + std::to_string(i);
     const std::string payload(50 + i * 7, static_cast<char>('a' + i));
-    SegmentLog::Ref ref;
-    ASSERT_EQ(log->Append(RecordKind::kRequest, head, payload, &ref),
-              SegmentLog::AppendResult::kOk);
+    Ticket ref;
+    ASSERT_EQ(log->Append(RecordKind::kRequest, head, payload, &ref).code(), StatusCode::kOk);
     refs.push_back(std::move(ref));
     want.push_back(head + payload);
   }
@@ -444,19 +438,19 @@ TEST_F(SegmentLogTest, ARecordIsReadBackByItsRefWithTheHeadBeforeThePayload) {
     EXPECT_EQ(kind, RecordKind::kRequest);
     EXPECT_EQ(got, want[i]);
   }
-  for (auto& r : refs) r.Done();  // all stored: everything may go
+  for (auto& r : refs) r.Ack();  // all stored: everything may go
   log.reset();
 
   // After a reopen the replay sees the same records; a hold taken with the
   // record's offset reads it back as well.
   log = Open(1 << 20, 256);
   for (int i = 0; i < 3; ++i) {
-    SegmentLog::Ref ref;
-    ASSERT_EQ(log->Append(RecordKind::kSpans, "", want[i], &ref), SegmentLog::AppendResult::kOk);
+    Ticket ref;
+    ASSERT_EQ(log->Append(RecordKind::kSpans, "", want[i], &ref).code(), StatusCode::kOk);
   }
   log.reset();
   log = Open(1 << 20, 256);
-  std::vector<SegmentLog::Ref> held;
+  std::vector<Ticket> held;
   log->ReadReplay([&](const SegmentLog::Record& r, uint64_t segment) {
     held.push_back(log->Hold(segment, r.lsn, r.offset));
   });
@@ -477,9 +471,9 @@ TEST_F(SegmentLogTest, ARecordIsReadBackByItsRefWithTheHeadBeforeThePayload) {
 
 TEST_F(SegmentLogTest, ACorruptedRecordFailsItsReadBack) {
   auto log = Open();
-  SegmentLog::Ref ref;
-  ASSERT_EQ(log->Append(RecordKind::kRequest, "head", std::string(100, 'p'), &ref),
-            SegmentLog::AppendResult::kOk);
+  Ticket ref;
+  ASSERT_EQ(log->Append(RecordKind::kRequest, "head", std::string(100, 'p'), &ref).code(),
+            StatusCode::kOk);
   const fs::path seg = Segments().back();
   {
     std::fstream f(seg, std::ios::in | std::ios::out | std::ios::binary);
@@ -495,12 +489,12 @@ TEST_F(SegmentLogTest, ACorruptedRecordFailsItsReadBack) {
 
 // Appends `n` records of `size` bytes of `fill` (the same size each: old
 // and new records of a recycled file then start at the same offsets).
-std::vector<SegmentLog::Ref> AppendEqual(SegmentLog& log, int n, char fill, size_t size = 100) {
-  std::vector<SegmentLog::Ref> refs;
+std::vector<Ticket> AppendEqual(SegmentLog& log, int n, char fill, size_t size = 100) {
+  std::vector<Ticket> refs;
   for (int i = 0; i < n; ++i) {
-    SegmentLog::Ref ref;
-    EXPECT_EQ(log.Append(RecordKind::kSpans, std::string(size, fill), &ref),
-              SegmentLog::AppendResult::kOk);
+    Ticket ref;
+    EXPECT_EQ(log.Append(RecordKind::kSpans, std::string(size, fill), &ref).code(),
+              StatusCode::kOk);
     refs.push_back(std::move(ref));
   }
   return refs;
@@ -508,7 +502,7 @@ std::vector<SegmentLog::Ref> AppendEqual(SegmentLog& log, int n, char fill, size
 
 TEST_F(SegmentLogTest, ReleasedSegmentsAreWrittenOverAndTheirOldRecordsNeverComeBack) {
   auto log = Open(1 << 20, 1024);  // 9 records of 108 bytes a segment
-  for (auto& r : AppendEqual(*log, 40, 'o')) r.Done();
+  for (auto& r : AppendEqual(*log, 40, 'o')) r.Ack();
   ASSERT_GT(Files(".free").size(), 0u);  // kept to be written over
   EXPECT_LE(Files(".free").size(), 4u);
   // Three new records, held: at a crash now they are all the log has; the
@@ -541,13 +535,13 @@ TEST_F(SegmentLogTest, ReleasedSegmentsAreWrittenOverAndTheirOldRecordsNeverCome
       free_left |= e.path().extension() == ".free";
     EXPECT_FALSE(free_left);
     // Numbering goes on after the last real record, not after old ones.
-    SegmentLog::Ref next;
-    ASSERT_EQ(again->Append(RecordKind::kSpans, "next", &next), SegmentLog::AppendResult::kOk);
+    Ticket next;
+    ASSERT_EQ(again->Append(RecordKind::kSpans, "next", &next).code(), StatusCode::kOk);
     EXPECT_EQ(next.lsn(), held.back().lsn() + 1);
   }
   fs::remove_all(crashed);
   // A clean close cuts the active file to its records and removes the rest.
-  for (auto& r : held) r.Done();
+  for (auto& r : held) r.Ack();
   auto more = AppendEqual(*log, 2, 'm');
   log.reset();
   EXPECT_TRUE(Files(".free").empty());
@@ -561,7 +555,7 @@ TEST_F(SegmentLogTest, ReleasedSegmentsAreWrittenOverAndTheirOldRecordsNeverCome
 TEST_F(SegmentLogTest, ASealedRecycledSegmentIsCutToItsRecords) {
   auto log = Open(1 << 20, 1024);
   // 3 records of 309 bytes a segment: files of 959 bytes.
-  for (auto& r : AppendEqual(*log, 40, 'o', 300)) r.Done();
+  for (auto& r : AppendEqual(*log, 40, 'o', 300)) r.Ack();
   // Smaller records over them (3 of 259 bytes: 809), held, three segments.
   auto held = AppendEqual(*log, 9, 'n', 250);
   ASSERT_GT(log->stats().segments_recycled.load(), 0u);
@@ -589,7 +583,7 @@ TEST_F(SegmentLogTest, ASealedRecycledSegmentIsCutToItsRecords) {
     EXPECT_EQ(again->stats().corrupt_tails.load(), 1u);
   }
   fs::remove_all(crashed);
-  for (auto& r : held) r.Done();
+  for (auto& r : held) r.Ack();
 }
 
 TEST_F(SegmentLogTest, AFormat1SegmentIsReplayed) {
@@ -617,7 +611,7 @@ TEST_F(SegmentLogTest, AFormat1SegmentIsReplayed) {
     out << seg;
   }
   auto log = Open();
-  std::vector<SegmentLog::Ref> held;
+  std::vector<Ticket> held;
   std::vector<Seen> seen;
   log->ReadReplay([&](const SegmentLog::Record& r, uint64_t segment) {
     seen.push_back({r.lsn, r.kind, std::string(r.payload)});
@@ -633,56 +627,10 @@ TEST_F(SegmentLogTest, AFormat1SegmentIsReplayed) {
   std::string got;
   ASSERT_TRUE(log->Read(held[1], &kind, &got).ok());
   EXPECT_EQ(got, "second");
-  SegmentLog::Ref next;
-  ASSERT_EQ(log->Append(RecordKind::kSpans, "new", &next), SegmentLog::AppendResult::kOk);
+  Ticket next;
+  ASSERT_EQ(log->Append(RecordKind::kSpans, "new", &next).code(), StatusCode::kOk);
   EXPECT_EQ(next.lsn(), 9u);
-  for (auto& h : held) h.Done();
-}
-
-TEST(BlockRecord, RoundTripsAndRejectsBadLengths) {
-  BlockRecord b;
-  b.shard = 2;
-  b.shards = 3;
-  b.day = 20000;
-  b.lsns = {5, 7, 1ull << 40};
-  BlockRecord d;
-  ASSERT_TRUE(d.Decode(b.Encode()));
-  EXPECT_EQ(d.shard, 2u);
-  EXPECT_EQ(d.shards, 3u);
-  EXPECT_EQ(d.day, 20000u);
-  EXPECT_EQ(d.lsns, b.lsns);
-  std::string bad = b.Encode();
-  bad.pop_back();
-  EXPECT_FALSE(d.Decode(bad));
-  EXPECT_FALSE(d.Decode("short"));
-  EXPECT_NE(DedupToken(1, 5), DedupToken(2, 5));
-  EXPECT_NE(DedupToken(1, 5), DedupToken(1, 6));
-  EXPECT_EQ(d.chunks, 1u);
-  // An insert of several spooled blocks says how many; one, as before.
-  EXPECT_EQ(b.Encode().size(), 16u + 3 * 8);
-  b.chunks = 4;
-  const std::string four = b.Encode();
-  EXPECT_EQ(four.size(), 20u + 3 * 8);
-  ASSERT_TRUE(d.Decode(four));
-  EXPECT_EQ(d.chunks, 4u);
-  EXPECT_EQ(d.lsns, b.lsns);
-  std::string zero = four;
-  zero[zero.size() - 4] = 0;
-  EXPECT_FALSE(d.Decode(zero));
-}
-
-TEST(ReplayedBlocks, RoundTripsAndRejectsBadLengths) {
-  ReplayedBlocks r;
-  r.block_lsns = {3, 9, 1ull << 41};
-  ReplayedBlocks d;
-  ASSERT_TRUE(d.Decode(r.Encode()));
-  EXPECT_EQ(d.block_lsns, r.block_lsns);
-  ASSERT_TRUE(d.Decode(ReplayedBlocks{}.Encode()));
-  EXPECT_TRUE(d.block_lsns.empty());
-  std::string bad = r.Encode();
-  bad.pop_back();
-  EXPECT_FALSE(d.Decode(bad));
-  EXPECT_FALSE(d.Decode("abc"));
+  for (auto& h : held) h.Ack();
 }
 
 }  // namespace

@@ -84,8 +84,9 @@ TEST(ShardedQueue, SplitsByTraceKeepingEverySpanAndSharingTheReservation) {
   ShardedQueue q(3, 1u << 30);
   SpanBatch in = testdata::SampleBatch(12);
   ASSERT_TRUE(budget.TryReserve(9000));
-  ASSERT_EQ(q.Push(std::make_unique<SpanBatch>(in), Reservation(&budget, 9000)),
-            SpanQueue::PushResult::kOk);
+  QueuedBatch item{.batch = std::make_unique<SpanBatch>(in),
+                   .reservation = Reservation(&budget, 9000)};
+  ASSERT_TRUE(q.Push(item).ok());
   q.Close();
   size_t spans = 0;
   size_t reserved = 0;
@@ -136,8 +137,9 @@ TEST(ShardedQueue, ManyProducersOneConsumerPerShard) {
           b.spans.span_id[k][3] = static_cast<uint8_t>(k);
         }
         EXPECT_TRUE(budget.TryReserve(10));
-        EXPECT_EQ(q.Push(std::make_unique<SpanBatch>(std::move(b)), Reservation(&budget, 10)),
-                  SpanQueue::PushResult::kOk);
+        QueuedBatch item{.batch = std::make_unique<SpanBatch>(std::move(b)),
+                         .reservation = Reservation(&budget, 10)};
+        EXPECT_TRUE(q.Push(item).ok());
       }
     });
   }

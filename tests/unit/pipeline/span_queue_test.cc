@@ -1,6 +1,6 @@
 // Tests for the byte-bounded SpanQueue between receivers and the writer:
 // order, byte accounting, the full / closed answers, the ownership contract
-// of TryPush, and a multi-producer stress run that checks every batch
+// of Push, and a multi-producer stress run that checks every batch
 // arrives exactly once.
 #include <gtest/gtest.h>
 
@@ -40,11 +40,24 @@ uint64_t TagOf(const SpanBatch& b) {
   return tag;
 }
 
+// Pushes `b` (with `res`, if given); refused, both stay the caller's.
+StatusCode TryPush(SpanQueue& q, std::unique_ptr<SpanBatch>& b, Reservation* res = nullptr) {
+  QueuedBatch item;
+  item.batch = std::move(b);
+  if (res != nullptr) item.reservation = std::move(*res);
+  const Status st = q.Push(item);
+  if (!st.ok()) {
+    b = std::move(item.batch);
+    if (res != nullptr) *res = std::move(item.reservation);
+  }
+  return st.code();
+}
+
 TEST(SpanQueue, PopsInFifoOrder) {
   SpanQueue q(1 << 20);
   for (uint64_t i = 0; i < 10; ++i) {
     auto b = MakeBatch(i);
-    ASSERT_EQ(q.TryPush(b), SpanQueue::PushResult::kOk);
+    ASSERT_EQ(TryPush(q, b), StatusCode::kOk);
   }
   for (uint64_t i = 0; i < 10; ++i) {
     std::optional<QueuedBatch> got = q.Pop(milliseconds(100));
@@ -59,7 +72,7 @@ TEST(SpanQueue, TryPushTakesTheBatchOnSuccess) {
   SpanQueue q(1 << 20);
   auto b = MakeBatch(7);
   SpanBatch* raw = b.get();
-  ASSERT_EQ(q.TryPush(b), SpanQueue::PushResult::kOk);
+  ASSERT_EQ(TryPush(q, b), StatusCode::kOk);
   EXPECT_EQ(b, nullptr);
   auto got = q.Pop(milliseconds(100));
   ASSERT_TRUE(got.has_value());
@@ -77,9 +90,9 @@ TEST(SpanQueue, ByteAccountingFollowsMemoryBytes) {
   ASSERT_GT(a_bytes, 100u);
   ASSERT_GT(b_bytes, 5000u);
 
-  ASSERT_EQ(q.TryPush(a), SpanQueue::PushResult::kOk);
+  ASSERT_EQ(TryPush(q, a), StatusCode::kOk);
   EXPECT_EQ(q.bytes(), a_bytes);
-  ASSERT_EQ(q.TryPush(b), SpanQueue::PushResult::kOk);
+  ASSERT_EQ(TryPush(q, b), StatusCode::kOk);
   EXPECT_EQ(q.bytes(), a_bytes + b_bytes);
 
   auto got = q.Pop(milliseconds(100));
@@ -102,8 +115,8 @@ TEST(SpanQueue, FullWhenOverMaxBytesWhileNotEmpty) {
 
   // One byte short of room for both.
   SpanQueue q(a_bytes + b_bytes - 1);
-  ASSERT_EQ(q.TryPush(a), SpanQueue::PushResult::kOk);
-  EXPECT_EQ(q.TryPush(b), SpanQueue::PushResult::kFull);
+  ASSERT_EQ(TryPush(q, a), StatusCode::kOk);
+  EXPECT_EQ(TryPush(q, b), StatusCode::kResourceExhausted);
   EXPECT_EQ(q.bytes(), a_bytes);
 
   // Exactly room for both.
@@ -112,20 +125,20 @@ TEST(SpanQueue, FullWhenOverMaxBytesWhileNotEmpty) {
   auto b2 = MakeBatch(2, 1000);
   ASSERT_EQ(a2->MemoryBytes(), a_bytes);
   ASSERT_EQ(b2->MemoryBytes(), b_bytes);
-  EXPECT_EQ(exact.TryPush(a2), SpanQueue::PushResult::kOk);
-  EXPECT_EQ(exact.TryPush(b2), SpanQueue::PushResult::kOk);
+  EXPECT_EQ(TryPush(exact, a2), StatusCode::kOk);
+  EXPECT_EQ(TryPush(exact, b2), StatusCode::kOk);
   EXPECT_EQ(exact.bytes(), exact.max_bytes());
 }
 
 TEST(SpanQueue, FullLeavesTheCallersBatchIntact) {
   auto a = MakeBatch(1, 1000);
   SpanQueue q(a->MemoryBytes());
-  ASSERT_EQ(q.TryPush(a), SpanQueue::PushResult::kOk);
+  ASSERT_EQ(TryPush(q, a), StatusCode::kOk);
 
   auto b = MakeBatch(42, 300);
   SpanBatch* raw = b.get();
   const size_t b_bytes = b->MemoryBytes();
-  ASSERT_EQ(q.TryPush(b), SpanQueue::PushResult::kFull);
+  ASSERT_EQ(TryPush(q, b), StatusCode::kResourceExhausted);
   ASSERT_NE(b, nullptr);
   EXPECT_EQ(b.get(), raw);
   EXPECT_EQ(b->span_count(), 1u);
@@ -135,7 +148,7 @@ TEST(SpanQueue, FullLeavesTheCallersBatchIntact) {
 
   // Once the queue drains, the same batch goes in.
   ASSERT_TRUE(q.Pop(milliseconds(100)).has_value());
-  EXPECT_EQ(q.TryPush(b), SpanQueue::PushResult::kOk);
+  EXPECT_EQ(TryPush(q, b), StatusCode::kOk);
   EXPECT_EQ(b, nullptr);
   EXPECT_EQ(q.bytes(), b_bytes);
 }
@@ -145,35 +158,35 @@ TEST(SpanQueue, BatchLargerThanMaxIsAcceptedIntoAnEmptyQueueOnly) {
   auto big = MakeBatch(1, 10000);
   const size_t big_bytes = big->MemoryBytes();
   ASSERT_GT(big_bytes, q.max_bytes());
-  ASSERT_EQ(q.TryPush(big), SpanQueue::PushResult::kOk);
+  ASSERT_EQ(TryPush(q, big), StatusCode::kOk);
   EXPECT_EQ(q.bytes(), big_bytes);
 
   // Now over the cap: nothing else goes in, however small.
   auto small = MakeBatch(2, 1);
-  EXPECT_EQ(q.TryPush(small), SpanQueue::PushResult::kFull);
+  EXPECT_EQ(TryPush(q, small), StatusCode::kResourceExhausted);
   ASSERT_NE(small, nullptr);
   auto big2 = MakeBatch(3, 10000);
-  EXPECT_EQ(q.TryPush(big2), SpanQueue::PushResult::kFull);
+  EXPECT_EQ(TryPush(q, big2), StatusCode::kResourceExhausted);
 
   auto got = q.Pop(milliseconds(100));
   ASSERT_TRUE(got.has_value());
   EXPECT_EQ(TagOf(*got->batch), 1u);
   EXPECT_EQ(q.bytes(), 0u);
-  EXPECT_EQ(q.TryPush(big2), SpanQueue::PushResult::kOk);
+  EXPECT_EQ(TryPush(q, big2), StatusCode::kOk);
 }
 
 TEST(SpanQueue, CloseRejectsPushesAndDrainsWhatIsLeft) {
   SpanQueue q(1 << 20);
   for (uint64_t i = 0; i < 3; ++i) {
     auto b = MakeBatch(i);
-    ASSERT_EQ(q.TryPush(b), SpanQueue::PushResult::kOk);
+    ASSERT_EQ(TryPush(q, b), StatusCode::kOk);
   }
   EXPECT_FALSE(q.closed_and_empty());
   q.Close();
   EXPECT_FALSE(q.closed_and_empty());
 
   auto late = MakeBatch(99);
-  EXPECT_EQ(q.TryPush(late), SpanQueue::PushResult::kClosed);
+  EXPECT_EQ(TryPush(q, late), StatusCode::kUnavailable);
   ASSERT_NE(late, nullptr);  // not taken
   EXPECT_EQ(TagOf(*late), 99u);
 
@@ -192,10 +205,10 @@ TEST(SpanQueue, CloseRejectsPushesAndDrainsWhatIsLeft) {
 TEST(SpanQueue, ClosedEvenWhenFull) {
   auto a = MakeBatch(1, 1000);
   SpanQueue q(a->MemoryBytes());
-  ASSERT_EQ(q.TryPush(a), SpanQueue::PushResult::kOk);
+  ASSERT_EQ(TryPush(q, a), StatusCode::kOk);
   q.Close();
   auto b = MakeBatch(2, 1000);
-  EXPECT_EQ(q.TryPush(b), SpanQueue::PushResult::kClosed);
+  EXPECT_EQ(TryPush(q, b), StatusCode::kUnavailable);
 }
 
 TEST(SpanQueue, CloseOnAnEmptyQueue) {
@@ -220,7 +233,7 @@ TEST(SpanQueue, WaitingPopIsWokenByAPush) {
   std::thread consumer([&] { got = q.Pop(milliseconds(60000)); });
   std::this_thread::sleep_for(milliseconds(20));
   auto b = MakeBatch(5);
-  ASSERT_EQ(q.TryPush(b), SpanQueue::PushResult::kOk);
+  ASSERT_EQ(TryPush(q, b), StatusCode::kOk);
   consumer.join();
   ASSERT_TRUE(got.has_value());
   EXPECT_EQ(TagOf(*got->batch), 5u);
@@ -248,14 +261,14 @@ TEST(SpanQueue, ReservationTravelsWithTheBatchOnlyOnSuccess) {
 
   ASSERT_TRUE(budget.TryReserve(100));
   Reservation ra(&budget, 100);
-  ASSERT_EQ(q.TryPush(a, ra), SpanQueue::PushResult::kOk);
+  ASSERT_EQ(TryPush(q, a, &ra), StatusCode::kOk);
   EXPECT_EQ(ra.bytes(), 0u);  // moved into the queue
   EXPECT_EQ(budget.used(), 100u);
 
   ASSERT_TRUE(budget.TryReserve(50));
   Reservation rb(&budget, 50);
   auto b = MakeBatch(2, 1000);
-  ASSERT_EQ(q.TryPush(b, rb), SpanQueue::PushResult::kFull);
+  ASSERT_EQ(TryPush(q, b, &rb), StatusCode::kResourceExhausted);
   EXPECT_EQ(rb.bytes(), 50u);  // still the caller's
   EXPECT_EQ(budget.used(), 150u);
 
@@ -268,7 +281,7 @@ TEST(SpanQueue, ReservationTravelsWithTheBatchOnlyOnSuccess) {
   EXPECT_EQ(budget.used(), 50u);
 
   q.Close();
-  ASSERT_EQ(q.TryPush(b, rb), SpanQueue::PushResult::kClosed);
+  ASSERT_EQ(TryPush(q, b, &rb), StatusCode::kUnavailable);
   EXPECT_EQ(rb.bytes(), 50u);
   rb.Reset();
   EXPECT_EQ(budget.used(), 0u);
@@ -289,9 +302,9 @@ TEST(SpanQueue, StressFourProducersOneConsumerEveryBatchOnce) {
       for (uint64_t i = 0; i < kPerProducer && !give_up; ++i) {
         auto b = MakeBatch(static_cast<uint64_t>(p) << 32 | i);
         for (;;) {
-          SpanQueue::PushResult r = q.TryPush(b);
-          if (r == SpanQueue::PushResult::kOk) break;
-          if (r == SpanQueue::PushResult::kClosed || give_up) return;
+          StatusCode r = TryPush(q, b);
+          if (r == StatusCode::kOk) break;
+          if (r == StatusCode::kUnavailable || give_up) return;
           ASSERT_NE(b, nullptr);
           full_answers++;
           std::this_thread::yield();

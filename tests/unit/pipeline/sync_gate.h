@@ -1,4 +1,4 @@
-// A slow disk for tests of the durable queue: LogOptions::test_before_sync
+// A slow disk for tests of the durable queue: LogTestHooks::before_sync
 // set to Hook() holds each fdatasync back until Open(), so a test can act
 // while a group commit is under way without guessing how long one takes.
 #pragma once

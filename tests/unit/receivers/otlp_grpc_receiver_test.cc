@@ -8,7 +8,6 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <filesystem>
 #include <future>
 #include <map>
 #include <memory>
@@ -20,10 +19,10 @@
 #include "pipeline/durable/segment_log.h"
 #include "pipeline/filter/span_filter.h"
 #include "pipeline/memory_budget.h"
-#include "pipeline/queue/sharded_queue.h"
 #include "receivers/otlp_grpc/otlp_grpc_receiver.h"
 #include "unit/pipeline/sync_gate.h"
 #include "unit/receivers/requests.h"
+#include "unit/receivers/test_pipeline.h"
 
 namespace spanhouse::receivers {
 namespace {
@@ -62,10 +61,14 @@ CallResult Call(uint16_t port, const std::string& body, std::string method = kOt
   return r;
 }
 
+// A receiver, started, over a queue (without a log unless `pipeline` names
+// one) and one sink.
 struct GrpcFixture {
   explicit GrpcFixture(OtlpGrpcOptions o = Options(), pipeline::SpanFilter* filter = nullptr,
-                       size_t budget_bytes = 1ull << 30)
-      : budget(budget_bytes), receiver(std::move(o), sharded, budget, filter) {
+                       size_t budget_bytes = 1ull << 30, PipelineOptions pipeline = {})
+      : p(With(std::move(pipeline), filter, budget_bytes)),
+        budget(p.budget),
+        receiver(std::move(o), *p.queue) {
     EXPECT_TRUE(receiver.Start().ok());
   }
   static OtlpGrpcOptions Options() {
@@ -76,12 +79,18 @@ struct GrpcFixture {
     o.intake.memory_wait = milliseconds(0);
     return o;
   }
+  static PipelineOptions With(PipelineOptions o, pipeline::SpanFilter* filter,
+                              size_t budget_bytes) {
+    o.filter = filter;
+    o.budget_bytes = budget_bytes;
+    return o;
+  }
   std::unique_ptr<SpanBatch> Popped() {
-    auto item = sharded.shard(0).Pop(milliseconds(0));
+    auto item = p.sink.Pop(milliseconds(0));
     return item ? std::move(item->batch) : nullptr;
   }
-  pipeline::ShardedQueue sharded{1, 64 << 20};
-  pipeline::MemoryBudget budget;
+  TestPipeline p;
+  pipeline::MemoryBudget& budget;
   OtlpGrpcReceiver receiver;
 };
 
@@ -176,7 +185,7 @@ TEST(OtlpGrpcReceiver, FullIsUnavailableWithRetryInfo) {
 
 TEST(OtlpGrpcReceiver, ClosedQueueIsUnavailable) {
   GrpcFixture f;
-  f.sharded.Close();
+  f.p.sink.Drain();
   CallResult r = Call(f.receiver.port(), ProtoRequest(kTraceHex, 1));
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_FALSE(r.status.error_details().empty());
@@ -213,19 +222,12 @@ TEST(OtlpGrpcReceiver, OtherMethodsAreUnimplemented) {
 // With fsync "always" the call finishes once the sync that covers it has
 // run, from the log's sync thread; gRPC's threads serve other calls meanwhile.
 TEST(OtlpGrpcReceiver, FsyncAlwaysAnswersAfterTheSync) {
-  const std::string dir = ::testing::TempDir() + "grpc-durable-" + std::to_string(::getpid());
-  std::filesystem::remove_all(dir);
+  TestLogDir dir("grpc-durable");
   pipeline::durable::SyncGate gate;
-  pipeline::durable::LogOptions lo;
-  lo.dir = dir;
-  lo.fsync_always = true;
-  lo.test_before_sync = gate.Hook();
-  std::unique_ptr<pipeline::durable::SegmentLog> log;
-  ASSERT_TRUE(pipeline::durable::SegmentLog::Open(lo, &log).ok());
   {
-    OtlpGrpcOptions o = GrpcFixture::Options();
-    o.intake.log = log.get();
-    GrpcFixture f(o);
+    GrpcFixture f(GrpcFixture::Options(), nullptr, 1ull << 30,
+                  {.log_dir = dir.path, .fsync_always = true, .hooks = {gate.Hook()}});
+    ASSERT_TRUE(f.p.queue->fsync_always());
     auto first = std::async(std::launch::async,
                             [&] { return Call(f.receiver.port(), ProtoRequest(kTraceHex, 2)); });
     ASSERT_TRUE(gate.WaitEntered());  // its sync has begun, and waits
@@ -241,8 +243,6 @@ TEST(OtlpGrpcReceiver, FsyncAlwaysAnswersAfterTheSync) {
     EXPECT_EQ(f.receiver.stats().requests_accepted, 1u);
     f.receiver.Stop();
   }
-  log.reset();
-  std::filesystem::remove_all(dir);
 }
 
 TEST(OtlpGrpcReceiver, RetryStatusDetailsIsAGoogleRpcStatus) {

@@ -2,18 +2,17 @@
 // socket): routing, media types and content codings, size limits before and
 // after decompression, the error bodies the OTLP/HTTP specification asks for
 // (google.rpc.Status in the request's encoding), back-pressure answers from
-// the queue, the stats counters, and with the durable queue's "always" fsync
-// the answer deferred until the sync, its I/O thread free meanwhile (that
-// one over a socket, the receiver started).
+// the durable queue and its sink, the stats counters; with the durable queue,
+// requests over the memory budget or refused by the sink waiting on disk and
+// reaching the sink later, in order, and with its "always" fsync the answer
+// deferred until the sync, its I/O thread free meanwhile (that one over a
+// socket, the receiver started).
 #include <gtest/gtest.h>
 #include <simdjson.h>
 #include <zlib.h>
 
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdint>
-#include <filesystem>
 #include <future>
 #include <memory>
 #include <optional>
@@ -23,21 +22,17 @@
 #include <utility>
 #include <vector>
 
-#include <unistd.h>
-
 #include "model/span_batch.h"
 #include "net/http_server.h"
-#include "pipeline/durable/request_record.h"
+#include "pipeline/durable/durable_queue.h"
+#include "pipeline/durable/records.h"
 #include "pipeline/durable/segment_log.h"
 #include "pipeline/memory_budget.h"
-#include "pipeline/queue/sharded_queue.h"
-#include "pipeline/queue/span_queue.h"
-#include "receivers/durable/logged_request.h"
-#include "receivers/durable/spill_backlog.h"
 #include "receivers/otlp_http/otlp_http_receiver.h"
 #include "unit/net/http_client.h"
 #include "unit/pipeline/sync_gate.h"
 #include "unit/receivers/requests.h"
+#include "unit/receivers/test_pipeline.h"
 
 namespace spanhouse::receivers {
 namespace {
@@ -146,26 +141,32 @@ net::HttpResponse Answer(OtlpHttpReceiver& receiver, net::HttpRequest& req) {
   return later.deferred() ? later.Wait() : resp;
 }
 
-// A receiver on a one-shard queue and a memory budget, never started.
-// `queue` is that one shard, where every accepted batch lands.
+HttpListenerOptions Listener() {
+  HttpListenerOptions o;
+  o.address = "127.0.0.1:0";
+  o.threads = 1;
+  return o;
+}
+
+IntakeOptions Limits(size_t max_body_bytes) {
+  IntakeOptions o;
+  o.max_body_bytes = max_body_bytes;
+  return o;
+}
+
+// A receiver over a memory budget and a queue without a log, never started.
+// `queue` is its one sink's queue, where every accepted batch lands.
 struct Fixture {
   explicit Fixture(size_t max_body_bytes = 1 << 20, size_t queue_bytes = 64 << 20,
                    size_t budget_bytes = 1ull << 30)
-      : sharded(1, queue_bytes),
-        budget(budget_bytes),
-        receiver(Options(max_body_bytes), sharded, budget),
-        queue(sharded.shard(0)) {}
-  static OtlpHttpOptions Options(size_t max_body_bytes) {
-    OtlpHttpOptions o;
-    o.address = "127.0.0.1:0";
-    o.max_body_bytes = max_body_bytes;
-    o.threads = 1;
-    return o;
-  }
+      : p({.budget_bytes = budget_bytes, .sink_bytes = queue_bytes}),
+        budget(p.budget),
+        receiver(Listener(), Limits(max_body_bytes), *p.queue),
+        queue(p.sink.queue()) {}
   // By value: the receiver may take the body, as it does from the server.
   net::HttpResponse Do(net::HttpRequest req) { return Answer(receiver, req); }
-  pipeline::ShardedQueue sharded;
-  pipeline::MemoryBudget budget;
+  TestPipeline p;
+  pipeline::MemoryBudget& budget;
   OtlpHttpReceiver receiver;
   pipeline::SpanQueue& queue;
 };
@@ -444,7 +445,7 @@ TEST(OtlpHttpReceiver, FullQueueIs429WithRetryAfter) {
 
 TEST(OtlpHttpReceiver, ClosedQueueIs503WithRetryAfter) {
   Fixture f;
-  f.sharded.Close();
+  f.p.sink.Drain();
   net::HttpResponse resp = f.Do(Post(kJson, JsonRequest()));
   ExpectJsonRpcError(resp, 503, 14);
   auto retry = Header(resp, "Retry-After");
@@ -501,7 +502,7 @@ TEST(OtlpHttpReceiver, ReservationFollowsTheBatchAndIsReleasedOnRejection) {
   EXPECT_EQ(f.budget.used(), 0u);
 
   // So does a batch the queue refused.
-  f.sharded.Close();
+  f.p.sink.Drain();
   EXPECT_EQ(f.Do(Post(kJson, JsonRequest())).status, 503);
   EXPECT_EQ(f.budget.used(), 0u);
 }
@@ -518,7 +519,7 @@ TEST(OtlpHttpReceiver, StatsCountEveryOutcome) {
   f.Do(Post(kJson, JsonRequestOfSize(2000)));      // too large
   ASSERT_TRUE(f.queue.Pop(milliseconds(100)).has_value());
   f.Do(Post(kProto, ProtoRequest(kTraceHex, 4)));  // accepted
-  f.sharded.Close();
+  f.p.sink.Drain();
   f.Do(Post(kJson, JsonRequest()));  // shutting down
   net::HttpRequest get = Post(kJson, "");
   get.method = "GET";
@@ -537,22 +538,22 @@ TEST(OtlpHttpReceiver, StatsCountEveryOutcome) {
 // ---- limits and the filter ----
 
 TEST(OtlpHttpReceiver, TooManySpansIs413AndQueuesNothing) {
-  pipeline::ShardedQueue sharded(1, 64 << 20);
-  pipeline::MemoryBudget budget(1ull << 30);
-  OtlpHttpOptions o = Fixture::Options(1 << 20);
+  TestPipeline p;
+  pipeline::MemoryBudget& budget = p.budget;
+  IntakeOptions o = Limits(1 << 20);
   o.max_spans_per_request = 3;
-  OtlpHttpReceiver receiver(o, sharded, budget);
+  OtlpHttpReceiver receiver(Listener(), o, *p.queue);
   net::HttpRequest ok = Post(kProto, ProtoRequest(kTraceHex, 3));  // at the limit
   net::HttpResponse resp = Answer(receiver, ok);
   EXPECT_EQ(resp.status, 200);
-  ASSERT_TRUE(sharded.shard(0).Pop(milliseconds(100)).has_value());
+  ASSERT_TRUE(p.sink.Pop(milliseconds(100)).has_value());
 
   net::HttpRequest over = Post(kProto, ProtoRequest(kTraceHex, 4));
   resp = Answer(receiver, over);
   ExpectProtoRpcError(resp, 413, 3);
   EXPECT_NE(ProtoRpcStatus(resp.body)->message.find("4 spans, over the limit of 3"),
             std::string::npos);
-  EXPECT_FALSE(sharded.shard(0).Pop(milliseconds(0)).has_value());
+  EXPECT_FALSE(p.sink.Pop(milliseconds(0)).has_value());
   EXPECT_EQ(receiver.stats().rejected_too_many_spans, 1u);
   EXPECT_EQ(receiver.stats().spans_received, 7u);
   EXPECT_EQ(receiver.stats().spans_accepted, 3u);
@@ -569,10 +570,10 @@ std::optional<std::pair<int64_t, std::string>> ProtoPartialSuccess(const std::st
 }
 
 TEST(OtlpHttpReceiver, FilteredSpansAreReportedAsPartialSuccess) {
-  pipeline::ShardedQueue sharded(1, 64 << 20);
-  pipeline::MemoryBudget budget(1ull << 30);
   pipeline::SpanFilter filter(pipeline::FilterLimits{});
-  OtlpHttpReceiver receiver(Fixture::Options(1 << 20), sharded, budget, &filter);
+  TestPipeline p({.filter = &filter});
+  pipeline::MemoryBudget& budget = p.budget;
+  OtlpHttpReceiver receiver(Listener(), Limits(1 << 20), *p.queue);
   // The helpers' spans have no times: start 0 is older than any retention.
   net::HttpRequest req = Post(kProto, ProtoRequest(kTraceHex, 2));
   net::HttpResponse resp = Answer(receiver, req);
@@ -581,7 +582,7 @@ TEST(OtlpHttpReceiver, FilteredSpansAreReportedAsPartialSuccess) {
   ASSERT_TRUE(ps.has_value()) << "no partial_success in the response";
   EXPECT_EQ(ps->first, 2);
   EXPECT_NE(ps->second.find("rejected 2 spans: 2 too_old"), std::string::npos) << ps->second;
-  EXPECT_FALSE(sharded.shard(0).Pop(milliseconds(0)).has_value());  // nothing left to queue
+  EXPECT_FALSE(p.sink.Pop(milliseconds(0)).has_value());  // nothing left to queue
 
   net::HttpRequest json = Post(kJson, JsonRequest());
   resp = Answer(receiver, json);
@@ -608,45 +609,39 @@ TEST(OtlpHttpReceiver, FilteredSpansAreReportedAsPartialSuccess) {
 
 class DurableReceiverTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("receiver_spill_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    pipeline::durable::LogOptions lo;
-    lo.dir = dir_.string();
-    lo.fsync_always = false;
-    ASSERT_TRUE(pipeline::durable::SegmentLog::Open(lo, &log_).ok());
-  }
-  void TearDown() override {
-    backlog_.reset();
-    log_.reset();
-    std::filesystem::remove_all(dir_);
-  }
-  // A receiver with the log and a spill backlog over a `budget_bytes` budget.
-  void Make(size_t budget_bytes) {
-    budget_ = std::make_unique<pipeline::MemoryBudget>(budget_bytes);
-    backlog_ = std::make_unique<SpillBacklog>(*log_, sharded_, *budget_, &filter_);
-    OtlpHttpOptions o = Fixture::Options(1 << 20);
-    o.log = log_.get();
-    o.spill = backlog_.get();
+  // A receiver over the durable queue (a log, the filter) and a
+  // `budget_bytes` budget, the sink's backlog started.
+  void Make(size_t budget_bytes, uint64_t log_max_bytes = uint64_t{1} << 30,
+            uint64_t segment_bytes = uint64_t{64} << 20) {
+    p_ = std::make_unique<TestPipeline>(PipelineOptions{.budget_bytes = budget_bytes,
+                                                        .log_dir = dir_.path,
+                                                        .log_max_bytes = log_max_bytes,
+                                                        .segment_bytes = segment_bytes,
+                                                        .filter = &filter_});
+    ASSERT_TRUE(p_->queue->durable());
+    IntakeOptions o = Limits(1 << 20);
     o.memory_wait = milliseconds(0);
-    receiver_ = std::make_unique<OtlpHttpReceiver>(o, sharded_, *budget_, &filter_);
+    receiver_ = std::make_unique<OtlpHttpReceiver>(Listener(), o, *p_->queue);
   }
   net::HttpResponse Do(net::HttpRequest req) { return Answer(*receiver_, req); }
+  // Waits up to 1 s for the sink's backlog to empty.
+  bool BacklogDrains() {
+    for (int i = 0; i < 100 && p_->backlogged(); ++i) std::this_thread::sleep_for(10ms);
+    return !p_->backlogged();
+  }
 
-  std::filesystem::path dir_;
-  std::unique_ptr<pipeline::durable::SegmentLog> log_;
-  pipeline::ShardedQueue sharded_{1, 64 << 20};
+  // In destruction order: the receiver, the queue and its sink, the filter,
+  // the log's directory.
+  TestLogDir dir_{"receiver-spill"};
   pipeline::SpanFilter filter_{pipeline::FilterLimits{}};
-  std::unique_ptr<pipeline::MemoryBudget> budget_;
-  std::unique_ptr<SpillBacklog> backlog_;
+  std::unique_ptr<TestPipeline> p_;
   std::unique_ptr<OtlpHttpReceiver> receiver_;
 };
 
 TEST_F(DurableReceiverTest, OverTheMemoryBudgetRequestsWaitOnDiskAndAreQueuedInOrderLater) {
   Make(1 << 20);
-  ASSERT_TRUE(budget_->TryReserve(1 << 20));  // the writers hold all the memory
+  pipeline::MemoryBudget& budget = p_->budget;
+  ASSERT_TRUE(budget.TryReserve(1 << 20));  // the sinks hold all the memory
   const uint64_t now = NowNs();
   const std::string traces[] = {"0102030405060708090a0b0c0d0e0f10",
                                 "1102030405060708090a0b0c0d0e0f10",
@@ -659,99 +654,174 @@ TEST_F(DurableReceiverTest, OverTheMemoryBudgetRequestsWaitOnDiskAndAreQueuedInO
     ASSERT_TRUE(ps.has_value());
     EXPECT_EQ(ps->first, 1);
   }
-  backlog_->Start();
-  EXPECT_EQ(backlog_->stats().spilled_requests, 3u);
-  EXPECT_EQ(backlog_->stats().spilled_spans, 3u);
-  EXPECT_TRUE(backlog_->waiting());
+  EXPECT_EQ(p_->cursor().spilled_requests, 3u);
+  EXPECT_EQ(p_->cursor().spilled_spans, 3u);
+  EXPECT_TRUE(p_->backlogged());
   EXPECT_EQ(receiver_->stats().spans_accepted, 3u);
   EXPECT_EQ(receiver_->stats().rejected_queue_full, 0u);
-  EXPECT_EQ(budget_->used(), size_t{1} << 20);  // the spilled batches hold no memory
-  EXPECT_FALSE(sharded_.shard(0).Pop(milliseconds(50)).has_value());
+  EXPECT_EQ(budget.used(), size_t{1} << 20);  // the spilled batches hold no memory
+  EXPECT_FALSE(p_->sink.Pop(milliseconds(50)).has_value());
 
-  // Memory comes back: the backlog reads the records back, filters them as
-  // they were filtered when received (the future span stays out, and is not
-  // counted again), and queues them in the order they came.
-  budget_->Release(1 << 20);
+  // Memory comes back: the sink's backlog reads the records back, filters
+  // them as they were filtered when received (the future span stays out, and
+  // is not counted again), and hands them to the sink in the order they came.
+  budget.Release(1 << 20);
   for (const auto& t : traces) {
-    auto got = sharded_.shard(0).Pop(milliseconds(5000));
+    auto got = p_->sink.Pop(milliseconds(5000));
     ASSERT_TRUE(got.has_value()) << "spilled request not queued";
+    ASSERT_NE(got->batch, nullptr);
     ASSERT_EQ(got->batch->span_count(), 1u);
     EXPECT_EQ(TraceHexOf(*got->batch, 0), t);
     EXPECT_EQ(got->batch->spans.start_ns[0], now);
-    EXPECT_TRUE(got->ref.valid());
+    EXPECT_TRUE(got->ticket.valid());
     EXPECT_EQ(got->reservation.bytes(), got->batch->MemoryBytes());
-    got->ref.Done();
+    got->ticket.Ack();
   }
   EXPECT_EQ(filter_.stats().rejected[static_cast<size_t>(pipeline::RejectReason::kFutureStart)],
             3u);
-  for (int i = 0; i < 100 && backlog_->waiting(); ++i) std::this_thread::sleep_for(10ms);
-  EXPECT_FALSE(backlog_->waiting());
-  EXPECT_EQ(backlog_->stats().queued_spans, 3u);
+  EXPECT_TRUE(BacklogDrains());
+  EXPECT_EQ(p_->cursor().queued_spans, 3u);
 
-  // Drained: a new request takes memory and goes straight to the queue.
+  // Drained: a new request takes memory and goes straight to the sink.
   ASSERT_EQ(Do(Post(kProto, TimedProtoRequest(traces[0], {now}))).status, 200);
-  EXPECT_EQ(backlog_->stats().spilled_requests, 3u);
-  EXPECT_TRUE(sharded_.shard(0).Pop(milliseconds(1000)).has_value());
+  EXPECT_EQ(p_->cursor().spilled_requests, 3u);
+  EXPECT_TRUE(p_->sink.Pop(milliseconds(1000)).has_value());
 }
 
 TEST_F(DurableReceiverTest, WhatStillWaitsAtStopIsLeftInTheLogForTheReplay) {
   Make(1 << 20);
-  ASSERT_TRUE(budget_->TryReserve(1 << 20));
-  backlog_->Start();
+  ASSERT_TRUE(p_->budget.TryReserve(1 << 20));
   const uint64_t now = NowNs();
   ASSERT_EQ(Do(Post(kProto, TimedProtoRequest(kTraceHex, {now, now + 1}))).status, 200);
   ASSERT_EQ(Do(Post(kJson, JsonRequest())).status, 200);  // start 0: filtered out, nothing logged
-  backlog_->Stop();
-  EXPECT_EQ(backlog_->stats().spilled_requests, 1u);
+  p_->queue->StopBacklogs();
+  EXPECT_EQ(p_->cursor().spilled_requests, 1u);
+  EXPECT_FALSE(p_->sink.Pop(milliseconds(0)).has_value());
   receiver_.reset();
-  backlog_.reset();
-  log_.reset();
+  p_.reset();
 
   pipeline::durable::LogOptions lo;
-  lo.dir = dir_.string();
-  ASSERT_TRUE(pipeline::durable::SegmentLog::Open(lo, &log_).ok());
+  lo.dir = dir_.path;
+  std::unique_ptr<pipeline::durable::SegmentLog> log;
+  ASSERT_TRUE(pipeline::durable::SegmentLog::Open(lo, &log).ok());
   int records = 0;
-  log_->ReadReplay([&](const pipeline::durable::SegmentLog::Record& r, uint64_t) {
+  log->ReadReplay([&](const pipeline::durable::SegmentLog::Record& r, uint64_t) {
     ++records;
     EXPECT_EQ(r.kind, pipeline::durable::RecordKind::kEncodedRequest);
     SpanBatch batch;
-    ASSERT_TRUE(DecodeLoggedRequest(r.kind, std::string(r.payload), &filter_, &batch).ok());
+    ASSERT_TRUE(
+        pipeline::durable::DecodeRequestRecord(r.kind, std::string(r.payload), &filter_, &batch)
+            .ok());
     EXPECT_EQ(batch.span_count(), 2u);
   });
   EXPECT_EQ(records, 1);
+}
+
+// With the durable queue a sink that cannot take a request now (full) does
+// not refuse the client: the request waits on disk for that sink, and so do
+// the ones after it, and they reach it in order once it takes again.
+TEST_F(DurableReceiverTest, ARequestTheSinkRefusesWaitsOnDiskAndReachesItLater) {
+  Make(1ull << 30);
+  p_->sink.Refuse(true);
+  const uint64_t now = NowNs();
+  const std::string traces[] = {"0102030405060708090a0b0c0d0e0f10",
+                                "1102030405060708090a0b0c0d0e0f10"};
+  for (const auto& t : traces) {
+    net::HttpResponse resp = Do(Post(kProto, TimedProtoRequest(t, {now})));
+    ASSERT_EQ(resp.status, 200) << resp.body;
+  }
+  EXPECT_EQ(p_->cursor().spilled_requests, 2u);
+  EXPECT_EQ(receiver_->stats().requests_accepted, 2u);
+  EXPECT_EQ(receiver_->stats().spans_accepted, 2u);
+  EXPECT_EQ(receiver_->stats().rejected_queue_full, 0u);
+  EXPECT_FALSE(p_->sink.Pop(milliseconds(50)).has_value());
+
+  p_->sink.Refuse(false);
+  for (const auto& t : traces) {
+    auto got = p_->sink.Pop(milliseconds(5000));
+    ASSERT_TRUE(got.has_value()) << "refused request not handed over again";
+    ASSERT_NE(got->batch, nullptr);
+    ASSERT_EQ(got->batch->span_count(), 1u);
+    EXPECT_EQ(TraceHexOf(*got->batch, 0), t);
+    EXPECT_TRUE(got->ticket.valid());
+    got->ticket.Ack();
+  }
+  EXPECT_TRUE(BacklogDrains());
+  EXPECT_EQ(p_->cursor().queued_spans, 2u);
+  EXPECT_EQ(p_->budget.used(), 0u);
+}
+
+// Back-pressure with the durable queue comes from the log: full (its records
+// held until the sink acknowledges them), a request is 429 with Retry-After;
+// once the sink acknowledges what it holds, requests go through again.
+TEST_F(DurableReceiverTest, AFullDurableQueueIs429UntilTheSinkAcknowledges) {
+  Make(1ull << 30, /*log_max_bytes=*/8192, /*segment_bytes=*/2048);
+  const uint64_t now = NowNs();
+  const std::string body = TimedProtoRequest(kTraceHex, std::vector<uint64_t>(10, now));
+  net::HttpResponse resp;
+  int accepted = 0;
+  while (accepted < 100) {
+    resp = Do(Post(kProto, body));
+    if (resp.status != 200) break;
+    ++accepted;
+  }
+  ASSERT_GT(accepted, 0);
+  ExpectProtoRpcError(resp, 429, 8);
+  EXPECT_EQ(Header(resp, "Retry-After"), std::optional<std::string>("1"));
+  EXPECT_EQ(receiver_->stats().rejected_durable_full, 1u);
+  EXPECT_EQ(receiver_->stats().rejected_queue_full, 0u);
+  EXPECT_EQ(receiver_->stats().requests_accepted, static_cast<uint64_t>(accepted));
+  EXPECT_EQ(p_->queue->log()->stats().rejected_full, 1u);
+  EXPECT_EQ(p_->cursor().spilled_requests, 0u);
+
+  for (int i = 0; i < accepted; ++i) {
+    auto got = p_->sink.Pop(milliseconds(1000));
+    ASSERT_TRUE(got.has_value());
+    got->ticket.Ack();
+  }
+  EXPECT_EQ(Do(Post(kProto, body)).status, 200);
 }
 
 TEST(LoggedRequest, ARequestIsFilteredAgainstTheClockItWasReceivedAt) {
   pipeline::SpanFilter filter{pipeline::FilterLimits{}};
   const uint64_t received = NowNs() - 24 * kHourNs;  // replayed a day later
   const std::string body = TimedProtoRequest(kTraceHex, {received, received + 2 * kHourNs});
+  using pipeline::durable::DecodeRequestRecord;
   using pipeline::durable::RecordKind;
+  // kRequest (older logs): u64 receive time, then OTLP protobuf.
+  std::string head;
+  pipeline::durable::PutLe(&head, received, 8);
   SpanBatch batch;
-  ASSERT_TRUE(DecodeLoggedRequest(RecordKind::kRequest,
-                                  pipeline::durable::RequestRecordHead(received) + body, &filter,
-                                  &batch)
-                  .ok());
+  ASSERT_TRUE(DecodeRequestRecord(RecordKind::kRequest, head + body, &filter, &batch).ok());
   // Against the receive time the second span is 2 h in the future: dropped,
   // although by now it is in the past; the first is kept, although it is a
   // day old by now. Nothing is counted: the receiver counted it then.
   ASSERT_EQ(batch.span_count(), 1u);
   EXPECT_EQ(batch.spans.start_ns[0], received);
   EXPECT_EQ(filter.stats().rejected[static_cast<size_t>(pipeline::RejectReason::kFutureStart)], 0u);
+  // The same in what the receivers log now (kEncodedRequest).
+  SpanBatch encoded;
+  ASSERT_TRUE(
+      DecodeRequestRecord(
+          RecordKind::kEncodedRequest,
+          pipeline::durable::EncodedRequestHead(received, codec::BodyFormat::kOtlpProto) + body,
+          &filter, &encoded)
+          .ok());
+  ASSERT_EQ(encoded.span_count(), 1u);
+  EXPECT_EQ(encoded.spans.start_ns[0], received);
+  EXPECT_EQ(filter.stats().rejected[static_cast<size_t>(pipeline::RejectReason::kFutureStart)], 0u);
 
   // Without a filter, or in the old record kind (no receive time), as sent.
   SpanBatch unfiltered;
-  ASSERT_TRUE(DecodeLoggedRequest(RecordKind::kRequest,
-                                  pipeline::durable::RequestRecordHead(received) + body, nullptr,
-                                  &unfiltered)
-                  .ok());
+  ASSERT_TRUE(DecodeRequestRecord(RecordKind::kRequest, head + body, nullptr, &unfiltered).ok());
   EXPECT_EQ(unfiltered.span_count(), 2u);
   SpanBatch old;
-  ASSERT_TRUE(DecodeLoggedRequest(RecordKind::kSpans, body, &filter, &old).ok());
+  ASSERT_TRUE(DecodeRequestRecord(RecordKind::kSpans, body, &filter, &old).ok());
   EXPECT_EQ(old.span_count(), 2u);
   // A truncated record or another kind is an error.
   SpanBatch bad;
-  EXPECT_FALSE(DecodeLoggedRequest(RecordKind::kRequest, "1234", &filter, &bad).ok());
-  EXPECT_FALSE(DecodeLoggedRequest(RecordKind::kBlock, body, &filter, &bad).ok());
+  EXPECT_FALSE(DecodeRequestRecord(RecordKind::kRequest, "1234", &filter, &bad).ok());
+  EXPECT_FALSE(DecodeRequestRecord(RecordKind::kBlock, body, &filter, &bad).ok());
 }
 
 // ---- the durable queue: the answer deferred until the fsync ----
@@ -759,31 +829,19 @@ TEST(LoggedRequest, ARequestIsFilteredAgainstTheClockItWasReceivedAt) {
 // A receiver whose accepted requests go to a durable queue in a fresh
 // directory, its fsyncs held back by a gate until the test opens it.
 struct DurableFixture {
-  explicit DurableFixture(bool fsync_always = true) {
-    pipeline::durable::LogOptions lo;
-    lo.dir = dir;
-    lo.fsync_always = fsync_always;
-    lo.test_before_sync = gate.Hook();
-    std::filesystem::remove_all(dir);
-    EXPECT_TRUE(pipeline::durable::SegmentLog::Open(lo, &log).ok());
-    OtlpHttpOptions o = Fixture::Options(1 << 20);
-    o.log = log.get();
-    receiver = std::make_unique<OtlpHttpReceiver>(o, sharded, budget);
-  }
+  explicit DurableFixture(bool fsync_always = true)
+      : p({.log_dir = dir.path, .fsync_always = fsync_always, .hooks = {gate.Hook()}}),
+        receiver(std::make_unique<OtlpHttpReceiver>(Listener(), Limits(1 << 20), *p.queue)) {}
   ~DurableFixture() {
     gate.Open();
     receiver.reset();
-    log.reset();
-    std::filesystem::remove_all(dir);
+    p.CloseQueue();
   }
 
-  const std::string dir = ::testing::TempDir() + "receiver-durable-" + std::to_string(::getpid()) +
-                          "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  TestLogDir dir{"receiver-durable"};
   pipeline::durable::SyncGate gate;
   TestDeferral later;  // outlives the log, which may still answer through it
-  std::unique_ptr<pipeline::durable::SegmentLog> log;
-  pipeline::MemoryBudget budget{1ull << 30};  // outlives the batches' reservations
-  pipeline::ShardedQueue sharded{1, 64 << 20};
+  TestPipeline p;      // its budget outlives the batches' reservations
   std::unique_ptr<OtlpHttpReceiver> receiver;
 };
 
@@ -793,8 +851,8 @@ TEST(OtlpHttpReceiver, FsyncAlwaysAnswersAfterTheSyncThatCoversTheRequest) {
   net::HttpResponse resp;
   f.receiver->Handle(req, resp, f.later);
   ASSERT_TRUE(f.later.deferred());
-  // Queued at once, so the writer works while the fsync runs.
-  EXPECT_TRUE(f.sharded.shard(0).Pop(milliseconds(0)).has_value());
+  // Handed to the sink at once, so it works while the fsync runs.
+  EXPECT_TRUE(f.p.sink.Pop(milliseconds(0)).has_value());
   ASSERT_TRUE(f.gate.WaitEntered());  // the fsync that covers it has begun
   EXPECT_FALSE(f.later.answered());
   EXPECT_EQ(f.receiver->stats().requests_accepted, 0u);
@@ -804,7 +862,7 @@ TEST(OtlpHttpReceiver, FsyncAlwaysAnswersAfterTheSyncThatCoversTheRequest) {
   EXPECT_EQ(answer.content_type, "application/x-protobuf");
   EXPECT_EQ(f.receiver->stats().requests_accepted, 1u);
   EXPECT_EQ(f.receiver->stats().spans_accepted, 2u);
-  EXPECT_EQ(f.log->stats().fsyncs, 1u);
+  EXPECT_EQ(f.p.queue->log()->stats().fsyncs, 1u);
 }
 
 TEST(OtlpHttpReceiver, IntervalFsyncAnswersAtOnce) {
@@ -814,13 +872,13 @@ TEST(OtlpHttpReceiver, IntervalFsyncAnswersAtOnce) {
   f.receiver->Handle(req, resp, f.later);
   EXPECT_FALSE(f.later.deferred());
   EXPECT_EQ(resp.status, 200);
-  EXPECT_EQ(f.log->stats().records_appended, 1u);
+  EXPECT_EQ(f.p.queue->log()->stats().records_appended, 1u);
   EXPECT_EQ(f.receiver->stats().requests_accepted, 1u);
 }
 
 TEST(OtlpHttpReceiver, DurableQueueClosedBeforeTheSyncIs503) {
   DurableFixture f;
-  f.log->Close();
+  f.p.queue->Close();  // the log
   net::HttpRequest req = Post(kJson, JsonRequest());
   net::HttpResponse resp;
   f.receiver->Handle(req, resp, f.later);

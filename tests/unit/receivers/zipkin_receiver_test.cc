@@ -15,11 +15,11 @@
 #include "model/span_batch.h"
 #include "net/http_server.h"
 #include "pipeline/memory_budget.h"
-#include "pipeline/queue/sharded_queue.h"
 #include "receivers/zipkin/zipkin_receiver.h"
 #include "testdata/zipkin_spans.h"
 #include "unit/net/http_client.h"
 #include "unit/receivers/requests.h"
+#include "unit/receivers/test_pipeline.h"
 
 namespace spanhouse::receivers {
 namespace {
@@ -52,20 +52,27 @@ class NoDeferral : public net::HttpDeferral {
   }
 };
 
+HttpListenerOptions Listener() {
+  HttpListenerOptions o;
+  o.address = "127.0.0.1:0";
+  o.threads = 1;
+  return o;
+}
+
+IntakeOptions Limits(size_t max_body_bytes) {
+  IntakeOptions o;
+  o.max_body_bytes = max_body_bytes;
+  o.max_spans_per_request = 3;
+  o.memory_wait = milliseconds(0);
+  return o;
+}
+
+// A receiver over a queue without a log and one sink, never started.
 struct ZipkinFixture {
   explicit ZipkinFixture(size_t max_body_bytes = 1 << 20, size_t budget_bytes = 1ull << 30)
-      : sharded(1, 64 << 20),
-        budget(budget_bytes),
-        receiver(Options(max_body_bytes), sharded, budget) {}
-  static ZipkinOptions Options(size_t max_body_bytes) {
-    ZipkinOptions o;
-    o.address = "127.0.0.1:0";
-    o.max_body_bytes = max_body_bytes;
-    o.max_spans_per_request = 3;
-    o.threads = 1;
-    o.memory_wait = milliseconds(0);
-    return o;
-  }
+      : p({.budget_bytes = budget_bytes}),
+        budget(p.budget),
+        receiver(Listener(), Limits(max_body_bytes), *p.queue) {}
   net::HttpResponse Do(net::HttpRequest req) {
     net::HttpResponse resp;
     NoDeferral later;
@@ -73,11 +80,11 @@ struct ZipkinFixture {
     return resp;
   }
   std::unique_ptr<SpanBatch> Popped() {
-    auto item = sharded.shard(0).Pop(milliseconds(0));
+    auto item = p.sink.Pop(milliseconds(0));
     return item ? std::move(item->batch) : nullptr;
   }
-  pipeline::ShardedQueue sharded;
-  pipeline::MemoryBudget budget;
+  TestPipeline p;
+  pipeline::MemoryBudget& budget;
   ZipkinReceiver receiver;
 };
 
@@ -171,7 +178,7 @@ TEST(ZipkinReceiver, FullIs429AndClosedIs503WithRetryAfter) {
   EXPECT_EQ(full.status, 429);
   EXPECT_EQ(RetryAfter(full), "1");
   ZipkinFixture g;
-  g.sharded.Close();
+  g.p.sink.Drain();
   net::HttpResponse closed = g.Do(ZipkinPost(kZipkinJsonType, testdata::ZipkinJson(TwoSpans())));
   EXPECT_EQ(closed.status, 503);
   EXPECT_EQ(RetryAfter(closed), "5");
@@ -192,16 +199,15 @@ TEST(ZipkinReceiver, OtherPathsAre404AndOtherMethods405) {
 
 // Over a socket: the listener's authorizer runs before the body is read.
 TEST(ZipkinReceiver, ServesOverHttpBehindTheTokenGuard) {
-  pipeline::ShardedQueue sharded(1, 64 << 20);
-  pipeline::MemoryBudget budget(1ull << 30);
-  ZipkinOptions o = ZipkinFixture::Options(1 << 20);
+  TestPipeline p;
+  HttpListenerOptions o = Listener();
   o.authorize = [](const net::HttpRequest&, const net::AuthorizationHeader& auth,
                    net::HttpResponse& resp) {
     if (auth.count == 1 && auth.value == "Bearer zipkin-test-token-0123") return true;
     resp.status = 401;
     return false;
   };
-  ZipkinReceiver receiver(o, sharded, budget);
+  ZipkinReceiver receiver(o, Limits(1 << 20), *p.queue);
   ASSERT_TRUE(receiver.Start().ok());
   const std::string body = testdata::ZipkinJson(TwoSpans());
   {
@@ -221,7 +227,7 @@ TEST(ZipkinReceiver, ServesOverHttpBehindTheTokenGuard) {
     EXPECT_EQ(r.status, 202) << r.body;
   }
   receiver.Stop();
-  auto item = sharded.shard(0).Pop(milliseconds(0));
+  auto item = p.sink.Pop(milliseconds(0));
   ASSERT_TRUE(item.has_value());
   EXPECT_EQ(item->batch->span_count(), 2u);
 }

@@ -1,10 +1,13 @@
 // The writer's batching, partitioning, retries and memory release, without
-// an engine: a null sink (and the fault switch) stands in for the insert.
+// an engine: a fake connection (and the fault switch) stands in for it.
 #include "storage/clickhouse/embedded_writer.h"
 
 #include <gtest/gtest.h>
 
+#include <mutex>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "../../testdata/sample_batch.h"
 #include "pipeline/memory_budget.h"
@@ -14,9 +17,37 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// Takes every statement and stores nothing; says which tables it was asked
+// to insert into, and checks that each insert's spool files are there.
+class FakeEngine final : public SqlConnection {
+ public:
+  Status Run(std::string_view sql, std::string_view, QueryResult*,
+             const std::vector<QueryParam>& params) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (sql.find("INSERT INTO spanhouse.spans") != std::string_view::npos) {
+      ++span_inserts_;
+      if (params.empty() || params[0].first != "path") missing_files_++;
+    }
+    return Status::Ok();
+  }
+  void Close() override {}
+  int span_inserts() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return span_inserts_;
+  }
+  int missing_files() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return missing_files_;
+  }
+
+ private:
+  std::mutex mu_;
+  int span_inserts_ = 0;
+  int missing_files_ = 0;
+};
+
 WriterOptions NullSink() {
   WriterOptions o;
-  o.null_sink = true;
   o.spool_dir = ::testing::TempDir() + "/writer-test";
   o.max_backoff = 10ms;
   o.insert_rows = 0;  // every encoded block an insert of its own
@@ -49,13 +80,15 @@ bool WaitFor(F&& pred) {
 void Push(pipeline::SpanQueue& q, pipeline::MemoryBudget& budget, SpanBatch b, size_t bytes) {
   ASSERT_TRUE(budget.TryReserve(bytes));
   pipeline::Reservation r(&budget, bytes);
-  auto p = std::make_unique<SpanBatch>(std::move(b));
-  ASSERT_EQ(q.TryPush(p, r), pipeline::SpanQueue::PushResult::kOk);
+  pipeline::QueuedBatch item;
+  item.batch = std::make_unique<SpanBatch>(std::move(b));
+  item.reservation = std::move(r);
+  ASSERT_TRUE(q.Push(item).ok());
 }
 
-// A started null-sink writer over a queue and memory budget of its own.
+// A started writer over a fake engine, a queue and a memory budget of its own.
 struct Rig {
-  explicit Rig(WriterOptions o) : w(nullptr, Caps(), q, std::move(o)) { w.Start(); }
+  explicit Rig(WriterOptions o) : w(&engine, Caps(), q, std::move(o)) { w.Start(); }
   ~Rig() { Stop(); }  // a failed assertion returns early: the writer still stops
   // `batches` batches of `traces` traces (3 spans each), each reserving `bytes`.
   void PushBatches(int batches, size_t traces = 2, size_t bytes = 100) {
@@ -67,6 +100,7 @@ struct Rig {
   }
   pipeline::MemoryBudget budget{1ull << 30};
   pipeline::SpanQueue q{1ull << 30};
+  FakeEngine engine;
   EmbeddedWriter w;
 };
 
@@ -76,7 +110,8 @@ TEST(EmbeddedWriter, ManyProducersEveryRowWrittenOnceAndMemoryReleased) {
   WriterOptions o = NullSink();
   o.max_rows = 1000;
   o.max_age = 20ms;
-  EmbeddedWriter w(nullptr, Caps(), q, o);
+  FakeEngine engine;
+  EmbeddedWriter w(&engine, Caps(), q, o);
   w.Start();
   constexpr int kProducers = 4;
   constexpr int kBatches = 150;
@@ -93,6 +128,8 @@ TEST(EmbeddedWriter, ManyProducersEveryRowWrittenOnceAndMemoryReleased) {
   EXPECT_EQ(w.stats().pending_rows.load(), 0u);
   EXPECT_EQ(w.stats().rows_lost.load(), 0u);
   EXPECT_EQ(budget.used(), 0u);
+  EXPECT_EQ(static_cast<uint64_t>(engine.span_inserts()), w.stats().writes.load());
+  EXPECT_EQ(engine.missing_files(), 0);
 }
 
 TEST(EmbeddedWriter, CutsABatchAtMaxRows) {
@@ -100,7 +137,7 @@ TEST(EmbeddedWriter, CutsABatchAtMaxRows) {
   r.PushBatches(5);
   // Each batch reaches max_rows on its own: one insert each, without waiting for age.
   EXPECT_TRUE(WaitFor([&] { return r.w.stats().rows_written.load() == 30; }));
-  EXPECT_EQ(r.w.stats().inserts.load(), 5u);
+  EXPECT_EQ(r.w.stats().writes.load(), 5u);
   // Each block an insert alone: sorted by the table key, so the engine
   // need not sort it.
   EXPECT_EQ(r.w.stats().blocks_spooled.load(), 5u);
@@ -126,7 +163,7 @@ TEST(EmbeddedWriter, OneInsertPerDayPartition) {
   Push(r.q, r.budget, testdata::SampleBatch(2, midnight - 3000000), 1000);
   r.Stop();
   EXPECT_EQ(r.w.stats().rows_written.load(), 6u);
-  EXPECT_EQ(r.w.stats().inserts.load(), 2u);
+  EXPECT_EQ(r.w.stats().writes.load(), 2u);
   EXPECT_EQ(r.budget.used(), 0u);
 }
 
@@ -138,18 +175,19 @@ TEST(EmbeddedWriter, FailingInsertsAreRetriedAndStopTheQueueFromDraining) {
   WriterOptions o = NullSink();
   o.max_rows = 3;  // a batch of 3 spans is a block (and an insert) of its own
   o.max_age = 1ms;
-  EmbeddedWriter w(nullptr, Caps(), q, o, &faults);
+  FakeEngine engine;
+  EmbeddedWriter w(&engine, Caps(), q, o, nullptr, &faults);
   w.Start();
   // The first is being inserted (and fails), the second waits for its
   // turn, the third is encoded and waits to be handed over: the fourth
   // stays queued, its memory reserved.
   for (int i = 0; i < 4; ++i) Push(q, budget, testdata::SampleBatch(1), 500);
-  ASSERT_TRUE(WaitFor([&] { return w.stats().insert_errors.load() >= 3; }));
+  ASSERT_TRUE(WaitFor([&] { return w.stats().write_errors.load() >= 3; }));
   // Back-pressure: the fourth is not drained while inserts fail (and it
   // stays so while they keep failing).
   ASSERT_TRUE(WaitFor([&] { return budget.used() == 500u; }));
-  const uint64_t errors = w.stats().insert_errors.load();
-  ASSERT_TRUE(WaitFor([&] { return w.stats().insert_errors.load() >= errors + 3; }));
+  const uint64_t errors = w.stats().write_errors.load();
+  ASSERT_TRUE(WaitFor([&] { return w.stats().write_errors.load() >= errors + 3; }));
   EXPECT_EQ(budget.used(), 500u);
   EXPECT_EQ(w.stats().rows_written.load(), 0u);
   faults.fail_inserts = false;
@@ -166,11 +204,11 @@ TEST(EmbeddedWriter, BlocksOfADayAreInsertedTogetherUpToInsertRows) {
   // Encoded (a block of 6 rows), its memory released, but not inserted:
   // the insert waits for 18 rows.
   EXPECT_TRUE(WaitFor([&] { return r.budget.used() == 0; }));
-  EXPECT_EQ(r.w.stats().inserts.load(), 0u);
+  EXPECT_EQ(r.w.stats().writes.load(), 0u);
   r.PushBatches(5);
   // Six blocks of 6 rows: two inserts of 18, without waiting for age.
   EXPECT_TRUE(WaitFor([&] { return r.w.stats().rows_written.load() == 36; }));
-  EXPECT_EQ(r.w.stats().inserts.load(), 2u);
+  EXPECT_EQ(r.w.stats().writes.load(), 2u);
   // Blocks of an insert of several stay in arrival order: the engine sorts
   // them together, sorted runs or not.
   EXPECT_EQ(r.w.stats().blocks_spooled.load(), 6u);
@@ -179,7 +217,7 @@ TEST(EmbeddedWriter, BlocksOfADayAreInsertedTogetherUpToInsertRows) {
   r.PushBatches(1);
   r.Stop();
   EXPECT_EQ(r.w.stats().rows_written.load(), 42u);
-  EXPECT_EQ(r.w.stats().inserts.load(), 3u);
+  EXPECT_EQ(r.w.stats().writes.load(), 3u);
   EXPECT_EQ(r.budget.used(), 0u);
 }
 
@@ -190,7 +228,7 @@ TEST(EmbeddedWriter, AtShutdownWhatIsLeftOfADayIsOneSortedBlock) {
   // day's spans are one block, an insert of its own, so sorted.
   r.Stop();
   EXPECT_EQ(r.w.stats().rows_written.load(), 18u);
-  EXPECT_EQ(r.w.stats().inserts.load(), 1u);
+  EXPECT_EQ(r.w.stats().writes.load(), 1u);
   EXPECT_EQ(r.w.stats().blocks_spooled.load(), 1u);
   EXPECT_EQ(r.w.stats().blocks_sorted.load(), 1u);
 }
@@ -213,14 +251,15 @@ TEST(EmbeddedWriter, AtShutdownGivesUpAfterItsRetriesAndCountsTheLoss) {
   WriterOptions o = NullSink();
   o.max_age = 1h;
   o.shutdown_retries = 2;
-  EmbeddedWriter w(nullptr, Caps(), q, o, &faults);
+  FakeEngine engine;
+  EmbeddedWriter w(&engine, Caps(), q, o, nullptr, &faults);
   w.Start();
   Push(q, budget, testdata::SampleBatch(1), 100);
   q.Close();
   w.Join();
   EXPECT_EQ(w.stats().rows_lost.load(), 3u);
   EXPECT_EQ(w.stats().rows_written.load(), 0u);
-  EXPECT_EQ(w.stats().insert_errors.load(), 2u);
+  EXPECT_EQ(w.stats().write_errors.load(), 2u);
   EXPECT_EQ(budget.used(), 0u);
 }
 

@@ -1,0 +1,179 @@
+#include "pipeline/durable/durable_queue.h"
+
+#include <utility>
+
+#include <spdlog/spdlog.h>
+
+#include "sink/sink.h"
+
+namespace spanhouse::pipeline::durable {
+
+DurableQueue::DurableQueue(DurableOptions options, MemoryBudget& budget, SpanFilter* filter)
+    : opts_(std::move(options)), budget_(budget), filter_(filter) {}
+
+Status DurableQueue::Open(const DurableOptions& options, MemoryBudget& budget, SpanFilter* filter,
+                          std::unique_ptr<DurableQueue>* out, LogTestHooks hooks) {
+  std::unique_ptr<DurableQueue> q(new DurableQueue(options, budget, filter));
+  if (options.enabled) {
+    if (Status st = SegmentLog::Open(options.log, &q->log_, std::move(hooks)); !st.ok()) {
+      return st;
+    }
+  }
+  *out = std::move(q);
+  return Status::Ok();
+}
+
+DurableQueue::~DurableQueue() {
+  StopBacklogs();
+  Close();
+}
+
+SinkCursor& DurableQueue::AddSink(sink::Sink& sink) {
+  cursors_.push_back(std::unique_ptr<SinkCursor>(new SinkCursor(*this, sink)));
+  sink.Attach(*cursors_.back());
+  return *cursors_.back();
+}
+
+bool DurableQueue::AllBacklogged() const {
+  if (log_ == nullptr || cursors_.empty()) return false;
+  for (const auto& c : cursors_) {
+    if (!c->backlogged()) return false;
+  }
+  return true;
+}
+
+Status DurableQueue::Append(uint64_t received_ns, codec::BodyFormat format, std::string_view body,
+                            Ticket* ticket) {
+  if (log_ == nullptr) return Status::Ok();
+  return log_->Append(RecordKind::kEncodedRequest, EncodedRequestHead(received_ns, format), body,
+                      ticket);
+}
+
+Status DurableQueue::Deliver(std::unique_ptr<SpanBatch> batch, Reservation reservation,
+                             Ticket ticket, size_t bytes, size_t spans) {
+  if (cursors_.empty()) return Status::Unavailable("no sink");
+  Status result;
+  // Every sink but the last gets a copy with memory of its own; the last
+  // gets the batch itself.
+  for (size_t i = 0; i + 1 < cursors_.size(); ++i) {
+    SinkCursor& c = *cursors_[i];
+    QueuedBatch item;
+    item.ticket = ticket.Clone();
+    if (batch != nullptr && !(log_ != nullptr && c.backlogged())) {
+      auto copy = std::make_unique<SpanBatch>();
+      copy->AppendSpans(*batch, nullptr, batch->span_count());
+      if (c.Reserve(copy->MemoryBytes(), std::chrono::milliseconds(0), &item.reservation)) {
+        item.batch = std::move(copy);
+      }
+    }
+    if (Status st = Offer(c, item, bytes, spans); !st.ok()) result = st;
+  }
+  SinkCursor& last = *cursors_.back();
+  QueuedBatch item;
+  item.ticket = std::move(ticket);
+  if (batch != nullptr && !(log_ != nullptr && last.backlogged()) &&
+      (last.share() == nullptr || reservation.TakeShare(last.share()))) {
+    item.batch = std::move(batch);
+    item.reservation = std::move(reservation);
+  }
+  if (Status st = Offer(last, item, bytes, spans); !st.ok()) result = st;
+  return result;
+}
+
+Status DurableQueue::Offer(SinkCursor& c, QueuedBatch& item, size_t bytes, size_t spans) {
+  if (item.batch != nullptr) {
+    Status st = c.sink_.Push(item);
+    // Full: the request waits in the sink's backlog, read back from the log.
+    if (st.ok() || log_ == nullptr || st.code() != StatusCode::kResourceExhausted) return st;
+  } else if (log_ == nullptr) {
+    return Status::Exhausted("spanhouse is at its memory limit, retry later");
+  }
+  c.Backlog(std::move(item.ticket), bytes, spans);
+  return Status::Ok();
+}
+
+void DurableQueue::OnDurable(uint64_t lsn, std::function<void(bool ok)> done) {
+  if (log_ == nullptr) return done(true);
+  log_->OnDurable(lsn, std::move(done));
+}
+
+void DurableQueue::StopBacklogs() {
+  for (auto& c : cursors_) c->StopFeeding();
+}
+
+void DurableQueue::Close() {
+  if (log_ != nullptr) log_->Close();
+}
+
+void DurableQueue::NoteAck(const std::string& sink, uint64_t block_lsn) {
+  if (started_.load(std::memory_order_acquire)) return;
+  std::lock_guard<std::mutex> lock(acked_mu_);
+  acked_early_[sink].insert(block_lsn);
+}
+
+void DurableQueue::AppendMetrics(PromText& out) const {
+  if (log_ == nullptr) return;
+  const LogStats& s = log_->stats();
+  out.One("spanhouse_durable_queue_bytes", "gauge", "The durable queue's segments on disk.", "",
+          log_->bytes());
+  out.One("spanhouse_durable_queue_limit_bytes", "gauge",
+          "durable.max_bytes: past it, requests are answered 429.", "", log_->options().max_bytes);
+  const std::tuple<const char*, const char*, uint64_t> counters[] = {
+      {"spanhouse_durable_queue_records_total", "Records appended.", s.records_appended.load()},
+      {"spanhouse_durable_queue_appended_bytes_total", "Bytes appended.", s.bytes_appended.load()},
+      {"spanhouse_durable_queue_fsyncs_total", "fdatasync calls.", s.fsyncs.load()},
+      {"spanhouse_durable_queue_rejected_full_total", "Appends refused: the queue was full.",
+       s.rejected_full.load()},
+      {"spanhouse_durable_queue_segments_deleted_total",
+       "Segments every sink was done with (deleted or kept to be written over).",
+       s.segments_deleted.load()},
+      {"spanhouse_durable_queue_segments_recycled_total",
+       "New segments written over a released segment's file.", s.segments_recycled.load()},
+      {"spanhouse_durable_queue_corrupt_tails_total",
+       "Segments whose tail was skipped at start (torn or corrupt).", s.corrupt_tails.load()},
+      {"spanhouse_durable_queue_corrupt_bytes_total", "Bytes skipped in them.",
+       s.corrupt_bytes.load()},
+      {"spanhouse_durable_queue_replayed_records_total",
+       "Records read back by the last start's replay.", s.records_replayed.load()},
+      {"spanhouse_durable_queue_bad_records_total",
+       "Request records the last start could not decode (skipped).", replay_.bad_records.load()}};
+  for (const auto& [name, help, v] : counters) out.One(name, "counter", help, "", v);
+
+  using Field = std::atomic<uint64_t> CursorStats::*;
+  const std::tuple<const char*, const char*, const char*, Field> per_sink[] = {
+      {"spanhouse_durable_queue_spilled_waiting_requests", "gauge",
+       "Requests waiting on disk for the sink (its backlog).", &CursorStats::waiting_requests},
+      {"spanhouse_durable_queue_spilled_waiting_spans", "gauge", "Spans in them.",
+       &CursorStats::waiting_spans},
+      {"spanhouse_durable_queue_spilled_requests_total", "counter",
+       "Requests that waited on disk for the sink.", &CursorStats::spilled_requests},
+      {"spanhouse_durable_queue_spilled_spans_total", "counter", "Spans in them.",
+       &CursorStats::spilled_spans},
+      {"spanhouse_durable_queue_spilled_queued_spans_total", "counter",
+       "Spans read back from the backlog and handed to the sink.", &CursorStats::queued_spans},
+      {"spanhouse_durable_queue_spilled_read_errors_total", "counter",
+       "Backlog records that could not be read back (kept for the next start).",
+       &CursorStats::read_errors},
+      {"spanhouse_durable_queue_blocks_sealed_total", "counter",
+       "Blocks the sink sealed before writing them.", &CursorStats::blocks_sealed},
+      {"spanhouse_durable_queue_blocks_acked_total", "counter", "Sealed blocks the sink finished.",
+       &CursorStats::blocks_acked},
+      {"spanhouse_durable_queue_replayed_blocks_total", "counter",
+       "Unfinished blocks the last start wrote again with their tokens.",
+       &CursorStats::replayed_blocks},
+      {"spanhouse_durable_queue_replayed_spans_total", "counter",
+       "Spans the last start handed the sink again (in unfinished blocks or none).",
+       &CursorStats::replayed_spans},
+      {"spanhouse_durable_queue_replay_skipped_blocks_total", "counter",
+       "Finished blocks the last start did not write again.", &CursorStats::skipped_blocks}};
+  for (const auto& [name, type, help, field] : per_sink) {
+    out.Family(name, type, help);
+    for (const auto& c : cursors_) {
+      uint64_t v = (c->stats().*field).load();
+      if (field == &CursorStats::replayed_spans) v += c->stats().replayed_block_spans.load();
+      out.Sample(name, PromText::Label("sink", c->name()), v);
+    }
+  }
+}
+
+}  // namespace spanhouse::pipeline::durable

@@ -1,0 +1,154 @@
+// The durable queue: the one way from the receivers to the sinks.
+//
+// A receiver appends each accepted request to the log (Append: one record,
+// the ticket), answers once it is durable by the fsync policy (OnDurable),
+// and delivers the decoded spans (Deliver): every sink gets them through its
+// own cursor (sink_cursor.h), from memory or, when it is behind, read back
+// from the log. Sinks seal their blocks and acknowledge them through their
+// cursor; a segment is freed once every sink has acked all its records.
+//
+// At start (Start), each sink is replayed what it had not finished, through
+// the same Push as live traffic: first the blocks it sealed and did not
+// acknowledge, formed again from their records and written with their old
+// tokens (a block stored before the crash is kept once by the store), then
+// the spans of every record no block of that sink held, like new requests.
+// Records are filtered again against their receive time, so spans the
+// client was told were rejected stay out.
+//
+// Without a log (durable.enabled: false) nothing is on disk: tickets are
+// empty, a sink that cannot take spans now refuses the request (429), and
+// nothing is replayed; one sink only.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "codec/body.h"
+#include "common/prom_text.h"
+#include "common/status.h"
+#include "pipeline/durable/records.h"
+#include "pipeline/durable/segment_log.h"
+#include "pipeline/durable/sink_cursor.h"
+#include "pipeline/filter/span_filter.h"
+#include "pipeline/memory_budget.h"
+#include "pipeline/queue/span_queue.h"
+
+namespace spanhouse::pipeline::durable {
+
+struct DurableOptions {
+  bool enabled = true;  // false: no log
+  LogOptions log;
+};
+
+// The last start's replay (also per sink in CursorStats).
+struct ReplayStats {
+  std::atomic<uint64_t> records{0};      // request records read
+  std::atomic<uint64_t> bad_records{0};  // that would not decode (counted, skipped)
+  std::atomic<uint64_t> bad_block_records{0};
+};
+
+class DurableQueue {
+ public:
+  // Opens the log (indexing what a previous process left) when enabled.
+  // `budget` and `filter` (may be null) must outlive the queue.
+  static Status Open(const DurableOptions& options, MemoryBudget& budget, SpanFilter* filter,
+                     std::unique_ptr<DurableQueue>* out, LogTestHooks hooks = {});
+  ~DurableQueue();
+
+  // Before Start: a sink and its cursor (attached to the sink). With several
+  // sinks each may hold at most its share of the memory budget.
+  SinkCursor& AddSink(sink::Sink& sink);
+
+  // Before Start, for a sink not added (its name the same as one that will
+  // be): writes the blocks it sealed and did not finish, then logs, synced,
+  // that they are done. For a store about to be copied by a schema upgrade,
+  // whose copy forgets the tokens that would keep a later replay from
+  // storing them twice. Starts and drains `sink`. Not OK: some were not
+  // stored, and the copy must not begin.
+  Status ReplaySealedBlocks(sink::Sink& sink);
+
+  // Replays to every sink what it had not finished, then starts the
+  // backlogs' threads. The sinks are started.
+  void Start();
+
+  // ---- for the receivers ----
+  bool durable() const { return log_ != nullptr; }
+  bool fsync_always() const { return log_ != nullptr && log_->options().fsync_always; }
+  // True when every sink has a backlog: a request then waits on disk, for
+  // whatever memory there is, so that it comes after them.
+  bool AllBacklogged() const;
+  // Appends a request: its receive time, body format and (decompressed)
+  // body. kResourceExhausted: the log is full; kUnavailable: it cannot be
+  // written. Without a log: OK with an empty ticket.
+  Status Append(uint64_t received_ns, codec::BodyFormat format, std::string_view body,
+                Ticket* ticket);
+  // Hands an appended request's spans to every sink. `batch` null: it was
+  // not kept in memory (spilled), and every sink reads it back from the log.
+  // `bytes` and `spans`: the decoded batch's memory and span count. Refused
+  // only without a log (a full sink: kResourceExhausted) or while shutting
+  // down (kUnavailable).
+  Status Deliver(std::unique_ptr<SpanBatch> batch, Reservation reservation, Ticket ticket,
+                 size_t bytes, size_t spans);
+  // SegmentLog::OnDurable; done(true) at once without a log.
+  void OnDurable(uint64_t lsn, std::function<void(bool ok)> done);
+
+  // ---- shutdown, after the receivers stopped ----
+  // Stops reading backlogs back: what waits stays in the log.
+  void StopBacklogs();
+  // After the sinks drained: syncs and closes the log.
+  void Close();
+
+  SegmentLog* log() { return log_.get(); }
+  const std::vector<std::unique_ptr<SinkCursor>>& cursors() const { return cursors_; }
+  const ReplayStats& replay_stats() const { return replay_; }
+  MemoryBudget& budget() { return budget_; }
+  SpanFilter* filter() const { return filter_; }
+  // spanhouse_durable_queue_* families.
+  void AppendMetrics(PromText& out) const;
+
+ private:
+  friend class SinkCursor;
+  // What the log says of one sink's blocks.
+  struct Covered {
+    BlockKey key;
+    uint64_t block_lsn;
+    uint32_t chunks;
+  };
+  struct SinkBlocks {
+    std::map<uint64_t, BlockRecord> sealed;  // by block LSN
+    std::unordered_set<uint64_t> acked;      // block LSNs
+  };
+  DurableQueue(DurableOptions options, MemoryBudget& budget, SpanFilter* filter);
+  // The sealed and acked blocks of every sink, from the log as found at Open
+  // and this process's acks before Start.
+  std::unordered_map<std::string, SinkBlocks> ScanBlocks();
+  // Writes `cursor`'s unfinished blocks again; returns their LSNs.
+  std::vector<uint64_t> ReplayBlocks(SinkCursor& cursor, const SinkBlocks& blocks);
+  // Hands every sink the spans no block of its own held.
+  void ReplayRecords(const std::unordered_map<std::string, SinkBlocks>& blocks);
+  void NoteAck(const std::string& sink, uint64_t block_lsn);
+  // `item` (its batch null: read back from the log) to `c`, or to its
+  // backlog when it is full.
+  Status Offer(SinkCursor& c, QueuedBatch& item, size_t bytes, size_t spans);
+
+  const DurableOptions opts_;
+  MemoryBudget& budget_;
+  SpanFilter* filter_;
+  std::unique_ptr<SegmentLog> log_;
+  std::vector<std::unique_ptr<SinkCursor>> cursors_;
+  ReplayStats replay_;
+  // Blocks acknowledged in this process before Start: their records went to
+  // segments the replay does not read.
+  std::mutex acked_mu_;
+  std::unordered_map<std::string, std::unordered_set<uint64_t>> acked_early_;  // by acked_mu_
+  std::atomic<bool> started_{false};
+};
+
+}  // namespace spanhouse::pipeline::durable

@@ -1,0 +1,117 @@
+#include "pipeline/durable/records.h"
+
+namespace spanhouse::pipeline::durable {
+
+namespace {
+
+void PutName(std::string* out, const std::string& name) {
+  out->push_back(static_cast<char>(name.size()));
+  out->append(name);
+}
+
+// Reads the u8-length name at the front of `p` (which it then skips).
+bool TakeName(std::string_view* p, std::string* name) {
+  if (p->empty()) return false;
+  const size_t n = static_cast<uint8_t>((*p)[0]);
+  if (p->size() < 1 + n) return false;
+  name->assign(p->substr(1, n));
+  p->remove_prefix(1 + n);
+  return true;
+}
+
+}  // namespace
+
+std::string BlockRecord::Encode() const {
+  std::string out;
+  out.reserve(1 + sink.size() + 20 + 8 * lsns.size());
+  PutName(&out, sink);
+  PutLe(&out, key.shard, 4);
+  PutLe(&out, key.shards, 4);
+  PutLe(&out, key.day, 4);
+  PutLe(&out, lsns.size(), 4);
+  for (uint64_t l : lsns) PutLe(&out, l, 8);
+  if (chunks != 1) PutLe(&out, chunks, 4);  // absent: 1
+  return out;
+}
+
+bool BlockRecord::Decode(std::string_view p, bool named) {
+  sink = std::string(kLegacySink);
+  if (named && !TakeName(&p, &sink)) return false;
+  if (p.size() < 16) return false;
+  key.shard = static_cast<uint32_t>(GetLe(p, 0, 4));
+  key.shards = static_cast<uint32_t>(GetLe(p, 4, 4));
+  key.day = static_cast<uint32_t>(GetLe(p, 8, 4));
+  const uint64_t n = GetLe(p, 12, 4);
+  chunks = 1;
+  if (p.size() == 20 + 8 * n) {
+    chunks = static_cast<uint32_t>(GetLe(p, 16 + 8 * n, 4));
+    if (chunks == 0) return false;
+  } else if (p.size() != 16 + 8 * n) {
+    return false;
+  }
+  if (key.shards == 0 || key.shard >= key.shards) return false;
+  lsns.resize(n);
+  for (uint64_t i = 0; i < n; ++i) lsns[i] = GetLe(p, 16 + 8 * i, 8);
+  return true;
+}
+
+std::string AckRecord::Encode() const {
+  std::string out;
+  out.reserve(1 + sink.size() + 4 + 8 * block_lsns.size());
+  PutName(&out, sink);
+  PutLe(&out, block_lsns.size(), 4);
+  for (uint64_t l : block_lsns) PutLe(&out, l, 8);
+  return out;
+}
+
+bool AckRecord::Decode(std::string_view p, bool named) {
+  sink = std::string(kLegacySink);
+  if (named && !TakeName(&p, &sink)) return false;
+  if (p.size() < 4) return false;
+  const uint64_t n = GetLe(p, 0, 4);
+  if (p.size() != 4 + 8 * n) return false;
+  block_lsns.resize(n);
+  for (uint64_t i = 0; i < n; ++i) block_lsns[i] = GetLe(p, 4 + 8 * i, 8);
+  return true;
+}
+
+Status DecodeRequestRecord(RecordKind kind, std::string payload, SpanFilter* filter,
+                           SpanBatch* batch) {
+  uint64_t received_ns = 0;
+  codec::BodyFormat format = codec::BodyFormat::kOtlpProto;
+  const bool timed = kind == RecordKind::kRequest || kind == RecordKind::kEncodedRequest;
+  if (timed) {
+    if (payload.size() < kRequestHeadBytes) {
+      return Status::Invalid("durable queue: request record too short");
+    }
+    received_ns = GetLe(payload, 0, 8);
+  }
+  if (kind == RecordKind::kEncodedRequest) {
+    if (payload.size() < kEncodedRequestHeadBytes ||
+        !codec::IsBodyFormat(static_cast<uint8_t>(payload[kRequestHeadBytes]))) {
+      return Status::Invalid("durable queue: request record without a known body format");
+    }
+    format = static_cast<codec::BodyFormat>(payload[kRequestHeadBytes]);
+    payload.erase(0, kEncodedRequestHeadBytes);
+  } else if (kind == RecordKind::kRequest) {
+    payload.erase(0, kRequestHeadBytes);
+  } else if (kind != RecordKind::kSpans) {
+    return Status::Invalid("durable queue: not a request record");
+  }
+  if (Status st = codec::DecodeBody(format, payload, batch); !st.ok()) return st;
+  if (timed && filter != nullptr) {
+    FilterReport report;
+    filter->Apply(*batch, received_ns, &report, /*count=*/false);
+  }
+  return Status::Ok();
+}
+
+std::string DedupToken(uint64_t epoch, uint64_t block_lsn) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string t = "sh-";
+  for (int i = 60; i >= 0; i -= 4) t.push_back(kHex[(epoch >> i) & 0xf]);
+  t += "-" + std::to_string(block_lsn);
+  return t;
+}
+
+}  // namespace spanhouse::pipeline::durable

@@ -1,0 +1,103 @@
+// The payloads of the durable queue's records (segment_log.h: RecordKind),
+// little-endian. Read by the queue alone: receivers append requests, sinks
+// seal and acknowledge blocks, through DurableQueue and SinkCursor.
+//
+// A request (kEncodedRequest): u64 receive time (Unix ns), u8 BodyFormat,
+//   then the body after any Content-Encoding: a protobuf body (OTLP or
+//   Zipkin) as it came, a JSON one as OTLP protobuf encoded from the decoded
+//   batch (smaller). Read back, the spans are filtered again against the
+//   receive time, so the same spans are dropped as when the client was
+//   answered, however late the read. Older logs: kRequest (u64 receive
+//   time, then OTLP protobuf) and kSpans (OTLP protobuf, not filtered).
+//
+// A sealed block (kSinkBlock): which records' spans one insert of one sink
+//   holds, logged (synced) before the insert, so that after a crash the
+//   block can be formed again and written with the same deduplication
+//   token: stored once whether or not the first attempt reached the store.
+//   u8 n + the sink's name, then as kBlock: u32 shard, u32 shard count,
+//   u32 day (days since the epoch), u32 n, n u64 LSNs of request records,
+//   then (only when more than one) u32 chunks: how many spooled blocks the
+//   insert read (the engine's deduplication id of an INSERT ... SELECT
+//   depends on the token and on the number of blocks it read, measured on
+//   chDB 26.5, so a replay reads as many). kBlock, older logs: the embedded
+//   ClickHouse sink's ("chdb").
+//
+// An acknowledgement (kSinkAck): the sink stored (or dead-lettered) these
+//   sealed blocks: a replay skips them. u8 n + the sink's name, u32 n, n
+//   u64 LSNs of kSinkBlock records. Not synced: a lost one only means its
+//   blocks are written again with their tokens. kReplayed, older logs: the
+//   same for "chdb" (blocks stored before a schema upgrade's copy).
+//
+// A block record lies after the records it names and an ack after its
+// blocks; segments go oldest first, so each outlives what it names.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "codec/body.h"
+#include "common/status.h"
+#include "pipeline/durable/block.h"
+#include "pipeline/durable/segment_log.h"
+#include "pipeline/filter/span_filter.h"
+
+namespace spanhouse::pipeline::durable {
+
+inline void PutLe(std::string* out, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
+}
+inline uint64_t GetLe(std::string_view p, size_t off, int bytes) {
+  uint64_t v = 0;
+  for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[off + i]);
+  return v;
+}
+
+inline constexpr size_t kRequestHeadBytes = 8;         // kRequest
+inline constexpr size_t kEncodedRequestHeadBytes = 9;  // kEncodedRequest
+
+inline std::string EncodedRequestHead(uint64_t received_ns, codec::BodyFormat format) {
+  std::string head;
+  PutLe(&head, received_ns, 8);
+  head.push_back(static_cast<char>(format));
+  return head;
+}
+
+struct BlockRecord {
+  std::string sink;
+  BlockKey key;
+  std::vector<uint64_t> lsns;
+  uint32_t chunks = 1;
+
+  std::string Encode() const;
+  // `named`: a kSinkBlock payload (else a kBlock one, of "chdb").
+  bool Decode(std::string_view p, bool named);
+};
+
+struct AckRecord {
+  std::string sink;
+  std::vector<uint64_t> block_lsns;
+
+  std::string Encode() const;
+  bool Decode(std::string_view p, bool named);
+};
+
+// Decodes a request record (kEncodedRequest, kRequest or kSpans; `payload`
+// taken) into `batch`, and filters its spans with `filter` (when given)
+// against the clock they were received at, uncounted: the spans the client
+// was told were rejected are dropped again, the same values trimmed.
+Status DecodeRequestRecord(RecordKind kind, std::string payload, SpanFilter* filter,
+                           SpanBatch* batch);
+inline bool IsRequestRecord(RecordKind kind) {
+  return kind == RecordKind::kEncodedRequest || kind == RecordKind::kRequest ||
+         kind == RecordKind::kSpans;
+}
+
+// The deduplication token of the block sealed as record `block_lsn`.
+std::string DedupToken(uint64_t epoch, uint64_t block_lsn);
+
+// The name older logs' kBlock and kReplayed records belong to.
+inline constexpr std::string_view kLegacySink = "chdb";
+
+}  // namespace spanhouse::pipeline::durable

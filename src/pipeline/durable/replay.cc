@@ -1,0 +1,256 @@
+// DurableQueue's start: what each sink had not finished when the last
+// process stopped (durable_queue.h).
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+#include <spdlog/spdlog.h>
+
+#include "pipeline/durable/durable_queue.h"
+#include "pipeline/queue/sharded_queue.h"
+#include "sink/sink.h"
+
+namespace spanhouse::pipeline::durable {
+
+namespace {
+
+// Spans of a record that a block of `key` holds.
+bool InBlock(const BlockKey& key, const SpanBatch& b, uint32_t i) {
+  return ShardOf(b.spans.trace_id[i], key.shards) == key.shard &&
+         static_cast<uint32_t>(b.spans.start_ns[i] / 86400000000000ull) == key.day;
+}
+
+// Record LSN -> the blocks (of one sink) that hold some of its spans, with
+// their LSNs.
+using Coverage = std::unordered_map<uint64_t, std::vector<std::pair<uint64_t, const BlockRecord*>>>;
+
+Coverage CoverageOf(const std::map<uint64_t, BlockRecord>& sealed) {
+  Coverage c;
+  for (const auto& [lsn, b] : sealed) {
+    for (uint64_t r : b.lsns) c[r].emplace_back(lsn, &b);
+  }
+  return c;
+}
+
+bool Decode(const SegmentLog::Record& r, SpanFilter* filter, SpanBatch* batch) {
+  return DecodeRequestRecord(r.kind, std::string(r.payload), filter, batch).ok();
+}
+
+}  // namespace
+
+std::unordered_map<std::string, DurableQueue::SinkBlocks> DurableQueue::ScanBlocks() {
+  std::unordered_map<std::string, SinkBlocks> out;
+  uint64_t bad = 0;
+  log_->ReadReplay([&](const SegmentLog::Record& r, uint64_t) {
+    if (r.kind == RecordKind::kBlock || r.kind == RecordKind::kSinkBlock) {
+      BlockRecord b;
+      if (!b.Decode(r.payload, r.kind == RecordKind::kSinkBlock)) {
+        ++bad;
+        return;
+      }
+      std::string sink = b.sink;
+      out[sink].sealed.emplace(r.lsn, std::move(b));
+    } else if (r.kind == RecordKind::kReplayed || r.kind == RecordKind::kSinkAck) {
+      AckRecord a;
+      if (!a.Decode(r.payload, r.kind == RecordKind::kSinkAck)) {
+        ++bad;
+        return;
+      }
+      out[a.sink].acked.insert(a.block_lsns.begin(), a.block_lsns.end());
+    }
+  });
+  {
+    std::lock_guard<std::mutex> lock(acked_mu_);
+    for (const auto& [sink, lsns] : acked_early_) out[sink].acked.insert(lsns.begin(), lsns.end());
+  }
+  if (bad > 0) {
+    replay_.bad_block_records += bad;
+    spdlog::warn(
+        "durable queue: {} block or acknowledgement record(s) unreadable: their spans are "
+        "handed to the sink again, possibly stored twice",
+        bad);
+  }
+  return out;
+}
+
+std::vector<uint64_t> DurableQueue::ReplayBlocks(SinkCursor& cursor, const SinkBlocks& blocks) {
+  std::map<uint64_t, BlockRecord> open;  // sealed, not acknowledged
+  for (const auto& [lsn, b] : blocks.sealed) {
+    if (blocks.acked.count(lsn) == 0) open.emplace(lsn, b);
+  }
+  cursor.stats_.skipped_blocks += blocks.sealed.size() - open.size();
+  if (open.empty()) return {};
+  const Coverage covered = CoverageOf(open);
+  std::map<uint64_t, std::unique_ptr<ReplayBlock>> formed;  // by block LSN: written in order
+  log_->ReadReplay([&](const SegmentLog::Record& r, uint64_t segment) {
+    if (!IsRequestRecord(r.kind)) return;
+    auto it = covered.find(r.lsn);
+    if (it == covered.end()) return;
+    SpanBatch batch;
+    if (!Decode(r, filter_, &batch)) return;  // counted by ReplayRecords
+    for (const auto& [block_lsn, b] : it->second) {
+      auto& f = formed[block_lsn];
+      if (f == nullptr) {
+        f = std::make_unique<ReplayBlock>();
+        f->key = b->key;
+        f->chunks = b->chunks;
+        f->sealed = {block_lsn, DedupToken(log_->epoch(), block_lsn)};
+      }
+      f->tickets.push_back(log_->Hold(segment, r.lsn));
+      std::vector<uint32_t> idx;
+      for (uint32_t i = 0; i < batch.span_count(); ++i) {
+        if (InBlock(b->key, batch, i)) idx.push_back(i);
+      }
+      if (idx.empty()) continue;
+      auto part = std::make_unique<SpanBatch>();
+      part->AppendSpans(batch, idx.data(), idx.size());
+      f->parts.push_back(std::move(part));
+    }
+  });
+  std::vector<uint64_t> lsns;
+  for (auto& [lsn, block] : formed) {
+    lsns.push_back(lsn);
+    const size_t spans = block->spans();
+    cursor.stats_.replayed_blocks++;
+    cursor.stats_.replayed_block_spans += spans;
+    if (spans == 0) {
+      cursor.Done(block->sealed, &block->tickets);
+      continue;
+    }
+    QueuedBatch item;
+    item.block = std::move(block);
+    if (Status st = cursor.sink_.Push(item); !st.ok()) {
+      spdlog::error("sink {}: a block to write again was refused ({}); left for the next start",
+                    cursor.name(), st.message());
+    }
+  }
+  spdlog::info("sink {}: {} unfinished block(s) written again with their tokens, {} skipped",
+               cursor.name(), formed.size(), cursor.stats_.skipped_blocks.load());
+  return lsns;
+}
+
+void DurableQueue::ReplayRecords(const std::unordered_map<std::string, SinkBlocks>& blocks) {
+  std::vector<Coverage> covered;
+  for (const auto& c : cursors_) {
+    auto it = blocks.find(c->name());
+    covered.push_back(it == blocks.end() ? Coverage() : CoverageOf(it->second.sealed));
+  }
+  log_->ReadReplay([&](const SegmentLog::Record& r, uint64_t segment) {
+    if (!IsRequestRecord(r.kind)) return;
+    replay_.records++;
+    auto batch = std::make_unique<SpanBatch>();
+    if (!Decode(r, filter_, batch.get())) {
+      // Its CRC matched, so it is what was written; a newer or broken
+      // encoder could still write what this decoder refuses.
+      replay_.bad_records++;
+      spdlog::error("durable queue: record {} does not decode; skipped", r.lsn);
+      return;
+    }
+    const size_t n = batch->span_count();
+    const SpanBatch* decoded = batch.get();  // copies come from it; the last sink may take it
+    for (size_t k = 0; k < cursors_.size(); ++k) {
+      SinkCursor& c = *cursors_[k];
+      auto it = covered[k].find(r.lsn);
+      std::vector<uint32_t> idx;  // the spans none of this sink's blocks held
+      for (uint32_t i = 0; i < n; ++i) {
+        bool held = false;
+        if (it != covered[k].end()) {
+          for (const auto& [lsn, b] : it->second) held = held || InBlock(b->key, *decoded, i);
+        }
+        if (!held) idx.push_back(i);
+      }
+      if (idx.empty()) continue;
+      const bool whole = idx.size() == n;
+      std::unique_ptr<SpanBatch> part;
+      if (whole && k + 1 == cursors_.size()) {
+        part = std::move(batch);  // the last sink takes the decoded batch itself
+      } else {
+        part = std::make_unique<SpanBatch>();
+        part->AppendSpans(*decoded, idx.data(), idx.size());
+      }
+      const size_t bytes = part->MemoryBytes();
+      c.stats_.replayed_spans += idx.size();
+      // A whole record the memory does not take now waits in the backlog
+      // (which reads it back), so the replay does not wait for the sinks and
+      // the receivers open soon; so does every whole record after it, to
+      // keep them in order. A part waits for memory here.
+      Reservation res;
+      if (whole && (c.backlogged() || !c.Reserve(bytes, std::chrono::milliseconds(0), &res))) {
+        c.Backlog(log_->Hold(segment, r.lsn, r.offset), bytes, idx.size());
+        continue;
+      }
+      if (!whole) {
+        while (!c.Reserve(bytes, std::chrono::milliseconds(1000), &res)) {
+        }
+      }
+      QueuedBatch item;
+      item.batch = std::move(part);
+      item.reservation = std::move(res);
+      item.ticket = log_->Hold(segment, r.lsn);
+      if (Status st = c.sink_.Push(item); !st.ok()) {
+        spdlog::error("sink {}: replayed record {} refused ({}); left for the next start", c.name(),
+                      r.lsn, st.message());
+      }
+    }
+  });
+  spdlog::info("durable queue: {} record(s) replayed, {} bad", replay_.records.load(),
+               replay_.bad_records.load());
+}
+
+Status DurableQueue::ReplaySealedBlocks(sink::Sink& sink) {
+  if (log_ == nullptr) return Status::Ok();
+  SinkCursor cursor(*this, sink);
+  sink.Attach(cursor);
+  const auto blocks = ScanBlocks();
+  if (Status st = sink.Start(); !st.ok()) return st;
+  const uint64_t lost_before = sink.stats().rows_lost.load();
+  const uint64_t left_before = sink.stats().rows_left_queued.load();
+  auto it = blocks.find(sink.name());
+  std::vector<uint64_t> lsns;
+  if (it != blocks.end()) lsns = ReplayBlocks(cursor, it->second);
+  sink.Drain();
+  if (sink.stats().rows_lost.load() != lost_before ||
+      sink.stats().rows_left_queued.load() != left_before) {
+    return Status::Unavailable(
+        "durable queue: unfinished blocks could not be stored before the schema upgrade");
+  }
+  if (lsns.empty()) return Status::Ok();
+  // Their acknowledgements must survive a crash during the copy: synced.
+  Ticket marker;
+  AckRecord none;
+  none.sink = sink.name();
+  if (!log_->Append(RecordKind::kSinkAck, none.Encode(), &marker, /*past_limit=*/true).ok() ||
+      !log_->WaitDurable(marker.lsn(), std::chrono::minutes(1))) {
+    return Status::Internal("durable queue: the blocks stored before the upgrade are not synced");
+  }
+  marker.Ack();
+  spdlog::info("sink {}: {} unfinished block(s) stored before the schema upgrade's copy",
+               sink.name(), lsns.size());
+  return Status::Ok();
+}
+
+void DurableQueue::Start() {
+  if (log_ != nullptr && !cursors_.empty()) {
+    // With several sinks each may hold at most its share of the budget, so
+    // one that stops writing leaves the others theirs (and backlogs).
+    if (cursors_.size() > 1) {
+      for (auto& c : cursors_) {
+        c->share_ = std::make_unique<MemoryBudget>(budget_.limit() / cursors_.size());
+      }
+    }
+    const auto blocks = ScanBlocks();
+    started_ = true;
+    for (auto& c : cursors_) {
+      auto it = blocks.find(c->name());
+      if (it != blocks.end()) ReplayBlocks(*c, it->second);
+    }
+    for (auto& c : cursors_) c->StartFeeding();
+    ReplayRecords(blocks);
+    log_->EndReplay();
+    return;
+  }
+  started_ = true;
+}
+
+}  // namespace spanhouse::pipeline::durable

@@ -1,0 +1,343 @@
+#include "server/server.h"
+
+#include <malloc.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include <spdlog/spdlog.h>
+
+#include "server/debug_endpoints.h"
+#include "server/metrics.h"
+#include "sink/null_sink.h"
+#include "storage/clickhouse/deduplication.h"
+#include "storage/clickhouse/embedded_sink.h"
+#include "storage/clickhouse/engine_config.h"
+#include "ui/ui_server.h"
+
+namespace spanhouse::server {
+
+namespace {
+
+// The semantic-convention namespaces and user_fields.also_well_known's.
+std::vector<std::string> WellKnownNamespaces(const Config& cfg) {
+  std::vector<std::string> names = storage::UserFields::DefaultWellKnown();
+  const std::string& extra = cfg.user_fields.also_well_known;
+  for (size_t start = 0; start <= extra.size();) {
+    size_t comma = extra.find(',', start);
+    if (comma == std::string::npos) comma = extra.size();
+    std::string name = extra.substr(start, comma - start);
+    name.erase(0, name.find_first_not_of(' '));
+    name.erase(name.find_last_not_of(' ') + 1);
+    if (!name.empty()) names.push_back(name);
+    start = comma + 1;
+  }
+  return names;
+}
+
+pipeline::FilterLimits FilterLimitsOf(const Config& cfg) {
+  constexpr uint64_t kNs = 1000000000ull;
+  pipeline::FilterLimits l;
+  l.max_future_ns = cfg.filter.max_future_s * kNs;
+  l.max_age_ns = cfg.storage.retention_s * kNs;
+  l.max_duration_ns = cfg.filter.max_duration_s * kNs;
+  l.max_attributes = static_cast<uint32_t>(cfg.filter.max_attributes);
+  l.max_events = static_cast<uint32_t>(cfg.filter.max_events);
+  l.max_links = static_cast<uint32_t>(cfg.filter.max_links);
+  l.max_value_bytes = static_cast<uint32_t>(cfg.filter.max_value_bytes);
+  l.max_key_bytes = static_cast<uint32_t>(cfg.filter.max_key_bytes);
+  l.max_span_names_per_service = static_cast<uint32_t>(cfg.filter.max_span_names_per_service);
+  return l;
+}
+
+// The embedded writers' options from writer.* (name, shard and cursor are
+// the sink's to set).
+storage::WriterOptions WriterOptionsOf(const Config& cfg, const std::string& dir) {
+  storage::WriterOptions w;
+  w.max_rows = cfg.writer.max_rows;
+  // Batches waiting to be encoded hold receivers' memory: at most a
+  // quarter of it, so a full budget always has blocks on their way out.
+  w.max_bytes = std::min<uint64_t>(cfg.writer.max_bytes, cfg.queue.max_bytes / 4);
+  w.insert_rows = cfg.writer.insert_rows;
+  w.max_age = std::chrono::milliseconds(cfg.writer.max_age_ms);
+  w.spool_dir = dir + "/spool";
+  w.well_known = WellKnownNamespaces(cfg);
+  w.dead_letter_dir = dir + "/dead-letter";
+  return w;
+}
+
+}  // namespace
+
+Status Server::Create(const Config& cfg, std::unique_ptr<Server>* out) {
+  std::unique_ptr<Server> s(new Server(cfg));
+  // Tokens and certificates first: a bad one fails start-up before the
+  // engine is booted.
+  SH_RETURN_IF_ERROR(ListenerSecurity::Load(cfg, &s->security_));
+  SH_RETURN_IF_ERROR(DataDirLock::Acquire(cfg.data_dir, &s->lock_));
+  s->dir_ = std::filesystem::absolute(cfg.data_dir).lexically_normal().string();
+  SH_RETURN_IF_ERROR(s->OpenEngine());
+  // The durable queue before the schema: an upgrade that copies the spans
+  // table first writes the blocks the queue holds unfinished (EnsureStore).
+  SH_RETURN_IF_ERROR(s->OpenQueue());
+  SH_RETURN_IF_ERROR(s->EnsureStore());
+  SH_RETURN_IF_ERROR(s->MakeSinks());
+  s->MakeQueryApi();
+  s->MakeReceivers();
+  *out = std::move(s);
+  return Status::Ok();
+}
+
+Server::~Server() {
+  Stop();
+}
+
+Status Server::OpenEngine() {
+  SH_RETURN_IF_ERROR(storage::ChdbLibrary::Load(&lib_));
+  // The engine's disks and storage policy (hot: the data directory; cold: a
+  // directory or an S3 bucket), written anew at every start so it follows
+  // the configuration. The engine reads it when it boots, at the first
+  // connection; every connection gets the same arguments.
+  storage::TieringOptions tiering;
+  tiering.cold_path = std::filesystem::absolute(ColdPath(cfg_)).lexically_normal().string();
+  tiering.s3_endpoint = cfg_.storage.s3_endpoint;
+  tiering.s3_access_key_id = cfg_.storage.s3_access_key_id;
+  tiering.s3_secret_access_key = cfg_.storage.s3_secret_access_key;
+  tiering.s3_region = cfg_.storage.s3_region;
+  const std::string engine_config = dir_ + "/clickhouse-config.xml";
+  storage::CompressionOptions compression;
+  compression.zstd_min_part_bytes = cfg_.storage.zstd_min_part_bytes;
+  SH_RETURN_IF_ERROR(storage::WriteEngineConfig(engine_config, tiering, compression));
+  engine_args_ = storage::EngineArgs(engine_config);
+  // One connection per writer (the sinks open theirs), one for queries and
+  // one for the dependency job: chDB runs one statement at a time per
+  // connection, so inserts never wait behind a slow query.
+  SH_RETURN_IF_ERROR(
+      storage::ChdbConnection::Open(lib_, dir_ + "/clickhouse", engine_args_, &read_conn_));
+  SH_RETURN_IF_ERROR(
+      storage::ChdbConnection::Open(lib_, dir_ + "/clickhouse", engine_args_, &job_conn_));
+  spdlog::info("spans move to the cold volume ({}) after {} s and are deleted after {} s",
+               tiering.s3_endpoint.empty() ? tiering.cold_path : tiering.s3_endpoint,
+               cfg_.storage.move_after_s, cfg_.storage.retention_s);
+  return Status::Ok();
+}
+
+Status Server::OpenQueue() {
+  filter_ = std::make_unique<pipeline::SpanFilter>(FilterLimitsOf(cfg_));
+  pipeline::durable::DurableOptions d;
+  d.enabled = cfg_.durable.enabled;
+  d.log.dir = std::filesystem::absolute(DurableDir(cfg_)).lexically_normal().string();
+  d.log.max_bytes = cfg_.durable.max_bytes;
+  // Several segments per queue, so finished ones can go while others fill.
+  d.log.segment_bytes = std::clamp<uint64_t>(cfg_.durable.max_bytes / 8, 64 << 10, 64 << 20);
+  d.log.fsync_always = cfg_.durable.fsync == "always";
+  if (!d.log.fsync_always) {
+    d.log.fsync_interval = std::chrono::milliseconds(std::stoull(cfg_.durable.fsync));
+  }
+  return pipeline::durable::DurableQueue::Open(d, budget_, filter_.get(), &queue_);
+}
+
+Status Server::EnsureStore() {
+  storage::SchemaOptions schema;
+  schema.metrics_retention_days = static_cast<uint32_t>(cfg_.metrics.retention_days);
+  schema.tiered = true;
+  schema.move_after_s = cfg_.storage.move_after_s;
+  schema.retention_s = cfg_.storage.retention_s;
+  if (queue_->durable()) {
+    // A copying upgrade starts the tables' deduplication history afresh:
+    // the sealed, unfinished blocks go into the old tables first.
+    schema.before_copy = [this](const storage::Capabilities& c) -> Status {
+      SH_RETURN_IF_ERROR(storage::EnableInsertDeduplication(*read_conn_, c));
+      std::unique_ptr<storage::ChdbConnection> conn;
+      SH_RETURN_IF_ERROR(
+          storage::ChdbConnection::Open(lib_, dir_ + "/clickhouse", engine_args_, &conn));
+      std::vector<std::unique_ptr<storage::SqlConnection>> conns;
+      conns.push_back(std::move(conn));
+      storage::EmbeddedSinkOptions o;
+      o.writer = WriterOptionsOf(cfg_, dir_);
+      o.writer.spool_dir = dir_ + "/spool-upgrade";
+      storage::EmbeddedSink sink(std::move(conns), c, o);
+      return queue_->ReplaySealedBlocks(sink);
+    };
+  }
+  SH_RETURN_IF_ERROR(storage::EnsureSchema(*read_conn_, &caps_, schema));
+  if (queue_->durable()) SH_RETURN_IF_ERROR(storage::EnableInsertDeduplication(*read_conn_, caps_));
+  spdlog::info("embedded ClickHouse {}.{} ready in {}/clickhouse", caps_.major, caps_.minor, dir_);
+  return Status::Ok();
+}
+
+Status Server::MakeSinks() {
+  if (cfg_.writer.sink == "null") {
+    sinks_.push_back(std::make_unique<sink::NullSink>());
+  } else {
+    const size_t shards = static_cast<size_t>(cfg_.writer.threads);
+    std::vector<std::unique_ptr<storage::SqlConnection>> conns;
+    for (size_t i = 0; i < shards; ++i) {
+      std::unique_ptr<storage::ChdbConnection> c;
+      SH_RETURN_IF_ERROR(
+          storage::ChdbConnection::Open(lib_, dir_ + "/clickhouse", engine_args_, &c));
+      conns.push_back(std::move(c));
+    }
+    storage::EmbeddedSinkOptions o;
+    // Each shard's own bound is twice the whole budget: the budget is what
+    // refuses. (A batch's reservation is corrected to its decoded size after
+    // the budget admitted it, so the budget can run over by a little.)
+    o.queue_bytes = 2 * cfg_.queue.max_bytes;
+    o.writer = WriterOptionsOf(cfg_, dir_);
+    faults_.push_back(std::make_unique<storage::SinkFaults>());
+    sinks_.push_back(
+        std::make_unique<storage::EmbeddedSink>(std::move(conns), caps_, o, faults_.back().get()));
+  }
+  for (auto& s : sinks_) queue_->AddSink(*s);
+  return Status::Ok();
+}
+
+void Server::MakeQueryApi() {
+  storage::DependencyJobOptions job;
+  job.interval = std::chrono::seconds(cfg_.dependencies.interval_s);
+  job.lag = std::chrono::seconds(cfg_.dependencies.lag_s);
+  dependency_job_ = std::make_unique<storage::DependencyJob>(*job_conn_, job);
+  reader_ = std::make_unique<storage::ChdbSpanReader>(
+      *read_conn_, caps_,
+      storage::ReaderLimits{.max_execution_s = static_cast<uint32_t>(cfg_.query.timeout_s),
+                            .max_spans = cfg_.query.max_trace_spans,
+                            .max_rows = cfg_.query.max_rows});
+  query::AdminHooks hooks;
+  hooks.metrics = [this] { return Metrics(); };
+  hooks.not_ready = [this] { return NotReady(); };
+  if (cfg_.debug.fault_injection) {
+    spdlog::warn("fault injection is enabled (debug.fault_injection): POST /debug/sink");
+    hooks.debug = [this](const net::HttpRequest& req, net::HttpResponse& resp) {
+      std::vector<DebugSink> sinks;
+      for (size_t i = 0; i < faults_.size(); ++i)
+        sinks.push_back({sinks_[i]->name(), faults_[i].get()});
+      HandleDebug(req, resp, *read_conn_, sinks);
+    };
+  }
+  hooks.ui = ui::ServeUi;
+  query_api_ = std::make_unique<query::QueryApi>(
+      query::QueryApiOptions{cfg_.query.listen, 2, security_.query->Authorizer(),
+                             security_.query_tls},
+      *reader_, std::move(hooks));
+}
+
+void Server::MakeReceivers() {
+  receivers::IntakeOptions intake;
+  intake.max_body_bytes = cfg_.otlp_http.max_body_bytes;
+  intake.max_spans_per_request = cfg_.otlp_http.max_spans_per_request;
+  intake.memory_wait = std::chrono::milliseconds(cfg_.queue.wait_ms);
+  // Every receiver: the same limits, guard, TLS and intake (each its own
+  // counters); an empty address turns Zipkin or OTLP/gRPC off.
+  receivers::HttpListenerOptions http{.address = cfg_.otlp_http.listen,
+                                      .threads = cfg_.otlp_http.threads,
+                                      .authorize = security_.ingest->Authorizer(),
+                                      .tls = security_.ingest_tls};
+  otlp_http_ = std::make_unique<receivers::OtlpHttpReceiver>(http, intake, *queue_);
+  if (!cfg_.zipkin.listen.empty()) {
+    http.address = cfg_.zipkin.listen;
+    zipkin_ = std::make_unique<receivers::ZipkinReceiver>(http, intake, *queue_);
+  }
+  if (!cfg_.otlp_grpc.listen.empty()) {
+    receivers::OtlpGrpcOptions g;
+    g.address = cfg_.otlp_grpc.listen;
+    g.intake = intake;
+    g.authorize = security_.ingest->Authorizer();
+    g.tls_cert_pem = security_.ingest_cert_pem;
+    g.tls_key_pem = security_.ingest_key_pem;
+    otlp_grpc_ = std::make_unique<receivers::OtlpGrpcReceiver>(g, *queue_);
+  }
+}
+
+Status Server::Start() {
+  for (auto& s : sinks_) SH_RETURN_IF_ERROR(s->Start());
+  // What the last process accepted and did not store, before anything new.
+  queue_->Start();
+  dependency_job_->Start();
+  SH_RETURN_IF_ERROR(query_api_->Start());
+  SH_RETURN_IF_ERROR(otlp_http_->Start());
+  if (otlp_grpc_ != nullptr) SH_RETURN_IF_ERROR(otlp_grpc_->Start());
+  if (zipkin_ != nullptr) SH_RETURN_IF_ERROR(zipkin_->Start());
+  spdlog::info("{}", Listening());
+  ready_ = true;
+  spdlog::info("spanhouse ready");
+  return Status::Ok();
+}
+
+std::string Server::Listening() const {
+  const std::string token = security_.ingest->enabled() ? ", token required" : "";
+  std::string sinks;
+  for (const auto& s : sinks_) sinks += (sinks.empty() ? "" : ", ") + s->name();
+  std::string out = fmt::format(
+      "OTLP/HTTP on {} (port {}, {}{}), query API on {} (port {}, {}{}), sinks: {} ({} "
+      "writer(s))",
+      cfg_.otlp_http.listen, otlp_http_->port(), security_.ingest_tls ? "https" : "http", token,
+      cfg_.query.listen, query_api_->port(), security_.query_tls ? "https" : "http",
+      security_.query->enabled() ? ", token required" : "", sinks, cfg_.writer.threads);
+  if (otlp_grpc_ != nullptr) {
+    out +=
+        fmt::format("; OTLP/gRPC on {} (port {}, {}{})", cfg_.otlp_grpc.listen, otlp_grpc_->port(),
+                    security_.ingest_cert_pem.empty() ? "plaintext" : "TLS", token);
+  }
+  if (zipkin_ != nullptr) {
+    out += fmt::format("; Zipkin v2 on {} (port {}, {}{})", cfg_.zipkin.listen, zipkin_->port(),
+                       security_.ingest_tls ? "https" : "http", token);
+  }
+  return out;
+}
+
+int Server::Stop() {
+  if (stopped_) return 0;
+  stopped_ = true;
+  stopping_ = true;
+  // The data's direction: intake first, then what is queued is written.
+  if (otlp_http_ != nullptr) otlp_http_->Stop();
+  if (otlp_grpc_ != nullptr) otlp_grpc_->Stop();
+  if (zipkin_ != nullptr) zipkin_->Stop();
+  if (queue_ != nullptr) queue_->StopBacklogs();
+  uint64_t written = 0;
+  uint64_t lost = 0;
+  uint64_t left = 0;
+  for (auto& s : sinks_) {
+    s->Drain();
+    written += s->stats().rows_written.load();
+    lost += s->stats().rows_lost.load();
+    left += s->stats().rows_left_queued.load();
+  }
+  if (query_api_ != nullptr) query_api_->Stop();
+  if (dependency_job_ != nullptr) dependency_job_->Stop();
+  if (queue_ != nullptr) queue_->Close();
+  if (job_conn_ != nullptr) job_conn_->Close();
+  if (read_conn_ != nullptr) read_conn_->Close();
+  if (!sinks_.empty()) {
+    spdlog::info("flushed: {} spans written, {} lost, {} left in the durable queue", written, lost,
+                 left);
+  }
+  return lost == 0 ? 0 : 3;
+}
+
+std::string Server::NotReady() const {
+  if (stopping_.load()) return "shutting down: intake stopped, writing the queued spans";
+  if (!ready_.load()) return "starting";
+  return "";
+}
+
+std::string Server::Metrics() {
+  PromText out;
+  MetricsSources m;
+  if (otlp_http_ != nullptr) {
+    m.receivers.push_back({"otlp_http", &otlp_http_->stats(), &otlp_http_->http_stats()});
+  }
+  if (otlp_grpc_ != nullptr) m.receivers.push_back({"otlp_grpc", &otlp_grpc_->stats(), nullptr});
+  if (zipkin_ != nullptr) {
+    m.receivers.push_back({"zipkin", &zipkin_->stats(), &zipkin_->http_stats()});
+  }
+  m.filter = &filter_->stats();
+  m.budget = &budget_;
+  for (const auto& s : sinks_) m.sinks.push_back(s.get());
+  m.queue = queue_.get();
+  AppendPipelineMetrics(m, out);
+  security_.AppendMetrics(out.trailer());
+  AppendStorageMetrics(*read_conn_, out);
+  return out.Render();
+}
+
+}  // namespace spanhouse::server

@@ -1,0 +1,90 @@
+// Everything `spanhouse serve` runs, assembled from the configuration. Each
+// component is a member that owns what it opened, so a start that fails half
+// way closes what it had opened, in the reverse order, by its destructors.
+// Stopping is explicit (Stop), in the order the data flows: the listeners
+// first, then the sinks write what they hold, then the log is closed.
+//
+//   receivers ──> durable queue ──> sink cursor ──> sinks (embedded ClickHouse, null, ...)
+//   query API ──> span reader ──> the primary sink's store
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "pipeline/durable/durable_queue.h"
+#include "pipeline/filter/span_filter.h"
+#include "pipeline/memory_budget.h"
+#include "query/query_api.h"
+#include "receivers/otlp_grpc/otlp_grpc_receiver.h"
+#include "receivers/otlp_http/otlp_http_receiver.h"
+#include "receivers/zipkin/zipkin_receiver.h"
+#include "server/config.h"
+#include "server/data_dir_lock.h"
+#include "server/listener_security.h"
+#include "sink/sink.h"
+#include "storage/clickhouse/chdb.h"
+#include "storage/clickhouse/chdb_span_reader.h"
+#include "storage/clickhouse/dependencies.h"
+#include "storage/clickhouse/embedded_writer.h"
+#include "storage/clickhouse/schema.h"
+
+namespace spanhouse::server {
+
+class Server {
+ public:
+  // Opens the data directory, the engine, the durable queue and the sinks,
+  // and ensures the schema (an upgrade runs here). Nothing listens yet.
+  static Status Create(const Config& cfg, std::unique_ptr<Server>* out);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Starts the sinks, replays the durable queue to them, then opens the
+  // query API and the receivers. Ready (GET /readyz) once it returns OK.
+  Status Start();
+  // Stops intake, lets every sink write what it holds, closes the store.
+  // Returns the process's exit code: 0, or 3 if spans were lost.
+  int Stop();
+
+ private:
+  explicit Server(const Config& cfg) : cfg_(cfg), budget_(cfg.queue.max_bytes) {}
+  Status OpenEngine();
+  Status OpenQueue();
+  Status EnsureStore();
+  Status MakeSinks();
+  void MakeQueryApi();
+  void MakeReceivers();
+  std::string NotReady() const;
+  std::string Metrics();
+  std::string Listening() const;
+
+  const Config cfg_;
+  std::string dir_;  // the data directory, absolute
+  // In the order they are built; destroyed in reverse.
+  ListenerSecurity security_;
+  DataDirLock lock_;
+  std::shared_ptr<storage::ChdbLibrary> lib_;
+  std::vector<std::string> engine_args_;
+  std::unique_ptr<storage::ChdbConnection> read_conn_;  // queries, schema, /metrics
+  std::unique_ptr<storage::ChdbConnection> job_conn_;   // the dependency job's joins
+  storage::Capabilities caps_;
+  pipeline::MemoryBudget budget_;
+  std::unique_ptr<pipeline::SpanFilter> filter_;
+  std::unique_ptr<pipeline::durable::DurableQueue> queue_;
+  std::vector<std::unique_ptr<storage::SinkFaults>> faults_;  // one per embedded sink
+  std::vector<std::unique_ptr<sink::Sink>> sinks_;            // the first is the primary
+  std::unique_ptr<storage::DependencyJob> dependency_job_;
+  std::unique_ptr<storage::ChdbSpanReader> reader_;
+  std::unique_ptr<query::QueryApi> query_api_;
+  std::unique_ptr<receivers::OtlpHttpReceiver> otlp_http_;
+  std::unique_ptr<receivers::ZipkinReceiver> zipkin_;
+  std::unique_ptr<receivers::OtlpGrpcReceiver> otlp_grpc_;
+  std::atomic<bool> ready_{false};
+  std::atomic<bool> stopping_{false};
+  bool stopped_ = false;
+};
+
+}  // namespace spanhouse::server

@@ -1,0 +1,65 @@
+#include "storage/clickhouse/embedded_sink.h"
+
+#include <utility>
+
+namespace spanhouse::storage {
+
+EmbeddedSink::EmbeddedSink(std::vector<std::unique_ptr<SqlConnection>> connections,
+                           Capabilities caps, EmbeddedSinkOptions options, const SinkFaults* faults,
+                           LegacyLayout layout)
+    : connections_(std::move(connections)),
+      caps_(caps),
+      opts_(std::move(options)),
+      faults_(faults),
+      layout_(layout),
+      queue_(connections_.size(), opts_.queue_bytes) {}
+
+EmbeddedSink::~EmbeddedSink() {
+  Drain();
+}
+
+Status EmbeddedSink::Start() {
+  if (!writers_.empty()) return Status::Ok();
+  const size_t n = connections_.size();
+  for (size_t i = 0; i < n; ++i) {
+    WriterOptions w = opts_.writer;
+    // The default sink's writers keep their old names (spool files, logs).
+    w.name = opts_.name == "chdb" ? std::to_string(i) : opts_.name + "-" + std::to_string(i);
+    w.shard = static_cast<uint32_t>(i);
+    w.shards = static_cast<uint32_t>(n);
+    w.cursor = cursor_;
+    writers_.push_back(std::make_unique<EmbeddedWriter>(
+        connections_[i].get(), caps_, queue_.shard(i), std::move(w), &stats_, faults_, layout_));
+  }
+  for (auto& w : writers_) w->Start();
+  return Status::Ok();
+}
+
+void EmbeddedSink::Drain() {
+  queue_.Close();
+  for (auto& w : writers_) w->Join();
+  for (auto& c : connections_) c->Close();
+}
+
+void EmbeddedSink::AppendMetrics(PromText& out) const {
+  sink::AppendSinkMetrics(opts_.name, stats_, out);
+  const std::string label = PromText::Label("sink", opts_.name);
+  const uint64_t sorted = stats_.blocks_sorted.load();
+  out.Family("spanhouse_sink_blocks_encoded_total", "counter",
+             "Blocks encoded by the writers, by row order: sorted by the table key (a block "
+             "inserted alone), or in arrival order (one of an insert's several blocks, which "
+             "the engine sorts together).");
+  out.Sample("spanhouse_sink_blocks_encoded_total", label + "," + PromText::Label("order", "table"),
+             sorted);
+  out.Sample("spanhouse_sink_blocks_encoded_total",
+             label + "," + PromText::Label("order", "arrival"),
+             stats_.blocks_spooled.load() - sorted);
+  out.One("spanhouse_sink_spool_files_reused_total", "counter",
+          "Encoded blocks written over a spool file an earlier insert was done with (its pages "
+          "already cached), not into a new one.",
+          label, stats_.spool_files_reused.load());
+  out.One("spanhouse_queue_bytes", "gauge", "Bytes of spans waiting in the sink's queue.", label,
+          queue_.bytes());
+}
+
+}  // namespace spanhouse::storage

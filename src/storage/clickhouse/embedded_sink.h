@@ -1,0 +1,57 @@
+// The embedded ClickHouse sink: spans stored in chDB by `writers` writer
+// threads (embedded_writer.h), each draining one shard of the sink's queue
+// (split by trace id) over a connection of its own.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pipeline/queue/sharded_queue.h"
+#include "sink/sink.h"
+#include "storage/clickhouse/embedded_writer.h"
+#include "storage/clickhouse/schema.h"
+#include "storage/clickhouse/sql_connection.h"
+
+namespace spanhouse::storage {
+
+struct EmbeddedSinkOptions {
+  std::string name = "chdb";
+  // Each shard's bound on queued bytes. What bounds the pipeline is the
+  // memory budget; a bound no smaller than it means a shard never refuses.
+  size_t queue_bytes = size_t{1} << 30;
+  // Every writer's options; name, shard, shards and cursor are set per writer.
+  WriterOptions writer;
+};
+
+class EmbeddedSink final : public sink::Sink {
+ public:
+  // One writer per connection (taken; closed by Drain).
+  EmbeddedSink(std::vector<std::unique_ptr<SqlConnection>> connections, Capabilities caps,
+               EmbeddedSinkOptions options, const SinkFaults* faults = nullptr,
+               LegacyLayout layout = {});
+  ~EmbeddedSink() override;
+
+  const std::string& name() const override { return opts_.name; }
+  void Attach(pipeline::durable::SinkCursor& cursor) override { cursor_ = &cursor; }
+  Status Start() override;
+  Status Push(pipeline::QueuedBatch& item) override { return queue_.Push(item); }
+  void Drain() override;
+  const sink::SinkStats& stats() const override { return stats_; }
+  const WriterStats& writer_stats() const { return stats_; }
+  size_t queued_bytes() const override { return queue_.bytes(); }
+  void AppendMetrics(PromText& out) const override;
+
+ private:
+  std::vector<std::unique_ptr<SqlConnection>> connections_;
+  const Capabilities caps_;
+  const EmbeddedSinkOptions opts_;
+  const SinkFaults* faults_;
+  const LegacyLayout layout_;
+  pipeline::durable::SinkCursor* cursor_ = nullptr;
+  pipeline::ShardedQueue queue_;
+  WriterStats stats_;
+  std::vector<std::unique_ptr<EmbeddedWriter>> writers_;
+};
+
+}  // namespace spanhouse::storage

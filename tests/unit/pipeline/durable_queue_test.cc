@@ -1,0 +1,385 @@
+// The durable queue with fake sinks (testdata/test_sink.h): every sink gets
+// every request through its own cursor; a sink that cannot take spans holds
+// back only itself (its backlog read back from disk, in order); a segment is
+// freed once every sink acked it; and a restart replays to each sink exactly
+// what it had not finished: its unfinished sealed blocks, whole and with
+// their tokens, then the spans none of its blocks held.
+#include "pipeline/durable/durable_queue.h"
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+#include <set>
+#include <vector>
+
+#include "codec/otlp_encode.h"
+#include "testdata/test_sink.h"
+
+namespace spanhouse::pipeline::durable {
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+using testdata::TestSink;
+
+constexpr uint64_t kDayNs = 86400000000000ull;
+constexpr uint64_t kStartNs = 20000 * kDayNs + 3600000000000ull;  // day 20000, 01:00
+
+// `n` spans of trace `trace`, span ids tag*1000 + i, starting at `start_ns`.
+SpanBatch Request(uint64_t tag, size_t n, uint64_t start_ns = kStartNs) {
+  SpanBatch b;
+  const uint32_t r = b.AddResource();
+  const uint32_t s = b.AddScope();
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t sp = b.AddSpan(r, s);
+    b.spans.trace_id[sp][0] = static_cast<uint8_t>(tag);
+    b.spans.trace_id[sp][1] = static_cast<uint8_t>(tag >> 8);
+    b.spans.trace_id[sp][15] = 1;
+    const uint64_t id = tag * 1000 + i + 1;
+    for (int k = 0; k < 8; ++k) b.spans.span_id[sp][k] = static_cast<uint8_t>(id >> (8 * k));
+    b.spans.name[sp] = b.AddString("op-" + std::to_string(i));
+    b.spans.start_ns[sp] = start_ns + i;
+    b.spans.end_ns[sp] = start_ns + i + 1000;
+  }
+  return b;
+}
+
+uint64_t SpanIdOf(const SpanBatch& b, uint32_t i) {
+  uint64_t id = 0;
+  for (int k = 0; k < 8; ++k) id |= static_cast<uint64_t>(b.spans.span_id[i][k]) << (8 * k);
+  return id;
+}
+
+// Every span id an item holds (a request's spans, or a replayed block's).
+std::vector<uint64_t> SpanIds(const QueuedBatch& item) {
+  std::vector<uint64_t> ids;
+  auto add = [&](const SpanBatch& b) {
+    for (uint32_t i = 0; i < b.span_count(); ++i) ids.push_back(SpanIdOf(b, i));
+  };
+  if (item.batch != nullptr) add(*item.batch);
+  if (item.block != nullptr) {
+    for (const auto& p : item.block->parts) add(*p);
+  }
+  return ids;
+}
+
+// Declared after a test's sinks: their backlogs stop reading into them
+// before they are gone.
+struct StopBacklogsFirst {
+  DurableQueue* q;
+  ~StopBacklogsFirst() { q->StopBacklogs(); }
+};
+
+class DurableQueueTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("durable_queue_test_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::unique_ptr<DurableQueue> Open(MemoryBudget& budget, bool enabled = true) {
+    DurableOptions o;
+    o.enabled = enabled;
+    o.log.dir = dir_.string();
+    o.log.segment_bytes = 4096;
+    o.log.max_bytes = 64 << 20;
+    o.log.fsync_always = false;
+    std::unique_ptr<DurableQueue> q;
+    EXPECT_TRUE(DurableQueue::Open(o, budget, nullptr, &q).ok());
+    return q;
+  }
+
+  // What a receiver does: the record, then the spans to every sink.
+  static Status Send(DurableQueue& q, MemoryBudget& budget, const SpanBatch& request,
+                     bool spilled = false) {
+    Ticket ticket;
+    const std::string body = codec::EncodeOtlpProto(request);
+    SH_RETURN_IF_ERROR(q.Append(1, codec::BodyFormat::kOtlpProto, body, &ticket));
+    auto batch = std::make_unique<SpanBatch>();
+    batch->Append(request);
+    const size_t bytes = batch->MemoryBytes();
+    const size_t n = batch->span_count();
+    if (spilled) return q.Deliver(nullptr, Reservation(), std::move(ticket), bytes, n);
+    if (!budget.TryReserve(bytes)) return Status::Exhausted("test: budget");
+    return q.Deliver(std::move(batch), Reservation(&budget, bytes), std::move(ticket), bytes, n);
+  }
+
+  // Pops `items` items from `sink` and returns them.
+  static std::vector<QueuedBatch> Take(TestSink& sink, size_t items) {
+    std::vector<QueuedBatch> out;
+    while (out.size() < items) {
+      auto item = sink.Pop(5s);
+      if (!item) break;
+      out.push_back(std::move(*item));
+    }
+    return out;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(DurableQueueTest, EverySinkGetsEveryRequestAndASegmentGoesOnlyWhenAllAcked) {
+  MemoryBudget budget(1 << 30);
+  auto q = Open(budget);
+  TestSink a("a");
+  TestSink b("b");
+  StopBacklogsFirst stop{q.get()};
+  q->AddSink(a);
+  q->AddSink(b);
+  q->Start();
+  for (uint64_t t = 1; t <= 40; ++t) ASSERT_TRUE(Send(*q, budget, Request(t, 10)).ok());
+  std::vector<QueuedBatch> got_a = Take(a, 40);
+  std::vector<QueuedBatch> got_b = Take(b, 40);
+  ASSERT_EQ(got_a.size(), 40u);
+  ASSERT_EQ(got_b.size(), 40u);
+  std::set<uint64_t> ids_a;
+  std::set<uint64_t> ids_b;
+  for (size_t i = 0; i < 40; ++i) {
+    ASSERT_TRUE(got_a[i].ticket.valid());
+    ASSERT_TRUE(got_b[i].ticket.valid());
+    EXPECT_EQ(got_a[i].ticket.lsn(), got_b[i].ticket.lsn());
+    // Each sink has spans of its own (the second a copy), from memory.
+    ASSERT_NE(got_a[i].batch.get(), got_b[i].batch.get());
+    for (uint64_t id : SpanIds(got_a[i])) ids_a.insert(id);
+    for (uint64_t id : SpanIds(got_b[i])) ids_b.insert(id);
+  }
+  EXPECT_EQ(ids_a.size(), 400u);
+  EXPECT_EQ(ids_a, ids_b);
+  const SegmentLog& log = *q->log();
+  for (auto& item : got_a) item.ticket.Ack();
+  EXPECT_EQ(log.stats().segments_deleted.load(), 0u) << "b still holds every record";
+  for (auto& item : got_b) item.ticket.Ack();
+  EXPECT_GE(log.stats().segments_deleted.load(), 3u);
+}
+
+TEST_F(DurableQueueTest, ASinkThatRefusesHoldsBackOnlyItselfAndCatchesUpInOrder) {
+  MemoryBudget budget(1 << 30);
+  auto q = Open(budget);
+  TestSink a("a");
+  TestSink b("b");
+  StopBacklogsFirst stop{q.get()};
+  q->AddSink(a);
+  q->AddSink(b);
+  q->Start();
+  b.Refuse(true);
+  for (uint64_t t = 1; t <= 30; ++t) ASSERT_TRUE(Send(*q, budget, Request(t, 5)).ok());
+  // The healthy sink got everything from memory, at once.
+  std::vector<QueuedBatch> got_a = Take(a, 30);
+  ASSERT_EQ(got_a.size(), 30u);
+  for (auto& item : got_a) item.ticket.Ack();
+  const SinkCursor& cb = *q->cursors()[1];
+  EXPECT_TRUE(cb.backlogged());
+  EXPECT_FALSE(q->AllBacklogged());
+  EXPECT_EQ(cb.stats().spilled_requests.load(), 30u);
+  EXPECT_EQ(b.queue().bytes(), 0u);
+  // Back up: its backlog is read back from the log, in the order sent, once.
+  b.Refuse(false);
+  std::vector<QueuedBatch> got_b = Take(b, 30);
+  ASSERT_EQ(got_b.size(), 30u);
+  EXPECT_FALSE(b.Pop(200ms).has_value());
+  uint64_t last = 0;
+  std::set<uint64_t> ids;
+  for (auto& item : got_b) {
+    ASSERT_TRUE(item.ticket.valid());
+    EXPECT_GT(item.ticket.lsn(), last);
+    last = item.ticket.lsn();
+    for (uint64_t id : SpanIds(item)) ids.insert(id);
+    item.ticket.Ack();
+  }
+  EXPECT_EQ(ids.size(), 150u);
+  EXPECT_EQ(cb.stats().queued_requests.load(), 30u);
+  EXPECT_FALSE(cb.backlogged());
+}
+
+TEST_F(DurableQueueTest, ASinkThatStopsWritingGetsNoMoreThanItsShareOfMemory) {
+  MemoryBudget budget(1 << 20);  // each of two sinks: 512 KiB
+  auto q = Open(budget);
+  TestSink a("a");
+  TestSink b("b");  // never popped: its spans stay in memory
+  StopBacklogsFirst stop{q.get()};
+  q->AddSink(a);
+  q->AddSink(b);
+  q->Start();
+  size_t a_items = 0;
+  for (uint64_t t = 1; t <= 200; ++t) {
+    ASSERT_TRUE(Send(*q, budget, Request(t, 20)).ok()) << t;
+    while (auto item = a.Pop(0ms)) {  // a writes as it goes
+      ++a_items;
+      item->ticket.Ack();
+    }
+    ASSERT_LE(budget.used(), budget.limit());
+  }
+  EXPECT_EQ(a_items, 200u);
+  EXPECT_LE(b.queue().bytes(), (1u << 20) / 2 + 64 * 1024);
+  EXPECT_GT(q->cursors()[1]->stats().spilled_requests.load(), 0u);
+  EXPECT_EQ(q->cursors()[0]->stats().spilled_requests.load(), 0u);
+}
+
+TEST_F(DurableQueueTest, WithoutTheLogAFullSinkRefusesTheRequest) {
+  MemoryBudget budget(1 << 30);
+  auto q = Open(budget, /*enabled=*/false);
+  TestSink a("a");
+  StopBacklogsFirst stop{q.get()};
+  q->AddSink(a);
+  q->Start();
+  EXPECT_FALSE(q->durable());
+  ASSERT_TRUE(Send(*q, budget, Request(1, 3)).ok());
+  a.Refuse(true);
+  EXPECT_EQ(Send(*q, budget, Request(2, 3)).code(), StatusCode::kResourceExhausted);
+  auto item = a.Pop(1s);
+  ASSERT_TRUE(item.has_value());
+  EXPECT_FALSE(item->ticket.valid());
+  EXPECT_EQ(SpanIds(*item).size(), 3u);
+}
+
+TEST_F(DurableQueueTest, ARestartReplaysToEachSinkWhatItHadNotFinished) {
+  std::string token;
+  {
+    MemoryBudget budget(1 << 30);
+    auto q = Open(budget);
+    TestSink a("a");
+    TestSink b("b");
+    StopBacklogsFirst stop{q.get()};
+    q->AddSink(a);
+    q->AddSink(b);
+    q->Start();
+    for (uint64_t t = 1; t <= 6; ++t) ASSERT_TRUE(Send(*q, budget, Request(t, 10)).ok());
+    // a: the first three requests as one sealed block, finished; the next two
+    // sealed and not finished (a crash during the write); the last not even
+    // sealed. b: nothing finished at all.
+    std::vector<QueuedBatch> got = Take(a, 6);
+    ASSERT_EQ(got.size(), 6u);
+    std::vector<Ticket> done;
+    std::vector<Ticket> open;
+    for (int i = 0; i < 3; ++i) done.push_back(std::move(got[i].ticket));
+    for (int i = 3; i < 5; ++i) open.push_back(std::move(got[i].ticket));
+    SinkCursor& ca = *a.cursor();
+    const SealedBlock finished = ca.Seal({0, 1, 20000}, done, 1);
+    ASSERT_TRUE(finished.sealed());
+    ca.Done(finished, &done);
+    const SealedBlock unfinished = ca.Seal({0, 1, 20000}, open, 2);
+    ASSERT_TRUE(unfinished.sealed());
+    token = unfinished.token;
+    EXPECT_NE(token, finished.token);
+    ASSERT_EQ(Take(b, 6).size(), 6u);  // taken, never acked
+  }                                    // the process dies: nothing else acked
+  MemoryBudget budget(1 << 30);
+  auto q = Open(budget);
+  TestSink a("a");
+  TestSink b("b");
+  StopBacklogsFirst stop{q.get()};
+  q->AddSink(a);
+  q->AddSink(b);
+  q->Start();
+  // a: the unfinished block, whole, as sealed; then the request no block held.
+  auto block = a.Pop(5s);
+  ASSERT_TRUE(block.has_value());
+  ASSERT_NE(block->block, nullptr);
+  EXPECT_EQ(block->block->sealed.token, token);
+  EXPECT_EQ(block->block->chunks, 2u);
+  EXPECT_EQ(block->block->key.day, 20000u);
+  EXPECT_EQ(block->block->tickets.size(), 2u);
+  std::vector<uint64_t> ids = SpanIds(*block);
+  std::set<uint64_t> block_ids(ids.begin(), ids.end());
+  EXPECT_EQ(block_ids,
+            (std::set<uint64_t>{4001, 4002, 4003, 4004, 4005, 4006, 4007, 4008, 4009, 4010,
+                                5001, 5002, 5003, 5004, 5005, 5006, 5007, 5008, 5009, 5010}));
+  auto rest = a.Pop(5s);
+  ASSERT_TRUE(rest.has_value());
+  ASSERT_EQ(rest->block, nullptr);
+  EXPECT_EQ(SpanIds(*rest).front(), 6001u);
+  EXPECT_EQ(SpanIds(*rest).size(), 10u);
+  EXPECT_FALSE(a.Pop(300ms).has_value()) << "the finished block was handed over again";
+  EXPECT_EQ(q->cursors()[0]->stats().skipped_blocks.load(), 1u);
+  // b: all six requests, as new.
+  std::set<uint64_t> b_ids;
+  for (auto& item : Take(b, 6)) {
+    EXPECT_EQ(item.block, nullptr);
+    for (uint64_t id : SpanIds(item)) b_ids.insert(id);
+  }
+  EXPECT_EQ(b_ids.size(), 60u);
+  EXPECT_FALSE(b.Pop(300ms).has_value());
+}
+
+TEST_F(DurableQueueTest, ARecordPartlyInAFinishedBlockReplaysTheRestOnly) {
+  {
+    MemoryBudget budget(1 << 30);
+    auto q = Open(budget);
+    TestSink a("a");
+    StopBacklogsFirst stop{q.get()};
+    q->AddSink(a);
+    q->Start();
+    // One request across midnight: 5 spans of day 20000, 5 of day 20001.
+    SpanBatch r = Request(1, 5, 20001 * kDayNs - 100);
+    SpanBatch late = Request(2, 5, 20001 * kDayNs + 100);
+    r.Append(late);
+    ASSERT_TRUE(Send(*q, budget, r).ok());
+    auto item = a.Pop(5s);
+    ASSERT_TRUE(item.has_value());
+    // As a writer splits a request across midnight: a part per day, each
+    // with a ticket of its own. The first day's is written and finished.
+    Ticket day1 = item->ticket.Clone();
+    std::vector<Ticket> tickets;
+    tickets.push_back(std::move(item->ticket));
+    SinkCursor& c = *a.cursor();
+    const SealedBlock day0 = c.Seal({0, 1, 20000}, tickets, 1);
+    c.Done(day0, &tickets);
+  }
+  MemoryBudget budget(1 << 30);
+  auto q = Open(budget);
+  TestSink a("a");
+  StopBacklogsFirst stop{q.get()};
+  q->AddSink(a);
+  q->Start();
+  auto item = a.Pop(5s);
+  ASSERT_TRUE(item.has_value());
+  EXPECT_EQ(SpanIds(*item), (std::vector<uint64_t>{2001, 2002, 2003, 2004, 2005}));
+  EXPECT_FALSE(a.Pop(300ms).has_value());
+}
+
+TEST_F(DurableQueueTest, BlocksStoredBeforeAnUpgradeAreNotHandedOverAgain) {
+  {
+    MemoryBudget budget(1 << 30);
+    auto q = Open(budget);
+    TestSink a("a");
+    StopBacklogsFirst stop{q.get()};
+    q->AddSink(a);
+    q->Start();
+    ASSERT_TRUE(Send(*q, budget, Request(1, 4)).ok());
+    auto item = a.Pop(5s);
+    ASSERT_TRUE(item.has_value());
+    std::vector<Ticket> tickets;
+    tickets.push_back(std::move(item->ticket));
+    ASSERT_TRUE(a.cursor()->Seal({0, 1, 20000}, tickets, 1).sealed());  // never finished
+  }
+  for (int start = 0; start < 2; ++start) {
+    MemoryBudget budget(1 << 30);
+    auto q = Open(budget);
+    if (start == 0) {
+      // The upgrade's own sink writes the block into the old table and
+      // finishes it before the copy.
+      TestSink upgrade("a");
+      upgrade.AutoFinish(true);
+      ASSERT_TRUE(q->ReplaySealedBlocks(upgrade).ok());
+      EXPECT_TRUE(upgrade.started());
+      auto got = upgrade.Pop(1s);
+      ASSERT_TRUE(got.has_value());
+      ASSERT_NE(got->block, nullptr);
+      EXPECT_EQ(SpanIds(*got).size(), 4u);
+    }
+    TestSink a("a");
+    StopBacklogsFirst stop{q.get()};
+    q->AddSink(a);
+    q->Start();
+    EXPECT_FALSE(a.Pop(300ms).has_value()) << "start " << start;
+  }
+}
+
+}  // namespace
+}  // namespace spanhouse::pipeline::durable

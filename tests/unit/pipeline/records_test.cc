@@ -1,0 +1,122 @@
+// The durable queue's record payloads (records.h): sealed blocks and
+// acknowledgements round-trip with their sink's name, the older unnamed
+// formats still read (as the embedded sink's), bad lengths are refused, and a
+// request record reads back as the spans it was appended with.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "codec/otlp_encode.h"
+#include "pipeline/durable/records.h"
+#include "testdata/sample_batch.h"
+
+namespace spanhouse::pipeline::durable {
+namespace {
+
+BlockRecord Sample() {
+  BlockRecord b;
+  b.sink = "chdb:mirror";
+  b.key = {2, 3, 20000};
+  b.lsns = {5, 7, 1ull << 40};
+  return b;
+}
+
+TEST(BlockRecord, RoundTripsWithItsSinkAndRejectsBadLengths) {
+  BlockRecord b = Sample();
+  BlockRecord d;
+  ASSERT_TRUE(d.Decode(b.Encode(), /*named=*/true));
+  EXPECT_EQ(d.sink, "chdb:mirror");
+  EXPECT_EQ(d.key.shard, 2u);
+  EXPECT_EQ(d.key.shards, 3u);
+  EXPECT_EQ(d.key.day, 20000u);
+  EXPECT_EQ(d.lsns, b.lsns);
+  EXPECT_EQ(d.chunks, 1u);
+  std::string bad = b.Encode();
+  bad.pop_back();
+  EXPECT_FALSE(d.Decode(bad, true));
+  EXPECT_FALSE(d.Decode("short", true));
+  EXPECT_FALSE(d.Decode("", true));
+  // An insert of several spooled blocks says how many; one, as before.
+  b.chunks = 4;
+  const std::string four = b.Encode();
+  ASSERT_TRUE(d.Decode(four, true));
+  EXPECT_EQ(d.chunks, 4u);
+  EXPECT_EQ(d.lsns, b.lsns);
+  std::string zero = four;
+  zero[zero.size() - 4] = 0;
+  EXPECT_FALSE(d.Decode(zero, true));
+  // A shard outside its shard count is not a block anyone sealed.
+  b.key.shard = 3;
+  EXPECT_FALSE(d.Decode(b.Encode(), true));
+}
+
+TEST(BlockRecord, OlderUnnamedBlocksAreTheEmbeddedSinks) {
+  BlockRecord b = Sample();
+  b.chunks = 2;
+  // kBlock, as older builds wrote it: the same fields without the name.
+  const std::string named = b.Encode();
+  const std::string legacy = named.substr(1 + b.sink.size());
+  EXPECT_EQ(legacy.size(), 20u + 3 * 8);
+  BlockRecord d;
+  ASSERT_TRUE(d.Decode(legacy, /*named=*/false));
+  EXPECT_EQ(d.sink, kLegacySink);
+  EXPECT_EQ(d.lsns, b.lsns);
+  EXPECT_EQ(d.chunks, 2u);
+  EXPECT_EQ(d.key.day, 20000u);
+}
+
+TEST(AckRecord, RoundTripsAndReadsTheOlderFormat) {
+  AckRecord a;
+  a.sink = "null";
+  a.block_lsns = {3, 9, 1ull << 41};
+  AckRecord d;
+  ASSERT_TRUE(d.Decode(a.Encode(), true));
+  EXPECT_EQ(d.sink, "null");
+  EXPECT_EQ(d.block_lsns, a.block_lsns);
+  AckRecord empty;
+  empty.sink = "x";
+  ASSERT_TRUE(d.Decode(empty.Encode(), true));
+  EXPECT_TRUE(d.block_lsns.empty());
+  std::string bad = a.Encode();
+  bad.pop_back();
+  EXPECT_FALSE(d.Decode(bad, true));
+  EXPECT_FALSE(d.Decode("abc", true));
+  // kReplayed, as older builds wrote it (blocks stored before an upgrade).
+  ASSERT_TRUE(d.Decode(a.Encode().substr(1 + a.sink.size()), /*named=*/false));
+  EXPECT_EQ(d.sink, kLegacySink);
+  EXPECT_EQ(d.block_lsns, a.block_lsns);
+}
+
+TEST(DedupToken, DiffersByEpochAndBlock) {
+  EXPECT_NE(DedupToken(1, 5), DedupToken(2, 5));
+  EXPECT_NE(DedupToken(1, 5), DedupToken(1, 6));
+  EXPECT_EQ(DedupToken(1, 5), DedupToken(1, 5));
+}
+
+TEST(RequestRecord, ReadsBackTheSpansItWasAppendedWith) {
+  const SpanBatch sent = testdata::SampleBatch();
+  const std::string body = codec::EncodeOtlpProto(sent);
+  const std::string head = EncodedRequestHead(0, codec::BodyFormat::kOtlpProto);
+  SpanBatch back;
+  ASSERT_TRUE(DecodeRequestRecord(RecordKind::kEncodedRequest, head + body, nullptr, &back).ok());
+  std::string why;
+  EXPECT_TRUE(back.LogicallyEquals(sent, &why)) << why;
+  // kRequest (older): the receive time, then OTLP protobuf; kSpans: no time.
+  SpanBatch old;
+  ASSERT_TRUE(
+      DecodeRequestRecord(RecordKind::kRequest, head.substr(0, 8) + body, nullptr, &old).ok());
+  EXPECT_TRUE(old.LogicallyEquals(sent, &why)) << why;
+  SpanBatch oldest;
+  ASSERT_TRUE(DecodeRequestRecord(RecordKind::kSpans, body, nullptr, &oldest).ok());
+  EXPECT_TRUE(oldest.LogicallyEquals(sent, &why)) << why;
+  // A body format this build does not know, a record too short, not a request.
+  std::string unknown = head + body;
+  unknown[8] = 9;
+  SpanBatch bad;
+  EXPECT_FALSE(DecodeRequestRecord(RecordKind::kEncodedRequest, unknown, nullptr, &bad).ok());
+  EXPECT_FALSE(DecodeRequestRecord(RecordKind::kRequest, "1234", nullptr, &bad).ok());
+  EXPECT_FALSE(DecodeRequestRecord(RecordKind::kSinkBlock, body, nullptr, &bad).ok());
+}
+
+}  // namespace
+}  // namespace spanhouse::pipeline::durable
