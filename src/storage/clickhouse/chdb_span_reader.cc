@@ -156,16 +156,16 @@ std::string SpanAttrEquals(const Capabilities& caps, std::string_view k, std::st
 
 // Spans whose resource has attribute {k} = {v}: the resources table first
 // (one row per distinct resource), then the spans that carry them.
-std::string ResourceAttrEquals(std::string_view k, std::string_view v) {
-  return fmt::format("resource_id IN (SELECT resource_id FROM {}.resources WHERE {})", kDatabase,
+std::string ResourceAttrEquals(std::string_view db, std::string_view k, std::string_view v) {
+  return fmt::format("resource_id IN (SELECT resource_id FROM {}.resources WHERE {})", db,
                      AttrEquals(k, v));
 }
 
 // The condition of one tag filter, its key and value bound as {k<i>} and
 // {v<i>}: the span's attributes or its resource's, or (keys Jaeger derives
 // from span fields) the field the tag shows.
-std::string TagCondition(const Capabilities& caps, const query::TagFilter& tag, size_t i,
-                         std::vector<QueryParam>* params) {
+std::string TagCondition(const Capabilities& caps, std::string_view db, const query::TagFilter& tag,
+                         size_t i, std::vector<QueryParam>* params) {
   const std::string k = fmt::format("k{}", i);
   const std::string v = fmt::format("v{}", i);
   constexpr std::string_view kUserFields = "user_fields.";
@@ -179,7 +179,7 @@ std::string TagCondition(const Capabilities& caps, const query::TagFilter& tag, 
   params->emplace_back(k, tag.key);
   params->emplace_back(v, tag.value);
   const std::string generic =
-      fmt::format("({} OR {})", SpanAttrEquals(caps, k, v, tag.key), ResourceAttrEquals(k, v));
+      fmt::format("({} OR {})", SpanAttrEquals(caps, k, v, tag.key), ResourceAttrEquals(db, k, v));
   // Tags the Jaeger JSON derives from span fields (jaeger_json.h).
   std::string field;
   if (tag.key == "error") {
@@ -329,18 +329,20 @@ Status ChdbSpanReader::GetTraces(const std::vector<TraceId>& ids, SpanBatch* out
   // traces' granules (an older layout's (hour, trace id) too: the engine
   // takes a range of seconds as one of hours).
   QueryResult r;
-  Status st = Run(TraceRangeQuery(layout_), "TSV", &r, {{"ids", ids_param}}, limits_.max_rows);
+  Status st =
+      Run(TraceRangeQuery(layout_, database_), "TSV", &r, {{"ids", ids_param}}, limits_.max_rows);
   if (!st.ok()) return st;
   std::vector<std::pair<uint64_t, uint64_t>> seconds;
   for (const auto& row : TsvRows(r.data)) {
     if (row.size() == 2) seconds.emplace_back(ToU64(row[0]), ToU64(row[1]));
   }
   if (seconds.empty()) return Status::Ok();
-  st = Run(SpanReadQuery(caps_, layout_,
-                         fmt::format("{} AND trace_id IN ({})",
-                                     TraceSecondsCondition(std::move(seconds)), kIdSet),
-                         "indexOf({ids:Array(String)}, lower(hex(trace_id))), start_time, span_id"),
-           "Native", &r, {{"ids", ids_param}}, limits_.max_spans);
+  st = Run(
+      SpanReadQuery(
+          caps_, layout_,
+          fmt::format("{} AND trace_id IN ({})", TraceSecondsCondition(std::move(seconds)), kIdSet),
+          "indexOf({ids:Array(String)}, lower(hex(trace_id))), start_time, span_id", database_),
+      "Native", &r, {{"ids", ids_param}}, limits_.max_spans);
   if (!st.ok()) return st;
   const auto first = static_cast<uint32_t>(out->span_count());
   std::vector<uint64_t> resource_ids;
@@ -365,7 +367,7 @@ Status ChdbSpanReader::AttachResources(const std::vector<uint64_t>& ids, uint32_
     std::sort(missing.begin(), missing.end());
     missing.erase(std::unique(missing.begin(), missing.end()), missing.end());
     QueryResult r;
-    Status st = Run(ResourceReadQuery(caps_), "Native", &r,
+    Status st = Run(ResourceReadQuery(caps_, database_), "Native", &r,
                     {{"resource_ids", NumberArray(missing)}}, missing.size());
     if (!st.ok()) return st;
     const auto before = static_cast<uint32_t>(resources_.span_count());
@@ -427,13 +429,13 @@ Status ChdbSpanReader::FindTraceIds(const query::TraceQuery& q, std::vector<Trac
     params.emplace_back("max_duration", std::to_string(q.max_duration_ns));
   }
   for (size_t i = 0; i < q.tags.size(); ++i) {
-    where += " AND " + TagCondition(caps_, q.tags[i], i, &params);
+    where += " AND " + TagCondition(caps_, database_, q.tags[i], i, &params);
   }
   QueryResult r;
   Status st = Run(fmt::format("SELECT lower(hex(trace_id)) FROM {}.spans WHERE {} GROUP BY "
                               "trace_id ORDER BY max(start_time) DESC, trace_id LIMIT "
                               "{{limit:UInt32}}",
-                              kDatabase, where),
+                              database_, where),
                   "TSV", &r, params, q.limit);
   if (!st.ok()) return st;
   for (const auto& row : TsvRows(r.data)) {
@@ -448,7 +450,7 @@ Status ChdbSpanReader::GetServices(std::vector<std::string>* out) {
   QueryResult r;
   Status st = Run(fmt::format("SELECT DISTINCT service_name FROM {}.operations ORDER BY "
                               "service_name",
-                              kDatabase),
+                              database_),
                   "TSV", &r, {}, limits_.max_rows);
   if (!st.ok()) return st;
   for (const auto& row : TsvRows(r.data)) out->push_back(UnescapeTsv(row[0]));
@@ -462,7 +464,7 @@ Status ChdbSpanReader::GetOperations(const std::string& service, bool any_kind, 
   Status st =
       Run(fmt::format("SELECT name, kind FROM {}.operations WHERE service_name = "
                       "{{service:String}}{} GROUP BY name, kind ORDER BY name, kind",
-                      kDatabase, any_kind ? "" : " AND kind = {kind:UInt8}"),
+                      database_, any_kind ? "" : " AND kind = {kind:UInt8}"),
           "TSV", &r, {{"service", service}, {"kind", std::to_string(kind)}}, limits_.max_rows);
   if (!st.ok()) return st;
   // An empty name is an empty first field: a row of one tab-separated pair.
@@ -482,7 +484,7 @@ Status ChdbSpanReader::GetDependencies(uint64_t from_s, uint64_t to_s,
                               "WHERE minute >= toDateTime({{lo:UInt32}}) AND minute < "
                               "toDateTime({{hi:UInt32}}) GROUP BY parent, child ORDER BY parent, "
                               "child",
-                              kDatabase),
+                              database_),
                   "TSV", &r, {{"lo", Seconds(from_s)}, {"hi", Seconds(to_s)}}, limits_.max_rows);
   if (!st.ok()) return st;
   for (const auto& row : TsvRows(r.data)) {
@@ -530,7 +532,7 @@ Status ChdbSpanReader::GetRedSeries(const query::RedQuery& q, std::vector<query:
                                ? ", quantileTDigestMerge({q:Float64})(duration_quantiles) / 1e6"
                                : ""),
       fmt::arg("op", q.by_operation ? "name" : "''"), fmt::arg("table", RedTable(q.by_operation)),
-      fmt::arg("k_first", k_first), fmt::arg("k_end", k_end), fmt::arg("db", kDatabase),
+      fmt::arg("k_first", k_first), fmt::arg("k_end", k_end), fmt::arg("db", database_),
       fmt::arg("kinds", q.kinds.empty() ? "" : " AND kind IN {kinds:Array(UInt8)}"),
       fmt::arg("services", ParamList("svc", q.services, &params)));
   QueryResult r;
@@ -564,7 +566,7 @@ Status ChdbSpanReader::GetRedSummary(const query::RedSummaryQuery& q,
       "< toDateTime({{hi:UInt32}}){service}{kinds} GROUP BY {keys} ORDER BY {keys}",
       fmt::arg("keys", keys), fmt::arg("table", RedTable(per_op)),
       fmt::arg("calls", SumOf(caps_, "calls")), fmt::arg("errors", SumOf(caps_, "errors")),
-      fmt::arg("db", kDatabase),
+      fmt::arg("db", database_),
       fmt::arg("service", per_op ? " AND service_name = {service:String}" : ""),
       fmt::arg("kinds", q.kinds.empty() ? "" : " AND kind IN {kinds:Array(UInt8)}"));
   QueryResult r;
@@ -609,14 +611,14 @@ Status ChdbSpanReader::CountSpansWithAttr(AttrOwner owner, const std::string& ke
                            : UserFieldText(caps_, "k", key) + " = {v:String}";
       break;
     case AttrOwner::kResource:
-      cond = ResourceAttrEquals("k", "v");
+      cond = ResourceAttrEquals(database_, "k", "v");
       break;
     case AttrOwner::kSpan:
       cond = SpanAttrEquals(caps_, "k", "v", key);
       break;
   }
   QueryResult r;
-  Status st = Run(fmt::format("SELECT count() FROM {}.spans WHERE {}", kDatabase, cond), "TSV", &r,
+  Status st = Run(fmt::format("SELECT count() FROM {}.spans WHERE {}", database_, cond), "TSV", &r,
                   {{"k", key}, {"v", value}}, 1);
   if (!st.ok()) return st;
   *count = ToU64(r.data);

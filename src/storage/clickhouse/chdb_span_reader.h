@@ -48,10 +48,15 @@ std::string TraceSecondsCondition(std::vector<std::pair<uint64_t, uint64_t>> ran
 class ChdbSpanReader : public query::SpanReader {
  public:
   // `layout`: the tables' layout (the project's own; `bench storage` reads
-  // other layouts too).
+  // other layouts too). `database`: where the tables are
+  // (SchemaOptions::database).
   ChdbSpanReader(ChdbConnection& conn, Capabilities caps, ReaderLimits limits = {},
-                 StorageLayout layout = {})
-      : conn_(conn), caps_(caps), limits_(limits), layout_(std::move(layout)) {}
+                 StorageLayout layout = {}, std::string database = std::string(kDatabase))
+      : conn_(conn),
+        caps_(caps),
+        limits_(limits),
+        layout_(std::move(layout)),
+        database_(std::move(database)) {}
   Status GetTrace(const TraceId& id, SpanBatch* out) override;
   Status GetTraces(const std::vector<TraceId>& ids, SpanBatch* out) override;
   Status FindTraceIds(const query::TraceQuery& query, std::vector<TraceId>* out) override;
@@ -80,6 +85,7 @@ class ChdbSpanReader : public query::SpanReader {
   const Capabilities caps_;
   const ReaderLimits limits_;
   const StorageLayout layout_;
+  const std::string database_;
   // Resources read so far, by id. An id is a fingerprint of the resource's
   // attributes (ResourceFingerprint), so an entry never goes stale; the
   // cache starts over past limits_.max_cached_resources. Reading them here,

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 #include "common/status.h"
 #include "storage/clickhouse/chdb.h"
@@ -20,9 +21,10 @@ namespace spanhouse::storage {
 // shard); a replay comes right after the restart.
 inline constexpr uint64_t kDeduplicationWindow = 10000;
 
-// Sets non_replicated_deduplication_window on the tables (a metadata-only
-// ALTER, done at every start; a no-op where it is set already).
+// Sets non_replicated_deduplication_window on `database`'s tables (a
+// metadata-only ALTER, done at every start; a no-op where it is set already).
 Status EnableInsertDeduplication(ChdbConnection& conn, const Capabilities& caps,
-                                 uint64_t window = kDeduplicationWindow);
+                                 uint64_t window = kDeduplicationWindow,
+                                 std::string_view database = kDatabase);
 
 }  // namespace spanhouse::storage

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <string>
+#include <utility>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -13,7 +14,7 @@
 namespace spanhouse::storage {
 
 Status ComputeDependencies(ChdbConnection& conn, uint32_t from_s, uint32_t to_s, uint32_t before_s,
-                           uint32_t after_s) {
+                           uint32_t after_s, std::string_view database) {
   if (to_s <= from_s) return Status::Ok();
   // An edge is a parent-child pair of spans in different services; its
   // errors are the child's (the callee's answer).
@@ -28,7 +29,7 @@ Status ComputeDependencies(ChdbConnection& conn, uint32_t from_s, uint32_t to_s,
       "toFixedString(unhex('0000000000000000'), 8)) AS c ON p.trace_id = c.trace_id AND "
       "p.span_id = c.parent_span_id WHERE p.service_name != c.service_name "
       "GROUP BY minute, parent, child",
-      kDatabase);
+      database);
   return conn.Query(sql, "", nullptr,
                     {{"from", std::to_string(from_s)},
                      {"to", std::to_string(to_s)},
@@ -37,7 +38,7 @@ Status ComputeDependencies(ChdbConnection& conn, uint32_t from_s, uint32_t to_s,
 }
 
 DependencyJob::DependencyJob(ChdbConnection& conn, DependencyJobOptions options)
-    : conn_(conn), opts_(options) {}
+    : conn_(conn), opts_(std::move(options)) {}
 
 DependencyJob::~DependencyJob() {
   Stop();
@@ -65,8 +66,8 @@ Status DependencyJob::RunOnce(uint32_t* done_until) {
     // Where the table left off (a restart), else a bounded look back.
     QueryResult r;
     if (Status st = conn_.Query(
-            fmt::format("SELECT toUInt32(max(minute)) FROM {}.dependencies_1m", kDatabase), "TSV",
-            &r);
+            fmt::format("SELECT toUInt32(max(minute)) FROM {}.dependencies_1m", opts_.database),
+            "TSV", &r);
         !st.ok()) {
       return st;
     }
@@ -77,7 +78,11 @@ Status DependencyJob::RunOnce(uint32_t* done_until) {
   }
   while (*done_until < ready) {
     const uint32_t to = std::min(ready, *done_until + opts_.max_minutes_per_query * 60);
-    if (Status st = ComputeDependencies(conn_, *done_until, to); !st.ok()) return st;
+    if (Status st = ComputeDependencies(conn_, *done_until, to, kParentsBeforeS, kParentsAfterS,
+                                        opts_.database);
+        !st.ok()) {
+      return st;
+    }
     *done_until = to;
     std::lock_guard<std::mutex> lock(mu_);
     if (stop_) break;

@@ -16,27 +16,38 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <string>
+#include <string_view>
 #include <thread>
 
 #include "common/status.h"
+#include "storage/clickhouse/schema.h"
 
 namespace spanhouse::storage {
 
 class ChdbConnection;
 
+// How far before and after its children's range ComputeDependencies looks
+// for parents, unless told.
+inline constexpr uint32_t kParentsBeforeS = 60;
+inline constexpr uint32_t kParentsAfterS = 10;
+
 // Edges of the child spans that started in [from_s, to_s) (unix seconds,
 // whole minutes), their parents looked up from `before_s` before that range
 // to `after_s` after it (a parent starts before its child; clocks skew).
 // The children of the range are the join's hash table, the parents stream
-// past it, so memory follows the range, not the look-around.
+// past it, so memory follows the range, not the look-around. `database`:
+// where the tables are (SchemaOptions::database).
 Status ComputeDependencies(ChdbConnection& conn, uint32_t from_s, uint32_t to_s,
-                           uint32_t before_s = 60, uint32_t after_s = 10);
+                           uint32_t before_s = kParentsBeforeS, uint32_t after_s = kParentsAfterS,
+                           std::string_view database = kDatabase);
 
 struct DependencyJobOptions {
-  std::chrono::seconds interval{60};         // how often the job runs
-  std::chrono::seconds lag{120};             // how long after a minute ends it is computed
-  std::chrono::seconds first_lookback{900};  // on a fresh start, how far back to begin
-  uint32_t max_minutes_per_query = 5;        // catching up goes in steps of this
+  std::chrono::seconds interval{60};              // how often the job runs
+  std::chrono::seconds lag{120};                  // how long after a minute ends it is computed
+  std::chrono::seconds first_lookback{900};       // on a fresh start, how far back to begin
+  uint32_t max_minutes_per_query = 5;             // catching up goes in steps of this
+  std::string database = std::string(kDatabase);  // where the tables are
 };
 
 // Runs ComputeDependencies every interval over the minutes that have become

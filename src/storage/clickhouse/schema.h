@@ -264,6 +264,8 @@ std::string WireType(Logical l, const Capabilities& caps);
 // Type of a column in the table.
 std::string TableType(Logical l, const Capabilities& caps, const StorageLayout& layout = {});
 
+// The database's name unless SchemaOptions::database (and the readers'
+// options) say another.
 inline constexpr std::string_view kDatabase = "spanhouse";
 // 1: resource attributes in every span row. 2: resources stored once, by id.
 // 3: per-minute RED views, the operations catalog, dependency edges.
@@ -292,6 +294,11 @@ inline constexpr uint32_t kSchemaVersion = 9;
 
 // Choices the schema takes from the configuration.
 struct SchemaOptions {
+  // The database the tables and views are made in: views read their own
+  // database's tables, so a second database in the same engine (a second
+  // sink's, a test's) is a store of its own. A plain identifier (letters,
+  // digits, '_'; not a digit first): EnsureSchema refuses another.
+  std::string database = std::string(kDatabase);
   // How long the per-minute RED series and dependency edges are kept.
   uint32_t metrics_retention_days = 7;
   // Spans are deleted this long after their timestamp, whole parts at a
@@ -345,7 +352,8 @@ Status EnsureSchema(ChdbConnection& conn, Capabilities* caps_out,
 // rows are in several days or parts not merged yet: the union of their
 // ranges is the trace's; with trace_index_short_id, rows of every id with
 // the same 8-byte prefix: a shared prefix widens the union, never narrows it).
-std::string TraceRangeQuery(const StorageLayout& layout = {});
+std::string TraceRangeQuery(const StorageLayout& layout = {},
+                            std::string_view database = kDatabase);
 
 // The setting under which a Native result carries JSON columns in the
 // layout DecodeSpanBlocks reads (set it to 1 on a query of SpanSelectList).
@@ -361,14 +369,15 @@ std::string SpanSelectList(const Capabilities& caps);
 // table, which may use {name:Type} parameters) as Native blocks in
 // ReadColumns() layout without the resource columns (resource_id says which;
 // ResourceReadQuery reads them), ordered by `order_by`. Columns keep the
-// types `layout` stores them in.
+// types `layout` stores them in. The read queries read `database`'s tables.
 std::string SpanReadQuery(const Capabilities& caps, const StorageLayout& layout,
-                          std::string_view where, std::string_view order_by);
+                          std::string_view where, std::string_view order_by,
+                          std::string_view database = kDatabase);
 
 // The resources whose ids are bound as {resource_ids:Array(UInt64)}, one row
 // each, as Native blocks of ReadColumns()' resource columns and resource_id
 // (DecodeSpanBlocks gives each row a span of its own).
-std::string ResourceReadQuery(const Capabilities& caps);
+std::string ResourceReadQuery(const Capabilities& caps, std::string_view database = kDatabase);
 
 // Columns of the resources table's Native blocks: (name, logical type).
 const std::vector<std::pair<const char*, Logical>>& ResourceColumns();

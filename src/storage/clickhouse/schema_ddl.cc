@@ -216,7 +216,7 @@ void TraceIndexDdl(const Capabilities& caps, const SchemaOptions& options,
   out->push_back(fmt::format(
       "CREATE TABLE IF NOT EXISTS {}.trace_index ({}) ENGINE = AggregatingMergeTree PARTITION BY "
       "day ORDER BY {}{}",
-      kDatabase, ColumnDefs("trace_index", caps, layout),
+      options.database, ColumnDefs("trace_index", caps, layout),
       layout.trace_index_short_id ? "trace_id8" : "trace_id",
       TtlClauses(TtlTables(caps, options)[1], {}, caps, layout)));
   const std::string start_ns = caps.datetime64 ? "toUnixTimestamp64Nano(start_time)" : "start_time";
@@ -236,10 +236,10 @@ void TraceIndexDdl(const Capabilities& caps, const SchemaOptions& options,
                 "{0}(toUInt64({2})) AS start_ns, {1}(toUInt64({2}) + duration_ns) AS "
                 "end_ns",
                 agg_min, agg_max, start_ns);
-  out->push_back(
-      fmt::format("CREATE MATERIALIZED VIEW IF NOT EXISTS {0}.trace_index_mv TO {0}.trace_index AS "
-                  "SELECT toDate(timestamp) AS day, {1}, {2} FROM {0}.spans GROUP BY day, {3}",
-                  kDatabase, id, times, layout.trace_index_short_id ? "trace_id8" : "trace_id"));
+  out->push_back(fmt::format(
+      "CREATE MATERIALIZED VIEW IF NOT EXISTS {0}.trace_index_mv TO {0}.trace_index AS "
+      "SELECT toDate(timestamp) AS day, {1}, {2} FROM {0}.spans GROUP BY day, {3}",
+      options.database, id, times, layout.trace_index_short_id ? "trace_id8" : "trace_id"));
 }
 
 // The metrics tables' TTL clause ("" for none).
@@ -257,10 +257,10 @@ void RedDdl(const Capabilities& caps, const SchemaOptions& options, std::vector<
   const StorageLayout& layout = options.layout;
   const std::string ttl = MetricsTtl(caps, options);
   const std::string sum_f = caps.simple_aggregate ? "sum" : "sumState";
-  out->push_back(
-      fmt::format("CREATE TABLE IF NOT EXISTS {0}.red_1m ({1}) ENGINE = AggregatingMergeTree "
-                  "PARTITION BY toDate(minute) ORDER BY (service_name, minute, name, kind){2}{3}",
-                  kDatabase, ColumnDefs("red_1m", caps, layout), ttl, Settings({}, caps, layout)));
+  out->push_back(fmt::format(
+      "CREATE TABLE IF NOT EXISTS {0}.red_1m ({1}) ENGINE = AggregatingMergeTree "
+      "PARTITION BY toDate(minute) ORDER BY (service_name, minute, name, kind){2}{3}",
+      options.database, ColumnDefs("red_1m", caps, layout), ttl, Settings({}, caps, layout)));
   out->push_back(
       fmt::format("CREATE MATERIALIZED VIEW IF NOT EXISTS {0}.red_1m_mv TO {0}.red_1m AS SELECT "
                   "toStartOfMinute(timestamp) AS minute, service_name, name, kind, "
@@ -268,7 +268,7 @@ void RedDdl(const Capabilities& caps, const SchemaOptions& options, std::vector<
                   "{1}(duration_ns) AS duration_sum_ns, "
                   "quantilesTDigestState({2})(duration_ns) AS duration_quantiles "
                   "FROM {0}.spans GROUP BY minute, service_name, name, kind",
-                  kDatabase, sum_f, kRedQuantiles));
+                  options.database, sum_f, kRedQuantiles));
   // The same per service and span kind, without the operation: what a
   // service's series and the services overview read. Loadgen's checkout has
   // 13 (operation, kind) pairs, so a 7-day series merges ~4x fewer t-digest
@@ -282,7 +282,7 @@ void RedDdl(const Capabilities& caps, const SchemaOptions& options, std::vector<
   out->push_back(fmt::format(
       "CREATE TABLE IF NOT EXISTS {0}.red_service_1m ({1}) ENGINE = AggregatingMergeTree "
       "PARTITION BY toDate(minute) ORDER BY (service_name, kind, minute){2}{3}",
-      kDatabase, ColumnDefs("red_service_1m", caps, layout), ttl,
+      options.database, ColumnDefs("red_service_1m", caps, layout), ttl,
       Settings({"index_granularity = 256"}, caps, layout)));
   const std::string merge_sum = caps.simple_aggregate ? "sum" : "sumMergeState";
   out->push_back(fmt::format(
@@ -291,7 +291,7 @@ void RedDdl(const Capabilities& caps, const SchemaOptions& options, std::vector<
       "{1}(duration_sum_ns) AS duration_sum_ns, quantilesTDigestMergeState({2})"
       "(duration_quantiles) AS duration_quantiles FROM {0}.red_1m GROUP BY minute, service_name, "
       "kind",
-      kDatabase, merge_sum, kRedQuantiles));
+      options.database, merge_sum, kRedQuantiles));
 }
 
 // The dependency edges' table and the service catalog with its view.
@@ -307,18 +307,19 @@ void CatalogDdl(const Capabilities& caps, const SchemaOptions& options,
       "CREATE TABLE IF NOT EXISTS {0}.dependencies_1m ({1}) ENGINE = "
       "ReplacingMergeTree(computed_at) PARTITION BY toDate(minute) ORDER BY (minute, parent, "
       "child){2}{3}",
-      kDatabase, ColumnDefs("dependencies_1m", caps, layout), ttl, Settings({}, caps, layout)));
+      options.database, ColumnDefs("dependencies_1m", caps, layout), ttl,
+      Settings({}, caps, layout)));
   // The service catalog: every (service, operation, kind) seen, and when
   // last. One row per key after merges.
   out->push_back(fmt::format(
       "CREATE TABLE IF NOT EXISTS {0}.operations ({1}) ENGINE = AggregatingMergeTree ORDER BY "
       "(service_name, name, kind){2}",
-      kDatabase, ColumnDefs("operations", caps, layout), Settings({}, caps, layout)));
+      options.database, ColumnDefs("operations", caps, layout), Settings({}, caps, layout)));
   out->push_back(fmt::format(
       "CREATE MATERIALIZED VIEW IF NOT EXISTS {0}.operations_mv TO {0}.operations AS SELECT "
       "service_name, name, kind, {1}(timestamp) AS last_seen FROM {0}.spans "
       "GROUP BY service_name, name, kind",
-      kDatabase, caps.simple_aggregate ? "max" : "maxState"));
+      options.database, caps.simple_aggregate ? "max" : "maxState"));
 }
 
 }  // namespace
@@ -356,7 +357,7 @@ std::string SpansDdl(const Capabilities& caps, const SchemaOptions& options) {
   return fmt::format(
       "CREATE TABLE IF NOT EXISTS {}.spans (\n  {}\n) ENGINE = MergeTree\n"
       "PARTITION BY toDate(timestamp)\nORDER BY {}{}",
-      kDatabase, ColumnDefs("spans", caps, layout, ",\n  "),
+      options.database, ColumnDefs("spans", caps, layout, ",\n  "),
       layout.spans_order_by.empty() ? std::string(kSpansOrderBy) : layout.spans_order_by,
       TtlClauses(TtlTables(caps, options)[0], std::move(settings), caps, layout));
 }
@@ -379,17 +380,17 @@ std::string SpansTtl(const Capabilities& caps, const SchemaOptions& options) {
 std::vector<std::string> SchemaDdl(const Capabilities& caps, const SchemaOptions& options) {
   const StorageLayout& layout = options.layout;
   std::vector<std::string> ddl;
-  ddl.push_back(fmt::format("CREATE DATABASE IF NOT EXISTS {}", kDatabase));
+  ddl.push_back(fmt::format("CREATE DATABASE IF NOT EXISTS {}", options.database));
   ddl.push_back(fmt::format(
       "CREATE TABLE IF NOT EXISTS {}.schema_version (version UInt32, applied_at DateTime) "
       "ENGINE = MergeTree ORDER BY version",
-      kDatabase));
+      options.database));
   // One row per distinct resource (per fingerprint); a resource sent again
   // after a restart is inserted again and merges keep the latest.
   ddl.push_back(fmt::format(
       "CREATE TABLE IF NOT EXISTS {}.resources ({}) ENGINE = ReplacingMergeTree(last_seen) "
       "ORDER BY resource_id{}",
-      kDatabase, ddl::ColumnDefs("resources", caps, layout),
+      options.database, ddl::ColumnDefs("resources", caps, layout),
       ddl::TtlClauses(ddl::TtlTables(caps, options)[2], {}, caps, layout)));
   ddl.push_back(ddl::SpansDdl(caps, options));  // at kSpansDdlIndex
   ddl::TraceIndexDdl(caps, options, &ddl);

@@ -38,7 +38,7 @@ std::string ReadExpr(const ColumnSpec& c, std::string_view table, std::string_vi
 
 }  // namespace
 
-std::string TraceRangeQuery(const StorageLayout& layout) {
+std::string TraceRangeQuery(const StorageLayout& layout, std::string_view database) {
   // The ids are made FixedString before the set is built: a set of Strings
   // loses an id's trailing zero bytes when the engine compares it with the
   // FixedString column (an id ending in 00 was not found).
@@ -55,7 +55,7 @@ std::string TraceRangeQuery(const StorageLayout& layout) {
   // starts) cost more than the lookup itself (in chDB over the 49.4M store:
   // ~4 vs ~7 ms).
   return fmt::format("SELECT {} FROM {}.trace_index WHERE {} SETTINGS max_threads = 1", times,
-                     kDatabase, where);
+                     database, where);
 }
 
 std::string SpanSelectList(const Capabilities& caps) {
@@ -68,7 +68,8 @@ std::string SpanSelectList(const Capabilities& caps) {
 }
 
 std::string SpanReadQuery(const Capabilities& caps, const StorageLayout& layout,
-                          std::string_view where, std::string_view order_by) {
+                          std::string_view where, std::string_view order_by,
+                          std::string_view database) {
   // Each column as the table stores it (LowCardinality kept: DecodeSpanBlocks
   // reads both, and turning dictionaries into strings cost ~10 ms of a
   // 32768-row granule); the CAST is a no-op unless an older table differs.
@@ -82,12 +83,12 @@ std::string SpanReadQuery(const Capabilities& caps, const StorageLayout& layout,
       list += fmt::format("CAST({0} AS {1}) AS {0}", c.name, TableType(c.logical, caps, layout));
     }
   }
-  return fmt::format("SELECT {} FROM {}.spans WHERE {} ORDER BY {}{}", list, kDatabase, where,
+  return fmt::format("SELECT {} FROM {}.spans WHERE {} ORDER BY {}{}", list, database, where,
                      order_by,
                      caps.json_type ? fmt::format(" SETTINGS {} = 1", kFlattenedJsonSetting) : "");
 }
 
-std::string ResourceReadQuery(const Capabilities& caps) {
+std::string ResourceReadQuery(const Capabilities& caps, std::string_view database) {
   std::string list;
   for (const auto& c : ReadColumns()) {
     const char* from = ResourceSource(c.id);
@@ -98,7 +99,7 @@ std::string ResourceReadQuery(const Capabilities& caps) {
   return fmt::format(
       "SELECT {}CAST(resource_id AS UInt64) AS resource_id FROM {}.resources WHERE resource_id IN "
       "{{resource_ids:Array(UInt64)}} ORDER BY last_seen DESC LIMIT 1 BY resource_id",
-      list, kDatabase);
+      list, database);
 }
 
 }  // namespace spanhouse::storage

@@ -93,7 +93,7 @@ namespace {
 // that id, and the per-row resource columns are dropped. Every step is
 // synchronous, so a crash part-way leaves either the old columns (and this
 // runs again) or a finished upgrade.
-Status MoveResourcesOutOfSpans(ChdbConnection& conn) {
+Status MoveResourcesOutOfSpans(ChdbConnection& conn, std::string_view db) {
   const std::string id =
       "cityHash64(resource_attr_keys, resource_attr_types, resource_attr_values, "
       "resource_schema_url, resource_dropped_attributes_count)";
@@ -102,18 +102,17 @@ Status MoveResourcesOutOfSpans(ChdbConnection& conn) {
                   "any(resource_attr_keys), any(resource_attr_types), any(resource_attr_values), "
                   "any(resource_dropped_attributes_count), any(resource_schema_url), "
                   "max(timestamp) FROM {0}.spans WHERE resource_id = 0 GROUP BY rid",
-                  kDatabase, id),
+                  db, id),
       fmt::format("ALTER TABLE {}.spans UPDATE resource_id = {} WHERE resource_id = 0 "
                   "SETTINGS mutations_sync = 2",
-                  kDatabase, id),
+                  db, id),
   };
   std::string drop;
   for (const char* c : kV1ResourceColumns) {
     drop += drop.empty() ? "" : ", ";
     drop += fmt::format("DROP COLUMN {}", c);
   }
-  steps.push_back(
-      fmt::format("ALTER TABLE {}.spans {} SETTINGS mutations_sync = 2", kDatabase, drop));
+  steps.push_back(fmt::format("ALTER TABLE {}.spans {} SETTINGS mutations_sync = 2", db, drop));
   for (const auto& sql : steps) {
     if (Status st = conn.Query(sql, ""); !st.ok()) return st;
   }
@@ -134,12 +133,12 @@ std::set<std::string> LineSet(const std::string& tsv) {
 
 // Upgrade in place: adds any column an older spans table lacks, and moves
 // schema 1's per-span resource columns to the resources table.
-Status AddMissingColumns(ChdbConnection& conn, const Capabilities& caps,
+Status AddMissingColumns(ChdbConnection& conn, std::string_view db, const Capabilities& caps,
                          const StorageLayout& layout) {
   QueryResult r;
   if (Status st = conn.Query(
           fmt::format("SELECT name FROM system.columns WHERE database = '{}' AND table = 'spans'",
-                      kDatabase),
+                      db),
           "TSV", &r);
       !st.ok()) {
     return st;
@@ -154,7 +153,7 @@ Status AddMissingColumns(ChdbConnection& conn, const Capabilities& caps,
     if (col.name == "extras" && rare_columns) {
       col.type += fmt::format(" DEFAULT {}", ExtrasFromRareColumns());
     }
-    std::string sql = fmt::format("ALTER TABLE {}.spans ADD COLUMN {}", kDatabase,
+    std::string sql = fmt::format("ALTER TABLE {}.spans ADD COLUMN {}", db,
                                   ColumnDef("spans", col, caps, layout));
     if (col.type.find("LowCardinality(UInt64)") != std::string::npos) {
       sql += fmt::format(" SETTINGS {}", kAllowLowCardinalityNumbers);
@@ -164,7 +163,7 @@ Status AddMissingColumns(ChdbConnection& conn, const Capabilities& caps,
     }
   }
   if (have.count(kV1ResourceColumns[0]) != 0) {
-    if (Status st = MoveResourcesOutOfSpans(conn); !st.ok()) {
+    if (Status st = MoveResourcesOutOfSpans(conn, db); !st.ok()) {
       return Status::Internal("schema upgrade (resources table): " + st.message());
     }
   }
@@ -176,13 +175,14 @@ Status AddMissingColumns(ChdbConnection& conn, const Capabilities& caps,
 // parts and merges write the new codec. Types are left as they are (a
 // changed type would rewrite every part), and a column whose codec went
 // back to the server's default keeps the one it has.
-Status SyncCodecs(ChdbConnection& conn, const Capabilities& caps, const StorageLayout& layout) {
+Status SyncCodecs(ChdbConnection& conn, std::string_view db, const Capabilities& caps,
+                  const StorageLayout& layout) {
   if (!caps.codecs) return Status::Ok();
   for (const char* table : kTables) {
     QueryResult r;
     if (Status st = conn.Query(fmt::format("SELECT name, compression_codec FROM system.columns "
                                            "WHERE database = '{}' AND table = '{}'",
-                                           kDatabase, table),
+                                           db, table),
                                "TSV", &r);
         !st.ok()) {
       return st;
@@ -202,7 +202,7 @@ Status SyncCodecs(ChdbConnection& conn, const Capabilities& caps, const StorageL
           fmt::format("{}MODIFY COLUMN {} CODEC({})", alter.empty() ? "" : ", ", c.name, codec);
     }
     if (alter.empty()) continue;
-    const std::string sql = fmt::format("ALTER TABLE {}.{} {}", kDatabase, table, alter);
+    const std::string sql = fmt::format("ALTER TABLE {}.{} {}", db, table, alter);
     if (Status st = conn.Query(sql, ""); !st.ok()) {
       return Status::Internal("schema: " + st.message() + "\nin: " + sql);
     }
@@ -212,11 +212,11 @@ Status SyncCodecs(ChdbConnection& conn, const Capabilities& caps, const StorageL
 
 // Runs the SELECT of view `<table>_mv` over every stored row of its source
 // into `table`.
-Status BackfillView(ChdbConnection& conn, std::string_view table) {
+Status BackfillView(ChdbConnection& conn, std::string_view db, std::string_view table) {
   QueryResult r;
   if (Status st = conn.Query(fmt::format("SELECT as_select FROM system.tables WHERE database = "
                                          "'{}' AND name = '{}_mv'",
-                                         kDatabase, table),
+                                         db, table),
                              "TSVRaw", &r);
       !st.ok()) {
     return st;
@@ -224,7 +224,7 @@ Status BackfillView(ChdbConnection& conn, std::string_view table) {
   std::string select = r.data;
   while (!select.empty() && (select.back() == '\n' || select.back() == '\r')) select.pop_back();
   if (select.empty()) return Status::Internal(fmt::format("no view {}_mv", table));
-  return conn.Query(fmt::format("INSERT INTO {}.{} {}", kDatabase, table, select), "");
+  return conn.Query(fmt::format("INSERT INTO {}.{} {}", db, table, select), "");
 }
 
 // Brings a table made with other settings (an older spanhouse, another
@@ -233,11 +233,12 @@ Status BackfillView(ChdbConnection& conn, std::string_view table) {
 // it differs, so a start with an unchanged configuration changes nothing.
 // The engine allows the switch from the default policy because the tiered
 // policy's hot volume is named "default" and holds the default disk.
-Status ApplyTtlTable(ChdbConnection& conn, const Capabilities& caps, const TtlTable& t) {
+Status ApplyTtlTable(ChdbConnection& conn, std::string_view db, const Capabilities& caps,
+                     const TtlTable& t) {
   QueryResult r;
   if (Status st = conn.Query(fmt::format("SELECT engine_full FROM system.tables WHERE database = "
                                          "'{}' AND name = '{}'",
-                                         kDatabase, t.name),
+                                         db, t.name),
                              "TSVRaw", &r);
       !st.ok()) {
     return st;
@@ -264,8 +265,7 @@ Status ApplyTtlTable(ChdbConnection& conn, const Capabilities& caps, const TtlTa
   for (const auto& kv : t.settings) {
     if (has_setting(kv)) continue;
     if (kv.rfind("storage_policy", 0) == 0) {
-      if (Status st =
-              run(fmt::format("ALTER TABLE {}.{} MODIFY SETTING {}", kDatabase, t.name, kv));
+      if (Status st = run(fmt::format("ALTER TABLE {}.{} MODIFY SETTING {}", db, t.name, kv));
           !st.ok()) {
         return st;
       }
@@ -276,8 +276,7 @@ Status ApplyTtlTable(ChdbConnection& conn, const Capabilities& caps, const TtlTa
   if (!changed.empty()) {
     std::string list;
     for (const auto& kv : changed) list += (list.empty() ? "" : ", ") + kv;
-    if (Status st =
-            run(fmt::format("ALTER TABLE {}.{} MODIFY SETTING {}", kDatabase, t.name, list));
+    if (Status st = run(fmt::format("ALTER TABLE {}.{} MODIFY SETTING {}", db, t.name, list));
         !st.ok()) {
       return st;
     }
@@ -285,7 +284,7 @@ Status ApplyTtlTable(ChdbConnection& conn, const Capabilities& caps, const TtlTa
   const size_t ttl_at = engine.find(" TTL ");
   if (t.ttl.empty()) {
     if (ttl_at == std::string::npos) return Status::Ok();
-    return run(fmt::format("ALTER TABLE {}.{} REMOVE TTL", kDatabase, t.name));
+    return run(fmt::format("ALTER TABLE {}.{} REMOVE TTL", db, t.name));
   }
   const std::string want = " TTL " + t.ttl;
   if (ttl_at != std::string::npos && engine.compare(ttl_at, want.size(), want) == 0 &&
@@ -297,7 +296,7 @@ Status ApplyTtlTable(ChdbConnection& conn, const Capabilities& caps, const TtlTa
   // (materialize_ttl_recalculate_only, set above), it does so now, in the
   // background: stored parts then move and go by the new TTL. Elsewhere the
   // new TTL reaches old parts as they merge.
-  return run(fmt::format("ALTER TABLE {}.{} MODIFY TTL {}{}", kDatabase, t.name, t.ttl,
+  return run(fmt::format("ALTER TABLE {}.{} MODIFY TTL {}{}", db, t.name, t.ttl,
                          caps.ttl_moves ? "" : " SETTINGS materialize_ttl_after_modify = 0"));
 }
 
@@ -325,11 +324,12 @@ Status Run(ChdbConnection& conn, const std::string& sql) {
   return Status::Ok();
 }
 
-Status TableExists(ChdbConnection& conn, std::string_view table, bool* exists) {
+Status TableExists(ChdbConnection& conn, std::string_view db, std::string_view table,
+                   bool* exists) {
   QueryResult r;
   if (Status st = conn.Query(fmt::format("SELECT count() FROM system.tables WHERE database = '{}' "
                                          "AND name = '{}'",
-                                         kDatabase, table),
+                                         db, table),
                              "TSV", &r);
       !st.ok()) {
     return st;
@@ -339,11 +339,12 @@ Status TableExists(ChdbConnection& conn, std::string_view table, bool* exists) {
 }
 
 // The names of `table`'s columns.
-Status ColumnNames(ChdbConnection& conn, std::string_view table, std::set<std::string>* out) {
+Status ColumnNames(ChdbConnection& conn, std::string_view db, std::string_view table,
+                   std::set<std::string>* out) {
   QueryResult r;
   if (Status st = conn.Query(fmt::format("SELECT name FROM system.columns WHERE database = '{}' "
                                          "AND table = '{}'",
-                                         kDatabase, table),
+                                         db, table),
                              "TSVRaw", &r);
       !st.ok()) {
     return st;
@@ -354,11 +355,12 @@ Status ColumnNames(ChdbConnection& conn, std::string_view table, std::set<std::s
 }
 
 // Whether the spans table's sort key and granule size are `options`'.
-Status SpansLayoutIs(ChdbConnection& conn, const StorageLayout& layout, bool* same) {
+Status SpansLayoutIs(ChdbConnection& conn, std::string_view db, const StorageLayout& layout,
+                     bool* same) {
   QueryResult r;
   if (Status st = conn.Query(fmt::format("SELECT sorting_key, engine_full FROM system.tables "
                                          "WHERE database = '{}' AND name = 'spans'",
-                                         kDatabase),
+                                         db),
                              "TSVRaw", &r);
       !st.ok()) {
     return st;
@@ -378,28 +380,28 @@ Status SpansLayoutIs(ChdbConnection& conn, const StorageLayout& layout, bool* sa
   const uint32_t want_granules = layout.index_granularity == 0 ? 8192 : layout.index_granularity;
   // And its columns: the rare ones of schema 7 beside extras go by a copy.
   std::set<std::string> have;
-  SH_RETURN_IF_ERROR(ColumnNames(conn, "spans", &have));
+  SH_RETURN_IF_ERROR(ColumnNames(conn, db, "spans", &have));
   std::set<std::string> want;
   for (const auto& c : SpanColumns(layout.extras_column)) want.insert(c.name);
   *same = key == want_key && granules == want_granules && have == want;
   return Status::Ok();
 }
 
-Status DropSpansViews(ChdbConnection& conn) {
+Status DropSpansViews(ChdbConnection& conn, std::string_view db) {
   for (const char* view : {"trace_index_mv", "red_1m_mv", "operations_mv"}) {
-    SH_RETURN_IF_ERROR(Run(conn, fmt::format("DROP VIEW IF EXISTS {}.{}", kDatabase, view)));
+    SH_RETURN_IF_ERROR(Run(conn, fmt::format("DROP VIEW IF EXISTS {}.{}", db, view)));
   }
   return Status::Ok();
 }
 
 // Rows per partition id of `table`'s active parts.
-Status PartitionRows(ChdbConnection& conn, std::string_view table,
+Status PartitionRows(ChdbConnection& conn, std::string_view db, std::string_view table,
                      std::map<std::string, uint64_t>* out) {
   QueryResult r;
   if (Status st = conn.Query(fmt::format("SELECT partition_id, sum(rows) FROM system.parts WHERE "
                                          "database = '{}' AND table = '{}' AND active GROUP BY "
                                          "partition_id ORDER BY partition_id",
-                                         kDatabase, table),
+                                         db, table),
                              "TSV", &r);
       !st.ok()) {
     return st;
@@ -415,10 +417,10 @@ Status PartitionRows(ChdbConnection& conn, std::string_view table,
 // one (`select`): extras computed from the rare columns where the old one
 // lacks it (a copy an older spanhouse began, before extras was added to the
 // table it renamed).
-Status CopiedColumns(ChdbConnection& conn, const std::string& old, const StorageLayout& layout,
-                     std::string* cols, std::string* select) {
+Status CopiedColumns(ChdbConnection& conn, std::string_view db, const std::string& old,
+                     const StorageLayout& layout, std::string* cols, std::string* select) {
   std::set<std::string> old_cols;
-  SH_RETURN_IF_ERROR(ColumnNames(conn, old, &old_cols));
+  SH_RETURN_IF_ERROR(ColumnNames(conn, db, old, &old_cols));
   for (const auto& c : SpanColumns(layout.extras_column)) {
     std::string expr = c.name;
     if (old_cols.count(c.name) == 0) {
@@ -436,34 +438,34 @@ Status CopiedColumns(ChdbConnection& conn, const std::string& old, const Storage
 // goes one partition (day) at a time, in order, each logged with the rows
 // copied so far; a start that finds a copy stopped part-way keeps the
 // partitions that are complete, empties a partial one and copies the rest.
-Status RebuildSpansIfChanged(ChdbConnection& conn, const StorageLayout& layout,
+Status RebuildSpansIfChanged(ChdbConnection& conn, std::string_view db, const StorageLayout& layout,
                              const std::string& create,
                              const std::function<Status()>& before_copy) {
   const std::string old = BeforeUpgrade("spans");
   bool resume = false;
-  SH_RETURN_IF_ERROR(TableExists(conn, old, &resume));
+  SH_RETURN_IF_ERROR(TableExists(conn, db, old, &resume));
   std::map<std::string, uint64_t> have;  // what a stopped copy left
   if (resume) {
-    SH_RETURN_IF_ERROR(DropSpansViews(conn));
-    SH_RETURN_IF_ERROR(PartitionRows(conn, "spans", &have));
+    SH_RETURN_IF_ERROR(DropSpansViews(conn, db));
+    SH_RETURN_IF_ERROR(PartitionRows(conn, db, "spans", &have));
   } else {
     bool same = true;
-    SH_RETURN_IF_ERROR(SpansLayoutIs(conn, layout, &same));
+    SH_RETURN_IF_ERROR(SpansLayoutIs(conn, db, layout, &same));
     if (same) return Status::Ok();
     SH_RETURN_IF_ERROR(before_copy());
-    SH_RETURN_IF_ERROR(DropSpansViews(conn));
-    SH_RETURN_IF_ERROR(Run(conn, fmt::format("RENAME TABLE {0}.spans TO {0}.{1}", kDatabase, old)));
+    SH_RETURN_IF_ERROR(DropSpansViews(conn, db));
+    SH_RETURN_IF_ERROR(Run(conn, fmt::format("RENAME TABLE {0}.spans TO {0}.{1}", db, old)));
     SH_RETURN_IF_ERROR(Run(conn, create));
   }
   std::map<std::string, uint64_t> parts;
-  SH_RETURN_IF_ERROR(PartitionRows(conn, old, &parts));
+  SH_RETURN_IF_ERROR(PartitionRows(conn, db, old, &parts));
   uint64_t total = 0;
   for (const auto& [id, rows] : parts) total += rows;
   spdlog::info("schema upgrade: copying {} spans in {} partition(s) into the new spans table",
                total, parts.size());
   std::string cols;
   std::string select;
-  SH_RETURN_IF_ERROR(CopiedColumns(conn, old, layout, &cols, &select));
+  SH_RETURN_IF_ERROR(CopiedColumns(conn, db, old, layout, &cols, &select));
   const auto t0 = std::chrono::steady_clock::now();
   uint64_t copied = 0;
   for (const auto& [id, rows] : parts) {
@@ -475,11 +477,11 @@ Status RebuildSpansIfChanged(ChdbConnection& conn, const StorageLayout& layout,
     }
     if (it != have.end()) {
       SH_RETURN_IF_ERROR(
-          Run(conn, fmt::format("ALTER TABLE {}.spans DROP PARTITION ID '{}'", kDatabase, id)));
+          Run(conn, fmt::format("ALTER TABLE {}.spans DROP PARTITION ID '{}'", db, id)));
     }
     SH_RETURN_IF_ERROR(Run(conn, fmt::format("INSERT INTO {0}.spans ({1}) SELECT {4} FROM {0}.{2} "
                                              "WHERE _partition_id = '{3}'",
-                                             kDatabase, cols, old, id, select)));
+                                             db, cols, old, id, select)));
     // The copy leaves a day in parts of ~400k rows (the insert's blocks),
     // stored as new parts are (LZ4); merged now. The table is made without
     // its TTL and storage policy for the copy (EnsureSchema gives them
@@ -488,7 +490,7 @@ Status RebuildSpansIfChanged(ChdbConnection& conn, const StorageLayout& layout,
     // the 49.4M-span store: 117 parts, 56 bytes/span, where the merged
     // store had 48).
     SH_RETURN_IF_ERROR(
-        Run(conn, fmt::format("OPTIMIZE TABLE {}.spans PARTITION ID '{}' FINAL", kDatabase, id)));
+        Run(conn, fmt::format("OPTIMIZE TABLE {}.spans PARTITION ID '{}' FINAL", db, id)));
     copied += rows;
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     spdlog::info(
@@ -496,43 +498,43 @@ Status RebuildSpansIfChanged(ChdbConnection& conn, const StorageLayout& layout,
         "{:.1f} s",
         id, rows, copied, total, total > 0 ? 100.0 * copied / total : 100.0, s);
   }
-  return Run(conn, fmt::format("DROP TABLE {}.{}", kDatabase, old));
+  return Run(conn, fmt::format("DROP TABLE {}.{}", db, old));
 }
 
 // Before trace_index's CREATE: an existing one with other columns is
 // renamed (and its view dropped), for FinishTraceIndexRebuild to copy.
-Status PrepareTraceIndexRebuild(ChdbConnection& conn, const Capabilities& caps,
+Status PrepareTraceIndexRebuild(ChdbConnection& conn, std::string_view db, const Capabilities& caps,
                                 const StorageLayout& layout,
                                 const std::function<Status()>& before_copy) {
   const std::string old = BeforeUpgrade("trace_index");
   bool exists = false;
-  SH_RETURN_IF_ERROR(TableExists(conn, old, &exists));
+  SH_RETURN_IF_ERROR(TableExists(conn, db, old, &exists));
   if (exists) return Status::Ok();  // stopped part-way: copied again after the CREATE
-  SH_RETURN_IF_ERROR(TableExists(conn, "trace_index", &exists));
+  SH_RETURN_IF_ERROR(TableExists(conn, db, "trace_index", &exists));
   if (!exists) return Status::Ok();
   std::set<std::string> have;
-  SH_RETURN_IF_ERROR(ColumnNames(conn, "trace_index", &have));
+  SH_RETURN_IF_ERROR(ColumnNames(conn, db, "trace_index", &have));
   std::set<std::string> want;
   for (const auto& c : ColumnsOf("trace_index", caps, layout)) want.insert(c.name);
   if (have == want) return Status::Ok();
   SH_RETURN_IF_ERROR(before_copy());
-  SH_RETURN_IF_ERROR(Run(conn, fmt::format("DROP VIEW IF EXISTS {}.trace_index_mv", kDatabase)));
-  return Run(conn, fmt::format("RENAME TABLE {0}.trace_index TO {0}.{1}", kDatabase, old));
+  SH_RETURN_IF_ERROR(Run(conn, fmt::format("DROP VIEW IF EXISTS {}.trace_index_mv", db)));
+  return Run(conn, fmt::format("RENAME TABLE {0}.trace_index TO {0}.{1}", db, old));
 }
 
 // After the new trace_index's CREATE: fills it from the renamed one, ids
 // and times converted, and drops that.
-Status FinishTraceIndexRebuild(ChdbConnection& conn, const Capabilities& caps,
+Status FinishTraceIndexRebuild(ChdbConnection& conn, std::string_view db, const Capabilities& caps,
                                const StorageLayout& layout) {
   const std::string old = BeforeUpgrade("trace_index");
   bool exists = false;
-  SH_RETURN_IF_ERROR(TableExists(conn, old, &exists));
+  SH_RETURN_IF_ERROR(TableExists(conn, db, old, &exists));
   if (!exists) return Status::Ok();
   if (!caps.simple_aggregate) {
     return Status::Internal("schema upgrade: trace_index's states cannot be converted before 19.8");
   }
   std::set<std::string> have;
-  SH_RETURN_IF_ERROR(ColumnNames(conn, old, &have));
+  SH_RETURN_IF_ERROR(ColumnNames(conn, db, old, &have));
   std::string id;
   if (layout.trace_index_short_id) {
     id = have.count("trace_id8") != 0 ? "trace_id8" : "toFixedString(substring(trace_id, 1, 8), 8)";
@@ -555,12 +557,23 @@ Status FinishTraceIndexRebuild(ChdbConnection& conn, const Capabilities& caps,
   for (const auto& c : ColumnsOf("trace_index", caps, layout)) {
     cols += fmt::format("{}{}", cols.empty() ? "" : ", ", c.name);
   }
-  SH_RETURN_IF_ERROR(Run(conn, fmt::format("TRUNCATE TABLE {}.trace_index", kDatabase)));
+  SH_RETURN_IF_ERROR(Run(conn, fmt::format("TRUNCATE TABLE {}.trace_index", db)));
   SH_RETURN_IF_ERROR(
       Run(conn, fmt::format("INSERT INTO {0}.trace_index ({1}) SELECT day, {2}, {3} FROM "
                             "{0}.{4} SETTINGS max_partitions_per_insert_block = 0",
-                            kDatabase, cols, id, times, old)));
-  return Run(conn, fmt::format("DROP TABLE {}.{}", kDatabase, old));
+                            db, cols, id, times, old)));
+  return Run(conn, fmt::format("DROP TABLE {}.{}", db, old));
+}
+
+// A name the statements can hold unquoted: letters, digits and '_', not a
+// digit first.
+bool PlainIdentifier(std::string_view name) {
+  if (name.empty() || (name[0] >= '0' && name[0] <= '9')) return false;
+  for (const char c : name) {
+    const bool letter = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+    if (!letter && !(c >= '0' && c <= '9') && c != '_') return false;
+  }
+  return true;
 }
 
 // The engine's capabilities, from its version.
@@ -577,6 +590,7 @@ Status ReadCapabilities(ChdbConnection& conn, Capabilities* caps) {
 // an older spans table lacks and the copies of a changed layout, then what
 // reads the spans table (views need its columns).
 Status CreateTables(ChdbConnection& conn, const Capabilities& caps, const SchemaOptions& options) {
+  const std::string& db = options.database;
   const std::vector<std::string> ddl = SchemaDdl(caps, options);
   const size_t spans_at = kSpansDdlIndex;
   if (ddl.size() <= spans_at || ddl[spans_at].find(".spans (") == std::string::npos) {
@@ -595,18 +609,19 @@ Status CreateTables(ChdbConnection& conn, const Capabilities& caps, const Schema
       return Status::Internal("schema: " + st.message() + "\nin: " + ddl[i]);
     }
     if (i == spans_at) {
-      if (Status st = AddMissingColumns(conn, caps, options.layout); !st.ok()) return st;
+      if (Status st = AddMissingColumns(conn, db, caps, options.layout); !st.ok()) return st;
       // Made for a copy without TTL and storage policy (see the copy).
       SchemaOptions for_copy = options;
       for_copy.tiered = false;
       for_copy.retention_s = 0;
       for_copy.move_after_s = 0;
-      if (Status st =
-              RebuildSpansIfChanged(conn, options.layout, SpansDdl(caps, for_copy), before_copy);
+      if (Status st = RebuildSpansIfChanged(conn, db, options.layout, SpansDdl(caps, for_copy),
+                                            before_copy);
           !st.ok()) {
         return st;
       }
-      if (Status st = PrepareTraceIndexRebuild(conn, caps, options.layout, before_copy); !st.ok()) {
+      if (Status st = PrepareTraceIndexRebuild(conn, db, caps, options.layout, before_copy);
+          !st.ok()) {
         return st;
       }
     }
@@ -618,10 +633,11 @@ Status CreateTables(ChdbConnection& conn, const Capabilities& caps, const Schema
 Status ApplyRetention(ChdbConnection& conn, const Capabilities& caps,
                       const SchemaOptions& options) {
   if (!caps.ttl) return Status::Ok();
+  const std::string& db = options.database;
   // The spans table's storage policy and TTL, the retention of trace_index
   // and resources.
   for (const TtlTable& t : TtlTables(caps, options)) {
-    if (Status st = ApplyTtlTable(conn, caps, t); !st.ok()) return st;
+    if (Status st = ApplyTtlTable(conn, db, caps, t); !st.ok()) return st;
   }
   // Tables made with another retention take this one (metadata only: the
   // TTL applies as parts merge, rather than rewriting every part now).
@@ -629,7 +645,7 @@ Status ApplyRetention(ChdbConnection& conn, const Capabilities& caps,
     const std::string sql = fmt::format(
         "ALTER TABLE {}.{} MODIFY TTL minute + INTERVAL {} DAY SETTINGS "
         "materialize_ttl_after_modify = 0",
-        kDatabase, table, options.metrics_retention_days);
+        db, table, options.metrics_retention_days);
     if (Status st = conn.Query(sql, ""); !st.ok()) {
       return Status::Internal("schema: " + st.message() + "\nin: " + sql);
     }
@@ -641,12 +657,13 @@ Status ApplyRetention(ChdbConnection& conn, const Capabilities& caps,
 // in order (red_1m's fill cascades into red_service_1m, which is filled
 // from red_1m only where red_1m was there before). `existed`: the tables
 // before this start.
-Status BackfillNewViews(ChdbConnection& conn, const std::set<std::string>& existed) {
+Status BackfillNewViews(ChdbConnection& conn, std::string_view db,
+                        const std::set<std::string>& existed) {
   const std::pair<const char*, const char*> filled_from[] = {
       {"red_1m", "spans"}, {"operations", "spans"}, {"red_service_1m", "red_1m"}};
   for (const auto& [view, source] : filled_from) {
     if (existed.count(source) == 0 || existed.count(view) != 0) continue;
-    if (Status st = BackfillView(conn, view); !st.ok()) {
+    if (Status st = BackfillView(conn, db, view); !st.ok()) {
       return Status::Internal(fmt::format("schema upgrade (filling {}): {}", view, st.message()));
     }
   }
@@ -656,26 +673,29 @@ Status BackfillNewViews(ChdbConnection& conn, const std::set<std::string>& exist
 }  // namespace
 
 Status EnsureSchema(ChdbConnection& conn, Capabilities* caps_out, const SchemaOptions& options) {
+  const std::string& db = options.database;
+  if (!PlainIdentifier(db)) {
+    return Status::Invalid(fmt::format("schema: database name '{}' is not a plain identifier", db));
+  }
   Capabilities caps;
   SH_RETURN_IF_ERROR(ReadCapabilities(conn, &caps));
   // Which tables were there before, to fill views added since from old rows.
   QueryResult r;
-  if (Status st =
-          conn.Query(fmt::format("SELECT name FROM system.tables WHERE database = '{}'", kDatabase),
-                     "TSV", &r);
+  if (Status st = conn.Query(
+          fmt::format("SELECT name FROM system.tables WHERE database = '{}'", db), "TSV", &r);
       !st.ok()) {
     return st;
   }
   const std::set<std::string> existed = LineSet(r.data);
   SH_RETURN_IF_ERROR(CreateTables(conn, caps, options));
-  if (Status st = FinishTraceIndexRebuild(conn, caps, options.layout); !st.ok()) return st;
-  if (Status st = SyncCodecs(conn, caps, options.layout); !st.ok()) return st;
+  if (Status st = FinishTraceIndexRebuild(conn, db, caps, options.layout); !st.ok()) return st;
+  if (Status st = SyncCodecs(conn, db, caps, options.layout); !st.ok()) return st;
   SH_RETURN_IF_ERROR(ApplyRetention(conn, caps, options));
-  SH_RETURN_IF_ERROR(BackfillNewViews(conn, existed));
+  SH_RETURN_IF_ERROR(BackfillNewViews(conn, db, existed));
   if (Status st =
           conn.Query(fmt::format("INSERT INTO {0}.schema_version SELECT {1}, now() WHERE (SELECT "
                                  "count() FROM {0}.schema_version WHERE version = {1}) = 0",
-                                 kDatabase, kSchemaVersion),
+                                 db, kSchemaVersion),
                      "");
       !st.ok()) {
     return st;
