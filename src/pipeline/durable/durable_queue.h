@@ -75,7 +75,8 @@ class DurableQueue {
   Status ReplaySealedBlocks(sink::Sink& sink);
 
   // Replays to every sink what it had not finished, then starts the
-  // backlogs' threads. The sinks are started.
+  // backlogs' threads. Call once every sink is started, so that what it is
+  // handed gets written.
   void Start();
 
   // ---- for the receivers ----

@@ -423,7 +423,7 @@ Status EmbeddedWriter::InsertFiles(std::string_view table, const std::string& pa
         fmt::format("min_insert_block_size_rows = {}, min_insert_block_size_bytes = 0", rows));
   }
   if (!token.empty()) {
-    // The token is ours (hex and digits, block_record.h): safe inline. The
+    // The token is ours (hex and digits, records.h: DedupToken): safe inline. The
     // views' tables (trace_index, red_1m, red_service_1m, operations)
     // deduplicate with it too.
     settings.push_back(

@@ -317,8 +317,9 @@ struct SchemaOptions {
   // starts copying a table (spans or trace_index: see EnsureSchema), while
   // the old tables and their views are still as they were; not OK stops
   // EnsureSchema before anything is renamed. The copy starts the engine's
-  // insert-deduplication history afresh: serve inserts the durable queue's
-  // logged blocks here, into the old tables (server/durable_replay.h).
+  // insert-deduplication history afresh: serve writes the sink's sealed,
+  // unfinished blocks here, into the old tables
+  // (DurableQueue::ReplaySealedBlocks).
   std::function<Status(const Capabilities&)> before_copy;
 };
 // The spans table's TTL ("" for none), as the engine prints it back in
