@@ -118,6 +118,13 @@ bool IsS3Endpoint(const std::string& v) {
         },                                                                                   \
         [](const Config& c) { return c.FIELD; }                                              \
   }
+bool IsDatabaseName(const std::string& v) {
+  if (v.empty() || v.size() > 64 || std::isdigit(static_cast<unsigned char>(v[0]))) return false;
+  return std::all_of(v.begin(), v.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+  });
+}
+
 bool IsFsyncPolicy(const std::string& v) {
   uint64_t ms = 0;
   return v == "always" || (ParseUint(v, &ms) && ms >= 1 && ms <= 10000);
@@ -210,6 +217,10 @@ const std::vector<Key>& Keys() {
                   "a size of at least 64KiB, e.g. 1GiB"),
       SH_STRING_KEY("durable.fsync", durable.fsync, IsFsyncPolicy(v),
                     "always, or an interval in milliseconds from 1 to 10000"),
+      SH_STRING_KEY("secondary.type", secondary.type, v.empty() || v == "chdb",
+                    "empty (no second sink) or chdb"),
+      SH_STRING_KEY("secondary.database", secondary.database, IsDatabaseName(v),
+                    "a database name: letters, digits and _, not starting with a digit"),
       Key{"debug.fault_injection",
           [](const std::string& v, Config* c) -> Status {
             if (v != "true" && v != "false") {
@@ -359,6 +370,17 @@ Status Validate(const Config& cfg) {
   if (cfg.storage.s3_endpoint.empty() && !cfg.storage.s3_access_key_id.empty()) {
     return Status::Invalid(
         "config key 'storage.s3_access_key_id': set, but storage.s3_endpoint is empty");
+  }
+  if (!cfg.secondary.type.empty()) {
+    if (!cfg.durable.enabled) {
+      return Status::Invalid(
+          "config key 'secondary.type': a second sink needs the durable queue (durable.enabled: "
+          "true), where each sink keeps its own place");
+    }
+    if (cfg.secondary.database == "spanhouse") {
+      return Status::Invalid(
+          "config key 'secondary.database': must differ from the primary's database, spanhouse");
+    }
   }
   return Status::Ok();
 }

@@ -141,6 +141,16 @@ struct Config {
     std::string fsync = "200";
   } durable;
   struct {
+    // A second sink beside the primary, with its own place in the durable
+    // queue: every accepted span is stored in both, each at its own pace (a
+    // slow or failing one holds back only itself until the durable queue is
+    // full). "" (none) or "chdb": another database of the embedded engine,
+    // with the same tables and views. Reads come from the primary, and the
+    // dependency edges are computed there only.
+    std::string type;
+    std::string database = "spanhouse_secondary";
+  } secondary;
+  struct {
     // Enables POST /debug/sink on the query listener (slow or failing
     // inserts on demand). For tests; never in production.
     bool fault_injection = false;

@@ -136,32 +136,81 @@ Status Server::OpenQueue() {
   return pipeline::durable::DurableQueue::Open(d, budget_, filter_.get(), &queue_);
 }
 
+namespace {
+
+// The name a secondary embedded sink keeps its place in the durable queue by.
+std::string SecondarySinkName(const Config& cfg) {
+  return "chdb:" + cfg.secondary.database;
+}
+
+}  // namespace
+
 Status Server::EnsureStore() {
+  SH_RETURN_IF_ERROR(EnsureDatabase(std::string(storage::kDatabase), "chdb", &caps_));
+  if (cfg_.secondary.type == "chdb") {
+    storage::Capabilities caps;
+    SH_RETURN_IF_ERROR(EnsureDatabase(cfg_.secondary.database, SecondarySinkName(cfg_), &caps));
+  }
+  spdlog::info("embedded ClickHouse {}.{} ready in {}/clickhouse", caps_.major, caps_.minor, dir_);
+  return Status::Ok();
+}
+
+Status Server::EnsureDatabase(const std::string& database, const std::string& sink,
+                              storage::Capabilities* caps) {
   storage::SchemaOptions schema;
+  schema.database = database;
   schema.metrics_retention_days = static_cast<uint32_t>(cfg_.metrics.retention_days);
   schema.tiered = true;
   schema.move_after_s = cfg_.storage.move_after_s;
   schema.retention_s = cfg_.storage.retention_s;
   if (queue_->durable()) {
     // A copying upgrade starts the tables' deduplication history afresh:
-    // the sealed, unfinished blocks go into the old tables first.
-    schema.before_copy = [this](const storage::Capabilities& c) -> Status {
-      SH_RETURN_IF_ERROR(storage::EnableInsertDeduplication(*read_conn_, c));
-      std::unique_ptr<storage::ChdbConnection> conn;
-      SH_RETURN_IF_ERROR(
-          storage::ChdbConnection::Open(lib_, dir_ + "/clickhouse", engine_args_, &conn));
+    // the sink's sealed, unfinished blocks go into the old tables first.
+    schema.before_copy = [this, database, sink](const storage::Capabilities& c) -> Status {
+      SH_RETURN_IF_ERROR(storage::EnableInsertDeduplication(
+          *read_conn_, c, storage::kDeduplicationWindow, database));
       std::vector<std::unique_ptr<storage::SqlConnection>> conns;
-      conns.push_back(std::move(conn));
+      SH_RETURN_IF_ERROR(OpenConnections(1, &conns));
       storage::EmbeddedSinkOptions o;
+      o.name = sink;
       o.writer = WriterOptionsOf(cfg_, dir_);
+      o.writer.database = database;
       o.writer.spool_dir = dir_ + "/spool-upgrade";
-      storage::EmbeddedSink sink(std::move(conns), c, o);
-      return queue_->ReplaySealedBlocks(sink);
+      storage::EmbeddedSink upgrade(std::move(conns), c, o);
+      return queue_->ReplaySealedBlocks(upgrade);
     };
   }
-  SH_RETURN_IF_ERROR(storage::EnsureSchema(*read_conn_, &caps_, schema));
-  if (queue_->durable()) SH_RETURN_IF_ERROR(storage::EnableInsertDeduplication(*read_conn_, caps_));
-  spdlog::info("embedded ClickHouse {}.{} ready in {}/clickhouse", caps_.major, caps_.minor, dir_);
+  SH_RETURN_IF_ERROR(storage::EnsureSchema(*read_conn_, caps, schema));
+  if (!queue_->durable()) return Status::Ok();
+  return storage::EnableInsertDeduplication(*read_conn_, *caps, storage::kDeduplicationWindow,
+                                            database);
+}
+
+Status Server::OpenConnections(size_t n,
+                               std::vector<std::unique_ptr<storage::SqlConnection>>* out) {
+  for (size_t i = 0; i < n; ++i) {
+    std::unique_ptr<storage::ChdbConnection> c;
+    SH_RETURN_IF_ERROR(storage::ChdbConnection::Open(lib_, dir_ + "/clickhouse", engine_args_, &c));
+    out->push_back(std::move(c));
+  }
+  return Status::Ok();
+}
+
+Status Server::AddEmbeddedSink(const std::string& name, const std::string& database) {
+  std::vector<std::unique_ptr<storage::SqlConnection>> conns;
+  SH_RETURN_IF_ERROR(OpenConnections(static_cast<size_t>(cfg_.writer.threads), &conns));
+  storage::EmbeddedSinkOptions o;
+  o.name = name;
+  // Each shard's own bound is twice the whole budget: the budget (and with
+  // several sinks, the sink's share of it) is what refuses. (A batch's
+  // reservation is corrected to its decoded size after the budget admitted
+  // it, so the budget can run over by a little.)
+  o.queue_bytes = 2 * cfg_.queue.max_bytes;
+  o.writer = WriterOptionsOf(cfg_, dir_);
+  o.writer.database = database;
+  faults_.push_back({name, std::make_unique<storage::SinkFaults>()});
+  sinks_.push_back(std::make_unique<storage::EmbeddedSink>(std::move(conns), caps_, o,
+                                                           faults_.back().faults.get()));
   return Status::Ok();
 }
 
@@ -169,23 +218,10 @@ Status Server::MakeSinks() {
   if (cfg_.writer.sink == "null") {
     sinks_.push_back(std::make_unique<sink::NullSink>());
   } else {
-    const size_t shards = static_cast<size_t>(cfg_.writer.threads);
-    std::vector<std::unique_ptr<storage::SqlConnection>> conns;
-    for (size_t i = 0; i < shards; ++i) {
-      std::unique_ptr<storage::ChdbConnection> c;
-      SH_RETURN_IF_ERROR(
-          storage::ChdbConnection::Open(lib_, dir_ + "/clickhouse", engine_args_, &c));
-      conns.push_back(std::move(c));
-    }
-    storage::EmbeddedSinkOptions o;
-    // Each shard's own bound is twice the whole budget: the budget is what
-    // refuses. (A batch's reservation is corrected to its decoded size after
-    // the budget admitted it, so the budget can run over by a little.)
-    o.queue_bytes = 2 * cfg_.queue.max_bytes;
-    o.writer = WriterOptionsOf(cfg_, dir_);
-    faults_.push_back(std::make_unique<storage::SinkFaults>());
-    sinks_.push_back(
-        std::make_unique<storage::EmbeddedSink>(std::move(conns), caps_, o, faults_.back().get()));
+    SH_RETURN_IF_ERROR(AddEmbeddedSink("chdb", std::string(storage::kDatabase)));
+  }
+  if (cfg_.secondary.type == "chdb") {
+    SH_RETURN_IF_ERROR(AddEmbeddedSink(SecondarySinkName(cfg_), cfg_.secondary.database));
   }
   for (auto& s : sinks_) queue_->AddSink(*s);
   return Status::Ok();
@@ -208,8 +244,7 @@ void Server::MakeQueryApi() {
     spdlog::warn("fault injection is enabled (debug.fault_injection): POST /debug/sink");
     hooks.debug = [this](const net::HttpRequest& req, net::HttpResponse& resp) {
       std::vector<DebugSink> sinks;
-      for (size_t i = 0; i < faults_.size(); ++i)
-        sinks.push_back({sinks_[i]->name(), faults_[i].get()});
+      for (const auto& f : faults_) sinks.push_back({f.sink, f.faults.get()});
       HandleDebug(req, resp, *read_conn_, sinks);
     };
   }

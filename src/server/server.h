@@ -54,6 +54,12 @@ class Server {
   Status OpenEngine();
   Status OpenQueue();
   Status EnsureStore();
+  // The schema of one database, the blocks its sink left unfinished written
+  // first if an upgrade copies a table.
+  Status EnsureDatabase(const std::string& database, const std::string& sink,
+                        storage::Capabilities* caps);
+  Status OpenConnections(size_t n, std::vector<std::unique_ptr<storage::SqlConnection>>* out);
+  Status AddEmbeddedSink(const std::string& name, const std::string& database);
   Status MakeSinks();
   void MakeQueryApi();
   void MakeReceivers();
@@ -74,8 +80,13 @@ class Server {
   pipeline::MemoryBudget budget_;
   std::unique_ptr<pipeline::SpanFilter> filter_;
   std::unique_ptr<pipeline::durable::DurableQueue> queue_;
-  std::vector<std::unique_ptr<storage::SinkFaults>> faults_;  // one per embedded sink
-  std::vector<std::unique_ptr<sink::Sink>> sinks_;            // the first is the primary
+  struct Faults {
+    std::string sink;
+    std::unique_ptr<storage::SinkFaults> faults;
+  };
+  std::vector<Faults> faults_;  // one per embedded sink
+
+  std::vector<std::unique_ptr<sink::Sink>> sinks_;  // the first is the primary
   std::unique_ptr<storage::DependencyJob> dependency_job_;
   std::unique_ptr<storage::ChdbSpanReader> reader_;
   std::unique_ptr<query::QueryApi> query_api_;

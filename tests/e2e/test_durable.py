@@ -112,8 +112,9 @@ class SteadyClient(threading.Thread):
         session.close()
 
 
-def debug_spans(sh) -> dict:
-    r = requests.get(f"{sh.query_url}/debug/spans", timeout=30)
+def debug_spans(sh, database: str = "") -> dict:
+    query = f"?database={database}" if database else ""
+    r = requests.get(f"{sh.query_url}/debug/spans{query}", timeout=30)
     assert r.status_code == 200, describe_response(r)
     return r.json()
 
@@ -198,6 +199,106 @@ def test_sigkill_five_times_under_load_stores_every_acked_span_once(spanhouse_fa
     result = check_stored_once(sh, [client], f"after {KILLS} SIGKILLs")
     assert replayed > 0, "no restart replayed anything: the kills never caught spans in flight"
     print(f"crash test: {result}, replayed records {replayed}, answers {dict(client.responses)}")
+
+
+SECOND = "spanhouse_b"
+SECOND_SINK = f"chdb:{SECOND}"
+
+
+def check_second_sink_holds_the_same(sh, primary: dict, what: str) -> None:
+    """The second sink's database: every span the primary stored, once each (both sinks are
+    fed from the same records of the durable queue), and its red_1m fed once per span."""
+    deadline = time.monotonic() + SETTLE_DEADLINE_S
+    while True:
+        counts = debug_spans(sh, SECOND)
+        if counts["rows"] >= primary["stored"] or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert counts["rows"] == counts["unique_span_ids"] == primary["stored"], \
+        f"{what}: second sink {counts}, primary stored {primary['stored']}\n{sh.diagnostics()}"
+    assert counts["red_calls"] == counts["rows"], f"{what}: second sink's red_1m {counts}"
+
+
+def test_two_sinks_sigkill_under_load_each_stores_every_acked_span_once(spanhouse_factory,
+                                                                         tmp_path):
+    """Two sinks (the embedded store and a second database of it), each with its own place in
+    the durable queue: after kill -9 three times under load, each holds every acknowledged
+    span exactly once."""
+    cfg = write_config(tmp_path, "two-sinks", f"secondary:\n  type: chdb\n  database: {SECOND}\n")
+    sh = spanhouse_factory("two-sinks", config=cfg)
+    traces = [os.urandom(16).hex() for _ in range(8)]
+    client = SteadyClient(sh, traces, rate=120, tag="two-sinks")
+    client.start()
+    rng = random.Random(int.from_bytes(os.urandom(4), "little"))
+    try:
+        for _ in range(3):
+            time.sleep(rng.uniform(0.8, 2.5))
+            sh.stop(signal.SIGKILL)
+            time.sleep(rng.uniform(0.0, 0.5))
+            sh.start(keep_ports=True)
+            assert client.is_alive(), "the client stopped"
+        time.sleep(1.0)
+        sealed = metric(sh, "spanhouse_durable_queue_blocks_sealed_total", f'sink="{SECOND_SINK}"')
+    finally:
+        client.halt()
+        client.join(timeout=60)
+    result = check_stored_once(sh, [client], "two sinks, after 3 SIGKILLs")
+    check_second_sink_holds_the_same(sh, result, "two sinks, after 3 SIGKILLs")
+    assert sealed > 0, "the second sink sealed no block since the last start"
+    print(f"two-sink crash test: {result}, answers {dict(client.responses)}")
+
+
+def test_a_failing_second_sink_holds_back_only_itself_and_catches_up(spanhouse_factory,
+                                                                     tmp_path):
+    """The second sink's inserts fail for a while (and spanhouse is killed meanwhile): the
+    primary keeps storing, nothing is refused (the durable queue has room), the second sink's
+    requests wait on disk; once it is back it catches up, and each sink holds every
+    acknowledged span once."""
+    cfg = write_config(tmp_path, "second-down",
+                       f"secondary:\n  type: chdb\n  database: {SECOND}\n"
+                       "queue:\n  max_bytes: 2MiB\n  wait_ms: 0\n"
+                       "otlp_http:\n  max_body_bytes: 256KiB\n")
+    sh = spanhouse_factory("second-down", config=cfg)
+    traces = [os.urandom(16).hex() for _ in range(6)]
+    client = SteadyClient(sh, traces, rate=120, tag="second-down")
+    client.start()
+
+    def fail_second(on: bool) -> None:
+        r = requests.post(f"{sh.query_url}/debug/sink?sink={SECOND_SINK}&fail_inserts="
+                          f"{'true' if on else 'false'}", timeout=10)
+        assert r.status_code == 200, r.text
+
+    try:
+        time.sleep(1.0)
+        fail_second(True)
+        down_at = debug_spans(sh, SECOND)["rows"]
+        primary_at = debug_spans(sh)["rows"]
+        # The primary goes on storing while the second sink's memory share fills and its
+        # requests wait in its backlog on disk.
+        deadline = time.monotonic() + SETTLE_DEADLINE_S
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+            waiting = metric(sh, "spanhouse_durable_queue_spilled_waiting_requests",
+                             f'sink="{SECOND_SINK}"')
+            if waiting > 0 and debug_spans(sh)["rows"] > primary_at + 200:
+                break
+        assert waiting > 0, f"the second sink's requests never waited on disk\n{sh.diagnostics()}"
+        assert debug_spans(sh)["rows"] > primary_at + 200, "the primary stopped storing"
+        assert debug_spans(sh, SECOND)["rows"] <= down_at + 2000  # at most an insert in flight
+        assert metric(sh, "spanhouse_durable_queue_spilled_waiting_requests",
+                      'sink="chdb"') == 0, "the healthy sink was held back"
+        assert client.responses[429] == 0 and client.responses[503] == 0, dict(client.responses)
+        # Killed while the second sink is behind: the restart hands it its backlog.
+        sh.stop(signal.SIGKILL)
+        sh.start(keep_ports=True)
+        time.sleep(2.0)
+    finally:
+        client.halt()
+        client.join(timeout=60)
+    result = check_stored_once(sh, [client], "second sink down, killed, back")
+    check_second_sink_holds_the_same(sh, result, "second sink down, killed, back")
+    assert metric(sh, "spanhouse_sink_rows_lost_total") == 0
+    print(f"second-sink outage test: {result}, answers {dict(client.responses)}")
 
 
 def test_fsync_always_acks_survive_sigkill_stored_once(spanhouse_factory, tmp_path):

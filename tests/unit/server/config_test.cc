@@ -127,6 +127,8 @@ const std::map<std::string, std::string>& ValidValues() {
       {"durable.dir", "/var/spool/spanhouse"},
       {"durable.max_bytes", "64MiB"},
       {"durable.fsync", "50"},
+      {"secondary.type", "chdb"},
+      {"secondary.database", "spans_copy_2"},
   };
   return v;
 }
@@ -740,6 +742,26 @@ TEST(Config, ValidateRejectsQueueSmallerThanABody) {
   EXPECT_NE(st.message().find("'queue.max_bytes'"), std::string::npos) << st.message();
   c.queue.max_bytes = 64ull << 20;  // equal is enough
   EXPECT_TRUE(Validate(c).ok()) << Validate(c).message();
+}
+
+TEST(Config, ASecondSinkNeedsTheDurableQueueAndADatabaseOfItsOwn) {
+  Config c;
+  ASSERT_TRUE(Apply("secondary:\n  type: chdb\n", &c).ok());
+  EXPECT_EQ(c.secondary.database, "spanhouse_secondary");
+  EXPECT_TRUE(Validate(c).ok()) << Validate(c).message();
+  c.durable.enabled = false;
+  Status st = Validate(c);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("durable.enabled"), std::string::npos) << st.message();
+  c.durable.enabled = true;
+  c.secondary.database = "spanhouse";
+  st = Validate(c);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("secondary.database"), std::string::npos) << st.message();
+  for (const char* bad : {"", "1spans", "spans-copy", "spans copy", "a.b", "x\"; DROP"}) {
+    EXPECT_FALSE(ApplySetting("secondary.database", bad, &c).ok()) << bad;
+  }
+  EXPECT_FALSE(ApplySetting("secondary.type", "opensearch", &c).ok());
 }
 
 TEST(Config, ValidateAfterYaml) {
