@@ -356,6 +356,7 @@ Status SegmentLog::OpenNewSegment() {
   bytes_ += kHeaderBytes;
   active_ = std::move(file);
   active_number_ = number;
+  active_since_ = std::chrono::steady_clock::now();
   return Status::Ok();
 }
 
@@ -619,9 +620,10 @@ void SegmentLog::Release(uint64_t segment) {
   auto it = segments_.find(segment);
   if (it == segments_.end()) return;
   it->second.holds--;
-  if (segment == active_number_ && it->second.holds == 0 && active_->size > kHeaderBytes) {
+  if (segment == active_number_ && it->second.holds == 0 && active_->size > kHeaderBytes &&
+      std::chrono::steady_clock::now() - active_since_ >= opts_.early_seal_age) {
     // Everything in the active segment is stored: seal it so it can go now,
-    // instead of being replayed (and deduplicated) after a crash or restart.
+    // instead of being read again after a crash or restart.
     if (!SyncActiveForSeal() || !OpenNewSegment().ok()) {
       spdlog::warn("durable queue: cannot start a new segment: {}", std::strerror(errno));
     }

@@ -25,11 +25,12 @@
 // instead (OnDurable): the sync thread calls it right after that fdatasync.
 //
 // Segments are deleted oldest first, once sealed (no longer appended to)
-// and released: each record's consumers take holds (SegmentLog::Ref) on its
-// segment and release them when its spans are stored. The active segment is
-// sealed (and a new one begun) as soon as all its records are released, so
-// a stored record is not replayed after a restart. A hold that is
-// dropped without Done() keeps the segment, for the next start to replay.
+// and released: each record's consumers take tickets (Ticket) on its
+// segment and ack them when its spans are stored. The active segment is
+// sealed (and a new one begun) once all its records are released and it is
+// at least early_seal_age old, so a stored record is mostly not read again
+// after a restart. A ticket dropped without Ack() keeps the segment, for the
+// next start to replay.
 //
 // Recycling: up to `recycled_segments` released segments are not deleted
 // but renamed `<n>.free` and written over by later segments (a new header,
@@ -87,6 +88,10 @@ struct LogOptions {
   size_t recycled_segments = 4;
   bool fsync_always = true;
   std::chrono::milliseconds fsync_interval{200};
+  // The active segment is sealed early, when all its records are released,
+  // only once it is this old: a sink that acks every request at once would
+  // otherwise seal (fdatasync, a new file) after each one.
+  std::chrono::milliseconds early_seal_age{1000};
 };
 
 struct LogStats {
@@ -249,6 +254,7 @@ class SegmentLog {
   uint64_t next_lsn_ = 1;                 // guarded by mu_
   std::shared_ptr<File> active_;          // guarded by mu_
   uint64_t active_number_ = 0;            // guarded by mu_
+  std::chrono::steady_clock::time_point active_since_;  // guarded by mu_
   uint64_t replay_end_ = 0;               // segments below this number are from Open
   bool replay_read_ = false;              // corrupt tails are counted on the first read only
   bool replay_pinned_ = false;            // guarded by mu_

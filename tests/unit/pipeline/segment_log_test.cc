@@ -38,6 +38,7 @@ class SegmentLogTest : public ::testing::Test {
     o.dir = dir_.string();
     o.max_bytes = max_bytes;
     o.segment_bytes = segment;
+    o.early_seal_age = 0ms;  // sealed as soon as released, whatever its age
     return o;
   }
   std::unique_ptr<SegmentLog> Open(uint64_t max_bytes = 1 << 20, uint64_t segment = 4096) {
@@ -150,6 +151,28 @@ TEST_F(SegmentLogTest, ReleasedSegmentsAreDeletedOldestFirst) {
   // The active segment stays (appends go on there).
   EXPECT_EQ(Segments().size(), 1u);
   EXPECT_GT(log->stats().segments_deleted.load(), 0u);
+}
+
+TEST_F(SegmentLogTest, AYoungActiveSegmentIsNotSealedEarlyWhenReleased) {
+  LogOptions o = Options(1 << 20, 1 << 20);
+  o.early_seal_age = 1h;
+  auto log = Open(o);
+  for (int i = 0; i < 5; ++i) {
+    Ticket ref;
+    ASSERT_EQ(log->Append(RecordKind::kSpans, "x", &ref).code(), StatusCode::kOk);
+    ref.Ack();  // a sink that acks at once: no fdatasync and new file per record
+  }
+  EXPECT_EQ(Segments().size(), 1u);
+  EXPECT_EQ(log->stats().segments_deleted.load(), 0u);
+  // Old enough, the same release seals it and starts the next.
+  LogOptions now = Options(1 << 20, 1 << 20);
+  log.reset();
+  fs::remove_all(dir_);
+  log = Open(now);
+  Ticket ref;
+  ASSERT_EQ(log->Append(RecordKind::kSpans, "x", &ref).code(), StatusCode::kOk);
+  ref.Ack();
+  EXPECT_EQ(log->stats().segments_deleted.load(), 1u);
 }
 
 TEST_F(SegmentLogTest, ACloneKeepsTheSegmentUntilEveryHoldIsDone) {
