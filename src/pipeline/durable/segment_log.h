@@ -248,16 +248,16 @@ class SegmentLog {
   std::atomic<uint64_t> bytes_{0};
 
   std::mutex mu_;
-  std::map<uint64_t, Segment> segments_;  // guarded by mu_; by number, oldest first
-  uint64_t next_segment_ = 1;             // guarded by mu_
-  std::vector<std::string> free_files_;   // guarded by mu_: released, to write over
-  uint64_t next_lsn_ = 1;                 // guarded by mu_
-  std::shared_ptr<File> active_;          // guarded by mu_
-  uint64_t active_number_ = 0;            // guarded by mu_
+  std::map<uint64_t, Segment> segments_;                // guarded by mu_; by number, oldest first
+  uint64_t next_segment_ = 1;                           // guarded by mu_
+  std::vector<std::string> free_files_;                 // guarded by mu_: released, to write over
+  uint64_t next_lsn_ = 1;                               // guarded by mu_
+  std::shared_ptr<File> active_;                        // guarded by mu_
+  uint64_t active_number_ = 0;                          // guarded by mu_
   std::chrono::steady_clock::time_point active_since_;  // guarded by mu_
-  uint64_t replay_end_ = 0;               // segments below this number are from Open
-  bool replay_read_ = false;              // corrupt tails are counted on the first read only
-  bool replay_pinned_ = false;            // guarded by mu_
+  uint64_t replay_end_ = 0;                             // segments below this number are from Open
+  bool replay_read_ = false;    // corrupt tails are counted on the first read only
+  bool replay_pinned_ = false;  // guarded by mu_
 
   // Group commit.
   std::mutex sync_mu_;
