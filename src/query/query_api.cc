@@ -1,5 +1,7 @@
 #include "query/query_api.h"
 
+#include "net/http_status.h"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -48,27 +50,15 @@ bool QueryParam(std::string_view target, std::string_view name, std::string* val
 }
 
 void QueryApi::Fail(const Status& st, std::string_view what, net::HttpResponse& resp) {
-  switch (st.code()) {
-    case StatusCode::kInvalidArgument:
-    case StatusCode::kTooLarge:  // an answer over the row limit: the request asked too much
-      resp.status = 400;
-      break;
-    case StatusCode::kNotFound:
-      resp.status = 404;
-      break;
-    case StatusCode::kUnavailable:
-    case StatusCode::kResourceExhausted:
-      resp.status = 503;
-      break;
-    default:
-      // The store's own failure: its text (SQL, engine internals) goes to
-      // the log only.
-      spdlog::error("query API: {}: {}", what, st.message());
-      resp.status = 500;
-      resp.body = RenderJaegerError(500,
-                                    "internal error: the store could not answer (the "
-                                    "reason is in spanhouse's log)");
-      return;
+  resp.status = net::HttpStatusOf(st.code());
+  if (st.code() == StatusCode::kInternal) {
+    // The store's own failure: its text (SQL, engine internals) goes to
+    // the log only.
+    spdlog::error("query API: {}: {}", what, st.message());
+    resp.body = RenderJaegerError(500,
+                                  "internal error: the store could not answer (the "
+                                  "reason is in spanhouse's log)");
+    return;
   }
   resp.body = RenderJaegerError(resp.status, st.message());
 }

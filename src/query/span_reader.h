@@ -4,7 +4,8 @@
 // Every value in these requests has been checked by query/params.h; an
 // implementation binds each one as a query parameter and builds the rest of
 // its queries from code. Each query is bounded in time and in rows: a store
-// that hits a bound answers kUnavailable (time) or kTooLarge (rows) with a
+// that hits a bound answers kUnavailable (time) or kInvalidArgument (rows:
+// the request asked for too much) with a
 // message for the client, and keeps its own error text for its log.
 #pragma once
 

@@ -225,7 +225,7 @@ Status ReaderError(const Status& engine_error, const ReaderLimits& limits, uint6
                       "a service, an operation or more tags)",
                       limits.max_execution_s));
     case kTooManyRows:
-      return Status::TooLarge(fmt::format(
+      return Status::Invalid(fmt::format(
           "the answer is over the limit of {} rows: ask for fewer traces or a shorter range",
           max_rows));
     default:

@@ -3,7 +3,7 @@
 // Every value of a request is bound as a query parameter ({name:Type});
 // tables, columns and expressions come from code. Every query carries a time
 // limit and a result-row limit (ReaderLimits): past the time limit it answers
-// kUnavailable, past the row limit kTooLarge, each with a message a client can
+// kUnavailable, past the row limit kInvalidArgument, each with a message a client can
 // act on; other engine errors are kInternal with the engine's text, for the
 // log (the query API does not show it to clients).
 #pragma once
@@ -32,7 +32,7 @@ struct ReaderLimits {
 
 // What a reader answers for a failed query: past the time limit (the
 // engine's TIMEOUT_EXCEEDED) kUnavailable, past the row limit
-// (TOO_MANY_ROWS_OR_BYTES) kTooLarge, each with a message for the client;
+// (TOO_MANY_ROWS_OR_BYTES) kInvalidArgument, each with a message for the client;
 // anything else kInternal (kUnavailable stays) with the engine's text.
 Status ReaderError(const Status& engine_error, const ReaderLimits& limits, uint64_t max_rows);
 
@@ -73,7 +73,7 @@ class ChdbSpanReader : public query::SpanReader {
 
  private:
   // Runs `sql` with the limits appended as its SETTINGS; maps the engine's
-  // limit errors to kUnavailable / kTooLarge.
+  // limit errors to kUnavailable / kInvalidArgument.
   Status Run(const std::string& sql, std::string_view format, QueryResult* result,
              const std::vector<QueryParam>& params, uint64_t max_rows);
 

@@ -334,19 +334,21 @@ TEST(QueryApi, ReaderErrorIs500EnvelopeWithoutTheStoresText) {
   ExpectEnvelope(resp, 500, "internal error");
   EXPECT_EQ(resp.body.find("SELECT"), std::string::npos) << resp.body;
   EXPECT_EQ(resp.body.find("DB::Exception"), std::string::npos) << resp.body;
-  // The store's own limits: a message for the client.
+  // The store's own limits: a message for the client (a request that asks
+  // for more rows than the limit is a bad request).
   f.reader.error = Status::Invalid("bad");
   ExpectEnvelope(f.Do(Get("/api/traces/1")), 400, "bad");
-  f.reader.error = Status::TooLarge("over the limit of 10 rows");
+  f.reader.error = Status::Invalid("the answer is over the limit of 10 rows");
   ExpectEnvelope(f.Do(Get("/api/services")), 400, "over the limit");
 }
 
-TEST(QueryApi, RetryableReaderErrorIs503Envelope) {
+TEST(QueryApi, RetryableReaderErrorsAreTheSharedStatuses) {
   Fixture f;
   f.reader.error = Status::Unavailable("store starting");
   ExpectEnvelope(f.Do(Get("/api/traces/1")), 503, "store starting");
+  // The one mapping every listener answers with (net/http_status.h).
   f.reader.error = {StatusCode::kResourceExhausted, "busy"};
-  ExpectEnvelope(f.Do(Get("/api/traces/1")), 503, "busy");
+  ExpectEnvelope(f.Do(Get("/api/traces/1")), 429, "busy");
 }
 
 TEST(QueryApi, Healthz) {

@@ -20,7 +20,7 @@ TEST(ReaderError, LimitsBecomeClientMessages) {
   st = ReaderError(Status::Internal("Code: 396. DB::Exception: Limit for result exceeded, max "
                                     "rows: 20.00 (TOO_MANY_ROWS_OR_BYTES)"),
                    limits, 20);
-  EXPECT_EQ(st.code(), StatusCode::kTooLarge);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);  // the request asked too much: 400
   EXPECT_NE(st.message().find("limit of 20 rows"), std::string::npos) << st.message();
   EXPECT_EQ(st.message().find("DB::Exception"), std::string::npos) << st.message();
 }
