@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <set>
 #include <vector>
@@ -66,11 +67,36 @@ std::vector<uint64_t> SpanIds(const QueuedBatch& item) {
   return ids;
 }
 
-// Declared after a test's sinks: their backlogs stop reading into them
-// before they are gone.
-struct StopBacklogsFirst {
-  DurableQueue* q;
-  ~StopBacklogsFirst() { q->StopBacklogs(); }
+DurableOptions OptionsAt(const fs::path& dir, bool enabled = true) {
+  DurableOptions o;
+  o.enabled = enabled;
+  o.log.dir = dir.string();
+  o.log.segment_bytes = 4096;
+  o.log.max_bytes = 64 << 20;
+  o.log.fsync_always = false;
+  return o;
+}
+
+// A queue on `dir` with test sinks of these names, started. Its backlogs stop
+// reading into the sinks before they go, and the sinks (whose batches hold
+// memory of the budget and of the queue's shares) go before the queue.
+// `before`: what the start does before the sinks are added (an upgrade).
+struct Running {
+  Running(const fs::path& dir, std::initializer_list<const char*> names,
+          size_t budget_bytes = size_t{1} << 30, bool enabled = true,
+          const std::function<void(DurableQueue&)>& before = {})
+      : budget(budget_bytes) {
+    EXPECT_TRUE(DurableQueue::Open(OptionsAt(dir, enabled), budget, nullptr, &q).ok());
+    if (before) before(*q);
+    for (const char* n : names) sinks.push_back(std::make_unique<TestSink>(n));
+    for (auto& s : sinks) q->AddSink(*s);
+    q->Start();
+  }
+  ~Running() { q->StopBacklogs(); }
+  TestSink& sink(size_t i) { return *sinks[i]; }
+  MemoryBudget budget;
+  std::unique_ptr<DurableQueue> q;
+  std::vector<std::unique_ptr<TestSink>> sinks;
 };
 
 class DurableQueueTest : public ::testing::Test {
@@ -84,14 +110,8 @@ class DurableQueueTest : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
 
   std::unique_ptr<DurableQueue> Open(MemoryBudget& budget, bool enabled = true) {
-    DurableOptions o;
-    o.enabled = enabled;
-    o.log.dir = dir_.string();
-    o.log.segment_bytes = 4096;
-    o.log.max_bytes = 64 << 20;
-    o.log.fsync_always = false;
     std::unique_ptr<DurableQueue> q;
-    EXPECT_TRUE(DurableQueue::Open(o, budget, nullptr, &q).ok());
+    EXPECT_TRUE(DurableQueue::Open(OptionsAt(dir_, enabled), budget, nullptr, &q).ok());
     return q;
   }
 
@@ -125,14 +145,11 @@ class DurableQueueTest : public ::testing::Test {
 };
 
 TEST_F(DurableQueueTest, EverySinkGetsEveryRequestAndASegmentGoesOnlyWhenAllAcked) {
-  MemoryBudget budget(1 << 30);
-  auto q = Open(budget);
-  TestSink a("a");
-  TestSink b("b");
-  StopBacklogsFirst stop{q.get()};
-  q->AddSink(a);
-  q->AddSink(b);
-  q->Start();
+  Running r(dir_, {"a", "b"}, 1 << 30);
+  auto& q = r.q;
+  MemoryBudget& budget = r.budget;
+  TestSink& a = r.sink(0);
+  TestSink& b = r.sink(1);
   for (uint64_t t = 1; t <= 40; ++t) ASSERT_TRUE(Send(*q, budget, Request(t, 10)).ok());
   std::vector<QueuedBatch> got_a = Take(a, 40);
   std::vector<QueuedBatch> got_b = Take(b, 40);
@@ -159,14 +176,11 @@ TEST_F(DurableQueueTest, EverySinkGetsEveryRequestAndASegmentGoesOnlyWhenAllAcke
 }
 
 TEST_F(DurableQueueTest, ASinkThatRefusesHoldsBackOnlyItselfAndCatchesUpInOrder) {
-  MemoryBudget budget(1 << 30);
-  auto q = Open(budget);
-  TestSink a("a");
-  TestSink b("b");
-  StopBacklogsFirst stop{q.get()};
-  q->AddSink(a);
-  q->AddSink(b);
-  q->Start();
+  Running r(dir_, {"a", "b"}, 1 << 30);
+  auto& q = r.q;
+  MemoryBudget& budget = r.budget;
+  TestSink& a = r.sink(0);
+  TestSink& b = r.sink(1);
   b.Refuse(true);
   for (uint64_t t = 1; t <= 30; ++t) ASSERT_TRUE(Send(*q, budget, Request(t, 5)).ok());
   // The healthy sink got everything from memory, at once.
@@ -198,14 +212,11 @@ TEST_F(DurableQueueTest, ASinkThatRefusesHoldsBackOnlyItselfAndCatchesUpInOrder)
 }
 
 TEST_F(DurableQueueTest, ASinkThatStopsWritingGetsNoMoreThanItsShareOfMemory) {
-  MemoryBudget budget(1 << 20);  // each of two sinks: 512 KiB
-  auto q = Open(budget);
-  TestSink a("a");
-  TestSink b("b");  // never popped: its spans stay in memory
-  StopBacklogsFirst stop{q.get()};
-  q->AddSink(a);
-  q->AddSink(b);
-  q->Start();
+  Running r(dir_, {"a", "b"}, 1 << 20);  // each of two sinks: 512 KiB
+  auto& q = r.q;
+  MemoryBudget& budget = r.budget;
+  TestSink& a = r.sink(0);
+  TestSink& b = r.sink(1);  // never popped: its spans stay in memory
   size_t a_items = 0;
   for (uint64_t t = 1; t <= 200; ++t) {
     ASSERT_TRUE(Send(*q, budget, Request(t, 20)).ok()) << t;
@@ -222,12 +233,10 @@ TEST_F(DurableQueueTest, ASinkThatStopsWritingGetsNoMoreThanItsShareOfMemory) {
 }
 
 TEST_F(DurableQueueTest, WithoutTheLogAFullSinkRefusesTheRequest) {
-  MemoryBudget budget(1 << 30);
-  auto q = Open(budget, /*enabled=*/false);
-  TestSink a("a");
-  StopBacklogsFirst stop{q.get()};
-  q->AddSink(a);
-  q->Start();
+  Running r(dir_, {"a"}, 1 << 30, /*enabled=*/false);
+  auto& q = r.q;
+  MemoryBudget& budget = r.budget;
+  TestSink& a = r.sink(0);
   EXPECT_FALSE(q->durable());
   ASSERT_TRUE(Send(*q, budget, Request(1, 3)).ok());
   a.Refuse(true);
@@ -241,14 +250,11 @@ TEST_F(DurableQueueTest, WithoutTheLogAFullSinkRefusesTheRequest) {
 TEST_F(DurableQueueTest, ARestartReplaysToEachSinkWhatItHadNotFinished) {
   std::string token;
   {
-    MemoryBudget budget(1 << 30);
-    auto q = Open(budget);
-    TestSink a("a");
-    TestSink b("b");
-    StopBacklogsFirst stop{q.get()};
-    q->AddSink(a);
-    q->AddSink(b);
-    q->Start();
+    Running r(dir_, {"a", "b"}, 1 << 30);
+    auto& q = r.q;
+    MemoryBudget& budget = r.budget;
+    TestSink& a = r.sink(0);
+    TestSink& b = r.sink(1);
     for (uint64_t t = 1; t <= 6; ++t) ASSERT_TRUE(Send(*q, budget, Request(t, 10)).ok());
     // a: the first three requests as one sealed block, finished; the next two
     // sealed and not finished (a crash during the write); the last not even
@@ -269,14 +275,11 @@ TEST_F(DurableQueueTest, ARestartReplaysToEachSinkWhatItHadNotFinished) {
     EXPECT_NE(token, finished.token);
     ASSERT_EQ(Take(b, 6).size(), 6u);  // taken, never acked
   }                                    // the process dies: nothing else acked
-  MemoryBudget budget(1 << 30);
-  auto q = Open(budget);
-  TestSink a("a");
-  TestSink b("b");
-  StopBacklogsFirst stop{q.get()};
-  q->AddSink(a);
-  q->AddSink(b);
-  q->Start();
+  Running r(dir_, {"a", "b"}, 1 << 30);
+  auto& q = r.q;
+  MemoryBudget& budget = r.budget;
+  TestSink& a = r.sink(0);
+  TestSink& b = r.sink(1);
   // a: the unfinished block, whole, as sealed; then the request no block held.
   auto block = a.Pop(5s);
   ASSERT_TRUE(block.has_value());
@@ -309,17 +312,15 @@ TEST_F(DurableQueueTest, ARestartReplaysToEachSinkWhatItHadNotFinished) {
 
 TEST_F(DurableQueueTest, ARecordPartlyInAFinishedBlockReplaysTheRestOnly) {
   {
-    MemoryBudget budget(1 << 30);
-    auto q = Open(budget);
-    TestSink a("a");
-    StopBacklogsFirst stop{q.get()};
-    q->AddSink(a);
-    q->Start();
+    Running r(dir_, {"a"}, 1 << 30);
+    auto& q = r.q;
+    MemoryBudget& budget = r.budget;
+    TestSink& a = r.sink(0);
     // One request across midnight: 5 spans of day 20000, 5 of day 20001.
-    SpanBatch r = Request(1, 5, 20001 * kDayNs - 100);
+    SpanBatch request = Request(1, 5, 20001 * kDayNs - 100);
     SpanBatch late = Request(2, 5, 20001 * kDayNs + 100);
-    r.Append(late);
-    ASSERT_TRUE(Send(*q, budget, r).ok());
+    request.Append(late);
+    ASSERT_TRUE(Send(*q, budget, request).ok());
     auto item = a.Pop(5s);
     ASSERT_TRUE(item.has_value());
     // As a writer splits a request across midnight: a part per day, each
@@ -331,12 +332,10 @@ TEST_F(DurableQueueTest, ARecordPartlyInAFinishedBlockReplaysTheRestOnly) {
     const SealedBlock day0 = c.Seal({0, 1, 20000}, tickets, 1);
     c.Done(day0, &tickets);
   }
-  MemoryBudget budget(1 << 30);
-  auto q = Open(budget);
-  TestSink a("a");
-  StopBacklogsFirst stop{q.get()};
-  q->AddSink(a);
-  q->Start();
+  Running r(dir_, {"a"}, 1 << 30);
+  auto& q = r.q;
+  MemoryBudget& budget = r.budget;
+  TestSink& a = r.sink(0);
   auto item = a.Pop(5s);
   ASSERT_TRUE(item.has_value());
   EXPECT_EQ(SpanIds(*item), (std::vector<uint64_t>{2001, 2002, 2003, 2004, 2005}));
@@ -345,12 +344,10 @@ TEST_F(DurableQueueTest, ARecordPartlyInAFinishedBlockReplaysTheRestOnly) {
 
 TEST_F(DurableQueueTest, BlocksStoredBeforeAnUpgradeAreNotHandedOverAgain) {
   {
-    MemoryBudget budget(1 << 30);
-    auto q = Open(budget);
-    TestSink a("a");
-    StopBacklogsFirst stop{q.get()};
-    q->AddSink(a);
-    q->Start();
+    Running r(dir_, {"a"}, 1 << 30);
+    auto& q = r.q;
+    MemoryBudget& budget = r.budget;
+    TestSink& a = r.sink(0);
     ASSERT_TRUE(Send(*q, budget, Request(1, 4)).ok());
     auto item = a.Pop(5s);
     ASSERT_TRUE(item.has_value());
@@ -358,26 +355,22 @@ TEST_F(DurableQueueTest, BlocksStoredBeforeAnUpgradeAreNotHandedOverAgain) {
     tickets.push_back(std::move(item->ticket));
     ASSERT_TRUE(a.cursor()->Seal({0, 1, 20000}, tickets, 1).sealed());  // never finished
   }
+  // The upgrade's own sink writes the block into the old table and finishes
+  // it before the copy.
+  const std::function<void(DurableQueue&)> upgrade = [](DurableQueue& q) {
+    TestSink upgrade("a");
+    upgrade.AutoFinish(true);
+    ASSERT_TRUE(q.ReplaySealedBlocks(upgrade).ok());
+    EXPECT_TRUE(upgrade.started());
+    auto got = upgrade.Pop(1s);
+    ASSERT_TRUE(got.has_value());
+    ASSERT_NE(got->block, nullptr);
+    EXPECT_EQ(SpanIds(*got).size(), 4u);
+  };
   for (int start = 0; start < 2; ++start) {
-    MemoryBudget budget(1 << 30);
-    auto q = Open(budget);
-    if (start == 0) {
-      // The upgrade's own sink writes the block into the old table and
-      // finishes it before the copy.
-      TestSink upgrade("a");
-      upgrade.AutoFinish(true);
-      ASSERT_TRUE(q->ReplaySealedBlocks(upgrade).ok());
-      EXPECT_TRUE(upgrade.started());
-      auto got = upgrade.Pop(1s);
-      ASSERT_TRUE(got.has_value());
-      ASSERT_NE(got->block, nullptr);
-      EXPECT_EQ(SpanIds(*got).size(), 4u);
-    }
-    TestSink a("a");
-    StopBacklogsFirst stop{q.get()};
-    q->AddSink(a);
-    q->Start();
-    EXPECT_FALSE(a.Pop(300ms).has_value()) << "start " << start;
+    Running r(dir_, {"a"}, 1 << 30, true,
+              start == 0 ? upgrade : std::function<void(DurableQueue&)>());
+    EXPECT_FALSE(r.sink(0).Pop(300ms).has_value()) << "start " << start;
   }
 }
 

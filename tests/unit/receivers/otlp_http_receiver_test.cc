@@ -141,13 +141,6 @@ net::HttpResponse Answer(OtlpHttpReceiver& receiver, net::HttpRequest& req) {
   return later.deferred() ? later.Wait() : resp;
 }
 
-HttpListenerOptions Listener() {
-  HttpListenerOptions o;
-  o.address = "127.0.0.1:0";
-  o.threads = 1;
-  return o;
-}
-
 IntakeOptions Limits(size_t max_body_bytes) {
   IntakeOptions o;
   o.max_body_bytes = max_body_bytes;

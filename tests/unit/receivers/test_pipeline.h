@@ -19,9 +19,18 @@
 #include "pipeline/durable/sink_cursor.h"
 #include "pipeline/filter/span_filter.h"
 #include "pipeline/memory_budget.h"
+#include "receivers/intake/http_intake.h"
 #include "testdata/test_sink.h"
 
 namespace spanhouse::receivers {
+
+// An HTTP receiver's listener on a free loopback port, one I/O thread.
+inline HttpListenerOptions Listener() {
+  HttpListenerOptions o;
+  o.address = "127.0.0.1:0";
+  o.threads = 1;
+  return o;
+}
 
 // A directory of its own for the running test's log, removed before and
 // after. Declared before whatever writes into it.

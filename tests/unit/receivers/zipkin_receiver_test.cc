@@ -52,13 +52,6 @@ class NoDeferral : public net::HttpDeferral {
   }
 };
 
-HttpListenerOptions Listener() {
-  HttpListenerOptions o;
-  o.address = "127.0.0.1:0";
-  o.threads = 1;
-  return o;
-}
-
 IntakeOptions Limits(size_t max_body_bytes) {
   IntakeOptions o;
   o.max_body_bytes = max_body_bytes;
