@@ -8,8 +8,9 @@ within a run):
   2. chdb+query: the same, with a full-scan aggregation over the spans table
      (the query API's span count by a span attribute) every 10 s, to see
      how much ingest keeps while chDB also answers queries
-  3. null: the same pipeline with writer.sink = null (decode, validate, queue,
-     encode; no store), to show where the CPU goes
+  3. null: the same pipeline with writer.sink = null (receive, decode, filter,
+     durable queue; the null sink encodes nothing and stores nothing), to show
+     where the CPU goes
 and prints per run: accepted spans/s, stored spans/s (accepted spans over
 the time until all of them were queryable), spanhouse CPU-seconds per million
 spans (user+system of the server process, chDB included), peak RSS, the RSS
@@ -290,7 +291,7 @@ def main() -> int:
               f"query errors {len(chdb_q['query_errors'])}, "
               f"loadgen rejected requests {chdb_q['report'].get('rejected_requests', 0)}")
     if null and chdb and null["cpu_s_per_m"] and chdb["cpu_s_per_m"]:
-        print(f"\nstore share of CPU: {1 - null['cpu_s_per_m'] / chdb['cpu_s_per_m']:.0%} "
+        print(f"\nsink share of CPU (encoding and store): {1 - null['cpu_s_per_m'] / chdb['cpu_s_per_m']:.0%} "
               f"(chdb {chdb['cpu_s_per_m']:.2f} vs null {null['cpu_s_per_m']:.2f} CPU-s/M spans)")
     for r in results:
         print(f"RSS every 5 s ({r['sink']}), MiB: {r['rss_series_mib']}")
