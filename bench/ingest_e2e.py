@@ -291,7 +291,8 @@ def main() -> int:
               f"query errors {len(chdb_q['query_errors'])}, "
               f"loadgen rejected requests {chdb_q['report'].get('rejected_requests', 0)}")
     if null and chdb and null["cpu_s_per_m"] and chdb["cpu_s_per_m"]:
-        print(f"\nsink share of CPU (encoding and store): {1 - null['cpu_s_per_m'] / chdb['cpu_s_per_m']:.0%} "
+        share = 1 - null['cpu_s_per_m'] / chdb['cpu_s_per_m']
+        print(f"\nsink share of CPU (encoding and store): {share:.0%} "
               f"(chdb {chdb['cpu_s_per_m']:.2f} vs null {null['cpu_s_per_m']:.2f} CPU-s/M spans)")
     for r in results:
         print(f"RSS every 5 s ({r['sink']}), MiB: {r['rss_series_mib']}")
