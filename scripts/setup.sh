@@ -19,9 +19,11 @@ PKGS=(build-essential cmake ninja-build pkg-config git ca-certificates curl open
       libboost1.81-dev libsimdjson-dev libcli11-dev libyaml-cpp-dev libspdlog-dev libfmt-dev
       libzstd-dev zlib1g-dev libssl-dev libgrpc++-dev libgtest-dev npm python3 python3-venv ccache)
 # clang-14 and its runtimes (libFuzzer, ASan, UBSan) build the fuzz targets (tests/fuzz);
-# Debian's Chromium (and a font for its screenshots) is the browser the UI test drives (tests/ui).
+# Debian's Chromium (and a font for its screenshots) is the browser the UI test drives (tests/ui);
+# Debian's clickhouse-server (18.16) is the real remote server the schema tests run on.
 if ((want_tests)); then
-  PKGS+=(clang-format clang-tidy clang-14 libclang-rt-14-dev chromium fonts-dejavu-core)
+  PKGS+=(clang-format clang-tidy clang-14 libclang-rt-14-dev chromium fonts-dejavu-core
+         clickhouse-server)
 fi
 
 missing=()

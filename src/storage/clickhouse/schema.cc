@@ -30,6 +30,13 @@ Capabilities Capabilities::FromVersion(std::string_view version) {
   c.simple_aggregate = at_least(19, 8);
   c.if_not_exists_column = at_least(19, 1);
   c.compact_parts = at_least(20, 3);
+  // Granules cut by bytes as well as rows (index_granularity_bytes) came in
+  // 19.11; before, granules are index_granularity rows, whatever their size.
+  c.adaptive_granularity = at_least(19, 11);
+  // Run on real servers: 26.5 (chDB) cascades, 18.16 does not (a view's
+  // inserts fire no view on its target table). Versions between are
+  // untested and get what works on both: views fed from spans.
+  c.cascading_views = at_least(26, 1);
   c.ttl = at_least(19, 6);
   c.json_type = at_least(25, 3);
   // All there by 22.1 (the last of them, materialize_ttl_recalculate_only,

@@ -36,9 +36,13 @@ struct Capabilities {
   bool simple_aggregate = false;      // SimpleAggregateFunction
   bool if_not_exists_column = false;  // ALTER TABLE ADD COLUMN IF NOT EXISTS
   bool compact_parts = false;         // MergeTree compact parts (min_bytes_for_wide_part)
-  bool merge_selector_base = false;   // MergeTree merge_selector_base (24.11)
-  bool ttl = false;                   // table TTL expressions
-  bool json_type = false;             // the JSON column type (production-ready in 25.3)
+  bool adaptive_granularity = false;  // MergeTree index_granularity_bytes (19.11)
+  // A materialized view's inserts into its target table fire the views on
+  // that table (red_1m's blocks feeding red_service_1m).
+  bool cascading_views = false;
+  bool merge_selector_base = false;  // MergeTree merge_selector_base (24.11)
+  bool ttl = false;                  // table TTL expressions
+  bool json_type = false;            // the JSON column type (production-ready in 25.3)
   // Storage policies, TTL ... TO VOLUME, ttl_only_drop_parts,
   // materialize_ttl_recalculate_only.
   bool ttl_moves = false;

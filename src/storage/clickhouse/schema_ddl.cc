@@ -284,6 +284,18 @@ void RedDdl(const Capabilities& caps, const SchemaOptions& options, std::vector<
       "PARTITION BY toDate(minute) ORDER BY (service_name, kind, minute){2}{3}",
       options.database, ColumnDefs("red_service_1m", caps, layout), ttl,
       Settings({"index_granularity = 256"}, caps, layout)));
+  if (!caps.cascading_views) {
+    // A server whose views do not fire on a view's inserts: from the spans.
+    out->push_back(fmt::format(
+        "CREATE MATERIALIZED VIEW IF NOT EXISTS {0}.red_service_1m_mv TO {0}.red_service_1m AS "
+        "SELECT toStartOfMinute(timestamp) AS minute, service_name, kind, "
+        "{1}(toUInt64(1)) AS calls, {1}(toUInt64(status_code = 2)) AS errors, "
+        "{1}(duration_ns) AS duration_sum_ns, "
+        "quantilesTDigestState({2})(duration_ns) AS duration_quantiles "
+        "FROM {0}.spans GROUP BY minute, service_name, kind",
+        options.database, sum_f, kRedQuantiles));
+    return;
+  }
   const std::string merge_sum = caps.simple_aggregate ? "sum" : "sumMergeState";
   out->push_back(fmt::format(
       "CREATE MATERIALIZED VIEW IF NOT EXISTS {0}.red_service_1m_mv TO {0}.red_service_1m AS "
@@ -343,8 +355,10 @@ std::string SpansDdl(const Capabilities& caps, const SchemaOptions& options) {
   if (caps.compact_parts) settings.emplace_back("min_bytes_for_wide_part = 268435456");
   if (layout.index_granularity != 0) {
     settings.push_back(fmt::format("index_granularity = {}", layout.index_granularity));
-    settings.push_back(fmt::format("index_granularity_bytes = {}",
-                                   uint64_t{10} * 1024 * 1024 * layout.index_granularity / 8192));
+    if (caps.adaptive_granularity) {
+      settings.push_back(fmt::format("index_granularity_bytes = {}",
+                                     uint64_t{10} * 1024 * 1024 * layout.index_granularity / 8192));
+    }
     // Merges write blocks of merge_max_block_size rows (8192), and a granule
     // never spans two blocks.
     if (layout.index_granularity > 8192) {
