@@ -13,9 +13,11 @@
 #include <string>
 #include <string_view>
 
-#include "tools/loadgen/http_client.h"
+#include "net/http_client.h"
 
 namespace spanhouse::loadgen {
+
+using net::HttpResult;
 
 class GrpcExportClient {
  public:

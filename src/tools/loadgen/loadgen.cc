@@ -21,11 +21,11 @@
 #include <CLI/CLI.hpp>
 
 #include "codec/value_text.h"
+#include "net/http_client.h"
 #include "tools/loadgen/compressor.h"
 #include "tools/loadgen/generator.h"
 #include "tools/loadgen/grpc_client.h"
 #include "tools/loadgen/histogram.h"
-#include "tools/loadgen/http_client.h"
 #include "tools/loadgen/payload.h"
 #include "tools/loadgen/rng.h"
 
@@ -33,6 +33,9 @@ namespace spanhouse::loadgen {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using net::HttpClient;
+using net::HttpUrl;
+using net::ParseHttpUrl;
 using std::chrono::duration;
 using std::chrono::milliseconds;
 

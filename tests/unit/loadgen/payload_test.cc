@@ -9,8 +9,8 @@
 
 #include "codec/otlp.h"
 #include "model/span_batch.h"
+#include "net/http_client.h"
 #include "tools/loadgen/histogram.h"
-#include "tools/loadgen/http_client.h"
 #include "tools/loadgen/payload.h"
 #include "tools/loadgen/rng.h"
 
@@ -142,24 +142,24 @@ TEST(LoadgenHistogramTest, PercentilesWithinBucketError) {
 }
 
 TEST(LoadgenUrlTest, ParsesHttpUrls) {
-  HttpUrl u;
+  net::HttpUrl u;
   std::string err;
-  ASSERT_TRUE(ParseHttpUrl("http://127.0.0.1:4318/v1/traces", &u, &err)) << err;
+  ASSERT_TRUE(net::ParseHttpUrl("http://127.0.0.1:4318/v1/traces", &u, &err)) << err;
   EXPECT_EQ(u.host, "127.0.0.1");
   EXPECT_EQ(u.port, 4318);
   EXPECT_EQ(u.target, "/v1/traces");
-  ASSERT_TRUE(ParseHttpUrl("http://collector", &u, &err));
+  ASSERT_TRUE(net::ParseHttpUrl("http://collector", &u, &err));
   EXPECT_EQ(u.port, 80);
   EXPECT_EQ(u.target, "/");
-  ASSERT_TRUE(ParseHttpUrl("http://[::1]:16686", &u, &err));
+  ASSERT_TRUE(net::ParseHttpUrl("http://[::1]:16686", &u, &err));
   EXPECT_EQ(u.host, "::1");
   EXPECT_EQ(u.port, 16686);
   EXPECT_EQ(u.host_header, "[::1]:16686");
-  EXPECT_FALSE(ParseHttpUrl("https://x/v1/traces", &u, &err));
-  EXPECT_FALSE(ParseHttpUrl("127.0.0.1:4318", &u, &err));
-  EXPECT_FALSE(ParseHttpUrl("http://x:0/", &u, &err));
-  EXPECT_FALSE(ParseHttpUrl("http://x:99999/", &u, &err));
-  EXPECT_FALSE(ParseHttpUrl("http://:80/", &u, &err));
+  EXPECT_FALSE(net::ParseHttpUrl("https://x/v1/traces", &u, &err));
+  EXPECT_FALSE(net::ParseHttpUrl("127.0.0.1:4318", &u, &err));
+  EXPECT_FALSE(net::ParseHttpUrl("http://x:0/", &u, &err));
+  EXPECT_FALSE(net::ParseHttpUrl("http://x:99999/", &u, &err));
+  EXPECT_FALSE(net::ParseHttpUrl("http://:80/", &u, &err));
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
-// A keep-alive HTTP/1.1 client for one connection, on Boost.Beast. Calls are
+// A keep-alive HTTP/1.1 client for one connection, on Boost.Beast: the
+// loadgen's senders and the remote ClickHouse connection use it. Calls are
 // blocking for the caller; inside, each runs the connection's own io_context
 // so that connect, write and read all honour one timeout (plain sync socket
 // calls cannot time out). Not thread-safe: one per sending thread.
@@ -9,8 +10,10 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
-namespace spanhouse::loadgen {
+namespace spanhouse::net {
 
 // http://host[:port][/path]. host may be a name, an IPv4 address or [IPv6].
 struct HttpUrl {
@@ -22,16 +25,30 @@ struct HttpUrl {
 // False (and `error` set) if `s` is not such a URL; https is refused.
 bool ParseHttpUrl(std::string_view s, HttpUrl* out, std::string* error);
 
+using HttpHeaders = std::vector<std::pair<std::string, std::string>>;
+
 struct HttpResult {
   int status = 0;
   double retry_after_s = -1;  // Retry-After in seconds; -1 when absent
   std::string body;
-  std::string error;  // set when the call failed below HTTP (connect, I/O, timeout)
+  std::string error;    // set when the call failed below HTTP (connect, I/O, timeout)
+  HttpHeaders headers;  // the answer's, with HttpClientOptions::keep_headers
+  // A header of the answer ("" when absent or not kept); case-insensitive.
+  std::string_view Header(std::string_view name) const;
+};
+
+struct HttpClientOptions {
+  std::chrono::milliseconds timeout{10000};  // connect, write and read, each call
+  size_t max_body_bytes = 16u << 20;         // an answer's body; more fails the call
+  bool keep_headers = false;                 // the answer's headers in HttpResult
+  std::string user_agent = "spanhouse/0.1";
 };
 
 class HttpClient {
  public:
-  HttpClient(HttpUrl url, std::chrono::milliseconds timeout);
+  HttpClient(HttpUrl url, std::chrono::milliseconds timeout)
+      : HttpClient(std::move(url), HttpClientOptions{.timeout = timeout}) {}
+  HttpClient(HttpUrl url, HttpClientOptions options);
   ~HttpClient();
   HttpClient(const HttpClient&) = delete;
   HttpClient& operator=(const HttpClient&) = delete;
@@ -43,6 +60,10 @@ class HttpClient {
   // reconnects.
   bool Post(std::string* body, std::string_view content_type, std::string_view content_encoding,
             HttpResult* result);
+  // POSTs `body` (lent, as above) to `target` with `headers` besides the
+  // client's own (Host, User-Agent, Content-Length).
+  bool PostTo(std::string_view target, std::string* body, const HttpHeaders& headers,
+              HttpResult* result);
   // GET `target` on the same host.
   bool Get(std::string_view target, HttpResult* result);
 
@@ -53,4 +74,4 @@ class HttpClient {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace spanhouse::loadgen
+}  // namespace spanhouse::net

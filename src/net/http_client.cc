@@ -1,12 +1,13 @@
-#include "tools/loadgen/http_client.h"
+#include "net/http_client.h"
 
 #include <boost/asio.hpp>
 #include <boost/beast.hpp>
+#include <cctype>
 #include <charconv>
 #include <optional>
 #include <utility>
 
-namespace spanhouse::loadgen {
+namespace spanhouse::net {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -67,9 +68,21 @@ bool ParseHttpUrl(std::string_view s, HttpUrl* out, std::string* error) {
   return true;
 }
 
+std::string_view HttpResult::Header(std::string_view name) const {
+  for (const auto& [k, v] : headers) {
+    if (k.size() == name.size() && std::equal(k.begin(), k.end(), name.begin(), [](char a, char b) {
+          return std::tolower(static_cast<unsigned char>(a)) ==
+                 std::tolower(static_cast<unsigned char>(b));
+        })) {
+      return v;
+    }
+  }
+  return {};
+}
+
 struct HttpClient::Impl {
   HttpUrl url;
-  std::chrono::milliseconds timeout;
+  HttpClientOptions opts;
   asio::io_context ioc;
   std::optional<beast::tcp_stream> stream;
   beast::flat_buffer buffer;
@@ -94,7 +107,7 @@ struct HttpClient::Impl {
       endpoints = std::move(results);
     }
     stream.emplace(ioc);
-    stream->expires_after(timeout);
+    stream->expires_after(opts.timeout);
     stream->async_connect(*endpoints, [&](beast::error_code e, const tcp::endpoint&) { ec = e; });
     Run();
     if (ec) {
@@ -130,11 +143,12 @@ struct HttpClient::Impl {
     r->retry_after_s = -1;
     r->body.clear();
     r->error.clear();
+    r->headers.clear();
     if (!stream && !Connect(r)) return false;
     beast::error_code ec;
     http::response_parser<http::string_body> parser;
-    parser.body_limit(16u << 20);
-    stream->expires_after(timeout);
+    parser.body_limit(opts.max_body_bytes);
+    stream->expires_after(opts.timeout);
     http::async_write(*stream, req, [&](beast::error_code e, size_t) {
       if (e) {
         ec = e;
@@ -156,19 +170,23 @@ struct HttpClient::Impl {
       const auto parsed = std::from_chars(v.data(), v.data() + v.size(), secs);
       if (parsed.ec == std::errc() && secs >= 0) r->retry_after_s = secs;
     }
+    if (opts.keep_headers) {
+      for (const auto& field : res) {
+        r->headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
+      }
+    }
     r->body = std::move(res.body());
     if (!res.keep_alive()) Close();
     return true;
   }
 };
 
-HttpClient::HttpClient(HttpUrl url, std::chrono::milliseconds timeout)
-    : impl_(std::make_unique<Impl>()) {
+HttpClient::HttpClient(HttpUrl url, HttpClientOptions options) : impl_(std::make_unique<Impl>()) {
   impl_->url = std::move(url);
-  impl_->timeout = timeout;
+  impl_->opts = std::move(options);
   impl_->req.version(11);
   impl_->req.set(http::field::host, impl_->url.host_header);
-  impl_->req.set(http::field::user_agent, "spanhouse-loadgen/0.1");
+  impl_->req.set(http::field::user_agent, impl_->opts.user_agent);
   impl_->req.keep_alive(true);
 }
 
@@ -194,6 +212,26 @@ bool HttpClient::Post(std::string* body, std::string_view content_type,
   return ok;
 }
 
+bool HttpClient::PostTo(std::string_view target, std::string* body, const HttpHeaders& headers,
+                        HttpResult* result) {
+  // A request of its own: the loadgen's reused one keeps its fields.
+  http::request<http::string_body> req;
+  req.version(11);
+  req.method(http::verb::post);
+  req.target(target);
+  req.set(http::field::host, impl_->url.host_header);
+  req.set(http::field::user_agent, impl_->opts.user_agent);
+  req.keep_alive(true);
+  for (const auto& [k, v] : headers) req.set(k, v);
+  std::swap(req.body(), *body);
+  req.prepare_payload();
+  std::swap(impl_->req, req);
+  const bool ok = impl_->RoundTrip(result);
+  std::swap(impl_->req, req);
+  std::swap(req.body(), *body);
+  return ok;
+}
+
 bool HttpClient::Get(std::string_view target, HttpResult* result) {
   http::request<http::string_body>& req = impl_->req;
   req.method(http::verb::get);
@@ -209,4 +247,4 @@ void HttpClient::Close() {
   impl_->Close();
 }
 
-}  // namespace spanhouse::loadgen
+}  // namespace spanhouse::net

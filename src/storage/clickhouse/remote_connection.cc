@@ -1,0 +1,149 @@
+#include "storage/clickhouse/remote_connection.h"
+
+#include <utility>
+
+#include <fmt/format.h>
+
+namespace spanhouse::storage {
+
+namespace {
+
+// Whether `s` starts with the server's "Code: N".
+bool StartsWithCode(std::string_view s) {
+  if (s.substr(0, 6) != "Code: ") return false;
+  return s.size() > 6 && s[6] >= '0' && s[6] <= '9';
+}
+
+std::string Trim(std::string_view s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) {
+    s.remove_suffix(1);
+  }
+  return std::string(s);
+}
+
+}  // namespace
+
+std::string UrlEncode(std::string_view s) {
+  static const char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(s.size() * 3 / 2);
+  for (const char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if ((u >= 'a' && u <= 'z') || (u >= 'A' && u <= 'Z') || (u >= '0' && u <= '9') || u == '-' ||
+        u == '_' || u == '.' || u == '~') {
+      out.push_back(c);
+    } else {
+      out.push_back('%');
+      out.push_back(kHex[u >> 4]);
+      out.push_back(kHex[u & 15]);
+    }
+  }
+  return out;
+}
+
+std::string TrailingException(std::string_view body) {
+  // The server writes its exception after what it had already sent, on a
+  // line of its own: "Code: N, e.displayText() = DB::Exception: ..." (18.x)
+  // or "Code: N. DB::Exception: ..." (newer).
+  const std::string_view tail = body.substr(body.size() > 65536 ? body.size() - 65536 : 0);
+  for (size_t at = tail.rfind("Code: "); at != std::string_view::npos;
+       at = at == 0 ? std::string_view::npos : tail.rfind("Code: ", at - 1)) {
+    if (at != 0 && tail[at - 1] != '\n') continue;
+    const std::string_view rest = tail.substr(at);
+    if (StartsWithCode(rest) && rest.find("DB::Exception") != std::string_view::npos) {
+      return Trim(rest);
+    }
+  }
+  return "";
+}
+
+RemoteConnection::RemoteConnection(RemoteOptions options) : opts_(std::move(options)) {}
+
+Status RemoteConnection::Open(const RemoteOptions& options,
+                              std::unique_ptr<RemoteConnection>* out) {
+  std::unique_ptr<RemoteConnection> c(new RemoteConnection(options));
+  std::string error;
+  if (!net::ParseHttpUrl(options.url, &c->url_, &error)) {
+    return Status::Invalid("clickhouse: " + error);
+  }
+  c->client_ = std::make_unique<net::HttpClient>(
+      c->url_, net::HttpClientOptions{.timeout = options.timeout,
+                                      .max_body_bytes = options.max_result_bytes,
+                                      .keep_headers = true});
+  QueryResult r;
+  if (Status st = c->Query("SELECT version()", "TSV", &r); !st.ok()) {
+    return {st.code(), fmt::format("clickhouse at {}: {}", options.url, st.message())};
+  }
+  c->version_ = Trim(r.data);
+  *out = std::move(c);
+  return Status::Ok();
+}
+
+Status RemoteConnection::Run(std::string_view sql, std::string_view format, QueryResult* result,
+                             const std::vector<QueryParam>& params) {
+  std::string body(sql);
+  if (!format.empty()) body += fmt::format(" FORMAT {}", format);
+  return Post("", std::move(body), params, result);
+}
+
+Status RemoteConnection::Insert(std::string_view insert, std::string data) {
+  return Post(insert, std::move(data), {}, nullptr);
+}
+
+void RemoteConnection::Close() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (client_ != nullptr) client_->Close();
+  client_.reset();
+}
+
+Status RemoteConnection::Post(std::string_view query, std::string body,
+                              const std::vector<QueryParam>& params, QueryResult* result) {
+  std::string target = url_.target.empty() ? "/" : url_.target;
+  char sep = target.find('?') == std::string::npos ? '?' : '&';
+  auto arg = [&](std::string_view name, std::string_view value) {
+    target += sep;
+    target += name;
+    target += '=';
+    target += UrlEncode(value);
+    sep = '&';
+  };
+  if (!opts_.database.empty()) arg("database", opts_.database);
+  if (!query.empty()) arg("query", query);
+  for (const auto& [name, value] : params) arg("param_" + name, value);
+  const net::HttpHeaders headers = {{"X-ClickHouse-User", opts_.user},
+                                    {"X-ClickHouse-Key", opts_.password},
+                                    {"Content-Type", "text/plain; charset=utf-8"}};
+  net::HttpResult r;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (client_ == nullptr) return Status::Unavailable("clickhouse: connection closed");
+    if (!client_->PostTo(target, &body, headers, &r)) {
+      return Status::Unavailable(fmt::format("clickhouse at {}: {}", opts_.url, r.error));
+    }
+  }
+  if (r.status != 200) return ErrorOf(r);
+  if (std::string exception = TrailingException(r.body); !exception.empty()) {
+    return Status::Internal(std::move(exception));
+  }
+  if (result != nullptr) {
+    result->data = std::move(r.body);
+    result->rows_read = 0;
+  }
+  return Status::Ok();
+}
+
+Status RemoteConnection::ErrorOf(const net::HttpResult& r) const {
+  std::string message = Trim(r.body);
+  const std::string_view code = r.Header("X-ClickHouse-Exception-Code");
+  if (!code.empty() && message.find("Code: ") == std::string::npos) {
+    message = fmt::format("Code: {}. {}", code, message);
+  }
+  // Not the server's own exception (a proxy, a server going down): retry.
+  if (message.find("Code: ") == std::string::npos) {
+    return Status::Unavailable(
+        fmt::format("clickhouse at {}: HTTP {}: {}", opts_.url, r.status, message.substr(0, 1000)));
+  }
+  return Status::Internal(message);
+}
+
+}  // namespace spanhouse::storage

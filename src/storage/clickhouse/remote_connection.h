@@ -1,0 +1,77 @@
+// A ClickHouse server outside this process, over its HTTP interface: one
+// replica of a cluster's shard, or a single server. A SqlConnection like the
+// embedded one, plus inserts whose rows travel as the request's body.
+//
+// Keep-alive, one statement at a time. Errors come as a non-200 status with
+// the exception's text (and, on newer servers, X-ClickHouse-Exception-Code),
+// or, once the answer has started, as the exception's text at the end of a
+// 200 body; both become a Status whose message keeps the server's "Code: N"
+// (insert_errors.h classes it: retry or dead letter). A server that cannot be
+// reached, or answers with a bare 5xx, is kUnavailable.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+#include "net/http_client.h"
+#include "storage/clickhouse/sql_connection.h"
+
+namespace spanhouse::storage {
+
+struct RemoteOptions {
+  std::string url;  // the HTTP interface: http://host:port
+  std::string user = "default";
+  std::string password;
+  std::string database;  // the statements' default database; "" for the server's
+  std::chrono::milliseconds timeout{60000};
+  size_t max_result_bytes = size_t{1} << 30;
+};
+
+class RemoteConnection final : public SqlConnection {
+ public:
+  // Connects and reads the server's version; fails with what went wrong
+  // (nothing listening, a wrong password, no such database).
+  static Status Open(const RemoteOptions& options, std::unique_ptr<RemoteConnection>* out);
+
+  // `params` go as the server's query parameters ({name:Type}).
+  Status Run(std::string_view sql, std::string_view format, QueryResult* result,
+             const std::vector<QueryParam>& params) override;
+  Status Query(std::string_view sql, std::string_view format, QueryResult* result = nullptr) {
+    return Run(sql, format, result, {});
+  }
+  // `insert` ("INSERT INTO t [(columns)] [SETTINGS ...] FORMAT F") with the
+  // rows in `data` (taken as the request's body).
+  Status Insert(std::string_view insert, std::string data);
+  void Close() override;
+
+  const std::string& version() const { return version_; }  // e.g. "18.16.1"
+  const std::string& url() const { return opts_.url; }
+
+ private:
+  explicit RemoteConnection(RemoteOptions options);
+  // POSTs `body` with `query` (URL-encoded) in the query string, if any.
+  Status Post(std::string_view query, std::string body, const std::vector<QueryParam>& params,
+              QueryResult* result);
+  Status ErrorOf(const net::HttpResult& r) const;
+
+  const RemoteOptions opts_;
+  net::HttpUrl url_;
+  std::string version_;
+  std::mutex mu_;                            // one statement at a time
+  std::unique_ptr<net::HttpClient> client_;  // guarded by mu_; null once closed
+};
+
+// The server's exception at the end of a 200 body (it failed after it began
+// answering), or "" when the body ends with none.
+std::string TrailingException(std::string_view body);
+
+// `s` as application/x-www-form-urlencoded (a query string's value).
+std::string UrlEncode(std::string_view s);
+
+}  // namespace spanhouse::storage

@@ -1,0 +1,170 @@
+// RemoteConnection against a real ClickHouse server (Debian's clickhouse-server,
+// 18.16 on these machines): statements and results, the server's errors with
+// their codes (a bad statement, a wrong password, a missing database, an
+// exception after the answer began, nothing listening), and spans encoded for
+// the server's own capabilities inserted as Native into the schema generated
+// for it, the views filled.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "integration/clickhouse_server.h"
+#include "storage/clickhouse/insert_errors.h"
+#include "storage/clickhouse/schema.h"
+#include "storage/clickhouse/span_block.h"
+#include "testdata/sample_batch.h"
+
+namespace spanhouse::storage {
+namespace {
+
+class RemoteClickHouse : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    server_ = std::make_unique<ClickHouseServer>(
+        (std::filesystem::temp_directory_path() / ("spanhouse-ch-" + std::to_string(::getpid())))
+            .string());
+  }
+  static void TearDownTestSuite() {
+    const std::string dir = server_->dir();
+    server_.reset();
+    std::filesystem::remove_all(dir);
+  }
+  void SetUp() override { ASSERT_TRUE(server_->running()); }
+
+  static std::string Q(RemoteConnection& c, const std::string& sql) {
+    QueryResult r;
+    const Status st = c.Query(sql, "TSV", &r);
+    EXPECT_TRUE(st.ok()) << sql << ": " << st.message();
+    return r.data;
+  }
+
+  static inline std::unique_ptr<ClickHouseServer> server_;
+};
+
+TEST_F(RemoteClickHouse, RunsStatementsAndReturnsTheirResults) {
+  auto c = server_->Connect();
+  ASSERT_NE(c, nullptr);
+  EXPECT_FALSE(c->version().empty());
+  EXPECT_EQ(Q(*c, "SELECT version()"), c->version() + "\n");
+  ASSERT_TRUE(c->Query("CREATE DATABASE IF NOT EXISTS rc_basic", "").ok());
+  ASSERT_TRUE(c->Query("CREATE TABLE IF NOT EXISTS rc_basic.t (k UInt32, v String) "
+                       "ENGINE = MergeTree ORDER BY k",
+                       "")
+                  .ok());
+  // Rows as the request's body; a value with a tab, a newline and a quote.
+  ASSERT_TRUE(c->Insert("INSERT INTO rc_basic.t FORMAT TSV", "1\tone\n2\ttwo\\t2\\n'\n").ok());
+  EXPECT_EQ(Q(*c, "SELECT k, v = 'two\\t2\\n\\'' FROM rc_basic.t ORDER BY k"), "1\t0\n2\t1\n");
+  // Statements in the connection's database, by name.
+  auto in_db = server_->Connect("rc_basic");
+  ASSERT_NE(in_db, nullptr);
+  EXPECT_EQ(Q(*in_db, "SELECT count() FROM t"), "2\n");
+  // Keep-alive: many statements on one connection.
+  for (int i = 0; i < 50; ++i)
+    ASSERT_EQ(Q(*c, fmt::format("SELECT {}", i)), fmt::format("{}\n", i));
+}
+
+TEST_F(RemoteClickHouse, TheServersErrorsKeepTheirCodes) {
+  auto c = server_->Connect();
+  ASSERT_NE(c, nullptr);
+  // A statement the server refuses: its code, for the insert classifier.
+  Status st = c->Query("SELEC 1", "TSV");
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(ClickHouseErrorCode(st.message()), 62) << st.message();  // SYNTAX_ERROR
+  st = c->Insert("INSERT INTO nowhere.t FORMAT TSV", "1\n");
+  ASSERT_FALSE(st.ok());
+  EXPECT_GT(ClickHouseErrorCode(st.message()), 0) << st.message();
+  // The connection goes on after an error.
+  EXPECT_EQ(Q(*c, "SELECT 7"), "7\n");
+  // An exception once the answer had begun (200, rows, then the text).
+  QueryResult r;
+  st = c->Query(
+      "SELECT number, throwIf(number = 300000) FROM system.numbers LIMIT 1000000 "
+      "SETTINGS max_block_size = 1000",
+      "TSV", &r);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(ClickHouseErrorCode(st.message()), 395)
+      << st.message();  // FUNCTION_THROW_IF_VALUE_IS_NON_ZERO
+  EXPECT_EQ(ClassifyInsertError(st), InsertError::kUnknown);
+}
+
+TEST_F(RemoteClickHouse, OpeningSaysWhatIsWrong) {
+  RemoteOptions o;
+  o.url = server_->url();
+  std::unique_ptr<RemoteConnection> c;
+  // A wrong password.
+  o.user = "writer";
+  o.password = "not-" + server_->password();
+  Status st = RemoteConnection::Open(o, &c);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find(server_->url()), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("password"), std::string::npos) << st.message();
+  // The right one.
+  o.password = server_->password();
+  ASSERT_TRUE(RemoteConnection::Open(o, &c).ok());
+  // A database that is not there.
+  o.database = "no_such_database";
+  st = RemoteConnection::Open(o, &c);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(ClickHouseErrorCode(st.message()), 81) << st.message();  // UNKNOWN_DATABASE
+  // Nothing listening: unavailable (a retry may find it up).
+  o.url = "http://127.0.0.1:1";
+  o.database.clear();
+  st = RemoteConnection::Open(o, &c);
+  EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.message();
+  EXPECT_NE(st.message().find("127.0.0.1:1"), std::string::npos) << st.message();
+  // Not a URL.
+  o.url = "clickhouse:8123";
+  EXPECT_EQ(RemoteConnection::Open(o, &c).code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(RemoteClickHouse, SpansEncodedForTheServerInsertAsNativeAndFeedTheViews) {
+  auto c = server_->Connect();
+  ASSERT_NE(c, nullptr);
+  const Capabilities caps = Capabilities::FromVersion(c->version());
+  SchemaOptions opts;
+  opts.database = "rc_spans";
+  for (const std::string& sql : SchemaDdl(caps, opts)) {
+    const Status st = c->Query(sql, "");
+    ASSERT_TRUE(st.ok()) << sql << "\n" << st.message();
+  }
+  const SpanBatch b = testdata::SampleBatch(3);
+  const std::vector<uint64_t> ids = ResourceIds(b);
+  std::vector<SpanRow> rows;
+  for (uint32_t i = 0; i < b.span_count(); ++i) rows.push_back({&b, i, ids[b.spans.resource[i]]});
+  SortByTableKey(&rows);
+  EncodedBlock block;
+  EncodeSpanRows(rows, caps, &block, UserFields::Default(),
+                 caps.json_type ? UserFieldValues::kMarked : UserFieldValues::kInArrays);
+  std::string data;
+  block.AppendTo(&data);
+  Status st = c->Insert("INSERT INTO rc_spans.spans FORMAT Native", std::move(data));
+  ASSERT_TRUE(st.ok()) << st.message();
+  const std::string n = std::to_string(b.span_count()) + "\n";
+  EXPECT_EQ(Q(*c, "SELECT count() FROM rc_spans.spans"), n);
+  EXPECT_EQ(Q(*c, "SELECT uniqExact(span_id) FROM rc_spans.spans"), n);
+  EXPECT_EQ(Q(*c, "SELECT sum(c) FROM (SELECT sumMerge(calls) AS c FROM rc_spans.red_1m)"), n);
+  EXPECT_EQ(Q(*c, "SELECT sum(c) FROM (SELECT sumMerge(calls) AS c FROM rc_spans.red_service_1m)"),
+            n);
+  EXPECT_EQ(Q(*c,
+              "SELECT count() FROM (SELECT trace_id8 FROM rc_spans.trace_index GROUP BY "
+              "trace_id8)"),
+            "3\n");
+  // The resources block too.
+  std::string resources;
+  std::vector<uint32_t> all;
+  for (uint32_t r = 0; r < b.resources.attrs.size(); ++r) all.push_back(r);
+  EncodeResourceBlock(b, all, ids, 1700000000, caps, &resources);
+  st = c->Insert("INSERT INTO rc_spans.resources FORMAT Native", std::move(resources));
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(Q(*c, "SELECT count() FROM rc_spans.resources"),
+            std::to_string(b.resources.attrs.size()) + "\n");
+}
+
+}  // namespace
+}  // namespace spanhouse::storage
