@@ -20,10 +20,12 @@ PKGS=(build-essential cmake ninja-build pkg-config git ca-certificates curl open
       libzstd-dev zlib1g-dev libssl-dev libgrpc++-dev libgtest-dev npm python3 python3-venv ccache)
 # clang-14 and its runtimes (libFuzzer, ASan, UBSan) build the fuzz targets (tests/fuzz);
 # Debian's Chromium (and a font for its screenshots) is the browser the UI test drives (tests/ui);
-# Debian's clickhouse-server (18.16) is the real remote server the schema tests run on.
+# Debian's clickhouse-server (18.16) is the real remote server the schema tests run on, and
+# Debian's zookeeper (3.8, standalone) the coordinator of the real cluster of them that
+# tests/e2e/clickhouse_cluster.py starts (replication, ON CLUSTER DDL).
 if ((want_tests)); then
   PKGS+=(clang-format clang-tidy clang-14 libclang-rt-14-dev chromium fonts-dejavu-core
-         clickhouse-server)
+         clickhouse-server zookeeper)
 fi
 
 missing=()
