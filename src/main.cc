@@ -33,13 +33,15 @@ struct ServeFlags {
   std::string zipkin_listen;
   std::string query_listen;
   std::string log_level;
+  std::string clickhouse_url;
   bool print_config = false;
 };
 
 void AddServeCommand(CLI::App& app, ServeFlags* f) {
   auto* serve = app.add_subcommand("serve",
                                    "Receive spans over OTLP (HTTP, gRPC) and Zipkin, store them in "
-                                   "embedded ClickHouse, serve queries");
+                                   "embedded ClickHouse (or a ClickHouse server or cluster), "
+                                   "serve queries");
   serve->add_option("-c,--config", f->config_file, "YAML configuration file");
   serve->add_option("--data-dir", f->data_dir,
                     "Data directory (default ./data; env SPANHOUSE_DATA_DIR)");
@@ -51,6 +53,9 @@ void AddServeCommand(CLI::App& app, ServeFlags* f) {
                     "Zipkin v2 address (default 127.0.0.1:9411; env SPANHOUSE_ZIPKIN_LISTEN)");
   serve->add_option("--query-listen", f->query_listen,
                     "Query API address (default 127.0.0.1:16686; env SPANHOUSE_QUERY_LISTEN)");
+  serve->add_option("--clickhouse-url", f->clickhouse_url,
+                    "Store in this ClickHouse server (http://host:8123) instead of the embedded "
+                    "engine: storage.engine clickhouse, one shard of one replica");
   serve->add_option("--log-level", f->log_level,
                     "trace, debug, info, warn, error or off (env SPANHOUSE_LOG_LEVEL)");
   serve->add_flag("--print-config", f->print_config, "Print the effective configuration and exit");
@@ -81,6 +86,10 @@ Status LoadConfig(const ServeFlags& f, Config* cfg) {
       {&f.log_level, "log_level"}};
   for (const auto& [value, key] : flags) {
     if (!value->empty()) SH_RETURN_IF_ERROR(spanhouse::server::ApplySetting(key, *value, cfg));
+  }
+  if (!f.clickhouse_url.empty()) {
+    SH_RETURN_IF_ERROR(spanhouse::server::ApplySetting("storage.engine", "clickhouse", cfg));
+    SH_RETURN_IF_ERROR(spanhouse::server::ApplySetting("clickhouse.shards", f.clickhouse_url, cfg));
   }
   return spanhouse::server::Validate(*cfg);
 }

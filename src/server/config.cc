@@ -87,6 +87,22 @@ bool IsLevel(const std::string& v) {
 
 // An S3 endpoint names the bucket in its path (ClickHouse's S3 disk form):
 // http(s)://host[:port]/bucket[/prefix]/. Empty means "no S3".
+// "url,url;url" (ClickHouseShards): every URL http(s)://host[:port][/].
+bool IsShardList(const std::string& v) {
+  if (v.empty()) return true;
+  for (const auto& shard : ClickHouseShards(v)) {
+    if (shard.empty()) return false;
+    for (const auto& url : shard) {
+      const size_t scheme = url.rfind("http://", 0) == 0    ? 7
+                            : url.rfind("https://", 0) == 0 ? 8
+                                                            : 0;
+      if (scheme == 0 || url.size() == scheme) return false;
+      if (url.find_first_of(" \t\r\n?#") != std::string::npos) return false;
+    }
+  }
+  return true;
+}
+
 bool IsS3Endpoint(const std::string& v) {
   if (v.empty()) return true;
   size_t scheme = 0;
@@ -184,6 +200,18 @@ const std::vector<Key>& Keys() {
       SH_STRING_KEY("storage.s3_access_key_id", storage.s3_access_key_id, true, "text"),
       SH_STRING_KEY("storage.s3_secret_access_key", storage.s3_secret_access_key, true, "text"),
       SH_STRING_KEY("storage.s3_region", storage.s3_region, true, "text"),
+      SH_STRING_KEY("storage.engine", storage.engine, v == "chdb" || v == "clickhouse",
+                    "chdb (embedded) or clickhouse (a server or cluster: the clickhouse section)"),
+      SH_STRING_KEY("clickhouse.shards", clickhouse.shards, IsShardList(v),
+                    "http(s)://host:port URLs, replicas split by ',' and shards by ';'"),
+      SH_STRING_KEY("clickhouse.user", clickhouse.user, !v.empty(), "a user name"),
+      SH_STRING_KEY("clickhouse.password", clickhouse.password, true, "text"),
+      SH_STRING_KEY("clickhouse.database", clickhouse.database, IsDatabaseName(v),
+                    "a database name: letters, digits and _, not starting with a digit"),
+      SH_STRING_KEY("clickhouse.cluster", clickhouse.cluster, v.empty() || IsDatabaseName(v),
+                    "a cluster name from the servers' remote_servers: letters, digits and _"),
+      SH_UINT_KEY("clickhouse.timeout_s", clickhouse.timeout_s, ParseUint, 1, 3600,
+                  "seconds, 1 to 3600"),
       SH_STRING_KEY("user_fields.also_well_known", user_fields.also_well_known, IsNamespaceList(v),
                     "comma-separated namespaces, e.g. shop,app.internal"),
       SH_UINT_KEY("filter.max_future_s", filter.max_future_s, ParseUint, 1, kMaxSeconds,
@@ -258,6 +286,30 @@ Status Walk(const YAML::Node& node, const std::string& prefix, Config* cfg) {
       if (Status st = ApplySetting(path, "null", cfg); !st.ok()) return st;
       continue;
     }
+    if (path == "clickhouse.shards" && kv.second.IsSequence()) {
+      // A list of shards, each a list of replica URLs (or one URL).
+      std::string list;
+      for (const auto& shard : kv.second) {
+        if (!list.empty()) list += ';';
+        if (shard.IsScalar()) {
+          list += shard.as<std::string>();
+          continue;
+        }
+        if (!shard.IsSequence()) {
+          return Status::Invalid("config key 'clickhouse.shards': each shard is a list of URLs");
+        }
+        std::string replicas;
+        for (const auto& url : shard) {
+          if (!url.IsScalar()) {
+            return Status::Invalid("config key 'clickhouse.shards': a replica is one URL");
+          }
+          replicas += (replicas.empty() ? "" : ",") + url.as<std::string>();
+        }
+        list += replicas;
+      }
+      if (Status st = ApplySetting(path, list, cfg); !st.ok()) return st;
+      continue;
+    }
     if (!kv.second.IsScalar()) {
       return Status::Invalid("config key '" + path + "': expected a single value");
     }
@@ -305,6 +357,7 @@ const std::map<std::string, std::string>& ConfigEnvVars() {
       // Credentials are better kept out of a YAML file.
       {"SPANHOUSE_STORAGE_S3_ACCESS_KEY_ID", "storage.s3_access_key_id"},
       {"SPANHOUSE_STORAGE_S3_SECRET_ACCESS_KEY", "storage.s3_secret_access_key"},
+      {"SPANHOUSE_CLICKHOUSE_PASSWORD", "clickhouse.password"},
   };
   return vars;
 }
@@ -371,6 +424,25 @@ Status Validate(const Config& cfg) {
     return Status::Invalid(
         "config key 'storage.s3_access_key_id': set, but storage.s3_endpoint is empty");
   }
+  if (cfg.storage.engine == "clickhouse") {
+    if (cfg.clickhouse.shards.empty()) {
+      return Status::Invalid(
+          "config key 'clickhouse.shards': storage.engine is clickhouse, but no server is given "
+          "(e.g. --clickhouse-url http://localhost:8123)");
+    }
+    const auto shards = ClickHouseShards(cfg.clickhouse.shards);
+    if ((shards.size() > 1 || shards[0].size() > 1) && cfg.clickhouse.cluster.empty()) {
+      return Status::Invalid(
+          "config key 'clickhouse.cluster': several shards or replicas are given; name the "
+          "cluster they form in the servers' remote_servers (reads go through Distributed "
+          "tables over it)");
+    }
+    if (!cfg.secondary.type.empty()) {
+      return Status::Invalid(
+          "config key 'secondary.type': a second embedded sink goes with the embedded engine "
+          "(storage.engine: chdb)");
+    }
+  }
   if (!cfg.secondary.type.empty()) {
     if (!cfg.durable.enabled) {
       return Status::Invalid(
@@ -383,6 +455,29 @@ Status Validate(const Config& cfg) {
     }
   }
   return Status::Ok();
+}
+
+std::vector<std::vector<std::string>> ClickHouseShards(std::string_view list) {
+  std::vector<std::vector<std::string>> shards;
+  if (list.empty()) return shards;
+  auto trim = [](std::string_view s) {
+    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+    while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+    return s;
+  };
+  for (size_t pos = 0; pos <= list.size();) {
+    size_t end = std::min(list.find(';', pos), list.size());
+    std::vector<std::string> replicas;
+    const std::string_view shard = list.substr(pos, end - pos);
+    for (size_t p = 0; p <= shard.size();) {
+      const size_t e = std::min(shard.find(',', p), shard.size());
+      if (auto url = trim(shard.substr(p, e - p)); !url.empty()) replicas.emplace_back(url);
+      p = e + 1;
+    }
+    shards.push_back(std::move(replicas));
+    pos = end + 1;
+  }
+  return shards;
 }
 
 std::string DurableDir(const Config& cfg) {
@@ -402,7 +497,7 @@ std::string Redacted(const std::string& key, const std::string& value) {
     const size_t n = std::count(value.begin(), value.end(), ',') + 1;
     return fmt::format("<redacted, {} token{}>", n, n == 1 ? "" : "s");
   }
-  if (key == "storage.s3_secret_access_key") return "<redacted>";
+  if (key == "storage.s3_secret_access_key" || key == "clickhouse.password") return "<redacted>";
   return value;
 }
 

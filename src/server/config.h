@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "common/status.h"
 
@@ -94,7 +96,27 @@ struct Config {
     std::string s3_access_key_id;  // both or neither; neither: anonymous access
     std::string s3_secret_access_key;
     std::string s3_region;  // empty: the endpoint's default
+    // "chdb": the embedded ClickHouse in data_dir (the default). "clickhouse":
+    // a ClickHouse server or cluster (the clickhouse section); the tiers
+    // above are then the server's own business.
+    std::string engine = "chdb";
   } storage;
+  struct {
+    // The cluster's shards, each a list of its replicas' HTTP interfaces:
+    // "http://a1:8123,http://a2:8123;http://b1:8123,http://b2:8123" (shards
+    // split by ';', replicas by ','), or a YAML list of lists. One URL: one
+    // server. Spans go to the shard that owns their trace (sipHash64 of the
+    // trace id), to its first replica that answers.
+    std::string shards;
+    std::string user = "default";
+    std::string password;
+    std::string database = "spanhouse";
+    // The cluster's name in the servers' remote_servers: the Distributed
+    // tables that reads go through are made over it. Needed with more than
+    // one shard or replica.
+    std::string cluster;
+    uint64_t timeout_s = 60;  // per statement
+  } clickhouse;
   struct {
     // Attribute keys outside the OpenTelemetry semantic-convention
     // namespaces (http, db, k8s, ...) are copied to the spans' user_fields
@@ -166,6 +188,9 @@ Status ApplyYaml(const std::string& yaml_text, Config* cfg);
 Status ApplySetting(const std::string& key, const std::string& value, Config* cfg);
 // Checks cross-field rules (addresses parse, sizes sensible).
 Status Validate(const Config& cfg);
+// clickhouse.shards as shards of replica URLs (an empty shard where the
+// list has one: Validate refuses it).
+std::vector<std::vector<std::string>> ClickHouseShards(std::string_view list);
 // The durable queue's directory: durable.dir, or <data_dir>/queue.
 std::string DurableDir(const Config& cfg);
 // The cold volume's directory: storage.cold_path, or <data_dir>/cold.

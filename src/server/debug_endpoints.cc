@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "query/query_api.h"
+#include "storage/clickhouse/chdb.h"
 #include "storage/clickhouse/schema.h"
 
 namespace spanhouse::server {
@@ -59,16 +60,15 @@ void HandleSink(const net::HttpRequest& req, net::HttpResponse& resp,
                           faults->fail_permanent.load());
 }
 
-void HandleSpans(const net::HttpRequest& req, net::HttpResponse& resp,
-                 storage::ChdbConnection& conn) {
-  std::string db(storage::kDatabase);
+void HandleSpans(const net::HttpRequest& req, net::HttpResponse& resp, const DebugStore& store) {
+  std::string db = store.database;
   query::QueryParam(req.target, "database", &db);
   if (!IsIdentifier(db)) return Error(resp, 400, "database: want an identifier");
   storage::QueryResult r;
-  const Status st = conn.Query(
+  const Status st = store.conn->Query(
       fmt::format("SELECT (SELECT count() FROM {0}.spans), (SELECT uniqExact(span_id) FROM "
-                  "{0}.spans), (SELECT sum(calls) FROM {0}.red_1m)",
-                  db),
+                  "{0}.spans), (SELECT {1}(calls) FROM {0}.red_1m)",
+                  db, store.caps.simple_aggregate ? "sum" : "sumMerge"),
       "TSV", &r);
   if (!st.ok()) {
     spdlog::warn("/debug/spans: {}", st.message());
@@ -83,10 +83,10 @@ void HandleSpans(const net::HttpRequest& req, net::HttpResponse& resp,
 
 }  // namespace
 
-void HandleDebug(const net::HttpRequest& req, net::HttpResponse& resp,
-                 storage::ChdbConnection& conn, const std::vector<DebugSink>& sinks) {
+void HandleDebug(const net::HttpRequest& req, net::HttpResponse& resp, const DebugStore& store,
+                 const std::vector<DebugSink>& sinks) {
   resp.content_type = "application/json";
-  if (req.path() == "/debug/spans") return HandleSpans(req, resp, conn);
+  if (req.path() == "/debug/spans") return HandleSpans(req, resp, store);
   if (req.path() != "/debug/sink" || req.method != "POST") {
     return Error(resp, req.path() == "/debug/sink" ? 405 : 404,
                  "use POST /debug/sink?insert_delay_ms=N&fail_inserts=true|false");

@@ -3,7 +3,7 @@
 //                   &fail_permanent=true|false&kill_after_insert=true|false[&sink=NAME]
 //       slow or failing inserts on demand, in the named embedded sink (by
 //       default the first);
-//   GET /debug/spans[?database=NAME]
+//   GET /debug/spans[?database=NAME]   (by default the primary's)
 //       how many span rows a database stores, how many distinct span ids, and
 //       the calls its red_1m view counted: the crash and outage tests check
 //       that nothing was stored twice (tables and views alike).
@@ -13,8 +13,9 @@
 #include <vector>
 
 #include "net/http_server.h"
-#include "storage/clickhouse/chdb.h"
 #include "storage/clickhouse/embedded_writer.h"
+#include "storage/clickhouse/schema.h"
+#include "storage/clickhouse/sql_connection.h"
 
 namespace spanhouse::server {
 
@@ -23,7 +24,14 @@ struct DebugSink {
   storage::SinkFaults* faults = nullptr;
 };
 
-void HandleDebug(const net::HttpRequest& req, net::HttpResponse& resp,
-                 storage::ChdbConnection& conn, const std::vector<DebugSink>& sinks);
+// The store /debug/spans asks.
+struct DebugStore {
+  storage::SqlConnection* conn = nullptr;
+  std::string database;
+  storage::Capabilities caps;
+};
+
+void HandleDebug(const net::HttpRequest& req, net::HttpResponse& resp, const DebugStore& store,
+                 const std::vector<DebugSink>& sinks);
 
 }  // namespace spanhouse::server

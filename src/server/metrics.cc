@@ -94,13 +94,14 @@ void AppendPipelineMetrics(const MetricsSources& s, PromText& out) {
   if (s.queue != nullptr) s.queue->AppendMetrics(out);
 }
 
-void AppendStorageMetrics(storage::ChdbConnection& conn, PromText& out) {
+void AppendStorageMetrics(storage::SqlConnection& conn, std::string_view database, bool disks,
+                          PromText& out) {
   storage::QueryResult r;
   const Status st = conn.Query(
-      fmt::format("SELECT table, disk_name, count(), sum(rows), sum(bytes_on_disk) FROM "
+      fmt::format("SELECT table, {}, count(), sum(rows), sum(bytes_on_disk) FROM "
                   "system.parts WHERE database = '{}' AND active GROUP BY table, disk_name "
                   "ORDER BY table, disk_name",
-                  storage::kDatabase),
+                  disks ? "disk_name" : "'default' AS disk_name", database),
       "TSV", &r);
   if (!st.ok()) {
     spdlog::warn("storage metrics: {}", st.message());

@@ -16,7 +16,7 @@
 #include "pipeline/memory_budget.h"
 #include "receivers/intake/intake.h"
 #include "sink/sink.h"
-#include "storage/clickhouse/chdb.h"
+#include "storage/clickhouse/sql_connection.h"
 
 namespace spanhouse::server {
 
@@ -40,6 +40,8 @@ void AppendPipelineMetrics(const MetricsSources& sources, PromText& out);
 // Active parts, rows and bytes per table and disk ("default" is the hot
 // volume, "cold" or "cold_s3" the cold one), asked of the engine at each
 // scrape (system.parts: metadata only). Nothing is appended if it fails.
-void AppendStorageMetrics(storage::ChdbConnection& conn, PromText& out);
+// `disks`: the server has storage policies (else every part is on "default").
+void AppendStorageMetrics(storage::SqlConnection& conn, std::string_view database, bool disks,
+                          PromText& out);
 
 }  // namespace spanhouse::server

@@ -13,6 +13,7 @@
 #include "storage/clickhouse/deduplication.h"
 #include "storage/clickhouse/embedded_sink.h"
 #include "storage/clickhouse/engine_config.h"
+#include "storage/clickhouse/replica_set.h"
 #include "ui/ui_server.h"
 
 namespace spanhouse::server {
@@ -92,6 +93,8 @@ Server::~Server() {
 }
 
 Status Server::OpenEngine() {
+  if (remote()) return OpenRemote();
+  database_ = std::string(storage::kDatabase);
   SH_RETURN_IF_ERROR(storage::ChdbLibrary::Load(&lib_));
   // The engine's disks and storage policy (hot: the data directory; cold: a
   // directory or an S3 bucket), written anew at every start so it follows
@@ -111,13 +114,33 @@ Status Server::OpenEngine() {
   // One connection per writer (the sinks open theirs), one for queries and
   // one for the dependency job: chDB runs one statement at a time per
   // connection, so inserts never wait behind a slow query.
-  SH_RETURN_IF_ERROR(
-      storage::ChdbConnection::Open(lib_, dir_ + "/clickhouse", engine_args_, &read_conn_));
-  SH_RETURN_IF_ERROR(
-      storage::ChdbConnection::Open(lib_, dir_ + "/clickhouse", engine_args_, &job_conn_));
+  std::vector<std::unique_ptr<storage::SqlConnection>> conns;
+  SH_RETURN_IF_ERROR(OpenConnections(2, &conns));
+  read_conn_ = std::move(conns[0]);
+  job_conn_ = std::move(conns[1]);
   spdlog::info("spans move to the cold volume ({}) after {} s and are deleted after {} s",
                tiering.s3_endpoint.empty() ? tiering.cold_path : tiering.s3_endpoint,
                cfg_.storage.move_after_s, cfg_.storage.retention_s);
+  return Status::Ok();
+}
+
+Status Server::OpenRemote() {
+  database_ = cfg_.clickhouse.database;
+  shards_ = ClickHouseShards(cfg_.clickhouse.shards);
+  if (shards_.size() != 1) {
+    return Status::Invalid(
+        "clickhouse.shards: more than one shard is not supported yet; give one shard (its "
+        "replicas split by ',')");
+  }
+  // Like the embedded engine: queries and the dependency job on connections
+  // of their own, so neither waits behind an insert.
+  std::vector<std::unique_ptr<storage::SqlConnection>> conns;
+  SH_RETURN_IF_ERROR(OpenConnections(2, &conns));
+  read_conn_ = std::move(conns[0]);
+  job_conn_ = std::move(conns[1]);
+  spdlog::info("ClickHouse {} at {} ({} shard(s)), database {}",
+               static_cast<storage::ReplicaSet&>(*read_conn_).version(), cfg_.clickhouse.shards,
+               shards_.size(), database_);
   return Status::Ok();
 }
 
@@ -146,7 +169,13 @@ std::string SecondarySinkName(const Config& cfg) {
 }  // namespace
 
 Status Server::EnsureStore() {
-  SH_RETURN_IF_ERROR(EnsureDatabase(std::string(storage::kDatabase), "chdb", &caps_));
+  if (remote()) {
+    SH_RETURN_IF_ERROR(EnsureDatabase(database_, "clickhouse", &caps_));
+    spdlog::info("ClickHouse {}.{}: schema {} ready in database {}", caps_.major, caps_.minor,
+                 storage::kSchemaVersion, database_);
+    return Status::Ok();
+  }
+  SH_RETURN_IF_ERROR(EnsureDatabase(database_, "chdb", &caps_));
   if (cfg_.secondary.type == "chdb") {
     storage::Capabilities caps;
     SH_RETURN_IF_ERROR(EnsureDatabase(cfg_.secondary.database, SecondarySinkName(cfg_), &caps));
@@ -160,7 +189,9 @@ Status Server::EnsureDatabase(const std::string& database, const std::string& si
   storage::SchemaOptions schema;
   schema.database = database;
   schema.metrics_retention_days = static_cast<uint32_t>(cfg_.metrics.retention_days);
-  schema.tiered = true;
+  // The embedded engine's tiers are spanhouse's to configure (engine_config.h); a
+  // server's storage policies are its operator's.
+  schema.tiered = !remote();
   schema.move_after_s = cfg_.storage.move_after_s;
   schema.retention_s = cfg_.storage.retention_s;
   if (queue_->durable()) {
@@ -186,8 +217,25 @@ Status Server::EnsureDatabase(const std::string& database, const std::string& si
                                             database);
 }
 
-Status Server::OpenConnections(size_t n,
-                               std::vector<std::unique_ptr<storage::SqlConnection>>* out) {
+Status Server::OpenConnections(size_t n, std::vector<std::unique_ptr<storage::SqlConnection>>* out,
+                               size_t shard) {
+  if (remote()) {
+    std::vector<storage::RemoteOptions> replicas;
+    for (const std::string& url : shards_.at(shard)) {
+      storage::RemoteOptions o;
+      o.url = url;
+      o.user = cfg_.clickhouse.user;
+      o.password = cfg_.clickhouse.password;
+      o.timeout = std::chrono::seconds(cfg_.clickhouse.timeout_s);
+      replicas.push_back(std::move(o));
+    }
+    for (size_t i = 0; i < n; ++i) {
+      std::unique_ptr<storage::ReplicaSet> c;
+      SH_RETURN_IF_ERROR(storage::ReplicaSet::Open(replicas, &c));
+      out->push_back(std::move(c));
+    }
+    return Status::Ok();
+  }
   for (size_t i = 0; i < n; ++i) {
     std::unique_ptr<storage::ChdbConnection> c;
     SH_RETURN_IF_ERROR(storage::ChdbConnection::Open(lib_, dir_ + "/clickhouse", engine_args_, &c));
@@ -214,11 +262,32 @@ Status Server::AddEmbeddedSink(const std::string& name, const std::string& datab
   return Status::Ok();
 }
 
+Status Server::AddRemoteSinks() {
+  // One sink per shard, each with the shard's replicas; one shard: all of it.
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    std::vector<std::unique_ptr<storage::SqlConnection>> conns;
+    SH_RETURN_IF_ERROR(OpenConnections(static_cast<size_t>(cfg_.writer.threads), &conns, s));
+    storage::EmbeddedSinkOptions o;
+    o.name = shards_.size() == 1 ? "clickhouse" : fmt::format("clickhouse-shard{}", s + 1);
+    o.queue_bytes = 2 * cfg_.queue.max_bytes;
+    o.writer = WriterOptionsOf(cfg_, dir_);
+    o.writer.database = database_;
+    o.cluster_shard = static_cast<uint32_t>(s);
+    o.cluster_shards = static_cast<uint32_t>(shards_.size());
+    faults_.push_back({o.name, std::make_unique<storage::SinkFaults>()});
+    sinks_.push_back(std::make_unique<storage::EmbeddedSink>(std::move(conns), caps_, o,
+                                                             faults_.back().faults.get()));
+  }
+  return Status::Ok();
+}
+
 Status Server::MakeSinks() {
   if (cfg_.writer.sink == "null") {
     sinks_.push_back(std::make_unique<sink::NullSink>());
+  } else if (remote()) {
+    SH_RETURN_IF_ERROR(AddRemoteSinks());
   } else {
-    SH_RETURN_IF_ERROR(AddEmbeddedSink("chdb", std::string(storage::kDatabase)));
+    SH_RETURN_IF_ERROR(AddEmbeddedSink("chdb", database_));
   }
   if (cfg_.secondary.type == "chdb") {
     SH_RETURN_IF_ERROR(AddEmbeddedSink(SecondarySinkName(cfg_), cfg_.secondary.database));
@@ -231,12 +300,14 @@ void Server::MakeQueryApi() {
   storage::DependencyJobOptions job;
   job.interval = std::chrono::seconds(cfg_.dependencies.interval_s);
   job.lag = std::chrono::seconds(cfg_.dependencies.lag_s);
+  job.database = database_;
   dependency_job_ = std::make_unique<storage::DependencyJob>(*job_conn_, job);
   reader_ = std::make_unique<storage::ChdbSpanReader>(
       *read_conn_, caps_,
       storage::ReaderLimits{.max_execution_s = static_cast<uint32_t>(cfg_.query.timeout_s),
                             .max_spans = cfg_.query.max_trace_spans,
-                            .max_rows = cfg_.query.max_rows});
+                            .max_rows = cfg_.query.max_rows},
+      storage::StorageLayout{}, database_);
   query::AdminHooks hooks;
   hooks.metrics = [this] { return Metrics(); };
   hooks.not_ready = [this] { return NotReady(); };
@@ -245,7 +316,7 @@ void Server::MakeQueryApi() {
     hooks.debug = [this](const net::HttpRequest& req, net::HttpResponse& resp) {
       std::vector<DebugSink> sinks;
       for (const auto& f : faults_) sinks.push_back({f.sink, f.faults.get()});
-      HandleDebug(req, resp, *read_conn_, sinks);
+      HandleDebug(req, resp, DebugStore{read_conn_.get(), database_, caps_}, sinks);
     };
   }
   hooks.ui = ui::ServeUi;
@@ -371,7 +442,7 @@ std::string Server::Metrics() {
   m.queue = queue_.get();
   AppendPipelineMetrics(m, out);
   security_.AppendMetrics(out.trailer());
-  AppendStorageMetrics(*read_conn_, out);
+  AppendStorageMetrics(*read_conn_, database_, caps_.ttl_moves, out);
   return out.Render();
 }
 

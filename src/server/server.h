@@ -52,13 +52,20 @@ class Server {
  private:
   explicit Server(const Config& cfg) : cfg_(cfg), budget_(cfg.queue.max_bytes) {}
   Status OpenEngine();
+  // storage.engine clickhouse: the servers of clickhouse.shards.
+  Status OpenRemote();
+  bool remote() const { return cfg_.storage.engine == "clickhouse"; }
+  // The primary sink(s): embedded, or one per cluster shard.
+  Status AddRemoteSinks();
   Status OpenQueue();
   Status EnsureStore();
   // The schema of one database, the blocks its sink left unfinished written
   // first if an upgrade copies a table.
   Status EnsureDatabase(const std::string& database, const std::string& sink,
                         storage::Capabilities* caps);
-  Status OpenConnections(size_t n, std::vector<std::unique_ptr<storage::SqlConnection>>* out);
+  // `n` writer connections: to the embedded engine, or to shard `shard`'s replicas.
+  Status OpenConnections(size_t n, std::vector<std::unique_ptr<storage::SqlConnection>>* out,
+                         size_t shard = 0);
   Status AddEmbeddedSink(const std::string& name, const std::string& database);
   Status MakeSinks();
   void MakeQueryApi();
@@ -74,8 +81,11 @@ class Server {
   DataDirLock lock_;
   std::shared_ptr<storage::ChdbLibrary> lib_;
   std::vector<std::string> engine_args_;
-  std::unique_ptr<storage::ChdbConnection> read_conn_;  // queries, schema, /metrics
-  std::unique_ptr<storage::ChdbConnection> job_conn_;   // the dependency job's joins
+  std::unique_ptr<storage::SqlConnection> read_conn_;  // queries, schema, /metrics
+  std::unique_ptr<storage::SqlConnection> job_conn_;   // the dependency job's joins
+  // The primary's database (the embedded spanhouse, or clickhouse.database).
+  std::string database_;
+  std::vector<std::vector<std::string>> shards_;  // clickhouse.shards' replica URLs
   storage::Capabilities caps_;
   pipeline::MemoryBudget budget_;
   std::unique_ptr<pipeline::SpanFilter> filter_;

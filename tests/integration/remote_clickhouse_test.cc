@@ -166,5 +166,78 @@ TEST_F(RemoteClickHouse, SpansEncodedForTheServerInsertAsNativeAndFeedTheViews) 
             std::to_string(b.resources.attrs.size()) + "\n");
 }
 
+TEST_F(RemoteClickHouse, EnsureSchemaCreatesAndThenFindsTheSchema) {
+  auto c = server_->Connect();
+  ASSERT_NE(c, nullptr);
+  SchemaOptions opts;
+  opts.database = "rc_ensure";
+  Capabilities caps;
+  Status st = EnsureSchema(*c, &caps, opts);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(caps.major, Capabilities::FromVersion(c->version()).major);
+  EXPECT_EQ(Q(*c, "SELECT max(version) FROM rc_ensure.schema_version"),
+            std::to_string(kSchemaVersion) + "\n");
+  // A second start finds it current and changes nothing.
+  const std::string tables =
+      Q(*c, "SELECT name FROM system.tables WHERE database = 'rc_ensure' ORDER BY name");
+  st = EnsureSchema(*c, &caps, opts);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(Q(*c, "SELECT name FROM system.tables WHERE database = 'rc_ensure' ORDER BY name"),
+            tables);
+}
+
+// An older schema on the remote server is upgraded: schema 8's sort key by a
+// copy, every row kept, the views' sums unchanged. Schema 7's rare columns
+// need formatRowNoNewline (20.7): before, the upgrade says so and changes
+// nothing.
+TEST_F(RemoteClickHouse, AnOlderSchemaIsUpgradedKeepingEveryRow) {
+  for (const auto& [db, layout] :
+       {std::pair{"rc_upgrade8", Schema8Layout()}, std::pair{"rc_upgrade7", Schema7Layout()}}) {
+    SCOPED_TRACE(db);
+    auto c = server_->Connect();
+    ASSERT_NE(c, nullptr);
+    SchemaOptions older;
+    older.database = db;
+    older.layout = layout;
+    Capabilities caps;
+    ASSERT_TRUE(EnsureSchema(*c, &caps, older).ok());
+    SpanBatch b = testdata::SampleBatch(40);
+    const std::vector<uint64_t> ids = ResourceIds(b);
+    std::vector<SpanRow> rows;
+    for (uint32_t i = 0; i < b.span_count(); ++i) rows.push_back({&b, i, ids[b.spans.resource[i]]});
+    EncodedBlock block;
+    EncodeSpanRows(rows, caps, &block, UserFields::Default(), UserFieldValues::kInArrays,
+                   layout.extras_column);
+    std::string data;
+    block.AppendTo(&data);
+    Status st = c->Insert(fmt::format("INSERT INTO {}.spans FORMAT Native", db), std::move(data));
+    ASSERT_TRUE(st.ok()) << st.message();
+    const std::string fingerprint = fmt::format(
+        "SELECT count(), uniqExact(trace_id, span_id), sum(cityHash64(trace_id, span_id, name, "
+        "duration_ns, service_name)), (SELECT sumMerge(calls) FROM {0}.red_1m) FROM {0}.spans",
+        db);
+    const std::string before = Q(*c, fingerprint);
+    ASSERT_EQ(before.substr(0, before.find('\t')), std::to_string(b.span_count()));
+    const std::string version = fmt::format("SELECT max(version) FROM {}.schema_version", db);
+    const std::string old_version = Q(*c, version);
+    SchemaOptions current;
+    current.database = db;
+    st = EnsureSchema(*c, &caps, current);
+    EXPECT_EQ(Q(*c, fingerprint), before);
+    if (!layout.extras_column && !caps.format_row) {
+      ASSERT_FALSE(st.ok());
+      EXPECT_NE(st.message().find("formatRowNoNewline"), std::string::npos) << st.message();
+      EXPECT_EQ(Q(*c, version), old_version);
+      continue;
+    }
+    ASSERT_TRUE(st.ok()) << st.message();
+    EXPECT_EQ(Q(*c, version), std::to_string(kSchemaVersion) + "\n");
+    EXPECT_EQ(Q(*c, fmt::format("SELECT sorting_key FROM system.tables WHERE database = '{}' AND "
+                                "name = 'spans'",
+                                db)),
+              std::string(kSpansOrderBy.substr(1, kSpansOrderBy.size() - 2)) + "\n");
+  }
+}
+
 }  // namespace
 }  // namespace spanhouse::storage

@@ -57,6 +57,7 @@ class ChdbConnection final : public SqlConnection {
              const std::vector<QueryParam>& params) override {
     return Query(sql, format, result, params);
   }
+  bool local_files() const override { return true; }
   // Closes the connection; the last one closed shuts the engine down.
   void Close() override;
 

@@ -50,7 +50,7 @@ class ChdbSpanReader : public query::SpanReader {
   // `layout`: the tables' layout (the project's own; `bench storage` reads
   // other layouts too). `database`: where the tables are
   // (SchemaOptions::database).
-  ChdbSpanReader(ChdbConnection& conn, Capabilities caps, ReaderLimits limits = {},
+  ChdbSpanReader(SqlConnection& conn, Capabilities caps, ReaderLimits limits = {},
                  StorageLayout layout = {}, std::string database = std::string(kDatabase))
       : conn_(conn),
         caps_(caps),
@@ -81,7 +81,7 @@ class ChdbSpanReader : public query::SpanReader {
   // per span), from the cache or the resources table.
   Status AttachResources(const std::vector<uint64_t>& ids, uint32_t first, SpanBatch* out);
 
-  ChdbConnection& conn_;
+  SqlConnection& conn_;
   const Capabilities caps_;
   const ReaderLimits limits_;
   const StorageLayout layout_;

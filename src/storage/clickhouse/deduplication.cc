@@ -4,11 +4,11 @@
 
 namespace spanhouse::storage {
 
-Status EnableInsertDeduplication(ChdbConnection& conn, const Capabilities& caps, uint64_t window,
+Status EnableInsertDeduplication(SqlConnection& conn, const Capabilities& caps, uint64_t window,
                                  std::string_view database) {
   // Deduplication tokens came with 22.2; older engines store a retried
   // block twice, as before.
-  if (caps.major < 22 || (caps.major == 22 && caps.minor < 2)) return Status::Ok();
+  if (!caps.dedup_token) return Status::Ok();
   for (const char* table : {"spans", "trace_index", "red_1m", "red_service_1m", "operations"}) {
     const Status st = conn.Query(
         fmt::format("ALTER TABLE {}.{} MODIFY SETTING non_replicated_deduplication_window = {}",

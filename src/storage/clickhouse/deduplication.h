@@ -23,7 +23,7 @@ inline constexpr uint64_t kDeduplicationWindow = 10000;
 
 // Sets non_replicated_deduplication_window on `database`'s tables (a
 // metadata-only ALTER, done at every start; a no-op where it is set already).
-Status EnableInsertDeduplication(ChdbConnection& conn, const Capabilities& caps,
+Status EnableInsertDeduplication(SqlConnection& conn, const Capabilities& caps,
                                  uint64_t window = kDeduplicationWindow,
                                  std::string_view database = kDatabase);
 

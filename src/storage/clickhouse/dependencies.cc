@@ -13,7 +13,7 @@
 
 namespace spanhouse::storage {
 
-Status ComputeDependencies(ChdbConnection& conn, uint32_t from_s, uint32_t to_s, uint32_t before_s,
+Status ComputeDependencies(SqlConnection& conn, uint32_t from_s, uint32_t to_s, uint32_t before_s,
                            uint32_t after_s, std::string_view database) {
   if (to_s <= from_s) return Status::Ok();
   // An edge is a parent-child pair of spans in different services; its
@@ -37,7 +37,7 @@ Status ComputeDependencies(ChdbConnection& conn, uint32_t from_s, uint32_t to_s,
                      {"hi", std::to_string(to_s + after_s)}});
 }
 
-DependencyJob::DependencyJob(ChdbConnection& conn, DependencyJobOptions options)
+DependencyJob::DependencyJob(SqlConnection& conn, DependencyJobOptions options)
     : conn_(conn), opts_(std::move(options)) {}
 
 DependencyJob::~DependencyJob() {

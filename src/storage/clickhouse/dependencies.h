@@ -25,7 +25,7 @@
 
 namespace spanhouse::storage {
 
-class ChdbConnection;
+class SqlConnection;
 
 // How far before and after its children's range ComputeDependencies looks
 // for parents, unless told.
@@ -38,7 +38,7 @@ inline constexpr uint32_t kParentsAfterS = 10;
 // The children of the range are the join's hash table, the parents stream
 // past it, so memory follows the range, not the look-around. `database`:
 // where the tables are (SchemaOptions::database).
-Status ComputeDependencies(ChdbConnection& conn, uint32_t from_s, uint32_t to_s,
+Status ComputeDependencies(SqlConnection& conn, uint32_t from_s, uint32_t to_s,
                            uint32_t before_s = kParentsBeforeS, uint32_t after_s = kParentsAfterS,
                            std::string_view database = kDatabase);
 
@@ -54,7 +54,7 @@ struct DependencyJobOptions {
 // old enough, on its own connection, from where the table left off.
 class DependencyJob {
  public:
-  DependencyJob(ChdbConnection& conn, DependencyJobOptions options);
+  DependencyJob(SqlConnection& conn, DependencyJobOptions options);
   ~DependencyJob();
   void Start();
   void Stop();
@@ -65,7 +65,7 @@ class DependencyJob {
   void Run();
   Status RunOnce(uint32_t* done_until);
 
-  ChdbConnection& conn_;
+  SqlConnection& conn_;
   const DependencyJobOptions opts_;
   std::thread thread_;
   std::mutex mu_;

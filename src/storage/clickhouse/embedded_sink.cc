@@ -1,6 +1,9 @@
 #include "storage/clickhouse/embedded_sink.h"
 
+#include <algorithm>
 #include <utility>
+
+#include "storage/clickhouse/cluster_shard.h"
 
 namespace spanhouse::storage {
 
@@ -33,6 +36,38 @@ Status EmbeddedSink::Start() {
   }
   for (auto& w : writers_) w->Start();
   return Status::Ok();
+}
+
+Status EmbeddedSink::Push(pipeline::QueuedBatch& item) {
+  if (opts_.cluster_shards > 1) KeepOwnShard(item);
+  return queue_.Push(item);
+}
+
+void EmbeddedSink::KeepOwnShard(pipeline::QueuedBatch& item) const {
+  // Keeps the rows of `b` this shard owns; false if it has none.
+  auto keep = [this](std::unique_ptr<SpanBatch>& b) {
+    std::vector<uint32_t> own;
+    for (uint32_t i = 0; i < b->span_count(); ++i) {
+      if (ClusterShardOf(b->spans.trace_id[i], opts_.cluster_shards) == opts_.cluster_shard) {
+        own.push_back(i);
+      }
+    }
+    if (own.size() == b->span_count()) return true;
+    auto part = std::make_unique<SpanBatch>();
+    if (!own.empty()) part->AppendSpans(*b, own.data(), own.size());
+    b = std::move(part);
+    return !own.empty();
+  };
+  if (item.block != nullptr) {
+    // The same filter the block's first write went through: the same spans.
+    auto& parts = item.block->parts;
+    std::erase_if(parts, [&](std::unique_ptr<SpanBatch>& p) { return !keep(p); });
+    return;
+  }
+  if (item.batch == nullptr) return;
+  keep(item.batch);
+  // The memory of the other shards' spans is not this sink's to hold.
+  item.reservation.Resize(std::min(item.reservation.bytes(), item.batch->MemoryBytes()));
 }
 
 void EmbeddedSink::Drain() {

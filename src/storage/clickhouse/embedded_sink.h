@@ -1,6 +1,9 @@
-// The embedded ClickHouse sink: spans stored in chDB by `writers` writer
-// threads (embedded_writer.h), each draining one shard of the sink's queue
-// (split by trace id) over a connection of its own.
+// A ClickHouse sink: spans stored by `writers` writer threads
+// (embedded_writer.h), each draining one shard of the sink's queue (split by
+// trace id) over a connection of its own: to the embedded chDB, or to a
+// server over HTTP. On a cluster each shard has a sink of its own, which
+// takes only the traces its shard owns (cluster_shard.h) and acknowledges
+// the rest at once: a slow or dead shard holds back only itself.
 #pragma once
 
 #include <memory>
@@ -22,6 +25,9 @@ struct EmbeddedSinkOptions {
   size_t queue_bytes = size_t{1} << 30;
   // Every writer's options; name, shard, shards and cursor are set per writer.
   WriterOptions writer;
+  // On a cluster of cluster_shards shards, the one this sink writes.
+  uint32_t cluster_shard = 0;
+  uint32_t cluster_shards = 1;
 };
 
 class EmbeddedSink final : public sink::Sink {
@@ -35,7 +41,7 @@ class EmbeddedSink final : public sink::Sink {
   const std::string& name() const override { return opts_.name; }
   void Attach(pipeline::durable::SinkCursor& cursor) override { cursor_ = &cursor; }
   Status Start() override;
-  Status Push(pipeline::QueuedBatch& item) override { return queue_.Push(item); }
+  Status Push(pipeline::QueuedBatch& item) override;
   void Drain() override;
   const sink::SinkStats& stats() const override { return stats_; }
   const WriterStats& writer_stats() const { return stats_; }
@@ -43,6 +49,9 @@ class EmbeddedSink final : public sink::Sink {
   void AppendMetrics(PromText& out) const override;
 
  private:
+  // Keeps the spans of the traces this sink's cluster shard owns.
+  void KeepOwnShard(pipeline::QueuedBatch& item) const;
+
   std::vector<std::unique_ptr<SqlConnection>> connections_;
   const Capabilities caps_;
   const EmbeddedSinkOptions opts_;

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -295,6 +296,26 @@ Status WriteSpoolFile(const std::string& path, std::span<const std::string> piec
   return Status::Ok();
 }
 
+// Appends the file at `path` to `out`.
+Status AppendFile(const std::string& path, std::string* out) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::Internal("cannot read " + path + ": " + std::strerror(errno));
+  struct stat st {};
+  bool ok = ::fstat(fd, &st) == 0;
+  const size_t at = out->size();
+  const auto size = static_cast<size_t>(ok ? st.st_size : 0);
+  out->resize(at + size);
+  for (size_t done = 0; ok && done < size;) {
+    const ssize_t n = ::pread(fd, out->data() + at + done, size - done, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    ok = n > 0;
+    if (ok) done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  if (!ok) return Status::Internal("short read of " + path);
+  return Status::Ok();
+}
+
 }  // namespace
 
 bool EmbeddedWriter::Spool(uint32_t day, Pending& p, bool alone) {
@@ -393,6 +414,7 @@ Status EmbeddedWriter::InsertOnce(const Flight& p) {
       return Status::Internal("Code: 53. injected permanent insert failure (TYPE_MISMATCH)");
     }
   }
+  if (!conn_->local_files()) return InsertInline(p);
   // Resources first: a span is never stored before its resource.
   if (!p.resource_blocks.empty()) {
     const std::string path =
@@ -405,6 +427,29 @@ Status EmbeddedWriter::InsertOnce(const Flight& p) {
   return InsertFiles("spans", SpoolPattern(p.spooled), p.rows, p.sealed.token);
 }
 
+std::vector<QueryParam> EmbeddedWriter::InsertSettings(std::string_view table, size_t rows,
+                                                       const std::string& token) const {
+  std::vector<QueryParam> settings;
+  if (table == "spans" && caps_.json_type) {
+    // A user field both on the span and its resource: the first (the
+    // span's) is kept, rather than the whole insert failing.
+    settings.emplace_back("type_json_skip_duplicated_paths", "1");
+  }
+  if (rows > 0) {
+    // The blocks squashed into one, so one part (bytes: no limit).
+    settings.emplace_back("min_insert_block_size_rows", std::to_string(rows));
+    settings.emplace_back("min_insert_block_size_bytes", "0");
+  }
+  if (!token.empty() && caps_.dedup_token) {
+    // The views' tables (trace_index, red_1m, red_service_1m, operations)
+    // deduplicate with it too.
+    settings.emplace_back("insert_deduplicate", "1");
+    settings.emplace_back("insert_deduplication_token", token);
+    settings.emplace_back("deduplicate_blocks_in_dependent_materialized_views", "1");
+  }
+  return settings;
+}
+
 Status EmbeddedWriter::InsertFiles(std::string_view table, const std::string& path, size_t rows,
                                    const std::string& token) {
   // Columns are matched by name (the file carries them), so the block and
@@ -412,29 +457,30 @@ Status EmbeddedWriter::InsertFiles(std::string_view table, const std::string& pa
   std::string sql = InsertFromFileSql(fmt::format("{}.{}", opts_.database, table),
                                       RowFormat::kNative, caps_, FileStructure::kTable);
   std::vector<std::string> settings;
-  if (table == "spans" && caps_.json_type) {
-    // A user field both on the span and its resource: the first (the
-    // span's) is kept, rather than the whole insert failing.
-    settings.emplace_back("type_json_skip_duplicated_paths = 1");
-  }
-  if (rows > 0) {
-    // The blocks of all the files squashed into one, so one part (bytes: no limit).
-    settings.push_back(
-        fmt::format("min_insert_block_size_rows = {}, min_insert_block_size_bytes = 0", rows));
-  }
-  if (!token.empty()) {
-    // The token is ours (hex and digits, records.h: DedupToken): safe inline. The
-    // views' tables (trace_index, red_1m, red_service_1m, operations)
-    // deduplicate with it too.
-    settings.push_back(
-        fmt::format("insert_deduplicate = 1, insert_deduplication_token = '{}', "
-                    "deduplicate_blocks_in_dependent_materialized_views = 1",
-                    token));
+  for (const auto& [name, value] : InsertSettings(table, rows, token)) {
+    // The token is ours (hex and digits, records.h: DedupToken): safe inline.
+    settings.push_back(name == "insert_deduplication_token" ? fmt::format("{} = '{}'", name, value)
+                                                            : fmt::format("{} = {}", name, value));
   }
   if (!settings.empty()) {
     sql.insert(sql.find(" SELECT "), fmt::format(" SETTINGS {}", fmt::join(settings, ", ")));
   }
   return conn_->Run(sql, "", nullptr, {{"path", path}});
+}
+
+Status EmbeddedWriter::InsertInline(const Flight& p) {
+  // The same blocks as the files the embedded engine reads, as the
+  // request's body: a retry sends the same bytes, so a replicated table
+  // knows the block again where the server has no token.
+  if (!p.resource_blocks.empty()) {
+    SH_RETURN_IF_ERROR(
+        conn_->Insert(fmt::format("INSERT INTO {}.resources FORMAT Native", opts_.database),
+                      p.resource_blocks, InsertSettings("resources", 0, {})));
+  }
+  std::string body;
+  for (uint64_t seq : p.spooled) SH_RETURN_IF_ERROR(AppendFile(SpoolPath(seq), &body));
+  return conn_->Insert(fmt::format("INSERT INTO {}.spans FORMAT Native", opts_.database),
+                       std::move(body), InsertSettings("spans", p.rows, p.sealed.token));
 }
 
 void EmbeddedWriter::Insert(Flight& f) {

@@ -201,6 +201,13 @@ class EmbeddedWriter {
   Status InsertOnce(const Flight& f);
   Status InsertFiles(std::string_view table, const std::string& path, size_t rows,
                      const std::string& token = {});
+  // The insert as the request's body, for a server that cannot read this
+  // process's files.
+  Status InsertInline(const Flight& f);
+  // An insert's settings: of `rows` spans (0: another table), with the
+  // block's `token` (none: "").
+  std::vector<QueryParam> InsertSettings(std::string_view table, size_t rows,
+                                         const std::string& token) const;
   // How long a pending set waits at most to be encoded and spooled.
   std::chrono::milliseconds BlockAge() const;
   // Whether an insert of `rows` spans, the oldest arrived at `since`, is

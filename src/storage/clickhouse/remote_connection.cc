@@ -83,11 +83,12 @@ Status RemoteConnection::Run(std::string_view sql, std::string_view format, Quer
                              const std::vector<QueryParam>& params) {
   std::string body(sql);
   if (!format.empty()) body += fmt::format(" FORMAT {}", format);
-  return Post("", std::move(body), params, result);
+  return Post("", std::move(body), params, {}, result);
 }
 
-Status RemoteConnection::Insert(std::string_view insert, std::string data) {
-  return Post(insert, std::move(data), {}, nullptr);
+Status RemoteConnection::Insert(std::string_view insert, std::string data,
+                                const std::vector<QueryParam>& settings) {
+  return Post(insert, std::move(data), {}, settings, nullptr);
 }
 
 void RemoteConnection::Close() {
@@ -97,7 +98,8 @@ void RemoteConnection::Close() {
 }
 
 Status RemoteConnection::Post(std::string_view query, std::string body,
-                              const std::vector<QueryParam>& params, QueryResult* result) {
+                              const std::vector<QueryParam>& params,
+                              const std::vector<QueryParam>& settings, QueryResult* result) {
   std::string target = url_.target.empty() ? "/" : url_.target;
   char sep = target.find('?') == std::string::npos ? '?' : '&';
   auto arg = [&](std::string_view name, std::string_view value) {
@@ -110,6 +112,7 @@ Status RemoteConnection::Post(std::string_view query, std::string body,
   if (!opts_.database.empty()) arg("database", opts_.database);
   if (!query.empty()) arg("query", query);
   for (const auto& [name, value] : params) arg("param_" + name, value);
+  for (const auto& [name, value] : settings) arg(name, value);
   const net::HttpHeaders headers = {{"X-ClickHouse-User", opts_.user},
                                     {"X-ClickHouse-Key", opts_.password},
                                     {"Content-Type", "text/plain; charset=utf-8"}};

@@ -42,12 +42,10 @@ class RemoteConnection final : public SqlConnection {
   // `params` go as the server's query parameters ({name:Type}).
   Status Run(std::string_view sql, std::string_view format, QueryResult* result,
              const std::vector<QueryParam>& params) override;
-  Status Query(std::string_view sql, std::string_view format, QueryResult* result = nullptr) {
-    return Run(sql, format, result, {});
-  }
-  // `insert` ("INSERT INTO t [(columns)] [SETTINGS ...] FORMAT F") with the
-  // rows in `data` (taken as the request's body).
-  Status Insert(std::string_view insert, std::string data);
+  // The rows in `data` are the request's body; `settings` go in the URL (every
+  // server version takes them there).
+  Status Insert(std::string_view insert, std::string data,
+                const std::vector<QueryParam>& settings = {}) override;
   void Close() override;
 
   const std::string& version() const { return version_; }  // e.g. "18.16.1"
@@ -57,7 +55,7 @@ class RemoteConnection final : public SqlConnection {
   explicit RemoteConnection(RemoteOptions options);
   // POSTs `body` with `query` (URL-encoded) in the query string, if any.
   Status Post(std::string_view query, std::string body, const std::vector<QueryParam>& params,
-              QueryResult* result);
+              const std::vector<QueryParam>& settings, QueryResult* result);
   Status ErrorOf(const net::HttpResult& r) const;
 
   const RemoteOptions opts_;

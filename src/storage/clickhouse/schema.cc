@@ -54,6 +54,9 @@ Capabilities Capabilities::FromVersion(std::string_view version) {
   // The setting is old; measured on 26.5 with it given in the CREATE's
   // SETTINGS, which older servers read as table settings only.
   c.low_cardinality_numbers = at_least(25, 3);
+  c.format_row = at_least(20, 7);
+  c.dedup_token = at_least(22, 2);
+  c.query_params = at_least(20, 1);
   return c;
 }
 

@@ -26,7 +26,7 @@
 
 namespace spanhouse::storage {
 
-class ChdbConnection;
+class SqlConnection;
 
 struct Capabilities {
   int major = 0;
@@ -54,6 +54,17 @@ struct Capabilities {
   // LowCardinality of a number type in a table, allowed by the setting
   // allow_suspicious_low_cardinality_types given with the CREATE or ALTER.
   bool low_cardinality_numbers = false;
+  // formatRowNoNewline (20.7): the schema 7 -> 8 upgrade makes the extras
+  // column of the rare ones with it.
+  bool format_row = false;
+  // insert_deduplication_token (22.2): a retried insert is known by the
+  // token its durable block was sealed with. Before, only replicated tables
+  // deduplicate, by the inserted block's bytes (sent again the same).
+  bool dedup_token = false;
+  // Query parameters ({name:Type}, bound by the server). Where unsure, the
+  // caller's values are inlined as literals (inline_params.h), which every
+  // version reads the same.
+  bool query_params = false;
 
   static Capabilities FromVersion(std::string_view version);  // e.g. "26.5.1.1"
 };
@@ -348,8 +359,7 @@ std::vector<std::string> SchemaDdl(const Capabilities& caps, const SchemaOptions
 // storage policy and TTL, trace_index's and resources' retention: a changed
 // TTL is recomputed for the stored parts (only the TTL, nothing rewritten),
 // so parts already stored move and go by the new intervals.
-Status EnsureSchema(ChdbConnection& conn, Capabilities* caps_out,
-                    const SchemaOptions& options = {});
+Status EnsureSchema(SqlConnection& conn, Capabilities* caps_out, const SchemaOptions& options = {});
 
 // The query a trace lookup starts with: the seconds of the spans table that
 // hold the traces with ids {ids:Array(String)} (hex), as TSV rows

@@ -93,7 +93,7 @@ namespace {
 // that id, and the per-row resource columns are dropped. Every step is
 // synchronous, so a crash part-way leaves either the old columns (and this
 // runs again) or a finished upgrade.
-Status MoveResourcesOutOfSpans(ChdbConnection& conn, std::string_view db) {
+Status MoveResourcesOutOfSpans(SqlConnection& conn, std::string_view db) {
   const std::string id =
       "cityHash64(resource_attr_keys, resource_attr_types, resource_attr_values, "
       "resource_schema_url, resource_dropped_attributes_count)";
@@ -133,7 +133,7 @@ std::set<std::string> LineSet(const std::string& tsv) {
 
 // Upgrade in place: adds any column an older spans table lacks, and moves
 // schema 1's per-span resource columns to the resources table.
-Status AddMissingColumns(ChdbConnection& conn, std::string_view db, const Capabilities& caps,
+Status AddMissingColumns(SqlConnection& conn, std::string_view db, const Capabilities& caps,
                          const StorageLayout& layout) {
   QueryResult r;
   if (Status st = conn.Query(
@@ -151,6 +151,15 @@ Status AddMissingColumns(ChdbConnection& conn, std::string_view db, const Capabi
   for (TableColumn col : ColumnsOf("spans", caps, layout)) {
     if (have.count(col.name) != 0) continue;
     if (col.name == "extras" && rare_columns) {
+      if (!caps.format_row) {
+        // Remote stores start at schema 9: this is a schema 7 store moved
+        // to a server older than the function the upgrade needs.
+        return Status::Internal(fmt::format(
+            "{}.spans has schema 7's rare columns; making them the extras column needs "
+            "formatRowNoNewline (ClickHouse 20.7 and later), which this server ({}.{}) lacks: "
+            "upgrade the store on a newer server",
+            db, caps.major, caps.minor));
+      }
       col.type += fmt::format(" DEFAULT {}", ExtrasFromRareColumns());
     }
     std::string sql = fmt::format("ALTER TABLE {}.spans ADD COLUMN {}", db,
@@ -175,7 +184,7 @@ Status AddMissingColumns(ChdbConnection& conn, std::string_view db, const Capabi
 // parts and merges write the new codec. Types are left as they are (a
 // changed type would rewrite every part), and a column whose codec went
 // back to the server's default keeps the one it has.
-Status SyncCodecs(ChdbConnection& conn, std::string_view db, const Capabilities& caps,
+Status SyncCodecs(SqlConnection& conn, std::string_view db, const Capabilities& caps,
                   const StorageLayout& layout) {
   if (!caps.codecs) return Status::Ok();
   for (const char* table : kTables) {
@@ -212,7 +221,7 @@ Status SyncCodecs(ChdbConnection& conn, std::string_view db, const Capabilities&
 
 // Runs the SELECT of view `<table>_mv` over every stored row of its source
 // into `table`.
-Status BackfillView(ChdbConnection& conn, std::string_view db, std::string_view table) {
+Status BackfillView(SqlConnection& conn, std::string_view db, std::string_view table) {
   QueryResult r;
   if (Status st = conn.Query(fmt::format("SELECT as_select FROM system.tables WHERE database = "
                                          "'{}' AND name = '{}_mv'",
@@ -233,7 +242,7 @@ Status BackfillView(ChdbConnection& conn, std::string_view db, std::string_view 
 // it differs, so a start with an unchanged configuration changes nothing.
 // The engine allows the switch from the default policy because the tiered
 // policy's hot volume is named "default" and holds the default disk.
-Status ApplyTtlTable(ChdbConnection& conn, std::string_view db, const Capabilities& caps,
+Status ApplyTtlTable(SqlConnection& conn, std::string_view db, const Capabilities& caps,
                      const TtlTable& t) {
   QueryResult r;
   if (Status st = conn.Query(fmt::format("SELECT engine_full FROM system.tables WHERE database = "
@@ -317,15 +326,14 @@ std::string BeforeUpgrade(std::string_view table) {
   return fmt::format("{}{}", table, kBeforeUpgrade);
 }
 
-Status Run(ChdbConnection& conn, const std::string& sql) {
+Status Run(SqlConnection& conn, const std::string& sql) {
   if (Status st = conn.Query(sql, ""); !st.ok()) {
     return Status::Internal("schema upgrade: " + st.message() + "\nin: " + sql);
   }
   return Status::Ok();
 }
 
-Status TableExists(ChdbConnection& conn, std::string_view db, std::string_view table,
-                   bool* exists) {
+Status TableExists(SqlConnection& conn, std::string_view db, std::string_view table, bool* exists) {
   QueryResult r;
   if (Status st = conn.Query(fmt::format("SELECT count() FROM system.tables WHERE database = '{}' "
                                          "AND name = '{}'",
@@ -339,7 +347,7 @@ Status TableExists(ChdbConnection& conn, std::string_view db, std::string_view t
 }
 
 // The names of `table`'s columns.
-Status ColumnNames(ChdbConnection& conn, std::string_view db, std::string_view table,
+Status ColumnNames(SqlConnection& conn, std::string_view db, std::string_view table,
                    std::set<std::string>* out) {
   QueryResult r;
   if (Status st = conn.Query(fmt::format("SELECT name FROM system.columns WHERE database = '{}' "
@@ -355,7 +363,7 @@ Status ColumnNames(ChdbConnection& conn, std::string_view db, std::string_view t
 }
 
 // Whether the spans table's sort key and granule size are `options`'.
-Status SpansLayoutIs(ChdbConnection& conn, std::string_view db, const StorageLayout& layout,
+Status SpansLayoutIs(SqlConnection& conn, std::string_view db, const StorageLayout& layout,
                      bool* same) {
   QueryResult r;
   if (Status st = conn.Query(fmt::format("SELECT sorting_key, engine_full FROM system.tables "
@@ -387,15 +395,15 @@ Status SpansLayoutIs(ChdbConnection& conn, std::string_view db, const StorageLay
   return Status::Ok();
 }
 
-Status DropSpansViews(ChdbConnection& conn, std::string_view db) {
+Status DropSpansViews(SqlConnection& conn, std::string_view db) {
   for (const char* view : {"trace_index_mv", "red_1m_mv", "operations_mv"}) {
-    SH_RETURN_IF_ERROR(Run(conn, fmt::format("DROP VIEW IF EXISTS {}.{}", db, view)));
+    SH_RETURN_IF_ERROR(Run(conn, fmt::format("DROP TABLE IF EXISTS {}.{}", db, view)));
   }
   return Status::Ok();
 }
 
 // Rows per partition id of `table`'s active parts.
-Status PartitionRows(ChdbConnection& conn, std::string_view db, std::string_view table,
+Status PartitionRows(SqlConnection& conn, std::string_view db, std::string_view table,
                      std::map<std::string, uint64_t>* out) {
   QueryResult r;
   if (Status st = conn.Query(fmt::format("SELECT partition_id, sum(rows) FROM system.parts WHERE "
@@ -417,7 +425,7 @@ Status PartitionRows(ChdbConnection& conn, std::string_view db, std::string_view
 // one (`select`): extras computed from the rare columns where the old one
 // lacks it (a copy an older spanhouse began, before extras was added to the
 // table it renamed).
-Status CopiedColumns(ChdbConnection& conn, std::string_view db, const std::string& old,
+Status CopiedColumns(SqlConnection& conn, std::string_view db, const std::string& old,
                      const StorageLayout& layout, std::string* cols, std::string* select) {
   std::set<std::string> old_cols;
   SH_RETURN_IF_ERROR(ColumnNames(conn, db, old, &old_cols));
@@ -438,7 +446,7 @@ Status CopiedColumns(ChdbConnection& conn, std::string_view db, const std::strin
 // goes one partition (day) at a time, in order, each logged with the rows
 // copied so far; a start that finds a copy stopped part-way keeps the
 // partitions that are complete, empties a partial one and copies the rest.
-Status RebuildSpansIfChanged(ChdbConnection& conn, std::string_view db, const StorageLayout& layout,
+Status RebuildSpansIfChanged(SqlConnection& conn, std::string_view db, const StorageLayout& layout,
                              const std::string& create,
                              const std::function<Status()>& before_copy) {
   const std::string old = BeforeUpgrade("spans");
@@ -503,7 +511,7 @@ Status RebuildSpansIfChanged(ChdbConnection& conn, std::string_view db, const St
 
 // Before trace_index's CREATE: an existing one with other columns is
 // renamed (and its view dropped), for FinishTraceIndexRebuild to copy.
-Status PrepareTraceIndexRebuild(ChdbConnection& conn, std::string_view db, const Capabilities& caps,
+Status PrepareTraceIndexRebuild(SqlConnection& conn, std::string_view db, const Capabilities& caps,
                                 const StorageLayout& layout,
                                 const std::function<Status()>& before_copy) {
   const std::string old = BeforeUpgrade("trace_index");
@@ -518,13 +526,13 @@ Status PrepareTraceIndexRebuild(ChdbConnection& conn, std::string_view db, const
   for (const auto& c : ColumnsOf("trace_index", caps, layout)) want.insert(c.name);
   if (have == want) return Status::Ok();
   SH_RETURN_IF_ERROR(before_copy());
-  SH_RETURN_IF_ERROR(Run(conn, fmt::format("DROP VIEW IF EXISTS {}.trace_index_mv", db)));
+  SH_RETURN_IF_ERROR(Run(conn, fmt::format("DROP TABLE IF EXISTS {}.trace_index_mv", db)));
   return Run(conn, fmt::format("RENAME TABLE {0}.trace_index TO {0}.{1}", db, old));
 }
 
 // After the new trace_index's CREATE: fills it from the renamed one, ids
 // and times converted, and drops that.
-Status FinishTraceIndexRebuild(ChdbConnection& conn, std::string_view db, const Capabilities& caps,
+Status FinishTraceIndexRebuild(SqlConnection& conn, std::string_view db, const Capabilities& caps,
                                const StorageLayout& layout) {
   const std::string old = BeforeUpgrade("trace_index");
   bool exists = false;
@@ -577,7 +585,7 @@ bool PlainIdentifier(std::string_view name) {
 }
 
 // The engine's capabilities, from its version.
-Status ReadCapabilities(ChdbConnection& conn, Capabilities* caps) {
+Status ReadCapabilities(SqlConnection& conn, Capabilities* caps) {
   QueryResult r;
   if (Status st = conn.Query("SELECT version()", "TSV", &r); !st.ok()) return st;
   std::string version = r.data;
@@ -589,7 +597,7 @@ Status ReadCapabilities(ChdbConnection& conn, Capabilities* caps) {
 // The DDL in order: the tables up to the spans table first, then the columns
 // an older spans table lacks and the copies of a changed layout, then what
 // reads the spans table (views need its columns).
-Status CreateTables(ChdbConnection& conn, const Capabilities& caps, const SchemaOptions& options) {
+Status CreateTables(SqlConnection& conn, const Capabilities& caps, const SchemaOptions& options) {
   const std::string& db = options.database;
   const std::vector<std::string> ddl = SchemaDdl(caps, options);
   const size_t spans_at = kSpansDdlIndex;
@@ -630,8 +638,7 @@ Status CreateTables(ChdbConnection& conn, const Capabilities& caps, const Schema
 }
 
 // The retention `options` give, on tables made with another.
-Status ApplyRetention(ChdbConnection& conn, const Capabilities& caps,
-                      const SchemaOptions& options) {
+Status ApplyRetention(SqlConnection& conn, const Capabilities& caps, const SchemaOptions& options) {
   if (!caps.ttl) return Status::Ok();
   const std::string& db = options.database;
   // The spans table's storage policy and TTL, the retention of trace_index
@@ -657,7 +664,7 @@ Status ApplyRetention(ChdbConnection& conn, const Capabilities& caps,
 // in order (red_1m's fill cascades into red_service_1m, which is filled
 // from red_1m only where red_1m was there before). `existed`: the tables
 // before this start.
-Status BackfillNewViews(ChdbConnection& conn, std::string_view db,
+Status BackfillNewViews(SqlConnection& conn, std::string_view db,
                         const std::set<std::string>& existed) {
   const std::pair<const char*, const char*> filled_from[] = {
       {"red_1m", "spans"}, {"operations", "spans"}, {"red_service_1m", "red_1m"}};
@@ -672,7 +679,7 @@ Status BackfillNewViews(ChdbConnection& conn, std::string_view db,
 
 }  // namespace
 
-Status EnsureSchema(ChdbConnection& conn, Capabilities* caps_out, const SchemaOptions& options) {
+Status EnsureSchema(SqlConnection& conn, Capabilities* caps_out, const SchemaOptions& options) {
   const std::string& db = options.database;
   if (!PlainIdentifier(db)) {
     return Status::Invalid(fmt::format("schema: database name '{}' is not a plain identifier", db));

@@ -1,12 +1,14 @@
 // A connection that runs one SQL statement at a time: what the writers and
-// readers need of a ClickHouse, whichever carries it (chDB in the process;
-// tests' fakes).
+// readers need of a ClickHouse, whichever carries it (chDB in the process, a
+// server over HTTP, tests' fakes).
 #pragma once
 
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "common/status.h"
 
@@ -27,8 +29,26 @@ class SqlConnection {
   // Runs one statement; `format` names the output format ("" for none).
   virtual Status Run(std::string_view sql, std::string_view format, QueryResult* result,
                      const std::vector<QueryParam>& params) = 0;
+  Status Query(std::string_view sql, std::string_view format, QueryResult* result = nullptr,
+               const std::vector<QueryParam>& params = {}) {
+    return Run(sql, format, result, params);
+  }
+  // `insert` ("INSERT INTO t FORMAT F") with its rows in `data`, sent as they
+  // are (a server over the network); `settings` as name, value. An engine
+  // in this process reads its rows from files instead (local_files).
+  virtual Status Insert(std::string_view insert, std::string data,
+                        const std::vector<QueryParam>& settings = {});
+  // Whether the engine reads this process's files (the file() table
+  // function): an insert is then read from the writer's spool files, with
+  // no copy through the connection.
+  virtual bool local_files() const { return false; }
   // Closes the connection; later statements fail.
   virtual void Close() = 0;
 };
+
+inline Status SqlConnection::Insert(std::string_view insert, std::string,
+                                    const std::vector<QueryParam>&) {
+  return Status::Internal(fmt::format("this connection takes no inline rows: {}", insert));
+}
 
 }  // namespace spanhouse::storage

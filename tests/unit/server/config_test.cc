@@ -129,6 +129,13 @@ const std::map<std::string, std::string>& ValidValues() {
       {"durable.fsync", "50"},
       {"secondary.type", "chdb"},
       {"secondary.database", "spans_copy_2"},
+      {"storage.engine", "clickhouse"},
+      {"clickhouse.shards", "http://ch1:8123,http://ch2:8123;https://ch3:8443"},
+      {"clickhouse.user", "spanhouse"},
+      {"clickhouse.password", "s3cret"},
+      {"clickhouse.database", "traces"},
+      {"clickhouse.cluster", "spans_cluster"},
+      {"clickhouse.timeout_s", "30"},
   };
   return v;
 }
@@ -200,6 +207,47 @@ TEST(Config, EveryKeyIsSettableAndCoveredHere) {
     EXPECT_TRUE(st.ok()) << key << ": " << st.message();
     EXPECT_NE(ToYaml(c), ToYaml(Config())) << key << " = " << it->second << " is the default";
   }
+}
+
+TEST(Config, ClickHouseShardsParseAndValidate) {
+  EXPECT_EQ(ClickHouseShards("http://a:1, http://b:2;http://c:3"),
+            (std::vector<std::vector<std::string>>{{"http://a:1", "http://b:2"}, {"http://c:3"}}));
+  EXPECT_TRUE(ClickHouseShards("").empty());
+  Config c;
+  for (const char* bad : {"ch1:8123", "http://a:1;;http://b:2", "ftp://a", "http://a:1,http://",
+                          "http://a:1/?x=1", "http://a b"}) {
+    EXPECT_FALSE(ApplySetting("clickhouse.shards", bad, &c).ok()) << bad;
+  }
+  // The engine without a server; several shards without the cluster's name;
+  // a second embedded sink beside a server.
+  c = Config();
+  ASSERT_TRUE(ApplySetting("storage.engine", "clickhouse", &c).ok());
+  Status st = Validate(c);
+  EXPECT_NE(st.message().find("clickhouse.shards"), std::string::npos) << st.message();
+  ASSERT_TRUE(ApplySetting("clickhouse.shards", "http://a:1;http://b:2", &c).ok());
+  st = Validate(c);
+  EXPECT_NE(st.message().find("clickhouse.cluster"), std::string::npos) << st.message();
+  ASSERT_TRUE(ApplySetting("clickhouse.shards", "http://a:1", &c).ok());
+  EXPECT_TRUE(Validate(c).ok()) << Validate(c).message();
+  ASSERT_TRUE(ApplySetting("secondary.type", "chdb", &c).ok());
+  EXPECT_FALSE(Validate(c).ok());
+  // YAML: a list of shards, each a list of replicas (or one URL).
+  ASSERT_TRUE(Apply(R"(
+storage:
+  engine: clickhouse
+clickhouse:
+  cluster: spans
+  password: pw
+  shards:
+    - [http://a1:8123, http://a2:8123]
+    - http://b1:8123
+)",
+                    &c)
+                  .ok());
+  EXPECT_EQ(c.clickhouse.shards, "http://a1:8123,http://a2:8123;http://b1:8123");
+  EXPECT_TRUE(Validate(c).ok()) << Validate(c).message();
+  EXPECT_EQ(ToYaml(c).find("pw"), std::string::npos);  // the password is redacted
+  EXPECT_FALSE(Apply("clickhouse:\n  shards:\n    - {a: 1}\n", &c).ok());
 }
 
 TEST(Config, Defaults) {

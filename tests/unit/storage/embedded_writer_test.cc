@@ -30,6 +30,7 @@ class FakeEngine final : public SqlConnection {
     }
     return Status::Ok();
   }
+  bool local_files() const override { return true; }
   void Close() override {}
   int span_inserts() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -130,6 +131,64 @@ TEST(EmbeddedWriter, ManyProducersEveryRowWrittenOnceAndMemoryReleased) {
   EXPECT_EQ(budget.used(), 0u);
   EXPECT_EQ(static_cast<uint64_t>(engine.span_inserts()), w.stats().writes.load());
   EXPECT_EQ(engine.missing_files(), 0);
+}
+
+// A server over the network: the rows travel as the insert's body, the
+// settings beside it; nothing is read from files.
+class FakeServer final : public SqlConnection {
+ public:
+  Status Run(std::string_view sql, std::string_view, QueryResult*,
+             const std::vector<QueryParam>&) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    statements.emplace_back(sql);
+    return Status::Ok();
+  }
+  Status Insert(std::string_view insert, std::string data,
+                const std::vector<QueryParam>& settings) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    inserts.push_back({std::string(insert), std::move(data), settings});
+    return Status::Ok();
+  }
+  void Close() override {}
+  struct Call {
+    std::string insert;
+    std::string body;
+    std::vector<QueryParam> settings;
+  };
+  std::mutex mu_;
+  std::vector<std::string> statements;
+  std::vector<Call> inserts;
+};
+
+TEST(EmbeddedWriter, ARemoteInsertCarriesItsBlocksAsTheBody) {
+  pipeline::MemoryBudget budget(1ull << 30);
+  pipeline::SpanQueue q(1ull << 30);
+  FakeServer server;
+  EmbeddedWriter w(&server, Capabilities::FromVersion("18.16.1"), q, Batching(6, 12, 1h));
+  w.Start();
+  for (int i = 0; i < 4; ++i) Push(q, budget, testdata::SampleBatch(2), 100);
+  q.Close();
+  w.Join();
+  EXPECT_EQ(w.stats().rows_written.load(), 24u);
+  EXPECT_TRUE(server.statements.empty());  // no file() reads
+  size_t rows = 0;
+  size_t span_inserts = 0;
+  for (const auto& call : server.inserts) {
+    EXPECT_FALSE(call.body.empty());
+    if (call.insert != "INSERT INTO spanhouse.spans FORMAT Native") {
+      EXPECT_EQ(call.insert, "INSERT INTO spanhouse.resources FORMAT Native");
+      continue;
+    }
+    ++span_inserts;
+    for (const auto& [name, value] : call.settings) {
+      // 18.16 has neither the JSON type nor deduplication tokens.
+      EXPECT_NE(name, "insert_deduplication_token");
+      EXPECT_NE(name, "type_json_skip_duplicated_paths");
+      if (name == "min_insert_block_size_rows") rows += std::stoul(value);
+    }
+  }
+  EXPECT_EQ(span_inserts, 2u);  // two blocks of 6 rows per insert of 12
+  EXPECT_EQ(rows, 24u);
 }
 
 TEST(EmbeddedWriter, CutsABatchAtMaxRows) {
