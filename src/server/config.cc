@@ -358,6 +358,8 @@ const std::map<std::string, std::string>& ConfigEnvVars() {
       {"SPANHOUSE_STORAGE_S3_ACCESS_KEY_ID", "storage.s3_access_key_id"},
       {"SPANHOUSE_STORAGE_S3_SECRET_ACCESS_KEY", "storage.s3_secret_access_key"},
       {"SPANHOUSE_CLICKHOUSE_PASSWORD", "clickhouse.password"},
+      {"SPANHOUSE_CLICKHOUSE_USER", "clickhouse.user"},
+      {"SPANHOUSE_CLICKHOUSE_DATABASE", "clickhouse.database"},
   };
   return vars;
 }

@@ -332,11 +332,20 @@ def trace_span_ids(doc: dict) -> list[str]:
 
 
 class SpanhouseFactory:
-    def __init__(self, workdir: Path):
+    def __init__(self, workdir: Path, clickhouse=None):
+        """`clickhouse`: a ClickHouseServer the instances store in (storage.engine clickhouse),
+        each in a database of its own; None: the embedded engine."""
         self.workdir = Path(workdir)
         self.instances: list[Spanhouse] = []
+        self.clickhouse = clickhouse
 
     def __call__(self, name: str = "spanhouse", start: bool = True, **kwargs) -> Spanhouse:
+        if self.clickhouse is not None:
+            kwargs["extra_args"] = tuple(kwargs.get("extra_args", ())) + (
+                "--clickhouse-url", self.clickhouse.url)
+            env = dict(kwargs.get("env") or {})
+            env["SPANHOUSE_CLICKHOUSE_DATABASE"] = self.clickhouse.new_database()
+            kwargs["env"] = env
         sh = Spanhouse(self.workdir, name=name, **kwargs)
         self.instances.append(sh)
         if start:
@@ -375,7 +384,9 @@ class SpanhouseFactory:
 
 @pytest.fixture
 def spanhouse_factory(tmp_path, request):
-    factory = SpanhouseFactory(tmp_path)
+    # A module that runs on every backend says so: pytestmark = pytest.mark.usefixtures("backend").
+    clickhouse = request.getfixturevalue("backend") if "backend" in request.fixturenames else None
+    factory = SpanhouseFactory(tmp_path, clickhouse=clickhouse)
     request.node._spanhouse_factories = getattr(request.node, "_spanhouse_factories", []) + [factory]
     yield factory
     factory.teardown()
@@ -385,6 +396,30 @@ def spanhouse_factory(tmp_path, request):
 def spanhouse(spanhouse_factory) -> Spanhouse:
     """A running spanhouse on a fresh data dir; SIGTERMed at teardown (exit 0 asserted)."""
     return spanhouse_factory()
+
+
+# Where the suites parametrised by backend store: the embedded engine, and a real
+# ClickHouse server (Debian's clickhouse-server 18.16, started once per session).
+BACKENDS = ["chdb", "clickhouse"]
+
+
+@pytest.fixture(scope="session")
+def clickhouse_server(tmp_path_factory):
+    """One real ClickHouse server for the session; each spanhouse on it gets a database."""
+    from clickhouse_server import ClickHouseServer
+    server = ClickHouseServer(tmp_path_factory.mktemp("clickhouse"))
+    counter = iter(range(1, 1 << 30))
+    server.new_database = lambda: f"e2e_{next(counter)}"
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def backend(request):
+    """The store a module's spanhouse writes to: None (embedded) or a ClickHouseServer."""
+    if request.param == "chdb":
+        return None
+    return request.getfixturevalue("clickhouse_server")
 
 
 @pytest.fixture(scope="module")

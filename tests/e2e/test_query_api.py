@@ -27,12 +27,12 @@ KIND = {"internal": 1, "server": 2, "client": 3, "producer": 4, "consumer": 5}
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory, request):
+def corpus(tmp_path_factory, request, backend):
     """A spanhouse and the spans the SDK sent it, once every trace is stored."""
     workdir = tmp_path_factory.mktemp("query_api")
     config = workdir / "spanhouse.yaml"
     config.write_text("dependencies:\n  interval_s: 1\n  lag_s: 0\n")
-    factory = SpanhouseFactory(workdir)
+    factory = SpanhouseFactory(workdir, clickhouse=backend)
     request.module._spanhouse_factories = [factory]
     sh = factory(config=config)
     proc = subprocess.run([sys.executable, str(E2E_DIR / "emit_corpus.py"), "--endpoint",

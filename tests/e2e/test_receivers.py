@@ -26,6 +26,9 @@ from conftest import describe_response
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 INGEST_TOKEN = "receivers-e2e-ingest-token-1"
 
+# Ingest stores alike in the embedded engine and in a ClickHouse server.
+pytestmark = pytest.mark.usefixtures("backend")
+
 
 def tags_of(span: dict) -> dict:
     return {t["key"]: t["value"] for t in span.get("tags") or []}

@@ -66,14 +66,14 @@ class Filled:
 
 
 @pytest.fixture(scope="module")
-def ui(tmp_path_factory, request) -> Filled:
+def ui(tmp_path_factory, request, backend) -> Filled:
     """One spanhouse with the UI test's traces, all stored."""
     work = tmp_path_factory.mktemp("ui")
     config = work / "spanhouse.yaml"
     # The dependency job looks every second and takes a minute 120 s after it
     # ended (the default lag); ui_traces.py's spans are 90 s old when sent.
     config.write_text("dependencies:\n  interval_s: 1\n  lag_s: 120\n")
-    factory = SpanhouseFactory(work)
+    factory = SpanhouseFactory(work, clickhouse=backend)
     request.module._spanhouse_factories = [factory]
     sh = factory(config=config)
     sent = ui_traces.send(sh.traces_url)

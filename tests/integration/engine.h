@@ -119,6 +119,7 @@ class LentConnection final : public SqlConnection {
              const std::vector<QueryParam>& params) override {
     return Engine::conn->Run(sql, format, result, params);
   }
+  bool local_files() const override { return Engine::conn->local_files(); }
   void Close() override {}
 };
 

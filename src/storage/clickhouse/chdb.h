@@ -19,6 +19,7 @@
 
 #include "common/status.h"
 #include "storage/clickhouse/sql_connection.h"
+#include "storage/clickhouse/tsv.h"
 
 namespace spanhouse::storage {
 
@@ -67,13 +68,5 @@ class ChdbConnection final : public SqlConnection {
   void* conn_ = nullptr;  // chdb_connection*
   std::mutex mu_;         // one statement at a time
 };
-
-// The rows of a TSV result, each split at its tabs into fields (empty lines
-// skipped). Fields are as the engine wrote them, not unescaped: for numbers,
-// names and other values without tabs, newlines or backslashes.
-std::vector<std::vector<std::string>> TsvRows(std::string_view tsv);
-
-// A TSV field as the engine escapes it (\t, \n, \\, \0, ...) back to its bytes.
-std::string UnescapeTsv(std::string_view field);
 
 }  // namespace spanhouse::storage

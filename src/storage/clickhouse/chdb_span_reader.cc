@@ -116,16 +116,23 @@ std::string UserFieldText(const Capabilities& caps, std::string_view param, std:
   if (const std::string column = UserFieldColumn(caps, key); !column.empty()) {
     return fmt::format("toString({})", column);
   }
-  return caps.json_type ? fmt::format("toString(getSubcolumn(user_fields, {{{}:String}}))", param)
-                        : fmt::format("JSONExtractString(user_fields, {{{}:String}})", param);
+  if (caps.json_type) {
+    return fmt::format("toString(getSubcolumn(user_fields, {{{}:String}}))", param);
+  }
+  // Before the JSON functions: the flat object's key found in its text.
+  return fmt::format("{}(user_fields, {{{}:String}})",
+                     caps.json_functions ? "JSONExtractString" : "visitParamExtractString", param);
 }
 std::string UserFieldPresent(const Capabilities& caps, std::string_view param,
                              std::string_view key) {
   if (const std::string column = UserFieldColumn(caps, key); !column.empty()) {
     return fmt::format("isNotNull({})", column);
   }
-  return caps.json_type ? fmt::format("isNotNull(getSubcolumn(user_fields, {{{}:String}}))", param)
-                        : fmt::format("JSONHas(user_fields, {{{}:String}})", param);
+  if (caps.json_type) {
+    return fmt::format("isNotNull(getSubcolumn(user_fields, {{{}:String}}))", param);
+  }
+  return fmt::format("{}(user_fields, {{{}:String}})",
+                     caps.json_functions ? "JSONHas" : "visitParamHas", param);
 }
 
 // The attribute arrays of a table have key {k} with value {v}.
@@ -247,10 +254,15 @@ constexpr std::string_view kNoJit =
 
 Status ChdbSpanReader::Run(const std::string& sql, std::string_view format, QueryResult* result,
                            const std::vector<QueryParam>& params, uint64_t max_rows) {
+  // A statement's own SETTINGS clause (the last, outside any subquery) is
+  // extended: older servers take one clause only.
+  const size_t own = sql.rfind(" SETTINGS ");
+  const bool has_settings = own != std::string::npos && sql.find(')', own) == std::string::npos;
   const std::string bounded = fmt::format(
-      "{} SETTINGS max_execution_time = {}, timeout_overflow_mode = 'throw', max_result_rows = "
-      "{}, result_overflow_mode = 'throw', {}",
-      sql, limits_.max_execution_s, max_rows, kNoJit);
+      "{}{} max_execution_time = {}, timeout_overflow_mode = 'throw', max_result_rows = "
+      "{}, result_overflow_mode = 'throw'{}{}",
+      sql, has_settings ? "," : " SETTINGS", limits_.max_execution_s, max_rows,
+      caps_.jit_settings ? ", " : "", caps_.jit_settings ? kNoJit : "");
   const auto began = std::chrono::steady_clock::now();
   Status st = conn_.Query(bounded, format, result, params);
   if (spdlog::should_log(spdlog::level::debug)) {
@@ -329,8 +341,8 @@ Status ChdbSpanReader::GetTraces(const std::vector<TraceId>& ids, SpanBatch* out
   // traces' granules (an older layout's (hour, trace id) too: the engine
   // takes a range of seconds as one of hours).
   QueryResult r;
-  Status st =
-      Run(TraceRangeQuery(layout_, database_), "TSV", &r, {{"ids", ids_param}}, limits_.max_rows);
+  Status st = Run(TraceRangeQuery(layout_, database_, caps_.simple_aggregate), "TSV", &r,
+                  {{"ids", ids_param}}, limits_.max_rows);
   if (!st.ok()) return st;
   std::vector<std::pair<uint64_t, uint64_t>> seconds;
   for (const auto& row : TsvRows(r.data)) {
@@ -502,7 +514,7 @@ Status ChdbSpanReader::GetRedSeries(const query::RedQuery& q, std::vector<query:
   // red_service_1m's, ~13x fewer for loadgen's services) is copied once per
   // point it covers (k from ceil((E-m-W)/S) to ceil((E-m)/S) - 1), then the
   // copies are merged per point: sums for calls and errors, the t-digest
-  // states for the quantile.
+  // states for the quantile. (range() of one argument: 18.16 has no other.)
   const uint64_t points = q.lookback_s / q.step_s + 1;
   const uint64_t span = (points - 1) * q.step_s + q.window_s;
   const uint64_t lo = q.end_s > span ? q.end_s - span : 0;
@@ -523,17 +535,18 @@ Status ChdbSpanReader::GetRedSeries(const query::RedQuery& q, std::vector<query:
   const std::string sql = fmt::format(
       "SELECT service_name, op, t, {sum_calls}, {sum_errors}{quantile} FROM (SELECT service_name, "
       "{op} AS op, calls, errors, duration_quantiles, {{e:Int64}} - {{s:Int64}} * "
-      "arrayJoin(range({k_first}, greatest({k_first}, {k_end}))) AS t FROM {db}.{table} WHERE "
+      "arrayJoin(arrayMap(x -> {k_first} + x, range(toUInt64(greatest(0, {k_end} - {k_first}))))) "
+      "AS t FROM {db}.{table} WHERE "
       "service_name IN ({services}){kinds} AND minute >= toDateTime({{lo:UInt32}}) "
       "AND minute < toDateTime({{e:UInt32}})) GROUP BY service_name, op, t ORDER BY service_name, "
       "op, t",
       fmt::arg("sum_calls", SumOf(caps_, "calls")), fmt::arg("sum_errors", SumOf(caps_, "errors")),
       fmt::arg("quantile", q.want_quantile
-                               ? ", quantileTDigestMerge({q:Float64})(duration_quantiles) / 1e6"
+                               ? ", quantilesTDigestMerge({q:Float64})(duration_quantiles)[1] / 1e6"
                                : ""),
       fmt::arg("op", q.by_operation ? "name" : "''"), fmt::arg("table", RedTable(q.by_operation)),
       fmt::arg("k_first", k_first), fmt::arg("k_end", k_end), fmt::arg("db", database_),
-      fmt::arg("kinds", q.kinds.empty() ? "" : " AND kind IN {kinds:Array(UInt8)}"),
+      fmt::arg("kinds", q.kinds.empty() ? "" : " AND has({kinds:Array(UInt8)}, kind)"),
       fmt::arg("services", ParamList("svc", q.services, &params)));
   QueryResult r;
   if (Status st = Run(sql, "TSV", &r, params, limits_.max_rows); !st.ok()) return st;
@@ -568,7 +581,7 @@ Status ChdbSpanReader::GetRedSummary(const query::RedSummaryQuery& q,
       fmt::arg("calls", SumOf(caps_, "calls")), fmt::arg("errors", SumOf(caps_, "errors")),
       fmt::arg("db", database_),
       fmt::arg("service", per_op ? " AND service_name = {service:String}" : ""),
-      fmt::arg("kinds", q.kinds.empty() ? "" : " AND kind IN {kinds:Array(UInt8)}"));
+      fmt::arg("kinds", q.kinds.empty() ? "" : " AND has({kinds:Array(UInt8)}, kind)"));
   QueryResult r;
   Status st = Run(sql, "TSV", &r,
                   {{"lo", Seconds(q.from_s)},

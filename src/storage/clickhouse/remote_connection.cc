@@ -4,6 +4,10 @@
 
 #include <fmt/format.h>
 
+#include "storage/clickhouse/inline_params.h"
+#include "storage/clickhouse/schema.h"
+#include "storage/clickhouse/tsv.h"
+
 namespace spanhouse::storage {
 
 namespace {
@@ -75,15 +79,22 @@ Status RemoteConnection::Open(const RemoteOptions& options,
     return {st.code(), fmt::format("clickhouse at {}: {}", options.url, st.message())};
   }
   c->version_ = Trim(r.data);
+  c->query_params_ = Capabilities::FromVersion(c->version_).query_params;
   *out = std::move(c);
   return Status::Ok();
 }
 
 Status RemoteConnection::Run(std::string_view sql, std::string_view format, QueryResult* result,
                              const std::vector<QueryParam>& params) {
-  std::string body(sql);
+  std::string body;
+  if (!params.empty() && !query_params_) {
+    // A server without query parameters reads the values as literals.
+    SH_RETURN_IF_ERROR(InlineParams(sql, params, &body));
+  } else {
+    body = sql;
+  }
   if (!format.empty()) body += fmt::format(" FORMAT {}", format);
-  return Post("", std::move(body), params, {}, result);
+  return Post("", std::move(body), query_params_ ? params : std::vector<QueryParam>{}, {}, result);
 }
 
 Status RemoteConnection::Insert(std::string_view insert, std::string data,
@@ -111,7 +122,8 @@ Status RemoteConnection::Post(std::string_view query, std::string body,
   };
   if (!opts_.database.empty()) arg("database", opts_.database);
   if (!query.empty()) arg("query", query);
-  for (const auto& [name, value] : params) arg("param_" + name, value);
+  // The server reads a bound value as a TSV field.
+  for (const auto& [name, value] : params) arg("param_" + name, EscapeTsv(value));
   for (const auto& [name, value] : settings) arg(name, value);
   const net::HttpHeaders headers = {{"X-ClickHouse-User", opts_.user},
                                     {"X-ClickHouse-Key", opts_.password},

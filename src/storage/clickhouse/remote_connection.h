@@ -61,6 +61,8 @@ class RemoteConnection final : public SqlConnection {
   const RemoteOptions opts_;
   net::HttpUrl url_;
   std::string version_;
+  // The server binds {name:Type} itself; else Run inlines the values.
+  bool query_params_ = true;
   std::mutex mu_;                            // one statement at a time
   std::unique_ptr<net::HttpClient> client_;  // guarded by mu_; null once closed
 };

@@ -57,6 +57,8 @@ Capabilities Capabilities::FromVersion(std::string_view version) {
   c.format_row = at_least(20, 7);
   c.dedup_token = at_least(22, 2);
   c.query_params = at_least(20, 1);
+  c.jit_settings = at_least(22, 8);
+  c.json_functions = at_least(20, 1);
   return c;
 }
 

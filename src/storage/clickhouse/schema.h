@@ -65,6 +65,13 @@ struct Capabilities {
   // caller's values are inlined as literals (inline_params.h), which every
   // version reads the same.
   bool query_params = false;
+  // compile_aggregate_expressions and compile_sort_description (all there
+  // by 22.8): the reader turns the JIT off with them.
+  bool jit_settings = false;
+  // JSONHas, JSONExtractString (19.x; 20.1 taken for sure): user_fields as
+  // JSON text is read with them, before with visitParamHas and
+  // visitParamExtractString (a flat object's keys, matched as written).
+  bool json_functions = false;
 
   static Capabilities FromVersion(std::string_view version);  // e.g. "26.5.1.1"
 };
@@ -328,6 +335,10 @@ struct SchemaOptions {
   // Codecs, LowCardinality, sort key: the project's own unless a benchmark
   // says otherwise.
   StorageLayout layout;
+  // Not empty: the tables are Replicated*MergeTree, their ZooKeeper path
+  // "<replicated_path>/<database>.<table>", the replica's name the server's
+  // {replica} macro (e.g. "/clickhouse/tables/{shard}": each shard's own).
+  std::string replicated_path;
   // Called once, with the engine's capabilities, right before an upgrade
   // starts copying a table (spans or trace_index: see EnsureSchema), while
   // the old tables and their views are still as they were; not OK stops
@@ -361,14 +372,27 @@ std::vector<std::string> SchemaDdl(const Capabilities& caps, const SchemaOptions
 // so parts already stored move and go by the new intervals.
 Status EnsureSchema(SqlConnection& conn, Capabilities* caps_out, const SchemaOptions& options = {});
 
+// `sql` (a CREATE TABLE of SchemaDdl) with its MergeTree engine made the
+// replicated one (SchemaOptions::replicated_path).
+void ReplicateEngine(const SchemaOptions& options, std::string* sql);
+
+// On a cluster of several shards, the tables reads go through: in
+// `cluster_db`, one Distributed table over each table of `local_db` that the
+// reader reads, on the servers' cluster `cluster` (remote_servers), made
+// the same on every server.
+std::vector<std::string> DistributedDdl(std::string_view cluster, std::string_view local_db,
+                                        std::string_view cluster_db);
+
 // The query a trace lookup starts with: the seconds of the spans table that
 // hold the traces with ids {ids:Array(String)} (hex), as TSV rows
 // "first\tlast", one per stored row of an id found (several where a trace's
 // rows are in several days or parts not merged yet: the union of their
 // ranges is the trace's; with trace_index_short_id, rows of every id with
 // the same 8-byte prefix: a shared prefix widens the union, never narrows it).
-std::string TraceRangeQuery(const StorageLayout& layout = {},
-                            std::string_view database = kDatabase);
+// `simple_aggregate`: the server's trace_index holds plain values (else
+// aggregate states, merged per day and id).
+std::string TraceRangeQuery(const StorageLayout& layout = {}, std::string_view database = kDatabase,
+                            bool simple_aggregate = true);
 
 // The setting under which a Native result carries JSON columns in the
 // layout DecodeSpanBlocks reads (set it to 1 on a query of SpanSelectList).

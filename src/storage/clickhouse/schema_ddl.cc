@@ -4,9 +4,11 @@
 #include "storage/clickhouse/schema_ddl.h"
 
 #include <algorithm>
+#include <cctype>
 
 #include <fmt/format.h>
 
+#include "storage/clickhouse/cluster_shard.h"
 #include "storage/clickhouse/engine_config.h"
 
 namespace spanhouse::storage {
@@ -410,6 +412,57 @@ std::vector<std::string> SchemaDdl(const Capabilities& caps, const SchemaOptions
   ddl::TraceIndexDdl(caps, options, &ddl);
   ddl::RedDdl(caps, options, &ddl);
   ddl::CatalogDdl(caps, options, &ddl);
+  if (!options.replicated_path.empty()) {
+    // Every table of data replicated between a shard's replicas (the
+    // schema's version stays each server's own).
+    for (std::string& sql : ddl) {
+      if (sql.find(".schema_version ") == std::string::npos) ReplicateEngine(options, &sql);
+    }
+  }
+  return ddl;
+}
+
+void ReplicateEngine(const SchemaOptions& options, std::string* sql) {
+  constexpr std::string_view kCreate = "CREATE TABLE IF NOT EXISTS ";
+  constexpr std::string_view kEngine = "ENGINE = ";
+  if (!sql->starts_with(kCreate)) return;
+  const size_t engine = sql->find(kEngine);
+  if (engine == std::string::npos) return;
+  const size_t name_at = kCreate.size();
+  const size_t name_end = sql->find_first_of(" (", name_at);
+  const std::string table = sql->substr(name_at, name_end - name_at);  // db.table
+  const size_t family_at = engine + kEngine.size();
+  size_t family_end = family_at;
+  while (family_end < sql->size() &&
+         (std::isalnum(static_cast<unsigned char>((*sql)[family_end])) != 0)) {
+    ++family_end;
+  }
+  const std::string family = sql->substr(family_at, family_end - family_at);
+  if (!family.ends_with("MergeTree")) return;
+  std::string args = fmt::format("'{}/{}', '{{replica}}'", options.replicated_path, table);
+  size_t replace_end = family_end;
+  if (family_end < sql->size() && (*sql)[family_end] == '(') {
+    const size_t close = sql->find(')', family_end);
+    const std::string inner = sql->substr(family_end + 1, close - family_end - 1);
+    if (!inner.empty()) args += ", " + inner;
+    replace_end = close + 1;
+  }
+  sql->replace(family_at, replace_end - family_at, fmt::format("Replicated{}({})", family, args));
+}
+
+std::vector<std::string> DistributedDdl(std::string_view cluster, std::string_view local_db,
+                                        std::string_view cluster_db) {
+  std::vector<std::string> ddl;
+  ddl.push_back(fmt::format("CREATE DATABASE IF NOT EXISTS {}", cluster_db));
+  for (const char* table : {"spans", "trace_index", "resources", "red_1m", "red_service_1m",
+                            "operations", "dependencies_1m"}) {
+    // Nothing is inserted through them (the writers go to each shard's
+    // tables); the spans' sharding key is the writers' all the same.
+    const std::string_view key = std::string_view(table) == "spans" ? kShardingKey : "rand()";
+    ddl.push_back(fmt::format(
+        "CREATE TABLE IF NOT EXISTS {2}.{3} AS {1}.{3} ENGINE = Distributed({0}, {1}, {3}, {4})",
+        cluster, local_db, cluster_db, table, key));
+  }
   return ddl;
 }
 

@@ -38,7 +38,8 @@ std::string ReadExpr(const ColumnSpec& c, std::string_view table, std::string_vi
 
 }  // namespace
 
-std::string TraceRangeQuery(const StorageLayout& layout, std::string_view database) {
+std::string TraceRangeQuery(const StorageLayout& layout, std::string_view database,
+                            bool simple_aggregate) {
   // The ids are made FixedString before the set is built: a set of Strings
   // loses an id's trailing zero bytes when the engine compares it with the
   // FixedString column (an id ending in 00 was not found).
@@ -54,6 +55,13 @@ std::string TraceRangeQuery(const StorageLayout& layout, std::string_view databa
   // their hours, and the aggregation's pipeline (with the threads it
   // starts) cost more than the lookup itself (in chDB over the 49.4M store:
   // ~4 vs ~7 ms).
+  if (!simple_aggregate && layout.trace_index_seconds) {
+    // States (AggregateFunction): each row's value is only its state's merge.
+    return fmt::format(
+        "SELECT minMerge(start_s), maxMerge(end_s) FROM {}.trace_index WHERE {} GROUP BY day, "
+        "trace_id8 SETTINGS max_threads = 1",
+        database, where);
+  }
   return fmt::format("SELECT {} FROM {}.trace_index WHERE {} SETTINGS max_threads = 1", times,
                      database, where);
 }
@@ -98,7 +106,8 @@ std::string ResourceReadQuery(const Capabilities& caps, std::string_view databas
   // Merges may not have collapsed repeated inserts of a resource yet.
   return fmt::format(
       "SELECT {}CAST(resource_id AS UInt64) AS resource_id FROM {}.resources WHERE resource_id IN "
-      "{{resource_ids:Array(UInt64)}} ORDER BY last_seen DESC LIMIT 1 BY resource_id",
+      "(SELECT arrayJoin({{resource_ids:Array(UInt64)}})) ORDER BY last_seen DESC LIMIT 1 BY "
+      "resource_id",
       list, database);
 }
 
