@@ -117,7 +117,8 @@ Status Server::OpenEngine() {
   std::vector<std::unique_ptr<storage::SqlConnection>> conns;
   SH_RETURN_IF_ERROR(OpenConnections(2, &conns));
   read_conn_ = std::move(conns[0]);
-  job_conn_ = std::move(conns[1]);
+  job_conns_.push_back(std::move(conns[1]));
+  read_database_ = database_;
   spdlog::info("spans move to the cold volume ({}) after {} s and are deleted after {} s",
                tiering.s3_endpoint.empty() ? tiering.cold_path : tiering.s3_endpoint,
                cfg_.storage.move_after_s, cfg_.storage.retention_s);
@@ -127,17 +128,17 @@ Status Server::OpenEngine() {
 Status Server::OpenRemote() {
   database_ = cfg_.clickhouse.database;
   shards_ = ClickHouseShards(cfg_.clickhouse.shards);
-  if (shards_.size() != 1) {
-    return Status::Invalid(
-        "clickhouse.shards: more than one shard is not supported yet; give one shard (its "
-        "replicas split by ',')");
-  }
+  read_database_ = shards_.size() > 1 ? database_ + "_cluster" : database_;
   // Like the embedded engine: queries and the dependency job on connections
   // of their own, so neither waits behind an insert.
   std::vector<std::unique_ptr<storage::SqlConnection>> conns;
-  SH_RETURN_IF_ERROR(OpenConnections(2, &conns));
+  SH_RETURN_IF_ERROR(OpenConnections(1, &conns));
   read_conn_ = std::move(conns[0]);
-  job_conn_ = std::move(conns[1]);
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    conns.clear();
+    SH_RETURN_IF_ERROR(OpenConnections(1, &conns, s));
+    job_conns_.push_back(std::move(conns[0]));
+  }
   spdlog::info("ClickHouse {} at {} ({} shard(s)), database {}",
                static_cast<storage::ReplicaSet&>(*read_conn_).version(), cfg_.clickhouse.shards,
                shards_.size(), database_);
@@ -169,12 +170,7 @@ std::string SecondarySinkName(const Config& cfg) {
 }  // namespace
 
 Status Server::EnsureStore() {
-  if (remote()) {
-    SH_RETURN_IF_ERROR(EnsureDatabase(database_, "clickhouse", &caps_));
-    spdlog::info("ClickHouse {}.{}: schema {} ready in database {}", caps_.major, caps_.minor,
-                 storage::kSchemaVersion, database_);
-    return Status::Ok();
-  }
+  if (remote()) return EnsureRemoteStore();
   SH_RETURN_IF_ERROR(EnsureDatabase(database_, "chdb", &caps_));
   if (cfg_.secondary.type == "chdb") {
     storage::Capabilities caps;
@@ -215,6 +211,76 @@ Status Server::EnsureDatabase(const std::string& database, const std::string& si
   if (!queue_->durable()) return Status::Ok();
   return storage::EnableInsertDeduplication(*read_conn_, *caps, storage::kDeduplicationWindow,
                                             database);
+}
+
+Status Server::EnsureRemoteStore() {
+  const bool one_server = shards_.size() == 1 && shards_[0].size() == 1;
+  if (one_server) {
+    SH_RETURN_IF_ERROR(EnsureDatabase(database_, "clickhouse", &caps_));
+    spdlog::info("ClickHouse {}.{}: schema {} ready in database {}", caps_.major, caps_.minor,
+                 storage::kSchemaVersion, database_);
+    return Status::Ok();
+  }
+  // A cluster: each replica of each shard gets the tables (replicated when
+  // a shard has several replicas) and, with several shards, the Distributed
+  // tables reads go through. A replica that cannot be reached is skipped
+  // (it needs the schema before it takes writes: start spanhouse again once
+  // it is back); a shard with none reachable stops the start.
+  bool replicated = false;
+  for (const auto& shard : shards_) replicated = replicated || shard.size() > 1;
+  bool have_caps = false;
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    size_t ready = 0;
+    std::string errors;
+    for (const std::string& url : shards_[s]) {
+      storage::RemoteOptions o;
+      o.url = url;
+      o.user = cfg_.clickhouse.user;
+      o.password = cfg_.clickhouse.password;
+      o.timeout = std::chrono::seconds(cfg_.clickhouse.timeout_s);
+      std::unique_ptr<storage::RemoteConnection> conn;
+      Status st = storage::RemoteConnection::Open(o, &conn);
+      if (st.code() == StatusCode::kUnavailable) {
+        spdlog::warn("ClickHouse replica {} of shard {} unreachable at start: {}", url, s + 1,
+                     st.message());
+        errors += (errors.empty() ? "" : "; ") + st.message();
+        continue;
+      }
+      SH_RETURN_IF_ERROR(st);
+      storage::SchemaOptions schema;
+      schema.database = database_;
+      schema.metrics_retention_days = static_cast<uint32_t>(cfg_.metrics.retention_days);
+      schema.retention_s = cfg_.storage.retention_s;
+      if (replicated) schema.replicated_path = "/clickhouse/tables/{shard}";
+      storage::Capabilities caps;
+      if (st = storage::EnsureSchema(*conn, &caps, schema); !st.ok()) {
+        return {st.code(), fmt::format("ClickHouse {}: {}", url, st.message())};
+      }
+      if (have_caps && (caps.major != caps_.major || caps.minor != caps_.minor)) {
+        spdlog::warn("ClickHouse {} is {}.{}, others {}.{}: spans are encoded for the first",
+                     url, caps.major, caps.minor, caps_.major, caps_.minor);
+      }
+      if (!have_caps) caps_ = caps;
+      have_caps = true;
+      if (shards_.size() > 1) {
+        for (const std::string& sql :
+             storage::DistributedDdl(cfg_.clickhouse.cluster, database_, read_database_)) {
+          if (st = conn->Query(sql, ""); !st.ok()) {
+            return {st.code(), fmt::format("ClickHouse {}: {}\nin: {}", url, st.message(), sql)};
+          }
+        }
+      }
+      ++ready;
+    }
+    if (ready == 0) {
+      return Status::Unavailable(
+          fmt::format("ClickHouse shard {}: no replica reachable: {}", s + 1, errors));
+    }
+  }
+  spdlog::info("ClickHouse {}.{}: schema {} ready in database {} on {} shard(s){}", caps_.major,
+               caps_.minor, storage::kSchemaVersion, database_, shards_.size(),
+               replicated ? ", replicated" : "");
+  return Status::Ok();
 }
 
 Status Server::OpenConnections(size_t n, std::vector<std::unique_ptr<storage::SqlConnection>>* out,
@@ -301,13 +367,15 @@ void Server::MakeQueryApi() {
   job.interval = std::chrono::seconds(cfg_.dependencies.interval_s);
   job.lag = std::chrono::seconds(cfg_.dependencies.lag_s);
   job.database = database_;
-  dependency_job_ = std::make_unique<storage::DependencyJob>(*job_conn_, job);
+  for (auto& conn : job_conns_) {
+    dependency_jobs_.push_back(std::make_unique<storage::DependencyJob>(*conn, job));
+  }
   reader_ = std::make_unique<storage::ChdbSpanReader>(
       *read_conn_, caps_,
       storage::ReaderLimits{.max_execution_s = static_cast<uint32_t>(cfg_.query.timeout_s),
                             .max_spans = cfg_.query.max_trace_spans,
                             .max_rows = cfg_.query.max_rows},
-      storage::StorageLayout{}, database_);
+      storage::StorageLayout{}, read_database_);
   query::AdminHooks hooks;
   hooks.metrics = [this] { return Metrics(); };
   hooks.not_ready = [this] { return NotReady(); };
@@ -316,7 +384,7 @@ void Server::MakeQueryApi() {
     hooks.debug = [this](const net::HttpRequest& req, net::HttpResponse& resp) {
       std::vector<DebugSink> sinks;
       for (const auto& f : faults_) sinks.push_back({f.sink, f.faults.get()});
-      HandleDebug(req, resp, DebugStore{read_conn_.get(), database_, caps_}, sinks);
+      HandleDebug(req, resp, DebugStore{read_conn_.get(), read_database_, caps_}, sinks);
     };
   }
   hooks.ui = ui::ServeUi;
@@ -357,7 +425,7 @@ Status Server::Start() {
   for (auto& s : sinks_) SH_RETURN_IF_ERROR(s->Start());
   // What the last process accepted and did not store, before anything new.
   queue_->Start();
-  dependency_job_->Start();
+  for (auto& job : dependency_jobs_) job->Start();
   SH_RETURN_IF_ERROR(query_api_->Start());
   SH_RETURN_IF_ERROR(otlp_http_->Start());
   if (otlp_grpc_ != nullptr) SH_RETURN_IF_ERROR(otlp_grpc_->Start());
@@ -409,9 +477,9 @@ int Server::Stop() {
     left += s->stats().rows_left_queued.load();
   }
   if (query_api_ != nullptr) query_api_->Stop();
-  if (dependency_job_ != nullptr) dependency_job_->Stop();
+  for (auto& job : dependency_jobs_) job->Stop();
   if (queue_ != nullptr) queue_->Close();
-  if (job_conn_ != nullptr) job_conn_->Close();
+  for (auto& conn : job_conns_) conn->Close();
   if (read_conn_ != nullptr) read_conn_->Close();
   if (!sinks_.empty()) {
     spdlog::info("flushed: {} spans written, {} lost, {} left in the durable queue", written, lost,

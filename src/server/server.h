@@ -57,6 +57,8 @@ class Server {
   bool remote() const { return cfg_.storage.engine == "clickhouse"; }
   // The primary sink(s): embedded, or one per cluster shard.
   Status AddRemoteSinks();
+  // The schema on every replica of every shard, and the Distributed tables.
+  Status EnsureRemoteStore();
   Status OpenQueue();
   Status EnsureStore();
   // The schema of one database, the blocks its sink left unfinished written
@@ -82,9 +84,14 @@ class Server {
   std::shared_ptr<storage::ChdbLibrary> lib_;
   std::vector<std::string> engine_args_;
   std::unique_ptr<storage::SqlConnection> read_conn_;  // queries, schema, /metrics
-  std::unique_ptr<storage::SqlConnection> job_conn_;   // the dependency job's joins
+  // The dependency job's joins: one per shard (a parent and its child
+  // span share a trace, so a shard's edges are its own).
+  std::vector<std::unique_ptr<storage::SqlConnection>> job_conns_;
   // The primary's database (the embedded spanhouse, or clickhouse.database).
   std::string database_;
+  // Where reads go: database_, or on a cluster of several shards the
+  // Distributed tables over it ("<database>_cluster").
+  std::string read_database_;
   std::vector<std::vector<std::string>> shards_;  // clickhouse.shards' replica URLs
   storage::Capabilities caps_;
   pipeline::MemoryBudget budget_;
@@ -97,7 +104,7 @@ class Server {
   std::vector<Faults> faults_;  // one per embedded sink
 
   std::vector<std::unique_ptr<sink::Sink>> sinks_;  // the first is the primary
-  std::unique_ptr<storage::DependencyJob> dependency_job_;
+  std::vector<std::unique_ptr<storage::DependencyJob>> dependency_jobs_;
   std::unique_ptr<storage::ChdbSpanReader> reader_;
   std::unique_ptr<query::QueryApi> query_api_;
   std::unique_ptr<receivers::OtlpHttpReceiver> otlp_http_;

@@ -76,6 +76,8 @@ Status RemoteConnection::Open(const RemoteOptions& options,
                                       .keep_headers = true});
   QueryResult r;
   if (Status st = c->Query("SELECT version()", "TSV", &r); !st.ok()) {
+    // Errors of the connection itself already name the server.
+    if (st.message().starts_with("clickhouse at ")) return st;
     return {st.code(), fmt::format("clickhouse at {}: {}", options.url, st.message())};
   }
   c->version_ = Trim(r.data);

@@ -1,0 +1,154 @@
+"""spanhouse on a real ClickHouse cluster: 2 shards x 2 replicas of Debian's clickhouse-server
+(18.16) and ZooKeeper. Spans are written straight to the shard that owns their trace (each
+shard's local, replicated tables), read back through the Distributed tables, and nothing is
+lost or stored twice when a replica is killed mid-load or a whole shard is stopped and comes
+back."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+
+import pytest
+
+from clickhouse_cluster import ClickHouseCluster
+from conftest import SpanhouseFactory, spanhouse_bin
+
+CLUSTER = "spanhouse"
+DB = "traces"
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    c = ClickHouseCluster(tmp_path / "cluster", shards=2, replicas=2, name=CLUSTER)
+    yield c
+    c.stop()
+
+
+def start_spanhouse(tmp_path, request, cluster: ClickHouseCluster):
+    shards = "\n".join(
+        "    - [" + ", ".join(cluster.server(s, r).url.rstrip("/")
+                              for r in range(cluster.replicas)) + "]"
+        for s in range(cluster.shards))
+    config = tmp_path / "spanhouse.yaml"
+    config.write_text(f"""storage:
+  engine: clickhouse
+clickhouse:
+  cluster: {CLUSTER}
+  database: {DB}
+  timeout_s: 10
+  shards:
+{shards}
+writer:
+  max_age_ms: 500
+dependencies:
+  interval_s: 1
+  lag_s: 0
+""")
+    factory = SpanhouseFactory(tmp_path)
+    request.node._spanhouse_factories = [factory]
+    return factory, factory(config=config)
+
+
+def loadgen(sh, *args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [spanhouse_bin(), "loadgen", "--endpoint", sh.traces_url, "--connections", "2",
+         "--quiet", "--json", "--payloads", "0", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def accepted(proc: subprocess.Popen, timeout: float = 300) -> int:
+    out, err = proc.communicate(timeout=timeout)
+    assert proc.returncode == 0, f"loadgen failed:\n{out}\n{err}"
+    return json.loads(out)["spans_accepted"]
+
+
+def q(server, sql: str) -> str:
+    return server.query(sql).strip()
+
+
+def local_count(server) -> tuple[int, int]:
+    rows, ids = q(server, f"SELECT count(), uniqExact(trace_id, span_id) FROM {DB}.spans").split()
+    return int(rows), int(ids)
+
+
+def wait_stored(cluster, sh, want: int, deadline_s: float = 120) -> None:
+    """Until every replica of every shard holds its shard's spans and they sum to `want`."""
+    def done() -> bool:
+        per_shard = []
+        for s in range(cluster.shards):
+            counts = {local_count(cluster.server(s, r))[0] for r in range(cluster.replicas)}
+            if len(counts) != 1:
+                return False  # replication still catching up
+            per_shard.append(counts.pop())
+        return sum(per_shard) == want
+    cluster.wait_for(f"{want} spans stored on the cluster", done, deadline_s=deadline_s)
+
+
+def check_exactly_once(cluster, want: int) -> None:
+    """Every span once, each trace on the one shard sipHash64(trace_id) % shards names."""
+    total = 0
+    traces: list[set] = []
+    for s in range(cluster.shards):
+        for r in range(cluster.replicas):
+            rows, ids = local_count(cluster.server(s, r))
+            assert rows == ids, f"shard {s + 1} replica {r + 1}: {rows} rows, {ids} distinct spans"
+        server = cluster.server(s, 0)
+        wrong = q(server, f"SELECT count() FROM {DB}.spans WHERE sipHash64(trace_id) % "
+                          f"{cluster.shards} != {s}")
+        assert wrong == "0", f"shard {s + 1} holds {wrong} spans of another shard's traces"
+        traces.append(set(q(server, f"SELECT DISTINCT lower(hex(trace_id)) FROM {DB}.spans")
+                          .split()))
+        total += local_count(server)[0]
+    assert all(traces), "a shard got no traces"
+    assert not traces[0] & traces[1], "a trace on both shards"
+    assert total == want, f"{total} spans stored, {want} accepted"
+
+
+def test_traces_go_to_their_shard_and_read_back_whole(tmp_path, request, cluster):
+    factory, sh = start_spanhouse(tmp_path, request, cluster)
+    n = accepted(loadgen(sh, "--spans", "20000", "--rate", "10000"))
+    wait_stored(cluster, sh, n)
+    check_exactly_once(cluster, n)
+    # Through the Distributed tables: whole traces, from both shards, by id.
+    for s in range(cluster.shards):
+        server = cluster.server(s, 0)
+        rows = q(server, f"SELECT lower(hex(trace_id)), count() FROM {DB}.spans GROUP BY trace_id "
+                         f"ORDER BY trace_id LIMIT 5").splitlines()
+        for line in rows:
+            trace_id, count = line.split("\t")
+            doc = sh.get_trace(trace_id).json()
+            got = sum(len(t["spans"]) for t in doc["data"])
+            assert got == int(count), f"trace {trace_id}: {got} spans read, {count} stored"
+    # Services, searches and dependencies read every shard.
+    services = sh.session.get(f"{sh.query_url}/api/services", timeout=30).json()["data"]
+    assert "frontend" in services and "checkout" in services, services
+    found = sh.session.get(f"{sh.query_url}/api/traces",
+                           params={"service": "checkout", "limit": 200}, timeout=30).json()["data"]
+    shards_seen = {int(q(cluster.server(0, 0), f"SELECT sipHash64(unhex('{t['traceID']}')) % 2"))
+                   for t in found}
+    assert shards_seen == {0, 1}, "a search returned one shard's traces only"
+    factory.teardown()
+
+
+def test_a_killed_replica_and_a_stopped_shard_lose_nothing(tmp_path, request, cluster):
+    factory, sh = start_spanhouse(tmp_path, request, cluster)
+    load = loadgen(sh, "--rate", "3000", "--duration", "50")
+    time.sleep(5)
+    # SIGKILL the replica each shard's writes go to first: they move to the other one.
+    cluster.kill(0, 0)
+    time.sleep(10)
+    cluster.start(0, 0)
+    # The whole second shard down: the first keeps ingesting, the second's spans wait in the
+    # durable queue and arrive once it is back.
+    cluster.stop_shard(1)
+    before = local_count(cluster.server(0, 1))[0]
+    cluster.wait_for("shard 1 ingesting while shard 2 is down",
+                     lambda: local_count(cluster.server(0, 1))[0] > before, deadline_s=30)
+    time.sleep(20)
+    cluster.start_shard(1)
+    n = accepted(load)
+    wait_stored(cluster, sh, n, deadline_s=180)
+    check_exactly_once(cluster, n)
+    factory.teardown()
