@@ -212,6 +212,14 @@ const std::vector<Key>& Keys() {
                     "a cluster name from the servers' remote_servers: letters, digits and _"),
       SH_UINT_KEY("clickhouse.timeout_s", clickhouse.timeout_s, ParseUint, 1, 3600,
                   "seconds, 1 to 3600"),
+      Key{"clickhouse.run_jobs",
+          [](const std::string& v, Config* c) -> Status {
+            if (v != "true" && v != "false")
+              return BadValue("clickhouse.run_jobs", v, "true or false");
+            c->clickhouse.run_jobs = v == "true";
+            return Status::Ok();
+          },
+          [](const Config& c) { return std::string(c.clickhouse.run_jobs ? "true" : "false"); }},
       SH_STRING_KEY("user_fields.also_well_known", user_fields.also_well_known, IsNamespaceList(v),
                     "comma-separated namespaces, e.g. shop,app.internal"),
       SH_UINT_KEY("filter.max_future_s", filter.max_future_s, ParseUint, 1, kMaxSeconds,

@@ -116,6 +116,10 @@ struct Config {
     // one shard or replica.
     std::string cluster;
     uint64_t timeout_s = 60;  // per statement
+    // This spanhouse creates and upgrades the schema and runs the dependency
+    // job. With several spanhouse nodes in front of one cluster, exactly one
+    // has it true; the others wait at start until the schema is current.
+    bool run_jobs = true;
   } clickhouse;
   struct {
     // Attribute keys outside the OpenTelemetry semantic-convention

@@ -3,7 +3,9 @@
 #include <malloc.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
+#include <thread>
 
 #include <spdlog/spdlog.h>
 
@@ -213,7 +215,37 @@ Status Server::EnsureDatabase(const std::string& database, const std::string& si
                                             database);
 }
 
+Status Server::WaitForRemoteSchema() {
+  caps_ =
+      storage::Capabilities::FromVersion(static_cast<storage::ReplicaSet&>(*read_conn_).version());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(10);
+  for (size_t s = 0; s < job_conns_.size(); ++s) {
+    for (bool logged = false;; logged = true) {
+      storage::QueryResult r;
+      const Status st = job_conns_[s]->Query(
+          fmt::format("SELECT max(version) FROM {}.schema_version", database_), "TSV", &r);
+      if (st.ok() && std::strtoul(r.data.c_str(), nullptr, 10) >= storage::kSchemaVersion) break;
+      if (std::chrono::steady_clock::now() > deadline) {
+        return Status::Unavailable(fmt::format(
+            "ClickHouse shard {}: the schema of database {} is not at version {} after 10 "
+            "minutes; the spanhouse with clickhouse.run_jobs true makes it so ({})",
+            s + 1, database_, storage::kSchemaVersion,
+            st.ok() ? "at " + r.data.substr(0, r.data.find('\n')) : st.message()));
+      }
+      if (!logged) {
+        spdlog::info("waiting for the schema of shard {} (clickhouse.run_jobs is false here)",
+                     s + 1);
+      }
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+  }
+  spdlog::info("ClickHouse {}.{}: schema {} found in database {}", caps_.major, caps_.minor,
+               storage::kSchemaVersion, database_);
+  return Status::Ok();
+}
+
 Status Server::EnsureRemoteStore() {
+  if (!cfg_.clickhouse.run_jobs) return WaitForRemoteSchema();
   const bool one_server = shards_.size() == 1 && shards_[0].size() == 1;
   if (one_server) {
     SH_RETURN_IF_ERROR(EnsureDatabase(database_, "clickhouse", &caps_));
@@ -257,8 +289,8 @@ Status Server::EnsureRemoteStore() {
         return {st.code(), fmt::format("ClickHouse {}: {}", url, st.message())};
       }
       if (have_caps && (caps.major != caps_.major || caps.minor != caps_.minor)) {
-        spdlog::warn("ClickHouse {} is {}.{}, others {}.{}: spans are encoded for the first",
-                     url, caps.major, caps.minor, caps_.major, caps_.minor);
+        spdlog::warn("ClickHouse {} is {}.{}, others {}.{}: spans are encoded for the first", url,
+                     caps.major, caps.minor, caps_.major, caps_.minor);
       }
       if (!have_caps) caps_ = caps;
       have_caps = true;
@@ -367,8 +399,11 @@ void Server::MakeQueryApi() {
   job.interval = std::chrono::seconds(cfg_.dependencies.interval_s);
   job.lag = std::chrono::seconds(cfg_.dependencies.lag_s);
   job.database = database_;
-  for (auto& conn : job_conns_) {
-    dependency_jobs_.push_back(std::make_unique<storage::DependencyJob>(*conn, job));
+  // With several spanhouse nodes on one cluster, one runs the job.
+  if (!remote() || cfg_.clickhouse.run_jobs) {
+    for (auto& conn : job_conns_) {
+      dependency_jobs_.push_back(std::make_unique<storage::DependencyJob>(*conn, job));
+    }
   }
   reader_ = std::make_unique<storage::ChdbSpanReader>(
       *read_conn_, caps_,

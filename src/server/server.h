@@ -59,6 +59,9 @@ class Server {
   Status AddRemoteSinks();
   // The schema on every replica of every shard, and the Distributed tables.
   Status EnsureRemoteStore();
+  // clickhouse.run_jobs false: waits until every shard's schema is current
+  // (another spanhouse makes it so).
+  Status WaitForRemoteSchema();
   Status OpenQueue();
   Status EnsureStore();
   // The schema of one database, the blocks its sink left unfinished written

@@ -7,13 +7,14 @@ back."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 
 import pytest
 
 from clickhouse_cluster import ClickHouseCluster
-from conftest import SpanhouseFactory, spanhouse_bin
+from conftest import SpanhouseFactory, otlp_json_request, otlp_json_span, spanhouse_bin
 
 CLUSTER = "spanhouse"
 DB = "traces"
@@ -26,18 +27,20 @@ def cluster(tmp_path):
     c.stop()
 
 
-def start_spanhouse(tmp_path, request, cluster: ClickHouseCluster):
+def start_spanhouse(tmp_path, request, cluster: ClickHouseCluster, run_jobs: bool = True,
+                    factory: SpanhouseFactory = None, name: str = "spanhouse"):
     shards = "\n".join(
         "    - [" + ", ".join(cluster.server(s, r).url.rstrip("/")
                               for r in range(cluster.replicas)) + "]"
         for s in range(cluster.shards))
-    config = tmp_path / "spanhouse.yaml"
+    config = tmp_path / f"{name}.yaml"
     config.write_text(f"""storage:
   engine: clickhouse
 clickhouse:
   cluster: {CLUSTER}
   database: {DB}
   timeout_s: 10
+  run_jobs: {"true" if run_jobs else "false"}
   shards:
 {shards}
 writer:
@@ -46,9 +49,10 @@ dependencies:
   interval_s: 1
   lag_s: 0
 """)
-    factory = SpanhouseFactory(tmp_path)
-    request.node._spanhouse_factories = [factory]
-    return factory, factory(config=config)
+    if factory is None:
+        factory = SpanhouseFactory(tmp_path)
+        request.node._spanhouse_factories = [factory]
+    return factory, factory(name, config=config)
 
 
 def loadgen(sh, *args: str) -> subprocess.Popen:
@@ -151,4 +155,41 @@ def test_a_killed_replica_and_a_stopped_shard_lose_nothing(tmp_path, request, cl
     n = accepted(load)
     wait_stored(cluster, sh, n, deadline_s=180)
     check_exactly_once(cluster, n)
+    factory.teardown()
+
+
+def test_two_spanhouse_nodes_write_one_cluster(tmp_path, request, cluster):
+    """Each trace's spans sent half to one spanhouse, half to the other: both store into the
+    same cluster and either reads every trace back whole. Only the node with
+    clickhouse.run_jobs makes the schema and computes the dependencies, so edges count once."""
+    factory, a = start_spanhouse(tmp_path, request, cluster)
+    _, b = start_spanhouse(tmp_path, request, cluster, run_jobs=False, factory=factory, name="b")
+    # Now: the dependency job (lag 0) takes a minute once it has ended.
+    start = time.time_ns()
+    traces = {}
+    for t in range(40):
+        trace_id = os.urandom(16).hex()
+        root = os.urandom(8).hex()
+        spans = [otlp_json_span(trace_id, root, "GET /checkout", start_ns=start + t * 1000)]
+        spans += [otlp_json_span(trace_id, os.urandom(8).hex(), f"step {i}", parent=root,
+                                 start_ns=start + t * 1000 + i) for i in range(5)]
+        traces[trace_id] = spans
+    for trace_id, spans in traces.items():
+        for sh, part, service in ((a, spans[:3], "front"), (b, spans[3:], "back")):
+            r = sh.post_traces(otlp_json_request(part, service=service))
+            assert r.status_code == 200, r.text
+    for trace_id in traces:
+        for sh in (a, b):
+            sh.wait_for_trace(trace_id, lambda d: sum(len(x["spans"]) for x in d["data"]) == 6,
+                              what="did not show all 6 spans")
+    check_exactly_once(cluster, 6 * len(traces))
+    # front's root calls back's steps (3 of 5 steps per trace are on back): one job's edges.
+    def edges():
+        r = a.session.get(f"{a.query_url}/api/dependencies",
+                          params={"endTs": int(time.time() * 1000), "lookback": 3_600_000},
+                          timeout=30)
+        return {(d["parent"], d["child"]): d["callCount"] for d in r.json()["data"] or []}
+    cluster.wait_for("the dependency edges", lambda: ("front", "back") in edges(), deadline_s=120)
+    assert edges()[("front", "back")] == 3 * len(traces), edges()
+    assert "waiting for the schema" in b.stderr_text() or "schema 9 found" in b.stderr_text()
     factory.teardown()

@@ -136,6 +136,7 @@ const std::map<std::string, std::string>& ValidValues() {
       {"clickhouse.database", "traces"},
       {"clickhouse.cluster", "spans_cluster"},
       {"clickhouse.timeout_s", "30"},
+      {"clickhouse.run_jobs", "false"},
   };
   return v;
 }
