@@ -410,7 +410,7 @@ void Server::MakeQueryApi() {
       storage::ReaderLimits{.max_execution_s = static_cast<uint32_t>(cfg_.query.timeout_s),
                             .max_spans = cfg_.query.max_trace_spans,
                             .max_rows = cfg_.query.max_rows},
-      storage::StorageLayout{}, read_database_);
+      storage::StorageLayout{}, read_database_, read_database_ != database_);
   query::AdminHooks hooks;
   hooks.metrics = [this] { return Metrics(); };
   hooks.not_ready = [this] { return NotReady(); };

@@ -36,6 +36,9 @@ struct SinkStats {
   // Left in the durable queue at shutdown (written after the next start).
   std::atomic<uint64_t> rows_left_queued{0};
   std::atomic<uint64_t> pending_rows{0};  // taken and not yet written
+  // Bytes of rows sent over the network to the store (request bodies, each
+  // attempt); 0 for a store in this process.
+  std::atomic<uint64_t> bytes_sent{0};
   LatencyHistogram write_seconds;
 };
 

@@ -25,7 +25,10 @@ void AppendSinkMetrics(const std::string& name, const SinkStats& s, PromText& ou
        "Spans the store refused for good, written to the dead-letter directory.",
        s.rows_dead_lettered.load()},
       {"spanhouse_sink_dead_letter_blocks_total", "counter",
-       "Blocks written to the dead-letter directory.", s.blocks_dead_lettered.load()}};
+       "Blocks written to the dead-letter directory.", s.blocks_dead_lettered.load()},
+      {"spanhouse_sink_bytes_sent_total", "counter",
+       "Bytes of rows sent over the network to the store (request bodies, every attempt).",
+       s.bytes_sent.load()}};
   for (const auto& [family, type, help, value] : families)
     out.One(family, type, help, label, value);
   out.Family("spanhouse_sink_insert_errors_by_class_total", "counter",

@@ -112,7 +112,10 @@ def check_exactly_once(cluster, want: int) -> None:
 
 def test_traces_go_to_their_shard_and_read_back_whole(tmp_path, request, cluster):
     factory, sh = start_spanhouse(tmp_path, request, cluster)
-    n = accepted(loadgen(sh, "--spans", "20000", "--rate", "10000"))
+    # --verify counts the run's spans through the query API (a resource attribute's spans:
+    # a GLOBAL subquery over the Distributed tables).
+    n = accepted(loadgen(sh, "--spans", "20000", "--rate", "10000", "--verify",
+                         "--query-endpoint", sh.query_url))
     wait_stored(cluster, sh, n)
     check_exactly_once(cluster, n)
     # Through the Distributed tables: whole traces, from both shards, by id.

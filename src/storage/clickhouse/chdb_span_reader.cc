@@ -163,16 +163,17 @@ std::string SpanAttrEquals(const Capabilities& caps, std::string_view k, std::st
 
 // Spans whose resource has attribute {k} = {v}: the resources table first
 // (one row per distinct resource), then the spans that carry them.
-std::string ResourceAttrEquals(std::string_view db, std::string_view k, std::string_view v) {
-  return fmt::format("resource_id IN (SELECT resource_id FROM {}.resources WHERE {})", db,
+std::string ResourceAttrEquals(std::string_view db, std::string_view in, std::string_view k,
+                               std::string_view v) {
+  return fmt::format("resource_id {} (SELECT resource_id FROM {}.resources WHERE {})", in, db,
                      AttrEquals(k, v));
 }
 
 // The condition of one tag filter, its key and value bound as {k<i>} and
 // {v<i>}: the span's attributes or its resource's, or (keys Jaeger derives
 // from span fields) the field the tag shows.
-std::string TagCondition(const Capabilities& caps, std::string_view db, const query::TagFilter& tag,
-                         size_t i, std::vector<QueryParam>* params) {
+std::string TagCondition(const Capabilities& caps, std::string_view db, std::string_view in,
+                         const query::TagFilter& tag, size_t i, std::vector<QueryParam>* params) {
   const std::string k = fmt::format("k{}", i);
   const std::string v = fmt::format("v{}", i);
   constexpr std::string_view kUserFields = "user_fields.";
@@ -185,8 +186,8 @@ std::string TagCondition(const Capabilities& caps, std::string_view db, const qu
   }
   params->emplace_back(k, tag.key);
   params->emplace_back(v, tag.value);
-  const std::string generic =
-      fmt::format("({} OR {})", SpanAttrEquals(caps, k, v, tag.key), ResourceAttrEquals(db, k, v));
+  const std::string generic = fmt::format("({} OR {})", SpanAttrEquals(caps, k, v, tag.key),
+                                          ResourceAttrEquals(db, in, k, v));
   // Tags the Jaeger JSON derives from span fields (jaeger_json.h).
   std::string field;
   if (tag.key == "error") {
@@ -441,7 +442,7 @@ Status ChdbSpanReader::FindTraceIds(const query::TraceQuery& q, std::vector<Trac
     params.emplace_back("max_duration", std::to_string(q.max_duration_ns));
   }
   for (size_t i = 0; i < q.tags.size(); ++i) {
-    where += " AND " + TagCondition(caps_, database_, q.tags[i], i, &params);
+    where += " AND " + TagCondition(caps_, database_, in_, q.tags[i], i, &params);
   }
   QueryResult r;
   Status st = Run(fmt::format("SELECT lower(hex(trace_id)) FROM {}.spans WHERE {} GROUP BY "
@@ -624,7 +625,7 @@ Status ChdbSpanReader::CountSpansWithAttr(AttrOwner owner, const std::string& ke
                            : UserFieldText(caps_, "k", key) + " = {v:String}";
       break;
     case AttrOwner::kResource:
-      cond = ResourceAttrEquals(database_, "k", "v");
+      cond = ResourceAttrEquals(database_, in_, "k", "v");
       break;
     case AttrOwner::kSpan:
       cond = SpanAttrEquals(caps_, "k", "v", key);

@@ -49,14 +49,18 @@ class ChdbSpanReader : public query::SpanReader {
  public:
   // `layout`: the tables' layout (the project's own; `bench storage` reads
   // other layouts too). `database`: where the tables are
-  // (SchemaOptions::database).
+  // (SchemaOptions::database). `distributed`: the tables are Distributed
+  // ones over a cluster's shards (a subquery over another is then GLOBAL:
+  // run once, its result sent to every shard).
   ChdbSpanReader(SqlConnection& conn, Capabilities caps, ReaderLimits limits = {},
-                 StorageLayout layout = {}, std::string database = std::string(kDatabase))
+                 StorageLayout layout = {}, std::string database = std::string(kDatabase),
+                 bool distributed = false)
       : conn_(conn),
         caps_(caps),
         limits_(limits),
         layout_(std::move(layout)),
-        database_(std::move(database)) {}
+        database_(std::move(database)),
+        in_(distributed ? "GLOBAL IN" : "IN") {}
   Status GetTrace(const TraceId& id, SpanBatch* out) override;
   Status GetTraces(const std::vector<TraceId>& ids, SpanBatch* out) override;
   Status FindTraceIds(const query::TraceQuery& query, std::vector<TraceId>* out) override;
@@ -86,6 +90,7 @@ class ChdbSpanReader : public query::SpanReader {
   const ReaderLimits limits_;
   const StorageLayout layout_;
   const std::string database_;
+  const std::string in_;  // "IN", or "GLOBAL IN" over Distributed tables
   // Resources read so far, by id. An id is a fingerprint of the resource's
   // attributes (ResourceFingerprint), so an entry never goes stale; the
   // cache starts over past limits_.max_cached_resources. Reading them here,
