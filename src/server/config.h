@@ -102,7 +102,8 @@ struct Config {
     std::string engine = "chdb";
   } storage;
   struct {
-    // The cluster's shards, each a list of its replicas' HTTP interfaces:
+    // The cluster's shards, each a list of its replicas' HTTP interfaces (http://
+    // only: TLS to ClickHouse is not supported yet):
     // "http://a1:8123,http://a2:8123;http://b1:8123,http://b2:8123" (shards
     // split by ';', replicas by ','), or a YAML list of lists. One URL: one
     // server. Spans go to the shard that owns their trace (sipHash64 of the

@@ -279,6 +279,19 @@ Status Server::EnsureRemoteStore() {
         continue;
       }
       SH_RETURN_IF_ERROR(st);
+      // An upgrade that copies tables is not run across replicas and shards
+      // yet: an older schema there stops the start, untouched.
+      storage::QueryResult version;
+      if (conn->Query(fmt::format("SELECT max(version) FROM {}.schema_version", database_), "TSV",
+                      &version)
+              .ok() &&
+          std::strtoul(version.data.c_str(), nullptr, 10) < storage::kSchemaVersion) {
+        return Status::Internal(fmt::format(
+            "ClickHouse {}: database {} has schema {}, this spanhouse writes {}; upgrading a "
+            "cluster's schema is not supported yet (one server is upgraded at start)",
+            url, database_, version.data.substr(0, version.data.find('\n')),
+            storage::kSchemaVersion));
+      }
       storage::SchemaOptions schema;
       schema.database = database_;
       schema.metrics_retention_days = static_cast<uint32_t>(cfg_.metrics.retention_days);

@@ -14,7 +14,8 @@ import time
 import pytest
 
 from clickhouse_cluster import ClickHouseCluster
-from conftest import SpanhouseFactory, otlp_json_request, otlp_json_span, spanhouse_bin
+from conftest import (SpanhouseFactory, free_ports, otlp_json_request, otlp_json_span,
+                      spanhouse_bin)
 
 CLUSTER = "spanhouse"
 DB = "traces"
@@ -196,3 +197,34 @@ def test_two_spanhouse_nodes_write_one_cluster(tmp_path, request, cluster):
     assert edges()[("front", "back")] == 3 * len(traces), edges()
     assert "waiting for the schema" in b.stderr_text() or "schema 9 found" in b.stderr_text()
     factory.teardown()
+
+
+def test_an_older_schema_on_a_cluster_stops_the_start_untouched(tmp_path, cluster):
+    """Upgrading a cluster's schema is not supported yet: spanhouse says so and changes
+    nothing, rather than copying tables replica by replica."""
+    server = cluster.server(1, 1)
+    server.query(f"CREATE DATABASE {DB}")
+    server.query(f"CREATE TABLE {DB}.schema_version (version UInt32, applied_at DateTime) "
+                 f"ENGINE = MergeTree ORDER BY version")
+    server.query(f"INSERT INTO {DB}.schema_version VALUES (8, now())")
+    shards = ";".join(",".join(cluster.server(s, r).url.rstrip("/")
+                               for r in range(cluster.replicas)) for s in range(cluster.shards))
+    proc = subprocess.run(
+        [spanhouse_bin(), "serve", "--data-dir", str(tmp_path / "data"),
+         "--config", str(_config(tmp_path, shards)),
+         *[arg for flag, port in zip(("--otlp-http-listen", "--query-listen",
+                                      "--otlp-grpc-listen", "--zipkin-listen"), free_ports(4))
+           for arg in (flag, f"127.0.0.1:{port}")]],
+        capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert "upgrading a cluster's schema is not supported yet" in proc.stderr + proc.stdout, \
+        proc.stderr[-3000:]
+    assert q(server, f"SELECT groupArray(version) FROM {DB}.schema_version") == "[8]"
+    assert q(server, f"SELECT count() FROM system.tables WHERE database = '{DB}'") == "1"
+
+
+def _config(tmp_path, shards: str):
+    path = tmp_path / "old-schema.yaml"
+    path.write_text(f"storage:\n  engine: clickhouse\nclickhouse:\n  cluster: {CLUSTER}\n"
+                    f"  database: {DB}\n  shards: \"{shards}\"\n")
+    return path
