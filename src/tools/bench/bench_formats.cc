@@ -22,6 +22,7 @@
 
 #include "model/span_batch.h"
 #include "storage/clickhouse/chdb.h"
+#include "storage/clickhouse/remote_connection.h"
 #include "storage/clickhouse/row_formats.h"
 #include "storage/clickhouse/schema.h"
 #include "tools/bench/bench.h"
@@ -41,17 +42,20 @@ struct FormatsOptions {
   int batches = 3;
   uint64_t seed = 1;
   std::string data_dir;
+  std::string clickhouse_url;  // set: a ClickHouse server's HTTP interface instead of chDB
 };
 
 // One way of inserting a batch.
 struct Contender {
   RowFormat format = RowFormat::kValues;
   bool inline_values = false;  // INSERT ... VALUES <data in the query text>
+  bool body = false;           // INSERT ... FORMAT F, the data as the request's body (a server)
   storage::FileStructure structure = storage::FileStructure::kWire;
   std::string label;
   std::string table;
   std::string sql;   // the INSERT (inline: with the data)
   std::string path;  // the file read by file(); empty when inline
+  std::string data;  // the body (body contenders)
   size_t bytes = 0;
   double encode_s = 0;
   std::vector<double> insert_s;
@@ -72,8 +76,9 @@ SpanBatch BuildCorpus(const FormatsOptions& o) {
 }
 
 // Values inline (the case study's way), then every format through file(),
-// first with the encoder's types named, then with the table's.
-std::vector<Contender> MakeContenders() {
+// first with the encoder's types named, then with the table's; to a server,
+// every format as the request's body instead.
+std::vector<Contender> MakeContenders(bool remote) {
   using storage::FileStructure;
   std::vector<Contender> cs;
   auto add = [&](RowFormat f, bool inl, FileStructure s) {
@@ -87,6 +92,14 @@ std::vector<Contender> MakeContenders() {
     cs.push_back(std::move(c));
   };
   add(RowFormat::kValues, true, FileStructure::kWire);
+  if (remote) {
+    for (RowFormat f : kFormats) {
+      add(f, false, FileStructure::kWire);
+      cs.back().body = true;
+      cs.back().label = fmt::format("{} body", storage::FormatName(f));
+    }
+    return cs;
+  }
   for (FileStructure s : {FileStructure::kWire, FileStructure::kTable}) {
     for (RowFormat f : kFormats) add(f, false, s);
   }
@@ -110,6 +123,9 @@ Status Prepare(const SpanBatch& batch, const storage::Capabilities& caps, const 
       c.bytes = data.size();
       if (c.inline_values) {
         c.sql = fmt::format("INSERT INTO {} VALUES {}", c.table, data);
+      } else if (c.body) {
+        c.sql = fmt::format("INSERT INTO {} FORMAT {}", c.table, storage::FormatName(f));
+        c.data = data;
       } else {
         c.path = path;
         c.sql = storage::InsertFromFileSql(c.table, f, caps, c.structure);
@@ -119,11 +135,13 @@ Status Prepare(const SpanBatch& batch, const storage::Capabilities& caps, const 
   return Status::Ok();
 }
 
-Status Insert(storage::ChdbConnection& conn, Contender& c) {
+Status Insert(storage::SqlConnection& conn, Contender& c) {
+  std::string body = c.data;  // copied before the clock starts
   const double cpu0 = CpuSeconds();
   const auto t0 = Clock::now();
-  Status st =
-      c.inline_values ? conn.Query(c.sql, "") : conn.Query(c.sql, "", nullptr, {{"path", c.path}});
+  Status st = c.body            ? conn.Insert(c.sql, std::move(body))
+              : c.inline_values ? conn.Query(c.sql, "")
+                                : conn.Query(c.sql, "", nullptr, {{"path", c.path}});
   c.insert_s.push_back(Seconds(t0));
   c.cpu_s += CpuSeconds() - cpu0;
   if (!st.ok()) return Status::Internal(c.label + ": " + st.message());
@@ -155,9 +173,9 @@ void PrintTable(const std::vector<Contender>& cs, size_t rows, int batches) {
     if (s < Median(best->insert_s)) best = &c;
   }
   const double best_s = Median(best->insert_s);
-  fmt::print(
-      "\nfastest: {}, {:.3f} s per {}-row batch: {:.2f}x Values file(), {:.2f}x Values inline\n",
-      best->label, best_s, rows, values_s / best_s, inline_s / best_s);
+  fmt::print("\nfastest: {}, {:.3f} s per {}-row batch: {:.2f}x {}, {:.2f}x Values inline\n",
+             best->label, best_s, rows, values_s / best_s, is(RowFormat::kValues, false).label,
+             inline_s / best_s);
 }
 
 // The data directory, removed at the end when the bench made it.
@@ -190,7 +208,8 @@ int Fail(const Status& st) {
   return 1;
 }
 
-int Measure(storage::ChdbConnection& conn, const FormatsOptions& o, const std::string& files) {
+int Measure(storage::SqlConnection& conn, const FormatsOptions& o, const std::string& files) {
+  const bool remote = !conn.local_files();
   storage::Capabilities caps;
   if (Status st = storage::EnsureSchema(conn, &caps); !st.ok()) return Fail(st);
   storage::QueryResult version;
@@ -201,11 +220,13 @@ int Measure(storage::ChdbConnection& conn, const FormatsOptions& o, const std::s
   const SpanBatch batch = BuildCorpus(o);
   const size_t rows = batch.span_count();
   fmt::print(
-      "spanhouse bench formats: {} rows x {} batches, seed {}, ClickHouse {} (chDB), {} CPUs\n",
-      rows, o.batches, o.seed, version.data, std::thread::hardware_concurrency());
+      "spanhouse bench formats: {} rows x {} batches, seed {}, ClickHouse {} ({}), {} CPUs\n", rows,
+      o.batches, o.seed, version.data,
+      remote ? "server at " + o.clickhouse_url + "; CPU-s: this process only" : "chDB",
+      std::thread::hardware_concurrency());
   fmt::print("corpus: {} spans generated in {:.2f} s\n", rows, Seconds(t0));
 
-  std::vector<Contender> cs = MakeContenders();
+  std::vector<Contender> cs = MakeContenders(remote);
   // Tables as the spans table (same DDL, no materialized view), one per way
   // of inserting, in a database of their own. Merges stopped: every table
   // gets the same parts, so merging is not the format's cost, and a merge
@@ -253,6 +274,14 @@ int RunFormats(const FormatsOptions& o) {
   if (o.rows == 0 || o.batches <= 0)
     return Fail(Status::Internal("--rows and --batches must be > 0"));
   WorkDir dir(o.data_dir);
+  if (!o.clickhouse_url.empty()) {
+    std::unique_ptr<storage::RemoteConnection> conn;
+    storage::RemoteOptions ro;
+    ro.url = o.clickhouse_url;
+    ro.timeout = std::chrono::seconds(600);
+    if (Status st = storage::RemoteConnection::Open(ro, &conn); !st.ok()) return Fail(st);
+    return Measure(*conn, o, dir.path() + "/bench-formats");
+  }
   std::shared_ptr<storage::ChdbLibrary> lib;
   if (Status st = storage::ChdbLibrary::Load(&lib); !st.ok()) return Fail(st);
   std::unique_ptr<storage::ChdbConnection> conn;
@@ -281,6 +310,9 @@ void AddFormatsCommand(CLI::App& bench, std::function<int()>* run) {
   cmd->add_option("--seed", opts->seed, "Corpus seed")->default_val(opts->seed);
   cmd->add_option("--data-dir", opts->data_dir,
                   "Engine directory (default: a fresh temporary one, removed after)");
+  cmd->add_option("--clickhouse-url", opts->clickhouse_url,
+                  "Measure on this ClickHouse server (http://host:8123) instead of chDB: every "
+                  "format as an insert's body");
   cmd->callback([opts, run] { *run = [opts] { return RunFormats(*opts); }; });
 }
 
