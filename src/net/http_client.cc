@@ -1,7 +1,11 @@
 #include "net/http_client.h"
 
+#include <openssl/ssl.h>
+
 #include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast.hpp>
+#include <boost/beast/ssl.hpp>
 #include <cctype>
 #include <charconv>
 #include <optional>
@@ -14,20 +18,22 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
-bool ParseHttpUrl(std::string_view s, HttpUrl* out, std::string* error) {
-  constexpr std::string_view kScheme = "http://";
-  if (s.starts_with("https://")) {
+bool ParseHttpUrl(std::string_view s, HttpUrl* out, std::string* error, bool allow_https) {
+  const bool tls = s.starts_with("https://");
+  if (tls && !allow_https) {
     *error = "https is not supported: " + std::string(s);
     return false;
   }
-  if (!s.starts_with(kScheme)) {
+  if (!tls && !s.starts_with("http://")) {
     *error = "not an http:// URL: " + std::string(s);
     return false;
   }
-  std::string_view rest = s.substr(kScheme.size());
+  std::string_view rest = s.substr(tls ? 8 : 7);
   const size_t slash = rest.find('/');
   const std::string_view authority = rest.substr(0, slash);
   HttpUrl u;
+  u.tls = tls;
+  u.port = tls ? 443 : 80;
   u.target = slash == std::string_view::npos ? "/" : std::string(rest.substr(slash));
   u.host_header = std::string(authority);
   std::string_view host = authority;
@@ -84,7 +90,10 @@ struct HttpClient::Impl {
   HttpUrl url;
   HttpClientOptions opts;
   asio::io_context ioc;
-  std::optional<beast::tcp_stream> stream;
+  std::optional<beast::tcp_stream> stream;  // plain http
+  // https: the TLS context (made at the first connection) and stream.
+  std::optional<asio::ssl::context> tls_ctx;
+  std::optional<beast::ssl_stream<beast::tcp_stream>> tls;
   beast::flat_buffer buffer;
   http::request<http::string_body> req;
   std::optional<tcp::resolver::results_type> endpoints;
@@ -106,6 +115,7 @@ struct HttpClient::Impl {
       }
       endpoints = std::move(results);
     }
+    if (url.tls) return ConnectTls(r);
     stream.emplace(ioc);
     stream->expires_after(opts.timeout);
     stream->async_connect(*endpoints, [&](beast::error_code e, const tcp::endpoint&) { ec = e; });
@@ -120,9 +130,57 @@ struct HttpClient::Impl {
     return true;
   }
 
-  void Close() {
-    if (!stream) return;
+  bool ConnectTls(HttpResult* r) {
     beast::error_code ec;
+    if (!tls_ctx) {
+      tls_ctx.emplace(asio::ssl::context::tls_client);
+      tls_ctx->set_options(asio::ssl::context::no_sslv2 | asio::ssl::context::no_sslv3 |
+                           asio::ssl::context::no_tlsv1 | asio::ssl::context::no_tlsv1_1);
+      tls_ctx->set_verify_mode(asio::ssl::verify_peer);
+      if (opts.tls_ca_file.empty()) {
+        tls_ctx->set_default_verify_paths(ec);
+      } else {
+        tls_ctx->load_verify_file(opts.tls_ca_file, ec);
+      }
+      if (ec) {
+        r->error = "TLS CA certificates " + opts.tls_ca_file + ": " + ec.message();
+        tls_ctx.reset();
+        return false;
+      }
+    }
+    tls.emplace(ioc, *tls_ctx);
+    // The name in the URL: sent as SNI and checked against the certificate.
+    SSL_set_tlsext_host_name(tls->native_handle(), url.host.c_str());
+    tls->set_verify_callback(asio::ssl::host_name_verification(url.host));
+    auto& tcp_layer = beast::get_lowest_layer(*tls);
+    tcp_layer.expires_after(opts.timeout);
+    tcp_layer.async_connect(*endpoints, [&](beast::error_code e, const tcp::endpoint&) {
+      ec = e;
+      if (!e)
+        tls->async_handshake(asio::ssl::stream_base::client, [&](beast::error_code h) { ec = h; });
+    });
+    Run();
+    if (ec) {
+      r->error = "connect " + url.host_header + " (TLS): " + ec.message();
+      tls.reset();
+      return false;
+    }
+    tcp_layer.socket().set_option(tcp::no_delay(true), ec);
+    buffer.clear();
+    return true;
+  }
+
+  bool connected() const { return stream.has_value() || tls.has_value(); }
+
+  void Close() {
+    beast::error_code ec;
+    if (tls) {
+      // No close_notify exchange: the connection is dropped either way.
+      beast::get_lowest_layer(*tls).socket().shutdown(tcp::socket::shutdown_both, ec);
+      beast::get_lowest_layer(*tls).socket().close(ec);
+      tls.reset();
+    }
+    if (!stream) return;
     stream->socket().shutdown(tcp::socket::shutdown_both, ec);
     stream->socket().close(ec);
     stream.reset();
@@ -132,7 +190,7 @@ struct HttpClient::Impl {
   // server has closed meanwhile fails at once; that is retried once on a
   // fresh connection before it counts as an error.
   bool RoundTrip(HttpResult* r) {
-    const bool reused = stream.has_value();
+    const bool reused = connected();
     if (Exchange(r)) return true;
     if (!reused || r->error == "timed out") return false;
     return Exchange(r);
@@ -144,18 +202,25 @@ struct HttpClient::Impl {
     r->body.clear();
     r->error.clear();
     r->headers.clear();
-    if (!stream && !Connect(r)) return false;
+    if (!connected() && !Connect(r)) return false;
     beast::error_code ec;
     http::response_parser<http::string_body> parser;
     parser.body_limit(opts.max_body_bytes);
-    stream->expires_after(opts.timeout);
-    http::async_write(*stream, req, [&](beast::error_code e, size_t) {
-      if (e) {
-        ec = e;
-        return;
-      }
-      http::async_read(*stream, buffer, parser, [&](beast::error_code e2, size_t) { ec = e2; });
-    });
+    auto exchange = [&](auto& s) {
+      beast::get_lowest_layer(s).expires_after(opts.timeout);
+      http::async_write(s, req, [&](beast::error_code e, size_t) {
+        if (e) {
+          ec = e;
+          return;
+        }
+        http::async_read(s, buffer, parser, [&](beast::error_code e2, size_t) { ec = e2; });
+      });
+    };
+    if (tls) {
+      exchange(*tls);
+    } else {
+      exchange(*stream);
+    }
     Run();
     if (ec) {
       r->error = ec == beast::error::timeout ? "timed out" : ec.message();

@@ -1,5 +1,6 @@
 // A keep-alive HTTP/1.1 client for one connection, on Boost.Beast: the
-// loadgen's senders and the remote ClickHouse connection use it. Calls are
+// loadgen's senders and the remote ClickHouse connection use it (the latter
+// also over TLS, https://, the server's certificate verified). Calls are
 // blocking for the caller; inside, each runs the connection's own io_context
 // so that connect, write and read all honour one timeout (plain sync socket
 // calls cannot time out). Not thread-safe: one per sending thread.
@@ -15,15 +16,17 @@
 
 namespace spanhouse::net {
 
-// http://host[:port][/path]. host may be a name, an IPv4 address or [IPv6].
+// http(s)://host[:port][/path]. host may be a name, an IPv4 address or [IPv6].
 struct HttpUrl {
   std::string host;
   uint16_t port = 80;
   std::string target = "/";  // path (and query)
   std::string host_header;   // host[:port] as written
+  bool tls = false;          // https
 };
-// False (and `error` set) if `s` is not such a URL; https is refused.
-bool ParseHttpUrl(std::string_view s, HttpUrl* out, std::string* error);
+// False (and `error` set) if `s` is not such a URL; https only when
+// `allow_https` (default port 443).
+bool ParseHttpUrl(std::string_view s, HttpUrl* out, std::string* error, bool allow_https = false);
 
 using HttpHeaders = std::vector<std::pair<std::string, std::string>>;
 
@@ -42,6 +45,9 @@ struct HttpClientOptions {
   size_t max_body_bytes = 16u << 20;         // an answer's body; more fails the call
   bool keep_headers = false;                 // the answer's headers in HttpResult
   std::string user_agent = "spanhouse/0.1";
+  // https: the CA certificates (PEM) the server's certificate must chain to;
+  // "": the system's. The name in the URL must match the certificate.
+  std::string tls_ca_file;
 };
 
 class HttpClient {

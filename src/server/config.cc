@@ -87,15 +87,15 @@ bool IsLevel(const std::string& v) {
 
 // An S3 endpoint names the bucket in its path (ClickHouse's S3 disk form):
 // http(s)://host[:port]/bucket[/prefix]/. Empty means "no S3".
-// "url,url;url" (ClickHouseShards): every URL http://host[:port][/].
+// "url,url;url" (ClickHouseShards): every URL http(s)://host[:port][/].
 bool IsShardList(const std::string& v) {
   if (v.empty()) return true;
   for (const auto& shard : ClickHouseShards(v)) {
     if (shard.empty()) return false;
     for (const auto& url : shard) {
-      // https: not yet (the client speaks plain HTTP); a TLS-terminating proxy in
-      // front of the server is the way meanwhile.
-      const size_t scheme = url.rfind("http://", 0) == 0 ? 7 : 0;
+      const size_t scheme = url.rfind("http://", 0) == 0    ? 7
+                            : url.rfind("https://", 0) == 0 ? 8
+                                                            : 0;
       if (scheme == 0 || url.size() == scheme) return false;
       if (url.find_first_of(" \t\r\n?#") != std::string::npos) return false;
     }
@@ -203,7 +203,7 @@ const std::vector<Key>& Keys() {
       SH_STRING_KEY("storage.engine", storage.engine, v == "chdb" || v == "clickhouse",
                     "chdb (embedded) or clickhouse (a server or cluster: the clickhouse section)"),
       SH_STRING_KEY("clickhouse.shards", clickhouse.shards, IsShardList(v),
-                    "http://host:port URLs, replicas split by ',' and shards by ';'"),
+                    "http(s)://host:port URLs, replicas split by ',' and shards by ';'"),
       SH_STRING_KEY("clickhouse.user", clickhouse.user, !v.empty(), "a user name"),
       SH_STRING_KEY("clickhouse.password", clickhouse.password, true, "text"),
       SH_STRING_KEY("clickhouse.database", clickhouse.database, IsDatabaseName(v),
@@ -212,6 +212,8 @@ const std::vector<Key>& Keys() {
                     "a cluster name from the servers' remote_servers: letters, digits and _"),
       SH_UINT_KEY("clickhouse.timeout_s", clickhouse.timeout_s, ParseUint, 1, 3600,
                   "seconds, 1 to 3600"),
+      SH_STRING_KEY("clickhouse.tls_ca_file", clickhouse.tls_ca_file, true,
+                    "a PEM file path; empty for the system's CA certificates"),
       Key{"clickhouse.run_jobs",
           [](const std::string& v, Config* c) -> Status {
             if (v != "true" && v != "false")

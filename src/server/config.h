@@ -102,8 +102,8 @@ struct Config {
     std::string engine = "chdb";
   } storage;
   struct {
-    // The cluster's shards, each a list of its replicas' HTTP interfaces (http://
-    // only: TLS to ClickHouse is not supported yet):
+    // The cluster's shards, each a list of its replicas' HTTP interfaces
+    // (http://, or https:// for TLS):
     // "http://a1:8123,http://a2:8123;http://b1:8123,http://b2:8123" (shards
     // split by ';', replicas by ','), or a YAML list of lists. One URL: one
     // server. Spans go to the shard that owns their trace (sipHash64 of the
@@ -117,6 +117,9 @@ struct Config {
     // one shard or replica.
     std::string cluster;
     uint64_t timeout_s = 60;  // per statement
+    // https:// servers: the CA certificates (PEM) their certificates must
+    // chain to; "": the system's. The URL's host name must match.
+    std::string tls_ca_file;
     // This spanhouse creates and upgrades the schema and runs the dependency
     // job. With several spanhouse nodes in front of one cluster, exactly one
     // has it true; the others wait at start until the schema is current.

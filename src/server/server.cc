@@ -270,6 +270,7 @@ Status Server::EnsureRemoteStore() {
       o.user = cfg_.clickhouse.user;
       o.password = cfg_.clickhouse.password;
       o.timeout = std::chrono::seconds(cfg_.clickhouse.timeout_s);
+      o.tls_ca_file = cfg_.clickhouse.tls_ca_file;
       std::unique_ptr<storage::RemoteConnection> conn;
       Status st = storage::RemoteConnection::Open(o, &conn);
       if (st.code() == StatusCode::kUnavailable) {
@@ -338,6 +339,7 @@ Status Server::OpenConnections(size_t n, std::vector<std::unique_ptr<storage::Sq
       o.user = cfg_.clickhouse.user;
       o.password = cfg_.clickhouse.password;
       o.timeout = std::chrono::seconds(cfg_.clickhouse.timeout_s);
+      o.tls_ca_file = cfg_.clickhouse.tls_ca_file;
       replicas.push_back(std::move(o));
     }
     for (size_t i = 0; i < n; ++i) {

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -39,8 +40,16 @@ class ClickHouseServer {
       : dir_(dir), password_(password) {
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
-    const std::vector<uint16_t> ports = FreePorts(3);
+    const std::vector<uint16_t> ports = FreePorts(4);
     http_port_ = ports[0];
+    https_port_ = ports[3];
+    // A self-signed certificate for 127.0.0.1 and localhost, for the HTTPS port.
+    const std::string openssl = fmt::format(
+        "openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=localhost -addext "
+        "subjectAltName=IP:127.0.0.1,DNS:localhost -keyout {0}/server.key -out {0}/server.crt "
+        ">{0}/openssl.log 2>&1",
+        dir_);
+    if (std::system(openssl.c_str()) != 0) ADD_FAILURE() << "openssl: see " << dir_;
     WriteConfig(ports);
     const std::string config = "--config-file=" + dir_ + "/config.xml";
     const std::string log = dir_ + "/stdout.log";
@@ -78,6 +87,11 @@ class ClickHouseServer {
 
   bool running() const { return pid_ > 0; }
   std::string url() const { return fmt::format("http://127.0.0.1:{}", http_port_); }
+  // The HTTPS interface; its certificate is ca_file().
+  std::string https_url(const std::string& host = "127.0.0.1") const {
+    return fmt::format("https://{}:{}", host, https_port_);
+  }
+  std::string ca_file() const { return dir_ + "/server.crt"; }
   const std::string& password() const { return password_; }
   const std::string& dir() const { return dir_; }
 
@@ -121,6 +135,13 @@ class ClickHouseServer {
   <http_port>{1}</http_port>
   <tcp_port>{2}</tcp_port>
   <interserver_http_port>{3}</interserver_http_port>
+  <https_port>{4}</https_port>
+  <openSSL><server>
+    <certificateFile>{0}/server.crt</certificateFile><privateKeyFile>{0}/server.key</privateKeyFile>
+    <verificationMode>none</verificationMode><loadDefaultCAFile>false</loadDefaultCAFile>
+    <cacheSessions>true</cacheSessions><disableProtocols>sslv2,sslv3</disableProtocols>
+    <preferServerCiphers>true</preferServerCiphers>
+  </server></openSSL>
   <path>{0}/data/</path>
   <tmp_path>{0}/tmp/</tmp_path>
   <user_files_path>{0}/user_files/</user_files_path>
@@ -132,7 +153,7 @@ class ClickHouseServer {
   <max_concurrent_queries>100</max_concurrent_queries>
 </yandex>
 )",
-        dir_, ports[0], ports[1], ports[2]);
+        dir_, ports[0], ports[1], ports[2], ports[3]);
     std::ofstream(dir_ + "/users.xml") << fmt::format(
         R"(<?xml version="1.0"?>
 <yandex>
@@ -170,6 +191,7 @@ class ClickHouseServer {
   const std::string dir_;
   const std::string password_;
   uint16_t http_port_ = 0;
+  uint16_t https_port_ = 0;
   pid_t pid_ = -1;
 };
 

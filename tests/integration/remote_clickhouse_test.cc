@@ -239,5 +239,39 @@ TEST_F(RemoteClickHouse, AnOlderSchemaIsUpgradedKeepingEveryRow) {
   }
 }
 
+// HTTPS: the server's certificate checked against the CA file given, and its
+// name against the URL's host; either wrong, the connection is refused.
+TEST_F(RemoteClickHouse, HttpsVerifiesTheServersCertificate) {
+  RemoteOptions o;
+  o.url = server_->https_url();
+  o.tls_ca_file = server_->ca_file();
+  std::unique_ptr<RemoteConnection> c;
+  Status st = RemoteConnection::Open(o, &c);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(Q(*c, "SELECT 40 + 2"), "42\n");
+  // Rows as the body over TLS too, and keep-alive.
+  ASSERT_TRUE(c->Query("CREATE DATABASE IF NOT EXISTS rc_tls", "").ok());
+  ASSERT_TRUE(
+      c->Query("CREATE TABLE IF NOT EXISTS rc_tls.t (k UInt32) ENGINE = MergeTree ORDER BY k", "")
+          .ok());
+  for (int i = 0; i < 5; ++i)
+    ASSERT_TRUE(c->Insert("INSERT INTO rc_tls.t FORMAT TSV", "1\n2\n").ok());
+  EXPECT_EQ(Q(*c, "SELECT count() FROM rc_tls.t"), "10\n");
+  // Another name the certificate holds.
+  o.url = server_->https_url("localhost");
+  EXPECT_TRUE(RemoteConnection::Open(o, &c).ok());
+  // Without the CA (the system's only): the self-signed certificate is refused.
+  o.url = server_->https_url();
+  o.tls_ca_file.clear();
+  st = RemoteConnection::Open(o, &c);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("certificate"), std::string::npos) << st.message();
+  // A CA file that is not there.
+  o.tls_ca_file = server_->dir() + "/no-such-ca.pem";
+  st = RemoteConnection::Open(o, &c);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("no-such-ca.pem"), std::string::npos) << st.message();
+}
+
 }  // namespace
 }  // namespace spanhouse::storage

@@ -67,13 +67,14 @@ Status RemoteConnection::Open(const RemoteOptions& options,
                               std::unique_ptr<RemoteConnection>* out) {
   std::unique_ptr<RemoteConnection> c(new RemoteConnection(options));
   std::string error;
-  if (!net::ParseHttpUrl(options.url, &c->url_, &error)) {
+  if (!net::ParseHttpUrl(options.url, &c->url_, &error, /*allow_https=*/true)) {
     return Status::Invalid("clickhouse: " + error);
   }
   c->client_ = std::make_unique<net::HttpClient>(
       c->url_, net::HttpClientOptions{.timeout = options.timeout,
                                       .max_body_bytes = options.max_result_bytes,
-                                      .keep_headers = true});
+                                      .keep_headers = true,
+                                      .tls_ca_file = options.tls_ca_file});
   QueryResult r;
   if (Status st = c->Query("SELECT version()", "TSV", &r); !st.ok()) {
     // Errors of the connection itself already name the server.

@@ -25,7 +25,10 @@
 namespace spanhouse::storage {
 
 struct RemoteOptions {
-  std::string url;  // the HTTP interface: http://host:port
+  std::string url;  // the HTTP interface: http://host:port, or https://host:port
+  // https: the CA certificates (PEM) the server's certificate must chain to;
+  // "": the system's.
+  std::string tls_ca_file;
   std::string user = "default";
   std::string password;
   std::string database;  // the statements' default database; "" for the server's

@@ -130,7 +130,8 @@ const std::map<std::string, std::string>& ValidValues() {
       {"secondary.type", "chdb"},
       {"secondary.database", "spans_copy_2"},
       {"storage.engine", "clickhouse"},
-      {"clickhouse.shards", "http://ch1:8123,http://ch2:8123;http://ch3:8123"},
+      {"clickhouse.shards", "http://ch1:8123,http://ch2:8123;https://ch3:8443"},
+      {"clickhouse.tls_ca_file", "/etc/spanhouse/clickhouse-ca.pem"},
       {"clickhouse.user", "spanhouse"},
       {"clickhouse.password", "s3cret"},
       {"clickhouse.database", "traces"},
@@ -216,7 +217,7 @@ TEST(Config, ClickHouseShardsParseAndValidate) {
   EXPECT_TRUE(ClickHouseShards("").empty());
   Config c;
   for (const char* bad : {"ch1:8123", "http://a:1;;http://b:2", "ftp://a", "http://a:1,http://",
-                          "https://a:8443", "http://a:1/?x=1", "http://a b"}) {
+                          "https://", "http://a:1/?x=1", "http://a b"}) {
     EXPECT_FALSE(ApplySetting("clickhouse.shards", bad, &c).ok()) << bad;
   }
   // The engine without a server; several shards without the cluster's name;
