@@ -52,6 +52,40 @@ TEST(ChdbSchema, CreationIsIdempotent) {
       std::to_string(SpanColumns().size()) + "\n");
 }
 
+// The remote generator given a modern server's capabilities (26.5, as a
+// ClickHouse server would report it) makes exactly what the embedded store
+// runs: the same tables and views, columns, types, engines, keys and TTLs.
+TEST(ChdbSchema, TheGeneratorForAModernServerMakesTheEmbeddedSchema) {
+  Reset();
+  Capabilities embedded;
+  SchemaOptions opts;
+  opts.retention_s = 7 * 86400;
+  ASSERT_TRUE(EnsureSchema(*Engine::conn, &embedded, opts).ok());
+  const Capabilities modern = Capabilities::FromVersion("26.5.1.1");
+  EXPECT_EQ(SchemaDdl(modern, opts), SchemaDdl(embedded, opts));
+  SchemaOptions remote = opts;
+  remote.database = "generated_for_26_5";
+  Q("DROP DATABASE IF EXISTS generated_for_26_5");
+  for (const std::string& sql : SchemaDdl(modern, remote)) Q(sql);
+  auto shape = [](const std::string& db) {
+    std::string out = Q(fmt::format(
+        "SELECT name, engine, sorting_key, partition_key, primary_key, "
+        "replaceAll(engine_full, '{0}.', ''), "
+        "replaceAll(as_select, '{0}.', '') FROM system.tables WHERE database = '{0}' AND name != "
+        "'schema_version' ORDER BY name",
+        db));
+    out += Q(fmt::format(
+        "SELECT table, name, type, default_expression, compression_codec FROM system.columns "
+        "WHERE database = '{}' ORDER BY table, position",
+        db));
+    return out;
+  };
+  const std::string want = shape(std::string(kDatabase));
+  EXPECT_NE(want.find("red_service_1m_mv"), std::string::npos);
+  EXPECT_EQ(shape("generated_for_26_5"), want);
+  Q("DROP DATABASE generated_for_26_5");
+}
+
 TEST(ChdbRoundTrip, BatchComesBackExactly) {
   Reset();
   Capabilities caps;

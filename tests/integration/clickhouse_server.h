@@ -34,8 +34,8 @@ class ClickHouseServer {
  public:
   static constexpr const char* kBinary = "/usr/sbin/clickhouse-server";
 
-  // Starts a server under `dir` (made anew). A user "writer" with password
-  // `password` besides "default" (no password).
+  // Starts a server under `dir` (made anew). Users "writer" and "reader"
+  // (read-only) with password `password` besides "default" (no password).
   explicit ClickHouseServer(const std::string& dir, const std::string& password = "s3cret")
       : dir_(dir), password_(password) {
     std::filesystem::remove_all(dir_);
@@ -157,12 +157,14 @@ class ClickHouseServer {
     std::ofstream(dir_ + "/users.xml") << fmt::format(
         R"(<?xml version="1.0"?>
 <yandex>
-  <profiles><default></default></profiles>
+  <profiles><default></default><readonly><readonly>1</readonly></readonly></profiles>
   <users>
     <default><password></password><networks><ip>127.0.0.1</ip><ip>::1</ip></networks>
       <profile>default</profile><quota>default</quota></default>
-    <writer><password>{}</password><networks><ip>127.0.0.1</ip><ip>::1</ip></networks>
+    <writer><password>{0}</password><networks><ip>127.0.0.1</ip><ip>::1</ip></networks>
       <profile>default</profile><quota>default</quota></writer>
+    <reader><password>{0}</password><networks><ip>127.0.0.1</ip><ip>::1</ip></networks>
+      <profile>readonly</profile><quota>default</quota></reader>
   </users>
   <quotas><default></default></quotas>
 </yandex>

@@ -273,5 +273,23 @@ TEST_F(RemoteClickHouse, HttpsVerifiesTheServersCertificate) {
   EXPECT_NE(st.message().find("no-such-ca.pem"), std::string::npos) << st.message();
 }
 
+// A user without the right to create: the schema step says what the server
+// said, and nothing is made.
+TEST_F(RemoteClickHouse, AUserWithoutRightsGetsTheServersReason) {
+  RemoteOptions o;
+  o.url = server_->url();
+  o.user = "reader";
+  o.password = server_->password();
+  std::unique_ptr<RemoteConnection> c;
+  ASSERT_TRUE(RemoteConnection::Open(o, &c).ok());
+  SchemaOptions opts;
+  opts.database = "rc_readonly";
+  Capabilities caps;
+  const Status st = EnsureSchema(*c, &caps, opts);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("readonly"), std::string::npos) << st.message();
+  EXPECT_EQ(Q(*c, "SELECT count() FROM system.databases WHERE name = 'rc_readonly'"), "0\n");
+}
+
 }  // namespace
 }  // namespace spanhouse::storage
