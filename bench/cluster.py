@@ -6,6 +6,7 @@ Two comparisons, each run side by side (both spanhouse processes at once, each f
 these machines drift by 15% from one minute to the next:
   1. embedded chDB  vs  one clickhouse-server (Debian's 18.16) over HTTP
   2. one server (1 shard)  vs  a cluster of 2 shards (1 replica each, Distributed reads)
+  3. one server, insert bodies uncompressed  vs  gzip (clickhouse.compression)
 For each: accepted and stored spans/s (stored: every accepted span queryable, loadgen
 --verify), spanhouse's own CPU-seconds per million spans (user+system of the serve process;
 the embedded run's includes chDB, the remote runs' does not), the ClickHouse servers' CPU per
@@ -140,7 +141,8 @@ def main() -> int:
     p.add_argument("--rate", type=int, default=20000, help="spans/s per spanhouse")
     p.add_argument("--duration", type=int, default=60)
     p.add_argument("--connections", type=int, default=2)
-    p.add_argument("--pairs", default="1,2", help="1: embedded vs server; 2: 1 vs 2 shards")
+    p.add_argument("--pairs", default="1,2,3",
+                   help="1: embedded vs server; 2: 1 vs 2 shards; 3: uncompressed vs gzip")
     args = p.parse_args()
     work = Path(tempfile.mkdtemp(prefix="spanhouse-bench-cluster-"))
     rows = []
@@ -158,6 +160,12 @@ def main() -> int:
                 ("2 shards", remote_store("bench", [[cluster.server(0, 0).url],
                                                     [cluster.server(1, 0).url]], "bench"),
                  cluster.all_servers())]))
+        if "3" in args.pairs.split(","):
+            rows.append(run_pair(args, work / "pair3", [
+                # One server for both: its CPU is not told apart (nan).
+                ("none", remote_store("", [[single.url]], "bench3"), []),
+                ("gzip", remote_store("", [[single.url]], "bench4")
+                 + "  compression: gzip\n", [])]))
     finally:
         single.stop()
         if cluster is not None:

@@ -212,6 +212,8 @@ const std::vector<Key>& Keys() {
                     "a cluster name from the servers' remote_servers: letters, digits and _"),
       SH_UINT_KEY("clickhouse.timeout_s", clickhouse.timeout_s, ParseUint, 1, 3600,
                   "seconds, 1 to 3600"),
+      SH_STRING_KEY("clickhouse.compression", clickhouse.compression, v == "none" || v == "gzip",
+                    "none or gzip"),
       SH_STRING_KEY("clickhouse.tls_ca_file", clickhouse.tls_ca_file, true,
                     "a PEM file path; empty for the system's CA certificates"),
       Key{"clickhouse.run_jobs",

@@ -120,6 +120,9 @@ struct Config {
     // https:// servers: the CA certificates (PEM) their certificates must
     // chain to; "": the system's. The URL's host name must match.
     std::string tls_ca_file;
+    // Insert bodies: "none" or "gzip" (fewer bytes on the network for CPU:
+    // BENCHMARKS.md has both).
+    std::string compression = "none";
     // This spanhouse creates and upgrades the schema and runs the dependency
     // job. With several spanhouse nodes in front of one cluster, exactly one
     // has it true; the others wait at start until the schema is current.

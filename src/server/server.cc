@@ -271,6 +271,7 @@ Status Server::EnsureRemoteStore() {
       o.password = cfg_.clickhouse.password;
       o.timeout = std::chrono::seconds(cfg_.clickhouse.timeout_s);
       o.tls_ca_file = cfg_.clickhouse.tls_ca_file;
+      o.compression = cfg_.clickhouse.compression;
       std::unique_ptr<storage::RemoteConnection> conn;
       Status st = storage::RemoteConnection::Open(o, &conn);
       if (st.code() == StatusCode::kUnavailable) {
@@ -340,6 +341,7 @@ Status Server::OpenConnections(size_t n, std::vector<std::unique_ptr<storage::Sq
       o.password = cfg_.clickhouse.password;
       o.timeout = std::chrono::seconds(cfg_.clickhouse.timeout_s);
       o.tls_ca_file = cfg_.clickhouse.tls_ca_file;
+      o.compression = cfg_.clickhouse.compression;
       replicas.push_back(std::move(o));
     }
     for (size_t i = 0; i < n; ++i) {

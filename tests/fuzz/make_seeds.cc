@@ -15,12 +15,12 @@
 #include <utility>
 #include <vector>
 
+#include "codec/compressor.h"
 #include "codec/otlp.h"
 #include "codec/otlp_encode.h"
 #include "model/span_batch.h"
 #include "testdata/sample_batch.h"
 #include "testdata/zipkin_spans.h"
-#include "tools/loadgen/compressor.h"
 #include "tools/loadgen/generator.h"
 
 namespace {
@@ -65,7 +65,7 @@ std::string Deflate(std::string_view in) {
 
 std::string Compressed(std::string_view kind, std::string_view in) {
   std::string out;
-  spanhouse::loadgen::Compressor(kind).Compress(in, &out);
+  spanhouse::codec::Compressor(kind).Compress(in, &out);
   return out;
 }
 

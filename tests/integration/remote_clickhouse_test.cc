@@ -291,5 +291,29 @@ TEST_F(RemoteClickHouse, AUserWithoutRightsGetsTheServersReason) {
   EXPECT_EQ(Q(*c, "SELECT count() FROM system.databases WHERE name = 'rc_readonly'"), "0\n");
 }
 
+// Insert bodies compressed with gzip: the server takes them as they were.
+TEST_F(RemoteClickHouse, GzipInsertBodiesArriveWhole) {
+  RemoteOptions o;
+  o.url = server_->url();
+  o.compression = "gzip";
+  std::unique_ptr<RemoteConnection> c;
+  ASSERT_TRUE(RemoteConnection::Open(o, &c).ok());
+  ASSERT_TRUE(c->Query("CREATE DATABASE IF NOT EXISTS rc_gzip", "").ok());
+  ASSERT_TRUE(c->Query("CREATE TABLE IF NOT EXISTS rc_gzip.t (k UInt32, v String) ENGINE = "
+                       "MergeTree ORDER BY k",
+                       "")
+                  .ok());
+  std::string rows;
+  for (int i = 0; i < 20000; ++i) rows += fmt::format("{}\tvalue {}\n", i, i * 7);
+  ASSERT_TRUE(c->Insert("INSERT INTO rc_gzip.t FORMAT TSV", rows).ok());
+  ASSERT_TRUE(c->Insert("INSERT INTO rc_gzip.t FORMAT TSV", rows).ok());
+  EXPECT_EQ(Q(*c,
+              "SELECT count(), sum(k), countIf(v = concat('value ', toString(k * 7))) FROM "
+              "rc_gzip.t"),
+            "40000\t399980000\t40000\n");
+  o.compression = "brotli";
+  EXPECT_EQ(RemoteConnection::Open(o, &c).code(), StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace spanhouse::storage

@@ -472,15 +472,21 @@ Status EmbeddedWriter::InsertInline(const Flight& p) {
   // The same blocks as the files the embedded engine reads, as the
   // request's body: a retry sends the same bytes, so a replicated table
   // knows the block again where the server has no token.
+  // What went on the wire (compressed, or not), counted however it ends.
+  const uint64_t sent_before = conn_->bytes_sent();
+  struct CountSent {
+    SqlConnection* conn;
+    WriterStats& stats;
+    uint64_t before;
+    ~CountSent() { stats.bytes_sent += conn->bytes_sent() - before; }
+  } count{conn_, stats_, sent_before};
   if (!p.resource_blocks.empty()) {
-    stats_.bytes_sent += p.resource_blocks.size();
     SH_RETURN_IF_ERROR(
         conn_->Insert(fmt::format("INSERT INTO {}.resources FORMAT Native", opts_.database),
                       p.resource_blocks, InsertSettings("resources", 0, {})));
   }
   std::string body;
   for (uint64_t seq : p.spooled) SH_RETURN_IF_ERROR(AppendFile(SpoolPath(seq), &body));
-  stats_.bytes_sent += body.size();
   return conn_->Insert(fmt::format("INSERT INTO {}.spans FORMAT Native", opts_.database),
                        std::move(body), InsertSettings("spans", p.rows, p.sealed.token));
 }

@@ -70,6 +70,12 @@ Status RemoteConnection::Open(const RemoteOptions& options,
   if (!net::ParseHttpUrl(options.url, &c->url_, &error, /*allow_https=*/true)) {
     return Status::Invalid("clickhouse: " + error);
   }
+  if (options.compression != "none" && options.compression != "gzip") {
+    return Status::Invalid("clickhouse: compression is none or gzip, not " + options.compression);
+  }
+  if (options.compression != "none") {
+    c->compressor_ = std::make_unique<codec::Compressor>(options.compression);
+  }
   c->client_ = std::make_unique<net::HttpClient>(
       c->url_, net::HttpClientOptions{.timeout = options.timeout,
                                       .max_body_bytes = options.max_result_bytes,
@@ -102,7 +108,7 @@ Status RemoteConnection::Run(std::string_view sql, std::string_view format, Quer
 
 Status RemoteConnection::Insert(std::string_view insert, std::string data,
                                 const std::vector<QueryParam>& settings) {
-  return Post(insert, std::move(data), {}, settings, nullptr);
+  return Post(insert, std::move(data), {}, settings, nullptr, /*compress=*/true);
 }
 
 void RemoteConnection::Close() {
@@ -113,7 +119,8 @@ void RemoteConnection::Close() {
 
 Status RemoteConnection::Post(std::string_view query, std::string body,
                               const std::vector<QueryParam>& params,
-                              const std::vector<QueryParam>& settings, QueryResult* result) {
+                              const std::vector<QueryParam>& settings, QueryResult* result,
+                              bool compress) {
   std::string target = url_.target.empty() ? "/" : url_.target;
   char sep = target.find('?') == std::string::npos ? '?' : '&';
   auto arg = [&](std::string_view name, std::string_view value) {
@@ -128,13 +135,22 @@ Status RemoteConnection::Post(std::string_view query, std::string body,
   // The server reads a bound value as a TSV field.
   for (const auto& [name, value] : params) arg("param_" + name, EscapeTsv(value));
   for (const auto& [name, value] : settings) arg(name, value);
-  const net::HttpHeaders headers = {{"X-ClickHouse-User", opts_.user},
-                                    {"X-ClickHouse-Key", opts_.password},
-                                    {"Content-Type", "text/plain; charset=utf-8"}};
+  net::HttpHeaders headers = {{"X-ClickHouse-User", opts_.user},
+                              {"X-ClickHouse-Key", opts_.password},
+                              {"Content-Type", "text/plain; charset=utf-8"}};
   net::HttpResult r;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (client_ == nullptr) return Status::Unavailable("clickhouse: connection closed");
+    if (compress && compressor_ != nullptr) {
+      std::string packed;
+      if (!compressor_->Compress(body, &packed)) {
+        return Status::Internal("clickhouse: compressing an insert failed");
+      }
+      body = std::move(packed);
+      headers.emplace_back("Content-Encoding", std::string(compressor_->Encoding()));
+    }
+    if (compress) bytes_sent_ += body.size();
     if (!client_->PostTo(target, &body, headers, &r)) {
       return Status::Unavailable(fmt::format("clickhouse at {}: {}", opts_.url, r.error));
     }

@@ -10,6 +10,7 @@
 // reached, or answers with a bare 5xx, is kUnavailable.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -18,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "codec/compressor.h"
 #include "common/status.h"
 #include "net/http_client.h"
 #include "storage/clickhouse/sql_connection.h"
@@ -29,6 +31,9 @@ struct RemoteOptions {
   // https: the CA certificates (PEM) the server's certificate must chain to;
   // "": the system's.
   std::string tls_ca_file;
+  // Insert bodies compressed: "none" or "gzip" (every version takes gzip
+  // request bodies; 18.16 refuses zstd).
+  std::string compression = "none";
   std::string user = "default";
   std::string password;
   std::string database;  // the statements' default database; "" for the server's
@@ -50,6 +55,7 @@ class RemoteConnection final : public SqlConnection {
   Status Insert(std::string_view insert, std::string data,
                 const std::vector<QueryParam>& settings = {}) override;
   void Close() override;
+  uint64_t bytes_sent() const override { return bytes_sent_.load(); }
 
   const std::string& version() const { return version_; }  // e.g. "18.16.1"
   const std::string& url() const { return opts_.url; }
@@ -58,7 +64,7 @@ class RemoteConnection final : public SqlConnection {
   explicit RemoteConnection(RemoteOptions options);
   // POSTs `body` with `query` (URL-encoded) in the query string, if any.
   Status Post(std::string_view query, std::string body, const std::vector<QueryParam>& params,
-              const std::vector<QueryParam>& settings, QueryResult* result);
+              const std::vector<QueryParam>& settings, QueryResult* result, bool compress = false);
   Status ErrorOf(const net::HttpResult& r) const;
 
   const RemoteOptions opts_;
@@ -66,8 +72,10 @@ class RemoteConnection final : public SqlConnection {
   std::string version_;
   // The server binds {name:Type} itself; else Run inlines the values.
   bool query_params_ = true;
-  std::mutex mu_;                            // one statement at a time
-  std::unique_ptr<net::HttpClient> client_;  // guarded by mu_; null once closed
+  std::mutex mu_;                                  // one statement at a time
+  std::unique_ptr<net::HttpClient> client_;        // guarded by mu_; null once closed
+  std::unique_ptr<codec::Compressor> compressor_;  // guarded by mu_; null: none
+  std::atomic<uint64_t> bytes_sent_{0};
 };
 
 // The server's exception at the end of a 200 body (it failed after it began

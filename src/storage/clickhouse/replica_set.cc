@@ -78,6 +78,13 @@ void ReplicaSet::Close() {
   }
 }
 
+uint64_t ReplicaSet::bytes_sent() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t n = 0;
+  for (const auto& c : conns_) n += c != nullptr ? c->bytes_sent() : 0;
+  return n;
+}
+
 uint64_t ReplicaSet::failovers() const {
   std::lock_guard<std::mutex> lock(mu_);
   return failovers_;

@@ -24,6 +24,7 @@ class ReplicaSet final : public SqlConnection {
   Status Insert(std::string_view insert, std::string data,
                 const std::vector<QueryParam>& settings = {}) override;
   void Close() override;
+  uint64_t bytes_sent() const override;
 
   // The version of the replica that answered first (e.g. "18.16.1").
   const std::string& version() const { return version_; }

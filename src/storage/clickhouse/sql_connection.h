@@ -3,6 +3,7 @@
 // server over HTTP, tests' fakes).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -42,6 +43,9 @@ class SqlConnection {
   // function): an insert is then read from the writer's spool files, with
   // no copy through the connection.
   virtual bool local_files() const { return false; }
+  // Bytes of insert bodies put on the network so far (compressed, every
+  // attempt); 0 for an engine in this process.
+  virtual uint64_t bytes_sent() const { return 0; }
   // Closes the connection; later statements fail.
   virtual void Close() = 0;
 };

@@ -20,9 +20,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include "codec/compressor.h"
 #include "codec/value_text.h"
 #include "net/http_client.h"
-#include "tools/loadgen/compressor.h"
 #include "tools/loadgen/generator.h"
 #include "tools/loadgen/grpc_client.h"
 #include "tools/loadgen/histogram.h"
@@ -313,7 +313,7 @@ class Run {
       client = std::make_unique<HttpSender>(url_, timeout);
     }
     // gRPC compresses the message itself.
-    Compressor comp(grpc ? "none" : o_.compression);
+    codec::Compressor comp(grpc ? "none" : o_.compression);
     const bool compress = !comp.Encoding().empty();
     std::string raw;
     std::string body;
@@ -598,7 +598,7 @@ int RunLoadgen(const LoadgenOptions& o, LoadgenReport* report) {
     return BadFlag("--spans-per-request must be 1-1000000");
   }
   if (o.payloads > 100'000) return BadFlag("--payloads must be at most 100000");
-  if (!Compressor::Valid(o.compression)) {
+  if (!codec::Compressor::Valid(o.compression)) {
     return BadFlag("--compression must be none, gzip or zstd, not '" + o.compression + "'");
   }
   if (o.max_retries < 0) return BadFlag("--max-retries must be >= 0");

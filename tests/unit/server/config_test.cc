@@ -132,6 +132,7 @@ const std::map<std::string, std::string>& ValidValues() {
       {"storage.engine", "clickhouse"},
       {"clickhouse.shards", "http://ch1:8123,http://ch2:8123;https://ch3:8443"},
       {"clickhouse.tls_ca_file", "/etc/spanhouse/clickhouse-ca.pem"},
+      {"clickhouse.compression", "gzip"},
       {"clickhouse.user", "spanhouse"},
       {"clickhouse.password", "s3cret"},
       {"clickhouse.database", "traces"},

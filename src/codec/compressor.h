@@ -1,12 +1,13 @@
-// Request body compression for the load generator (gzip or zstd at a fast
-// level), with the compression state kept and reused from request to request.
+// Request body compression (gzip or zstd at a fast level): the load
+// generator's requests and the inserts to a ClickHouse server, the state kept
+// and reused from request to request.
 #pragma once
 
 #include <memory>
 #include <string>
 #include <string_view>
 
-namespace spanhouse::loadgen {
+namespace spanhouse::codec {
 
 class Compressor {
  public:
@@ -28,4 +29,4 @@ class Compressor {
   std::unique_ptr<State> state_;
 };
 
-}  // namespace spanhouse::loadgen
+}  // namespace spanhouse::codec

@@ -1,9 +1,9 @@
-#include "tools/loadgen/compressor.h"
+#include "codec/compressor.h"
 
 #include <zlib.h>
 #include <zstd.h>
 
-namespace spanhouse::loadgen {
+namespace spanhouse::codec {
 
 struct Compressor::State {
   z_stream z{};
@@ -60,4 +60,4 @@ bool Compressor::Compress(std::string_view in, std::string* out) {
   return true;
 }
 
-}  // namespace spanhouse::loadgen
+}  // namespace spanhouse::codec
