@@ -29,7 +29,7 @@ def cluster(tmp_path):
 
 
 def start_spanhouse(tmp_path, request, cluster: ClickHouseCluster, run_jobs: bool = True,
-                    factory: SpanhouseFactory = None, name: str = "spanhouse"):
+                    factory: SpanhouseFactory = None, name: str = "spanhouse", lag_s: int = 0):
     shards = "\n".join(
         "    - [" + ", ".join(cluster.server(s, r).url.rstrip("/")
                               for r in range(cluster.replicas)) + "]"
@@ -48,7 +48,7 @@ writer:
   max_age_ms: 500
 dependencies:
   interval_s: 1
-  lag_s: 0
+  lag_s: {lag_s}
 """)
     if factory is None:
         factory = SpanhouseFactory(tmp_path)
@@ -166,9 +166,11 @@ def test_two_spanhouse_nodes_write_one_cluster(tmp_path, request, cluster):
     """Each trace's spans sent half to one spanhouse, half to the other: both store into the
     same cluster and either reads every trace back whole. Only the node with
     clickhouse.run_jobs makes the schema and computes the dependencies, so edges count once."""
-    factory, a = start_spanhouse(tmp_path, request, cluster)
-    _, b = start_spanhouse(tmp_path, request, cluster, run_jobs=False, factory=factory, name="b")
-    # Now: the dependency job (lag 0) takes a minute once it has ended.
+    # The dependency job takes a minute 10 s after it ended: every span sent in it is stored
+    # by then, however slow the machine.
+    factory, a = start_spanhouse(tmp_path, request, cluster, lag_s=10)
+    _, b = start_spanhouse(tmp_path, request, cluster, run_jobs=False, factory=factory, name="b",
+                           lag_s=10)
     start = time.time_ns()
     traces = {}
     for t in range(40):
@@ -193,7 +195,8 @@ def test_two_spanhouse_nodes_write_one_cluster(tmp_path, request, cluster):
                           params={"endTs": int(time.time() * 1000), "lookback": 3_600_000},
                           timeout=30)
         return {(d["parent"], d["child"]): d["callCount"] for d in r.json()["data"] or []}
-    cluster.wait_for("the dependency edges", lambda: ("front", "back") in edges(), deadline_s=120)
+    cluster.wait_for("the dependency edges", lambda: ("front", "back") in edges(), deadline_s=150)
+    time.sleep(3)  # a second job, were there one, would have added its edges by now
     assert edges()[("front", "back")] == 3 * len(traces), edges()
     assert "waiting for the schema" in b.stderr_text() or "schema 9 found" in b.stderr_text()
     factory.teardown()
