@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import time
 
@@ -29,7 +30,8 @@ def cluster(tmp_path):
 
 
 def start_spanhouse(tmp_path, request, cluster: ClickHouseCluster, run_jobs: bool = True,
-                    factory: SpanhouseFactory = None, name: str = "spanhouse", lag_s: int = 0):
+                    factory: SpanhouseFactory = None, name: str = "spanhouse", lag_s: int = 0,
+                    fault_injection: bool = False):
     shards = "\n".join(
         "    - [" + ", ".join(cluster.server(s, r).url.rstrip("/")
                               for r in range(cluster.replicas)) + "]"
@@ -49,6 +51,8 @@ writer:
 dependencies:
   interval_s: 1
   lag_s: {lag_s}
+debug:
+  fault_injection: {"true" if fault_injection else "false"}
 """)
     if factory is None:
         factory = SpanhouseFactory(tmp_path)
@@ -231,3 +235,44 @@ def _config(tmp_path, shards: str):
     path.write_text(f"storage:\n  engine: clickhouse\nclickhouse:\n  cluster: {CLUSTER}\n"
                     f"  database: {DB}\n  shards: \"{shards}\"\n")
     return path
+
+
+def test_a_crash_between_insert_and_release_stores_the_block_once(tmp_path, request, cluster):
+    """The ambiguous case on a cluster, forced: a shard's insert is stored, spanhouse dies
+    before its records leave the durable queue. The next start sends the same block again,
+    the same bytes, and the replicated tables keep it once (18.16 has no deduplication
+    tokens): spans and the views' tables alike."""
+    factory, sh = start_spanhouse(tmp_path, request, cluster, fault_injection=True)
+    r = sh.session.post(f"{sh.query_url}/debug/sink",
+                        params={"kill_after_insert": "true", "sink": "clickhouse-shard1"},
+                        timeout=10)
+    assert r.status_code == 200, r.text
+    sent = 0
+    start = time.time_ns()
+    for t in range(60):
+        trace_id = os.urandom(16).hex()
+        root = os.urandom(8).hex()
+        spans = [otlp_json_span(trace_id, root, "GET /cart", start_ns=start + t)]
+        spans += [otlp_json_span(trace_id, os.urandom(8).hex(), f"db {i}", parent=root,
+                                 start_ns=start + t + i) for i in range(3)]
+        r = sh.post_traces(otlp_json_request(spans, service="cart"))
+        assert r.status_code == 200, r.text
+        sent += len(spans)
+    deadline = time.monotonic() + 60
+    while sh.proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert sh.proc.poll() is not None, "spanhouse did not kill itself after shard 1's insert"
+    sh.stop(signal.SIGKILL)  # records the exit
+    sh.start(keep_ports=True)
+    replayed = sh.session.get(f"{sh.query_url}/metrics", timeout=10).text
+    blocks = sum(float(line.rsplit(" ", 1)[1]) for line in replayed.splitlines()
+                 if line.startswith("spanhouse_durable_queue_replayed_blocks_total"))
+    assert blocks > 0, "the restart replayed no sealed block: the insert was not ambiguous"
+    wait_stored(cluster, sh, sent)
+    time.sleep(2)  # a second copy, were there one, would be in by now
+    check_exactly_once(cluster, sent)
+    for s in range(cluster.shards):
+        spans, calls = q(cluster.server(s, 0), f"SELECT (SELECT count() FROM {DB}.spans), "
+                                               f"(SELECT sumMerge(calls) FROM {DB}.red_1m)").split()
+        assert spans == calls, f"shard {s + 1}: {spans} spans, red_1m counted {calls}"
+    factory.teardown()
