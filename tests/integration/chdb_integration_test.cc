@@ -34,6 +34,8 @@ TEST(ChdbSchema, CreationIsIdempotent) {
   Status st = EnsureSchema(*Engine::conn, &caps);
   ASSERT_TRUE(st.ok()) << st.message();
   EXPECT_TRUE(caps.datetime64);
+  EXPECT_TRUE(caps.dedup_token);  // chDB has the setting
+  EXPECT_TRUE(caps.jit_settings);
   const std::string tables = Q(fmt::format(
       "SELECT name, create_table_query FROM system.tables WHERE database = '{}' ORDER BY name",
       kDatabase));

@@ -175,6 +175,9 @@ TEST_F(RemoteClickHouse, EnsureSchemaCreatesAndThenFindsTheSchema) {
   Status st = EnsureSchema(*c, &caps, opts);
   ASSERT_TRUE(st.ok()) << st.message();
   EXPECT_EQ(caps.major, Capabilities::FromVersion(c->version()).major);
+  // Read from the server's settings too: 18.16 has neither.
+  EXPECT_EQ(caps.dedup_token, caps.major >= 23);
+  EXPECT_EQ(caps.jit_settings, caps.major >= 23);
   EXPECT_EQ(Q(*c, "SELECT max(version) FROM rc_ensure.schema_version"),
             std::to_string(kSchemaVersion) + "\n");
   // A second start finds it current and changes nothing.

@@ -584,13 +584,27 @@ bool PlainIdentifier(std::string_view name) {
   return true;
 }
 
-// The engine's capabilities, from its version.
+// The engine's capabilities, from its version, and from its settings where
+// a feature is a setting the writer or reader passes: a server built
+// without one (or a version guessed wrong) is never sent it.
 Status ReadCapabilities(SqlConnection& conn, Capabilities* caps) {
   QueryResult r;
   if (Status st = conn.Query("SELECT version()", "TSV", &r); !st.ok()) return st;
   std::string version = r.data;
   while (!version.empty() && (version.back() == '\n' || version.back() == '\r')) version.pop_back();
   *caps = Capabilities::FromVersion(version);
+  r = {};
+  if (Status st = conn.Query(
+          "SELECT name FROM system.settings WHERE name IN ('insert_deduplication_token', "
+          "'compile_aggregate_expressions', 'compile_sort_description')",
+          "TSV", &r);
+      !st.ok()) {
+    return st;
+  }
+  const std::set<std::string> settings = LineSet(r.data);
+  caps->dedup_token = caps->dedup_token && settings.count("insert_deduplication_token") != 0;
+  caps->jit_settings = caps->jit_settings && settings.count("compile_aggregate_expressions") != 0 &&
+                       settings.count("compile_sort_description") != 0;
   return Status::Ok();
 }
 
