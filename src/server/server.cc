@@ -69,6 +69,18 @@ storage::WriterOptions WriterOptionsOf(const Config& cfg, const std::string& dir
   return w;
 }
 
+// How to reach one ClickHouse server of clickhouse.shards.
+storage::RemoteOptions RemoteOptionsOf(const Config& cfg, const std::string& url) {
+  storage::RemoteOptions o;
+  o.url = url;
+  o.user = cfg.clickhouse.user;
+  o.password = cfg.clickhouse.password;
+  o.timeout = std::chrono::seconds(cfg.clickhouse.timeout_s);
+  o.tls_ca_file = cfg.clickhouse.tls_ca_file;
+  o.compression = cfg.clickhouse.compression;
+  return o;
+}
+
 }  // namespace
 
 Status Server::Create(const Config& cfg, std::unique_ptr<Server>* out) {
@@ -265,13 +277,7 @@ Status Server::EnsureRemoteStore() {
     size_t ready = 0;
     std::string errors;
     for (const std::string& url : shards_[s]) {
-      storage::RemoteOptions o;
-      o.url = url;
-      o.user = cfg_.clickhouse.user;
-      o.password = cfg_.clickhouse.password;
-      o.timeout = std::chrono::seconds(cfg_.clickhouse.timeout_s);
-      o.tls_ca_file = cfg_.clickhouse.tls_ca_file;
-      o.compression = cfg_.clickhouse.compression;
+      const storage::RemoteOptions o = RemoteOptionsOf(cfg_, url);
       std::unique_ptr<storage::RemoteConnection> conn;
       Status st = storage::RemoteConnection::Open(o, &conn);
       if (st.code() == StatusCode::kUnavailable) {
@@ -335,14 +341,7 @@ Status Server::OpenConnections(size_t n, std::vector<std::unique_ptr<storage::Sq
   if (remote()) {
     std::vector<storage::RemoteOptions> replicas;
     for (const std::string& url : shards_.at(shard)) {
-      storage::RemoteOptions o;
-      o.url = url;
-      o.user = cfg_.clickhouse.user;
-      o.password = cfg_.clickhouse.password;
-      o.timeout = std::chrono::seconds(cfg_.clickhouse.timeout_s);
-      o.tls_ca_file = cfg_.clickhouse.tls_ca_file;
-      o.compression = cfg_.clickhouse.compression;
-      replicas.push_back(std::move(o));
+      replicas.push_back(RemoteOptionsOf(cfg_, url));
     }
     for (size_t i = 0; i < n; ++i) {
       std::unique_ptr<storage::ReplicaSet> c;
