@@ -6,6 +6,9 @@
 #   tests/e2e/clients/go    go build: OpenTelemetry Go SDK + otlptracegrpc -> emit_otel
 #   tests/e2e/clients/java  mvn package: OpenTelemetry Java SDK + exporter-otlp
 #                           -> target/emit-otel.jar (dependencies in target/lib)
+#   tests/opensearch        mvn package: a real OpenSearch 2.19.6 node for
+#                           tests/e2e/opensearch_server.py -> target/opensearch-launcher.jar
+#                           (the server and its modules in target/lib)
 # Idempotent: each is redone only when its pinned inputs changed (a hash of them
 # is kept beside the output). A missing toolchain skips its client with a note;
 # its tests then skip (and fail under CI, which has every toolchain).
@@ -56,4 +59,20 @@ if command -v mvn >/dev/null && command -v java >/dev/null; then
   fi
 else
   echo "setup: no Maven or Java; the Java client tests will be skipped"
+fi
+
+# OpenSearch: not a client, the server the migration tests write to, built the same way
+# (its jars, ~50 MB, come from Maven Central into ~/.m2). Rebuilt from an empty target/ so a
+# version bump leaves no old jar in target/lib beside the new one.
+if command -v mvn >/dev/null && command -v java >/dev/null; then
+  mapfile -t opensearch_inputs < <(find ../../opensearch/pom.xml ../../opensearch/src -type f | sort)
+  if [[ ! -f ../../opensearch/target/opensearch-launcher.jar ]] ||
+      ! up_to_date ../../opensearch/target/.spanhouse-stamp "${opensearch_inputs[@]}"; then
+    echo "setup: building the OpenSearch test server (mvn package)"
+    rm -rf ../../opensearch/target
+    (cd ../../opensearch && { mvn -q -B -o package >/dev/null 2>&1 || mvn -q -B package; })
+    inputs_hash "${opensearch_inputs[@]}" >../../opensearch/target/.spanhouse-stamp
+  fi
+else
+  echo "setup: no Maven or Java; the OpenSearch tests will be skipped"
 fi

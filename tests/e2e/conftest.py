@@ -423,6 +423,21 @@ def backend(request):
 
 
 @pytest.fixture(scope="module")
+def opensearch(tmp_path_factory):
+    """One real OpenSearch 2.19.6 node (opensearch_server.py) shared by a module's tests;
+    skipped when tests/opensearch is not built, except under CI, which builds it."""
+    from opensearch_server import OpenSearch, launcher_missing
+    why = launcher_missing()
+    if why:
+        if os.environ.get("CI"):
+            pytest.fail(why, pytrace=False)
+        pytest.skip(why)
+    server = OpenSearch(tmp_path_factory.mktemp("opensearch"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
 def module_spanhouse(tmp_path_factory, request):
     """One spanhouse shared by the tests of a module."""
     factory = SpanhouseFactory(tmp_path_factory.mktemp(request.module.__name__.split(".")[-1]))
