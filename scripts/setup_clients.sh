@@ -61,6 +61,29 @@ else
   echo "setup: no Maven or Java; the Java client tests will be skipped"
 fi
 
+# Jaeger v2 (cmd/jaeger of github.com/jaegertracing/jaeger), the reference
+# implementation that tests/e2e/jaeger_server.py runs: pinned by the `tool`
+# directive of tools/jaeger/go.mod, built once into a cache outside the checkout
+# (several minutes on 2 cores the first time) and rebuilt only when
+# tools/jaeger/go.mod or go.sum change. Go's own module and build caches hold
+# what it downloads and compiles.
+if command -v go >/dev/null; then
+  jaeger_tool=$(cd ../../../tools/jaeger && pwd)
+  jaeger_dir=${XDG_CACHE_HOME:-$HOME/.cache}/spanhouse/jaeger-v1.75.0
+  if [[ ! -x "$jaeger_dir/jaeger" ]] ||
+      ! up_to_date "$jaeger_dir/.stamp" "$jaeger_tool/go.mod" "$jaeger_tool/go.sum"; then
+    echo "setup: building Jaeger v1.75.0 (cmd/jaeger) into $jaeger_dir (minutes the first time)"
+    mkdir -p "$jaeger_dir"
+    (cd "$jaeger_tool" && CGO_ENABLED=0 go build -trimpath \
+      -ldflags "-X github.com/jaegertracing/jaeger/internal/version.latestVersion=v1.75.0" \
+      -o "$jaeger_dir/jaeger.tmp" github.com/jaegertracing/jaeger/cmd/jaeger)
+    mv -f "$jaeger_dir/jaeger.tmp" "$jaeger_dir/jaeger"
+    inputs_hash "$jaeger_tool/go.mod" "$jaeger_tool/go.sum" >"$jaeger_dir/.stamp"
+  fi
+else
+  echo "setup: no Go toolchain; the Jaeger reference tests will be skipped"
+fi
+
 # OpenSearch: not a client, the server the migration tests write to, built the same way
 # (its jars, ~50 MB, come from Maven Central into ~/.m2). Rebuilt from an empty target/ so a
 # version bump leaves no old jar in target/lib beside the new one.

@@ -437,6 +437,31 @@ def opensearch(tmp_path_factory):
     server.stop()
 
 
+@pytest.fixture
+def jaeger_factory(tmp_path, request):
+    """Makes Jaeger v2 processes (jaeger_server.Jaeger, the reference implementation) under
+    tmp_path, stopped at teardown; skipped when Jaeger is not built, except under CI, which
+    builds it."""
+    from jaeger_server import JaegerFactory, jaeger_missing
+    why = jaeger_missing()
+    if why:
+        if os.environ.get("CI"):
+            pytest.fail(why, pytrace=False)
+        pytest.skip(why)
+    factory = JaegerFactory(tmp_path)
+    # The failure hook below attaches the logs of its instances to the report.
+    request.node._spanhouse_factories = (getattr(request.node, "_spanhouse_factories", [])
+                                         + [factory])
+    yield factory
+    factory.teardown()
+
+
+@pytest.fixture
+def jaeger(jaeger_factory):
+    """A running Jaeger v2 storing in memory."""
+    return jaeger_factory()
+
+
 @pytest.fixture(scope="module")
 def module_spanhouse(tmp_path_factory, request):
     """One spanhouse shared by the tests of a module."""
