@@ -1,0 +1,937 @@
+// OpenSearchReader against a real OpenSearch 2.19 node: tests/opensearch's
+// launcher (scripts/setup.sh --tests builds it), started here as
+// tests/e2e/opensearch_server.py starts it, on free loopback ports in a
+// directory of its own. Without Java or the launcher the tests are skipped,
+// except under CI (CI set), where they fail.
+//
+// The spans are written as the OpenSearch sink writes them (index templates,
+// DocumentWriter, _bulk into the daily indices), then read back through every
+// method of the reader.
+#include "storage/opensearch/opensearch_reader.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "storage/opensearch/index_templates.h"
+#include "storage/opensearch/jaeger_document.h"
+#include "storage/opensearch/opensearch_client.h"
+
+namespace spanhouse::storage::opensearch {
+namespace {
+
+namespace fs = std::filesystem;
+using AttrOwner = query::SpanReader::AttrOwner;
+
+// ---------------------------------------------------------------------------
+// the node
+
+std::vector<uint16_t> FreePorts(size_t n) {
+  std::vector<int> fds;
+  std::vector<uint16_t> ports;
+  for (size_t i = 0; i < n; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    ports.push_back(ntohs(a.sin_port));
+    fds.push_back(fd);
+  }
+  for (int fd : fds) ::close(fd);
+  return ports;
+}
+
+// The repository's root: the first directory up from the working directory
+// or from this binary that holds tests/opensearch.
+fs::path RepoRoot() {
+  std::vector<fs::path> starts = {fs::current_path()};
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) starts.push_back(exe.parent_path());
+  for (fs::path p : starts) {
+    for (; !p.empty(); p = p.parent_path()) {
+      if (fs::is_directory(p / "tests" / "opensearch")) return p;
+      if (p == p.parent_path()) break;
+    }
+  }
+  return {};
+}
+
+std::string FindOnPath(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  if (path == nullptr) return {};
+  std::string_view rest = path;
+  while (!rest.empty()) {
+    const size_t colon = rest.find(':');
+    const fs::path candidate = fs::path(rest.substr(0, colon)) / name;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    if (colon == std::string_view::npos) break;
+    rest.remove_prefix(colon + 1);
+  }
+  return {};
+}
+
+class OpenSearchNode {
+ public:
+  // Why a node cannot be started here ("" when it can).
+  static std::string Missing(fs::path* launcher_dir, std::string* java) {
+    std::vector<std::string> missing;
+    *java = FindOnPath("java");
+    if (java->empty()) missing.emplace_back("java");
+    const fs::path root = RepoRoot();
+    *launcher_dir = root / "tests" / "opensearch" / "target";
+    if (root.empty() || !fs::is_regular_file(*launcher_dir / "opensearch-launcher.jar")) {
+      missing.emplace_back("tests/opensearch/target/opensearch-launcher.jar");
+    }
+    bool has_lib = false;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(*launcher_dir / "lib", ec)) {
+      if (e.path().filename().string().starts_with("opensearch-")) has_lib = true;
+    }
+    if (!has_lib) missing.emplace_back("tests/opensearch/target/lib/opensearch-*.jar");
+    if (missing.empty()) return {};
+    std::string why = "OpenSearch is not available: ";
+    for (size_t i = 0; i < missing.size(); ++i) why += (i > 0 ? ", " : "") + missing[i];
+    return why + " missing (scripts/setup.sh --tests builds tests/opensearch with Maven)";
+  }
+
+  OpenSearchNode(const fs::path& launcher_dir, const std::string& java, const fs::path& dir)
+      : dir_(dir) {
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "tmp");
+    for (int attempt = 0; attempt < 3 && pid_ <= 0; ++attempt) {
+      const std::vector<uint16_t> ports = FreePorts(2);
+      http_port_ = ports[0];
+      Start(launcher_dir, java, ports[1]);
+      if (!WaitReady() && pid_ > 0) Stop();
+    }
+  }
+  ~OpenSearchNode() { Stop(); }
+  OpenSearchNode(const OpenSearchNode&) = delete;
+  OpenSearchNode& operator=(const OpenSearchNode&) = delete;
+
+  bool running() const { return pid_ > 0; }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(http_port_); }
+  std::string log() const {
+    std::ifstream in(dir_ / "opensearch.log");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return text.size() > 4000 ? text.substr(text.size() - 4000) : text;
+  }
+
+  void Stop() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGTERM);
+    int status = 0;
+    for (int i = 0; i < 600 && ::waitpid(pid_, &status, WNOHANG) == 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    if (::waitpid(pid_, &status, WNOHANG) == 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, &status, 0);
+    }
+    pid_ = -1;
+  }
+
+ private:
+  void Start(const fs::path& launcher_dir, const std::string& java, uint16_t transport_port) {
+    const std::string classpath = (launcher_dir / "opensearch-launcher.jar").string() + ":" +
+                                  (launcher_dir / "lib").string() + "/*";
+    std::vector<std::string> args = {java,
+                                     "-Xms256m",
+                                     "-Xmx768m",
+                                     "-XX:+UseSerialGC",
+                                     "-XX:-OmitStackTraceInFastThrow",
+                                     "-Djava.locale.providers=SPI,COMPAT",
+                                     "-Djava.net.preferIPv4Stack=true",
+                                     "-Dfile.encoding=UTF-8",
+                                     "-Dlog4j2.disable.jmx=true",
+                                     "-Djava.io.tmpdir=" + (dir_ / "tmp").string(),
+                                     "-cp",
+                                     classpath,
+                                     "dev.spanhouse.test.OpenSearchLauncher",
+                                     "--dir",
+                                     dir_.string(),
+                                     "--http-port",
+                                     std::to_string(http_port_),
+                                     "--transport-port",
+                                     std::to_string(transport_port),
+                                     "--cluster-name",
+                                     "spanhouse-test",
+                                     "--node-name",
+                                     "opensearch"};
+    // The node's JVM options are the ones above alone.
+    std::vector<std::string> env;
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string_view kv = *e;
+      const std::string_view name = kv.substr(0, kv.find('='));
+      if (name == "JAVA_TOOL_OPTIONS" || name == "_JAVA_OPTIONS" || name == "JDK_JAVA_OPTIONS" ||
+          name == "CLASSPATH") {
+        continue;
+      }
+      env.emplace_back(kv);
+    }
+    std::vector<char*> argv, envp;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    for (std::string& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    const std::string log = (dir_ / "opensearch.log").string();
+    const std::string cwd = dir_.string();
+    const pid_t parent = ::getpid();
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      // The node goes with this test binary, however it ends.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(1);
+      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      if (fd >= 0) {
+        ::dup2(fd, 1);
+        ::dup2(fd, 2);
+      }
+      const int null = ::open("/dev/null", O_RDONLY);
+      if (null >= 0) ::dup2(null, 0);
+      if (::chdir(cwd.c_str()) != 0) ::_exit(1);
+      ::execve(argv[0], argv.data(), envp.data());
+      ::_exit(127);
+    }
+    pid_ = pid;
+  }
+
+  // Waits until the cluster is yellow or green; false when the node exited
+  // or did not get there in 120 s.
+  bool WaitReady() {
+    OpenSearchOptions o;
+    o.urls = {url()};
+    o.timeout = std::chrono::milliseconds(5000);
+    std::unique_ptr<OpenSearchClient> client;
+    if (!OpenSearchClient::Create(o, &client).ok()) return false;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (std::chrono::steady_clock::now() < deadline) {
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return false;
+      }
+      net::HttpResult r;
+      if (client->Get("/_cluster/health?wait_for_status=yellow&timeout=2s", &r).ok() &&
+          r.status == 200 &&
+          (r.body.find("\"status\":\"yellow\"") != std::string::npos ||
+           r.body.find("\"status\":\"green\"") != std::string::npos)) {
+        return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    return false;
+  }
+
+  const fs::path dir_;
+  uint16_t http_port_ = 0;
+  pid_t pid_ = -1;
+};
+
+// ---------------------------------------------------------------------------
+// the spans
+
+// 2024-03-10T23:59:00Z: trace "late" starts the next day (its own index).
+constexpr uint64_t kT0 = 1710115140ull * 1000000000ull;
+constexpr uint64_t kMs = 1000000;
+constexpr uint64_t kS = 1000000000;
+
+TraceId Tid(uint8_t first, uint8_t last) {
+  TraceId id{};
+  id[0] = first;
+  id[15] = last;
+  for (size_t i = 1; i < 15; ++i) id[i] = static_cast<uint8_t>(i * 7 + last);
+  return id;
+}
+
+// Trace ids. `legacy` begins with zeros: its documents carry the id without them.
+const TraceId kCart = Tid(0x0a, 1);
+const TraceId kUser = Tid(0xb0, 2);
+const TraceId kPay = Tid(0xc0, 3);
+const TraceId kHostile = Tid(0xd0, 4);
+const TraceId kLegacy = [] {
+  TraceId id{};
+  id[13] = 0xab;
+  id[14] = 0xcd;
+  id[15] = 0xef;
+  return id;
+}();
+const TraceId kMissing = Tid(0xee, 9);
+
+const std::string kHostileService = "svc \"quoted\" \\ \xc3\xa9 {x}";
+const std::string kHostileValue = "it's \"q\" \\n\t{\"a\":1} \xe6\x97\xa5";
+
+class Builder {
+ public:
+  struct Attr {
+    std::string key;
+    ValueType type;
+    std::string value;
+  };
+
+  uint32_t Resource(const std::vector<Attr>& attrs) {
+    const uint32_t r = b.AddResource();
+    const auto begin = static_cast<uint32_t>(b.resource_attrs.size());
+    for (const Attr& a : attrs) Add(b.resource_attrs, a);
+    b.resources.attrs[r] = {begin, static_cast<uint32_t>(b.resource_attrs.size())};
+    b.ResolveServiceName(r);
+    return r;
+  }
+
+  uint32_t Span(uint32_t resource, const TraceId& trace, uint8_t span, uint8_t parent,
+                const std::string& name, SpanKind kind, uint64_t start_ns, uint64_t duration_ns,
+                StatusCodeOtlp status = StatusCodeOtlp::kUnset,
+                const std::vector<Attr>& attrs = {}) {
+    if (scope_ == UINT32_MAX) {
+      scope_ = b.AddScope();
+      b.scopes.name[scope_] = b.AddString("it.scope");
+      b.scopes.version[scope_] = b.AddString("0.1");
+    }
+    const uint32_t s = b.AddSpan(resource, scope_);
+    b.spans.trace_id[s] = trace;
+    b.spans.span_id[s] = SpanId{0, 0, 0, 0, trace[15], 0, 0, span};
+    if (parent != 0) b.spans.parent_span_id[s] = SpanId{0, 0, 0, 0, trace[15], 0, 0, parent};
+    b.spans.name[s] = b.AddString(name);
+    b.spans.kind[s] = static_cast<uint8_t>(kind);
+    b.spans.start_ns[s] = start_ns;
+    b.spans.end_ns[s] = start_ns + duration_ns;
+    b.spans.status_code[s] = static_cast<uint8_t>(status);
+    const auto begin = static_cast<uint32_t>(b.span_attrs.size());
+    for (const Attr& a : attrs) Add(b.span_attrs, a);
+    b.spans.attrs[s] = {begin, static_cast<uint32_t>(b.span_attrs.size())};
+    return s;
+  }
+
+  void Event(uint32_t s, uint64_t time_ns, const std::string& name,
+             const std::vector<Attr>& attrs) {
+    const uint32_t e = b.AddEvent();
+    b.events.time_ns[e] = time_ns;
+    b.events.name[e] = b.AddString(name);
+    const auto begin = static_cast<uint32_t>(b.event_attrs.size());
+    for (const Attr& a : attrs) Add(b.event_attrs, a);
+    b.events.attrs[e] = {begin, static_cast<uint32_t>(b.event_attrs.size())};
+    b.spans.events[s] = {e, e + 1};
+  }
+
+  SpanBatch b;
+
+ private:
+  void Add(AttrColumns& cols, const Attr& a) {
+    SpanBatch::AddAttr(cols, b.AddString(a.key), a.type, b.AddString(a.value));
+  }
+  uint32_t scope_ = UINT32_MAX;
+};
+
+// Five traces over four services. Durations: cart 5 ms, user 50 ms, pay
+// 200 ms; starts: pay at T0 - 60 s, cart at T0, user at T0 + 62 s (the next
+// day), hostile at T0 - 30 s, legacy at T0 - 10 s.
+SpanBatch Corpus() {
+  using VT = ValueType;
+  Builder x;
+  const uint32_t web = x.Resource({{"service.name", VT::kString, "frontend"},
+                                   {"host.name", VT::kString, "web-1"},
+                                   {"host.cores", VT::kInt, "8"}});
+  const uint32_t db =
+      x.Resource({{"service.name", VT::kString, "db"}, {"cloud.region", VT::kString, "eu-west-1"}});
+  const uint32_t odd = x.Resource({{"service.name", VT::kString, kHostileService}});
+  const uint32_t old = x.Resource({{"service.name", VT::kString, "legacy"}});
+
+  x.Span(web, kCart, 1, 0, "GET /cart", SpanKind::kServer, kT0, 5 * kMs, StatusCodeOtlp::kUnset,
+         {{"http.method", VT::kString, "GET"},
+          {"http.status_code", VT::kInt, "200"},
+          {"cached", VT::kBool, "true"},
+          {"ratio", VT::kDouble, "0.25"}});
+  const uint32_t q = x.Span(db, kCart, 2, 1, "SELECT", SpanKind::kClient, kT0 + 1 * kMs, 2 * kMs,
+                            StatusCodeOtlp::kError, {{"db.system", VT::kString, "postgres"}});
+  x.Event(q, kT0 + 1500000, "retry", {{"attempt", VT::kInt, "2"}, {"why", VT::kString, "lock"}});
+
+  x.Span(web, kUser, 1, 0, "GET /user", SpanKind::kServer, kT0 + 62 * kS, 50 * kMs,
+         StatusCodeOtlp::kOk,
+         {{"http.method", VT::kString, "GET"}, {"http.status_code", VT::kInt, "404"}});
+  x.Span(db, kUser, 2, 1, "SELECT", SpanKind::kClient, kT0 + 62 * kS + 5 * kMs, 40 * kMs);
+
+  x.Span(web, kPay, 1, 0, "POST /pay", SpanKind::kServer, kT0 - 60 * kS, 200 * kMs,
+         StatusCodeOtlp::kUnset, {{"http.method", VT::kString, "POST"}});
+  x.Span(web, kPay, 2, 1, "charge", SpanKind::kInternal, kT0 - 60 * kS + 10 * kMs, 150 * kMs);
+  x.Span(db, kPay, 3, 2, "INSERT", SpanKind::kClient, kT0 - 60 * kS + 20 * kMs, 100 * kMs);
+
+  x.Span(odd, kHostile, 1, 0, "op \"x\" \\", SpanKind::kProducer, kT0 - 30 * kS, 1 * kMs,
+         StatusCodeOtlp::kUnset, {{"user.note", VT::kString, kHostileValue}});
+
+  x.Span(old, kLegacy, 1, 0, "old", SpanKind::kUnspecified, kT0 - 10 * kS, 3 * kMs);
+  return std::move(x.b);
+}
+
+// What reading the documents of `spans` of `b` back gives, in that order.
+SpanBatch Projected(const SpanBatch& b, const std::vector<uint32_t>& spans) {
+  SpanBatch out;
+  DocumentWriter w(b);
+  for (uint32_t s : spans) {
+    std::string doc;
+    w.AppendSpan(doc, s);
+    EXPECT_TRUE(AppendSpanFromDocument(doc, &out).ok());
+  }
+  return out;
+}
+
+// The spans of trace `id` in `b`, by start time.
+std::vector<uint32_t> SpansOf(const SpanBatch& b, const TraceId& id) {
+  std::vector<uint32_t> out;
+  for (uint32_t s = 0; s < b.span_count(); ++s) {
+    if (b.spans.trace_id[s] == id) out.push_back(s);
+  }
+  std::stable_sort(out.begin(), out.end(), [&](uint32_t x, uint32_t y) {
+    return b.spans.start_ns[x] < b.spans.start_ns[y];
+  });
+  return out;
+}
+
+void ExpectSame(const SpanBatch& got, const SpanBatch& want) {
+  std::string why;
+  EXPECT_TRUE(got.LogicallyEquals(want, &why)) << why;
+}
+
+std::string Hex(const TraceId& id) {
+  return ToHex(id);
+}
+
+std::vector<std::string> Hexes(const std::vector<TraceId>& ids) {
+  std::vector<std::string> out;
+  out.reserve(ids.size());
+  for (const TraceId& id : ids) out.push_back(Hex(id));
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// the tests
+
+class OpenSearchReaderIT : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    fs::path launcher_dir;
+    std::string java;
+    why_not_ = OpenSearchNode::Missing(&launcher_dir, &java);
+    if (!why_not_.empty()) return;
+    dir_ = fs::temp_directory_path() / ("spanhouse-os-" + std::to_string(::getpid()));
+    node_ = std::make_unique<OpenSearchNode>(launcher_dir, java, dir_);
+    if (!node_->running()) {
+      why_not_ = "OpenSearch did not start; its log:\n" + node_->log();
+      start_failed_ = true;
+      return;
+    }
+    OpenSearchOptions o;
+    o.urls = {node_->url()};
+    std::unique_ptr<OpenSearchClient> c;
+    ASSERT_TRUE(OpenSearchClient::Create(o, &c).ok());
+    client_ = std::move(c);
+    corpus_ = Corpus();
+    Write("", corpus_);
+  }
+  static void TearDownTestSuite() {
+    client_.reset();
+    node_.reset();
+    if (!dir_.empty()) fs::remove_all(dir_);
+  }
+  void SetUp() override {
+    if (why_not_.empty()) return;
+    const char* ci = std::getenv("CI");
+    if (start_failed_ || (ci != nullptr && *ci != '\0')) FAIL() << why_not_;
+    GTEST_SKIP() << why_not_;
+  }
+
+  // Templates for `prefix`, then `b`'s spans and their service documents in
+  // their daily indices, the legacy trace's documents with its id as Jaeger
+  // wrote it before 1.16; then a refresh.
+  static void Write(const std::string& prefix, const SpanBatch& b) {
+    TemplateOptions t;
+    t.index_prefix = prefix;
+    t.shards = 2;
+    t.replicas = 0;
+    ASSERT_TRUE(
+        client_->PostJson("/_template/" + SpanTemplateName(t), SpanTemplate(t), nullptr).ok());
+    ASSERT_TRUE(
+        client_->PostJson("/_template/" + ServiceTemplateName(t), ServiceTemplate(t), nullptr)
+            .ok());
+    DocumentWriter w(b);
+    std::string bulk;
+    for (uint32_t s = 0; s < b.span_count(); ++s) {
+      std::string doc;
+      w.AppendSpan(doc, s);
+      if (b.spans.trace_id[s] == kLegacy) {
+        const std::string full = "\"traceID\":\"" + Hex(kLegacy) + "\"";
+        const size_t at = doc.find(full);
+        ASSERT_NE(at, std::string::npos);
+        doc.replace(at, full.size(), "\"traceID\":\"abcdef\"");
+      }
+      bulk += R"({"create":{"_index":")" + DailyIndex(SpanIndexBase(prefix), b.spans.start_ns[s]) +
+              R"(","_id":")" + SpanDocumentId(b, s) + "\"}}\n" + doc + "\n";
+      const std::string_view service = DocumentServiceName(b, b.spans.resource[s]);
+      const std::string_view op = b.Str(b.spans.name[s]);
+      bulk += R"({"index":{"_index":")" +
+              DailyIndex(ServiceIndexBase(prefix), b.spans.start_ns[s]) + R"(","_id":")" +
+              ServiceDocumentId(service, op) + "\"}}\n";
+      DocumentWriter::AppendService(bulk, service, op);
+      bulk += '\n';
+    }
+    Bulk(bulk);
+  }
+
+  static void Bulk(const std::string& ndjson) {
+    net::HttpResult r;
+    ASSERT_TRUE(client_->Post("/_bulk?refresh=true", ndjson, &r, "application/x-ndjson").ok());
+    ASSERT_EQ(r.status, 200) << r.body;
+    ASSERT_NE(r.body.find("\"errors\":false"), std::string::npos) << r.body.substr(0, 2000);
+  }
+
+  static OpenSearchReader Reader(ReaderOptions o = {}) {
+    return OpenSearchReader(client_, std::move(o));
+  }
+
+  static query::TraceQuery Query(const std::string& service) {
+    query::TraceQuery q;
+    q.service = service;
+    q.start_ns = kT0 - 3600 * kS;
+    q.end_ns = kT0 + 3600 * kS;
+    return q;
+  }
+
+  static std::vector<std::string> Find(const query::TraceQuery& q) {
+    std::vector<TraceId> ids;
+    const Status st = Reader().FindTraceIds(q, &ids);
+    EXPECT_TRUE(st.ok()) << st.message();
+    return Hexes(ids);
+  }
+
+  // The checks; each TEST_F below runs a few of them on one node (a node
+  // takes ~15 s to start, and ctest runs each TEST_F in a process of its own).
+  static void GetTraceReadsWhatWasWritten();
+  static void MissingTraceIsNotFound();
+  static void GetTracesKeepsTheOrderOfIds();
+  static void TracesPageWithSearchAfterAndStopAtMaxSpans();
+  static void FindTraceIdsByServiceAndOperationNewestFirst();
+  static void FindTraceIdsByTags();
+  static void FindTraceIdsByDurationAndTime();
+  static void ServicesAndOperations();
+  static void CountSpansWithAttr();
+  static void DependenciesSummedOverTheRange();
+  static void AnEmptyStoreAnswersEmpty();
+  static void MaxSpanAgeLooksAtRecentDaysOnly();
+
+  static inline std::string why_not_;
+  static inline bool start_failed_ = false;
+  static inline fs::path dir_;
+  static inline std::unique_ptr<OpenSearchNode> node_;
+  static inline std::shared_ptr<OpenSearchClient> client_;
+  static inline SpanBatch corpus_;
+};
+
+void OpenSearchReaderIT::GetTraceReadsWhatWasWritten() {
+  OpenSearchReader reader = Reader();
+  for (const TraceId& id : {kCart, kUser, kPay, kHostile, kLegacy}) {
+    SpanBatch got;
+    const Status st = reader.GetTrace(id, &got);
+    ASSERT_TRUE(st.ok()) << Hex(id) << ": " << st.message();
+    SCOPED_TRACE(Hex(id));
+    ExpectSame(got, Projected(corpus_, SpansOf(corpus_, id)));
+  }
+  // The legacy documents' short id reads back as the full one.
+  SpanBatch legacy;
+  ASSERT_TRUE(reader.GetTrace(kLegacy, &legacy).ok());
+  ASSERT_EQ(legacy.span_count(), 1u);
+  EXPECT_EQ(legacy.spans.trace_id[0], kLegacy);
+  // What the format keeps: the error status, the event and its fields, the kinds.
+  SpanBatch cart;
+  ASSERT_TRUE(reader.GetTrace(kCart, &cart).ok());
+  ASSERT_EQ(cart.span_count(), 2u);
+  EXPECT_EQ(cart.spans.status_code[1], static_cast<uint8_t>(StatusCodeOtlp::kError));
+  EXPECT_EQ(cart.spans.kind[0], static_cast<uint8_t>(SpanKind::kServer));
+  EXPECT_EQ(cart.spans.events[1].size(), 1u);
+}
+
+void OpenSearchReaderIT::MissingTraceIsNotFound() {
+  SpanBatch got;
+  EXPECT_EQ(Reader().GetTrace(kMissing, &got).code(), StatusCode::kNotFound);
+  EXPECT_TRUE(got.empty());
+}
+
+void OpenSearchReaderIT::GetTracesKeepsTheOrderOfIds() {
+  SpanBatch got;
+  ASSERT_TRUE(Reader().GetTraces({kUser, kMissing, kLegacy, kCart, kUser}, &got).ok());
+  std::vector<uint32_t> want = SpansOf(corpus_, kUser);
+  for (const TraceId& id : {kLegacy, kCart}) {
+    for (uint32_t s : SpansOf(corpus_, id)) want.push_back(s);
+  }
+  ExpectSame(got, Projected(corpus_, want));
+  SpanBatch none;
+  EXPECT_TRUE(Reader().GetTraces({}, &none).ok());
+  EXPECT_TRUE(Reader().GetTraces({kMissing}, &none).ok());
+  EXPECT_TRUE(none.empty());
+}
+
+void OpenSearchReaderIT::TracesPageWithSearchAfterAndStopAtMaxSpans() {
+  ReaderOptions o;
+  o.page_size = 1;  // every span a page of its own
+  SpanBatch got;
+  ASSERT_TRUE(Reader(o).GetTraces({kPay, kCart}, &got).ok());
+  std::vector<uint32_t> want = SpansOf(corpus_, kPay);
+  for (uint32_t s : SpansOf(corpus_, kCart)) want.push_back(s);
+  ExpectSame(got, Projected(corpus_, want));
+
+  o = {};
+  o.max_spans = 2;  // pay has 3
+  SpanBatch over;
+  const Status st = Reader(o).GetTrace(kPay, &over);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.message();
+  EXPECT_TRUE(over.empty());
+  EXPECT_TRUE(Reader(o).GetTrace(kCart, &over).ok());
+}
+
+void OpenSearchReaderIT::FindTraceIdsByServiceAndOperationNewestFirst() {
+  EXPECT_EQ(Find(Query("frontend")), Hexes({kUser, kCart, kPay}));
+  EXPECT_EQ(Find(Query("db")), Hexes({kUser, kCart, kPay}));
+  EXPECT_EQ(Find(Query(kHostileService)), Hexes({kHostile}));
+  EXPECT_EQ(Find(Query("legacy")), Hexes({kLegacy}));
+  EXPECT_TRUE(Find(Query("nobody")).empty());
+  query::TraceQuery q = Query("frontend");
+  q.operation = "GET /cart";
+  EXPECT_EQ(Find(q), Hexes({kCart}));
+  q.operation = "charge";
+  EXPECT_EQ(Find(q), Hexes({kPay}));
+  q = Query(kHostileService);
+  q.operation = "op \"x\" \\";
+  EXPECT_EQ(Find(q), Hexes({kHostile}));
+  // The limit keeps the newest.
+  q = Query("frontend");
+  q.limit = 2;
+  EXPECT_EQ(Find(q), Hexes({kUser, kCart}));
+  q.limit = 1;
+  EXPECT_EQ(Find(q), Hexes({kUser}));
+}
+
+void OpenSearchReaderIT::FindTraceIdsByTags() {
+  auto tagged = [](const std::string& service, const std::string& key, const std::string& value) {
+    query::TraceQuery q = Query(service);
+    q.tags = {{key, value}};
+    return Find(q);
+  };
+  // A string, an int (indexed as its text), a bool, a double.
+  EXPECT_EQ(tagged("frontend", "http.method", "GET"), Hexes({kUser, kCart}));
+  EXPECT_EQ(tagged("frontend", "http.status_code", "200"), Hexes({kCart}));
+  EXPECT_EQ(tagged("frontend", "http.status_code", "404"), Hexes({kUser}));
+  EXPECT_EQ(tagged("frontend", "cached", "true"), Hexes({kCart}));
+  EXPECT_EQ(tagged("frontend", "ratio", "0.25"), Hexes({kCart}));
+  EXPECT_TRUE(tagged("frontend", "http.method", "get").empty());  // exact, not a pattern
+  EXPECT_TRUE(tagged("frontend", "http.method", "G.*").empty());
+  // A resource attribute; an event's field.
+  EXPECT_EQ(tagged("frontend", "host.name", "web-1"), Hexes({kUser, kCart, kPay}));
+  EXPECT_EQ(tagged("db", "cloud.region", "eu-west-1"), Hexes({kUser, kCart, kPay}));
+  EXPECT_EQ(tagged("db", "attempt", "2"), Hexes({kCart}));
+  EXPECT_EQ(tagged("db", "why", "lock"), Hexes({kCart}));
+  // A hostile value.
+  EXPECT_EQ(tagged(kHostileService, "user.note", kHostileValue), Hexes({kHostile}));
+  // Span fields shown as tags.
+  EXPECT_EQ(tagged("db", "error", "true"), Hexes({kCart}));
+  EXPECT_EQ(tagged("db", "error", "false"), Hexes({kUser, kPay}));
+  EXPECT_EQ(tagged("db", "otel.status_code", "ERROR"), Hexes({kCart}));
+  EXPECT_EQ(tagged("frontend", "otel.status_code", "OK"), Hexes({kUser}));
+  EXPECT_EQ(tagged("frontend", "otel.status_code", "UNSET"), Hexes({kCart, kPay}));
+  EXPECT_EQ(tagged("frontend", "span.kind", "server"), Hexes({kUser, kCart, kPay}));
+  EXPECT_EQ(tagged("frontend", "span.kind", "SPAN_KIND_INTERNAL"), Hexes({kPay}));
+  EXPECT_EQ(tagged("legacy", "span.kind", "unspecified"), Hexes({kLegacy}));
+  EXPECT_TRUE(tagged("frontend", "span.kind", "unspecified").empty());
+  EXPECT_EQ(tagged("frontend", "otel.scope.name", "it.scope"), Hexes({kUser, kCart, kPay}));
+  // Two tags: both on one span.
+  query::TraceQuery q = Query("frontend");
+  q.tags = {{"http.method", "GET"}, {"http.status_code", "404"}};
+  EXPECT_EQ(Find(q), Hexes({kUser}));
+  q.tags = {{"http.method", "POST"}, {"http.status_code", "404"}};
+  EXPECT_TRUE(Find(q).empty());
+}
+
+void OpenSearchReaderIT::FindTraceIdsByDurationAndTime() {
+  query::TraceQuery q = Query("frontend");
+  q.min_duration_ns = 30 * kMs;
+  EXPECT_EQ(Find(q), Hexes({kUser, kPay}));
+  q.min_duration_ns = 0;
+  q.max_duration_ns = 10 * kMs;
+  EXPECT_EQ(Find(q), Hexes({kCart}));
+  q.min_duration_ns = 40 * kMs;
+  q.max_duration_ns = 60 * kMs;
+  EXPECT_EQ(Find(q), Hexes({kUser}));
+  // pay's spans alone (T0 - 60 s); user's in the next day's index alone.
+  q = Query("frontend");
+  q.start_ns = kT0 - 120 * kS;
+  q.end_ns = kT0 - 30 * kS;
+  EXPECT_EQ(Find(q), Hexes({kPay}));
+  q.start_ns = kT0 + 61 * kS;
+  q.end_ns = kT0 + 63 * kS;
+  EXPECT_EQ(Find(q), Hexes({kUser}));
+  // The bounds are inclusive, to the microsecond.
+  q.start_ns = kT0;
+  q.end_ns = kT0;
+  EXPECT_EQ(Find(q), Hexes({kCart}));
+  q.start_ns = kT0 + 1000;
+  q.end_ns = kT0 + 2 * kMs;
+  EXPECT_TRUE(Find(q).empty());
+  // Over a year: every index by the wildcard.
+  q.start_ns = kT0 - 400 * 86400 * kS;
+  q.end_ns = kT0 + 400 * 86400 * kS;
+  EXPECT_EQ(Find(q), Hexes({kUser, kCart, kPay}));
+}
+
+void OpenSearchReaderIT::ServicesAndOperations() {
+  std::vector<std::string> services;
+  ASSERT_TRUE(Reader().GetServices(&services).ok());
+  std::vector<std::string> want = {"db", "frontend", "legacy", kHostileService};
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(services, want);
+
+  auto ops = [](const std::string& service, bool any_kind, SpanKind kind) {
+    std::vector<query::OperationInfo> out;
+    const Status st = Reader().GetOperations(service, any_kind, static_cast<uint8_t>(kind), &out);
+    EXPECT_TRUE(st.ok()) << st.message();
+    std::vector<std::string> names;
+    for (const auto& op : out) {
+      names.push_back(op.name);
+      EXPECT_EQ(op.kind, any_kind ? 0 : static_cast<uint8_t>(kind)) << op.name;
+    }
+    return names;
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(ops("frontend", true, SpanKind::kUnspecified),
+            (V{"GET /cart", "GET /user", "POST /pay", "charge"}));
+  EXPECT_EQ(ops("db", true, SpanKind::kUnspecified), (V{"INSERT", "SELECT"}));
+  EXPECT_EQ(ops(kHostileService, true, SpanKind::kUnspecified), (V{"op \"x\" \\"}));
+  EXPECT_EQ(ops("frontend", false, SpanKind::kServer), (V{"GET /cart", "GET /user", "POST /pay"}));
+  EXPECT_EQ(ops("frontend", false, SpanKind::kInternal), (V{"charge"}));
+  EXPECT_TRUE(ops("frontend", false, SpanKind::kClient).empty());
+  EXPECT_EQ(ops("db", false, SpanKind::kClient), (V{"INSERT", "SELECT"}));
+  EXPECT_EQ(ops("legacy", false, SpanKind::kUnspecified), (V{"old"}));
+  EXPECT_TRUE(ops("frontend", false, SpanKind::kUnspecified).empty());
+  EXPECT_TRUE(ops("nobody", true, SpanKind::kUnspecified).empty());
+}
+
+void OpenSearchReaderIT::CountSpansWithAttr() {
+  OpenSearchReader reader = Reader();
+  auto count = [&](AttrOwner owner, const std::string& key, const std::string& value) {
+    uint64_t n = 99;
+    const Status st = reader.CountSpansWithAttr(owner, key, value, &n);
+    EXPECT_TRUE(st.ok()) << st.message();
+    return n;
+  };
+  EXPECT_EQ(count(AttrOwner::kSpan, "http.method", "GET"), 2u);
+  EXPECT_EQ(count(AttrOwner::kSpan, "http.status_code", "200"), 1u);
+  EXPECT_EQ(count(AttrOwner::kSpan, "user.note", kHostileValue), 1u);
+  EXPECT_EQ(count(AttrOwner::kSpan, "http.method", "PUT"), 0u);
+  EXPECT_EQ(count(AttrOwner::kResource, "host.name", "web-1"), 4u);
+  EXPECT_EQ(count(AttrOwner::kResource, "host.cores", "8"), 4u);
+  EXPECT_EQ(count(AttrOwner::kResource, "service.name", "db"), 3u);
+  EXPECT_EQ(count(AttrOwner::kResource, "service.name", kHostileService), 1u);
+  uint64_t n = 0;
+  EXPECT_EQ(reader.CountSpansWithAttr(AttrOwner::kUserField, "app.channel", "", &n).code(),
+            StatusCode::kInvalidArgument);
+}
+
+void OpenSearchReaderIT::DependenciesSummedOverTheRange() {
+  const std::string prefix = "deps";
+  // Two runs of Jaeger's dependency job on 2024-03-10, one the next day.
+  const std::string day1 = DailyIndex(DependencyIndexBase(prefix), kT0);
+  const std::string day2 = DailyIndex(DependencyIndexBase(prefix), kT0 + 86400 * kS);
+  Bulk(R"({"index":{"_index":")" + day1 + "\"}}\n" +
+       R"({"timestamp":"2024-03-10T06:00:00Z","dependencies":[{"parent":"frontend","child":"db",)"
+       R"("callCount":3},{"parent":"frontend","child":"auth","callCount":1}]})"
+       "\n"
+       R"({"index":{"_index":")" +
+       day1 + "\"}}\n" +
+       R"({"timestamp":"2024-03-10T18:00:00Z","dependencies":[{"parent":"frontend","child":"db",)"
+       R"("callCount":4}]})"
+       "\n"
+       R"({"index":{"_index":")" +
+       day2 + "\"}}\n" +
+       R"({"timestamp":"2024-03-11T06:00:00Z","dependencies":[{"parent":"auth","child":"db",)"
+       R"("callCount":9}]})"
+       "\n");
+  ReaderOptions o;
+  o.index_prefix = prefix;
+  OpenSearchReader reader = Reader(o);
+  std::vector<query::DependencyLink> links;
+  const uint64_t day_start = 1710028800;  // 2024-03-10T00:00:00Z
+  ASSERT_TRUE(reader.GetDependencies(day_start, day_start + 86400, &links).ok());
+  ASSERT_EQ(links.size(), 2u);
+  EXPECT_EQ(links[0].parent, "frontend");
+  EXPECT_EQ(links[0].child, "auth");
+  EXPECT_EQ(links[0].calls, 1u);
+  EXPECT_EQ(links[1].child, "db");
+  EXPECT_EQ(links[1].calls, 7u);
+  // Both days; the range's end is excluded.
+  ASSERT_TRUE(reader.GetDependencies(day_start, day_start + 2 * 86400, &links).ok());
+  ASSERT_EQ(links.size(), 3u);
+  EXPECT_EQ(links[0].parent, "auth");
+  EXPECT_EQ(links[0].calls, 9u);
+  ASSERT_TRUE(reader.GetDependencies(day_start, day_start + 18 * 3600, &links).ok());
+  ASSERT_EQ(links.size(), 2u);
+  EXPECT_EQ(links[1].calls, 3u);
+  // No dependency indices at all.
+  ASSERT_TRUE(Reader().GetDependencies(day_start, day_start + 86400, &links).ok());
+  EXPECT_TRUE(links.empty());
+}
+
+void OpenSearchReaderIT::AnEmptyStoreAnswersEmpty() {
+  ReaderOptions o;
+  o.index_prefix = "nothing";
+  OpenSearchReader reader = Reader(o);
+  SpanBatch got;
+  EXPECT_EQ(reader.GetTrace(kCart, &got).code(), StatusCode::kNotFound);
+  EXPECT_TRUE(reader.GetTraces({kCart, kUser}, &got).ok());
+  EXPECT_TRUE(got.empty());
+  std::vector<TraceId> ids;
+  query::TraceQuery q = Query("frontend");
+  q.tags = {{"http.method", "GET"}};
+  EXPECT_TRUE(reader.FindTraceIds(q, &ids).ok());
+  EXPECT_TRUE(ids.empty());
+  std::vector<std::string> services;
+  EXPECT_TRUE(reader.GetServices(&services).ok());
+  EXPECT_TRUE(services.empty());
+  std::vector<query::OperationInfo> ops;
+  EXPECT_TRUE(reader.GetOperations("frontend", true, 0, &ops).ok());
+  EXPECT_TRUE(reader.GetOperations("frontend", false, 2, &ops).ok());
+  EXPECT_TRUE(ops.empty());
+  uint64_t n = 9;
+  EXPECT_TRUE(reader.CountSpansWithAttr(AttrOwner::kSpan, "http.method", "GET", &n).ok());
+  EXPECT_EQ(n, 0u);
+
+  // An index that exists but has no mapping for the fields asked about
+  // (created without the templates) is empty too.
+  net::HttpResult r;
+  ASSERT_TRUE(
+      client_->Post("/bare-jaeger-span-2024-03-10/_doc?refresh=true", R"({"other":1})", &r).ok());
+  ASSERT_EQ(r.status / 100, 2) << r.body;
+  o.index_prefix = "bare";
+  OpenSearchReader bare = Reader(o);
+  EXPECT_EQ(bare.GetTrace(kCart, &got).code(), StatusCode::kNotFound);
+  EXPECT_TRUE(bare.FindTraceIds(q, &ids).ok());
+  EXPECT_TRUE(ids.empty());
+  EXPECT_TRUE(bare.GetOperations("frontend", false, 2, &ops).ok());
+  EXPECT_TRUE(bare.CountSpansWithAttr(AttrOwner::kResource, "host.name", "x", &n).ok());
+}
+
+void OpenSearchReaderIT::MaxSpanAgeLooksAtRecentDaysOnly() {
+  // The corpus is from 2024: a window of the last two days has none of it.
+  ReaderOptions o;
+  o.max_span_age = std::chrono::hours(48);
+  OpenSearchReader recent = Reader(o);
+  std::vector<std::string> services;
+  ASSERT_TRUE(recent.GetServices(&services).ok());
+  EXPECT_TRUE(services.empty());
+  SpanBatch got;
+  EXPECT_EQ(recent.GetTrace(kCart, &got).code(), StatusCode::kNotFound);
+}
+
+TEST_F(OpenSearchReaderIT, ReadsTracesById) {
+  {
+    SCOPED_TRACE("GetTraceReadsWhatWasWritten");
+    GetTraceReadsWhatWasWritten();
+  }
+  {
+    SCOPED_TRACE("MissingTraceIsNotFound");
+    MissingTraceIsNotFound();
+  }
+  {
+    SCOPED_TRACE("GetTracesKeepsTheOrderOfIds");
+    GetTracesKeepsTheOrderOfIds();
+  }
+  {
+    SCOPED_TRACE("TracesPageWithSearchAfterAndStopAtMaxSpans");
+    TracesPageWithSearchAfterAndStopAtMaxSpans();
+  }
+}
+
+TEST_F(OpenSearchReaderIT, FindsTraceIds) {
+  {
+    SCOPED_TRACE("FindTraceIdsByServiceAndOperationNewestFirst");
+    FindTraceIdsByServiceAndOperationNewestFirst();
+  }
+  {
+    SCOPED_TRACE("FindTraceIdsByTags");
+    FindTraceIdsByTags();
+  }
+  {
+    SCOPED_TRACE("FindTraceIdsByDurationAndTime");
+    FindTraceIdsByDurationAndTime();
+  }
+}
+
+TEST_F(OpenSearchReaderIT, ServicesOperationsAndCounts) {
+  {
+    SCOPED_TRACE("ServicesAndOperations");
+    ServicesAndOperations();
+  }
+  {
+    SCOPED_TRACE("CountSpansWithAttr");
+    CountSpansWithAttr();
+  }
+}
+
+TEST_F(OpenSearchReaderIT, DependenciesAndEmptyStores) {
+  {
+    SCOPED_TRACE("DependenciesSummedOverTheRange");
+    DependenciesSummedOverTheRange();
+  }
+  {
+    SCOPED_TRACE("AnEmptyStoreAnswersEmpty");
+    AnEmptyStoreAnswersEmpty();
+  }
+  {
+    SCOPED_TRACE("MaxSpanAgeLooksAtRecentDaysOnly");
+    MaxSpanAgeLooksAtRecentDaysOnly();
+  }
+}
+
+// No node needed: nothing listens on the port.
+TEST(OpenSearchReaderDown, IsUnavailable) {
+  OpenSearchOptions o;
+  o.urls = {"http://127.0.0.1:" + std::to_string(FreePorts(1)[0])};
+  std::unique_ptr<OpenSearchClient> c;
+  ASSERT_TRUE(OpenSearchClient::Create(o, &c).ok());
+  OpenSearchReader down(std::shared_ptr<OpenSearchClient>(std::move(c)), {});
+  SpanBatch got;
+  EXPECT_EQ(down.GetTrace(kCart, &got).code(), StatusCode::kUnavailable);
+  std::vector<TraceId> ids;
+  query::TraceQuery q;
+  q.service = "frontend";
+  q.start_ns = kT0;
+  q.end_ns = kT0 + kS;
+  EXPECT_EQ(down.FindTraceIds(q, &ids).code(), StatusCode::kUnavailable);
+  std::vector<std::string> services;
+  EXPECT_EQ(down.GetServices(&services).code(), StatusCode::kUnavailable);
+  std::vector<query::OperationInfo> ops;
+  EXPECT_EQ(down.GetOperations("frontend", true, 0, &ops).code(), StatusCode::kUnavailable);
+  std::vector<query::DependencyLink> links;
+  EXPECT_EQ(down.GetDependencies(0, 86400, &links).code(), StatusCode::kUnavailable);
+  uint64_t n = 0;
+  EXPECT_EQ(down.CountSpansWithAttr(AttrOwner::kSpan, "a", "b", &n).code(),
+            StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace spanhouse::storage::opensearch
