@@ -152,5 +152,6 @@ int main(int argc, char** argv) {
     return 0;
   }
   spdlog::set_level(spdlog::level::from_str(cfg.log_level));
-  return spanhouse::server::Serve(cfg);
+  return spanhouse::server::Serve(cfg,
+                                  [&flags](Config* fresh) { return LoadConfig(flags, fresh); });
 }

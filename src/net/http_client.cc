@@ -253,6 +253,7 @@ HttpClient::HttpClient(HttpUrl url, HttpClientOptions options) : impl_(std::make
   impl_->req.set(http::field::host, impl_->url.host_header);
   impl_->req.set(http::field::user_agent, impl_->opts.user_agent);
   impl_->req.keep_alive(true);
+  for (const auto& [k, v] : impl_->opts.extra_headers) impl_->req.set(k, v);
 }
 
 HttpClient::~HttpClient() {
@@ -287,6 +288,7 @@ bool HttpClient::PostTo(std::string_view target, std::string* body, const HttpHe
   req.set(http::field::host, impl_->url.host_header);
   req.set(http::field::user_agent, impl_->opts.user_agent);
   req.keep_alive(true);
+  for (const auto& [k, v] : impl_->opts.extra_headers) req.set(k, v);
   for (const auto& [k, v] : headers) req.set(k, v);
   std::swap(req.body(), *body);
   req.prepare_payload();

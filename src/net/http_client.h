@@ -48,12 +48,18 @@ struct HttpClientOptions {
   // https: the CA certificates (PEM) the server's certificate must chain to;
   // "": the system's. The name in the URL must match the certificate.
   std::string tls_ca_file;
+  // Sent with every request (e.g. Authorization).
+  HttpHeaders extra_headers;
 };
 
 class HttpClient {
  public:
   HttpClient(HttpUrl url, std::chrono::milliseconds timeout)
-      : HttpClient(std::move(url), HttpClientOptions{.timeout = timeout}) {}
+      : HttpClient(std::move(url), [timeout] {
+          HttpClientOptions o;
+          o.timeout = timeout;
+          return o;
+        }()) {}
   HttpClient(HttpUrl url, HttpClientOptions options);
   ~HttpClient();
   HttpClient(const HttpClient&) = delete;

@@ -287,6 +287,7 @@ void QueryApi::Handle(const net::HttpRequest& req, net::HttpResponse& resp) {
   }
   if (path.substr(0, 7) == "/debug/" && hooks_.debug) return hooks_.debug(req, resp);
   constexpr std::string_view kApi = "/api/";
+  if (path.substr(0, 11) == "/api/admin/" && hooks_.admin) return hooks_.admin(req, resp);
   if (path.substr(0, kApi.size()) == kApi) {
     if (req.method != "GET") {
       resp.status = 405;
@@ -296,7 +297,9 @@ void QueryApi::Handle(const net::HttpRequest& req, net::HttpResponse& resp) {
     }
     QueryString q;
     if (Status st = QueryString::Parse(req.target, &q); !st.ok()) return Fail(st, "", resp);
-    return HandleApi(path.substr(kApi.size()), q, resp);
+    HandleApi(path.substr(kApi.size()), q, resp);
+    if (hooks_.annotate) hooks_.annotate(resp);
+    return;
   }
   if (hooks_.ui && path.substr(0, 5) != "/api/" && hooks_.ui(req, resp)) return;
   resp.status = 404;

@@ -36,6 +36,12 @@ struct AdminHooks {
   std::function<std::string()> not_ready;
   // /debug/... (fault injection for tests); only set when enabled in config.
   std::function<void(const net::HttpRequest&, net::HttpResponse&)> debug;
+  // /api/admin/... (any method): the server's run-time controls (the read
+  // source). Unset: 404.
+  std::function<void(const net::HttpRequest&, net::HttpResponse&)> admin;
+  // Called after every /api/ request with its answer (headers to add: the
+  // store that answered).
+  std::function<void(net::HttpResponse&)> annotate;
   // Paths outside /api that no route above took (the web UI, ui/ui_server.h):
   // true when it answered.
   std::function<bool(const net::HttpRequest&, net::HttpResponse&)> ui;

@@ -103,6 +103,24 @@ bool IsShardList(const std::string& v) {
   return true;
 }
 
+// "url,url": every URL http(s)://host[:port][/].
+bool IsUrlList(const std::string& v) {
+  if (v.empty()) return true;
+  const auto urls = OpenSearchUrls(v);
+  if (urls.empty()) return false;
+  return IsShardList(v.find(';') == std::string::npos ? v : std::string("x"));
+}
+
+// Jaeger's index prefix: what OpenSearch allows at the start of an index name.
+bool IsIndexPrefix(const std::string& v) {
+  if (v.empty()) return true;
+  if (v.size() > 100 || v[0] == '-' || v[0] == '_') return false;
+  for (char c : v) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-')) return false;
+  }
+  return true;
+}
+
 bool IsS3Endpoint(const std::string& v) {
   if (v.empty()) return true;
   size_t scheme = 0;
@@ -171,6 +189,17 @@ const std::vector<Key>& Keys() {
       SH_UINT_KEY("query.max_rows", query.max_rows, ParseUint, 100, 100000000, "100 to 100000000"),
       SH_UINT_KEY("query.max_trace_spans", query.max_trace_spans, ParseUint, 100, 100000000,
                   "100 to 100000000"),
+      SH_STRING_KEY("query.read_from", query.read_from, v == "clickhouse" || v == "opensearch",
+                    "clickhouse or opensearch"),
+      Key{"query.fallback",
+          [](const std::string& v, Config* c) -> Status {
+            if (v != "true" && v != "false") return BadValue("query.fallback", v, "true or false");
+            c->query.fallback = v == "true";
+            return Status::Ok();
+          },
+          [](const Config& c) { return std::string(c.query.fallback ? "true" : "false"); }},
+      SH_UINT_KEY("query.fallback_after_ms", query.fallback_after_ms, ParseUint, 1, 3600000,
+                  "milliseconds, 1 to 3600000"),
       SH_TOKENS_KEY("auth.ingest_tokens", auth.ingest_tokens),
       SH_TOKENS_KEY("auth.query_tokens", auth.query_tokens),
       SH_UINT_KEY("queue.max_bytes", queue.max_bytes, ParseBytes, 1ull << 20, 1ull << 40,
@@ -257,10 +286,38 @@ const std::vector<Key>& Keys() {
                   "a size of at least 64KiB, e.g. 1GiB"),
       SH_STRING_KEY("durable.fsync", durable.fsync, IsFsyncPolicy(v),
                     "always, or an interval in milliseconds from 1 to 10000"),
-      SH_STRING_KEY("secondary.type", secondary.type, v.empty() || v == "chdb",
-                    "empty (no second sink) or chdb"),
+      SH_STRING_KEY("secondary.type", secondary.type, v.empty() || v == "chdb" || v == "opensearch",
+                    "empty (no second sink), chdb or opensearch"),
       SH_STRING_KEY("secondary.database", secondary.database, IsDatabaseName(v),
                     "a database name: letters, digits and _, not starting with a digit"),
+      SH_STRING_KEY("opensearch.urls", opensearch.urls, IsUrlList(v),
+                    "comma-separated http(s)://host:port URLs"),
+      SH_STRING_KEY("opensearch.index_prefix", opensearch.index_prefix, IsIndexPrefix(v),
+                    "empty, or lowercase letters, digits, '_' and '-' (not first)"),
+      SH_STRING_KEY("opensearch.user", opensearch.user, true, "a user name"),
+      SH_STRING_KEY("opensearch.password", opensearch.password, true, "text"),
+      SH_STRING_KEY("opensearch.tls_ca_file", opensearch.tls_ca_file, true,
+                    "a PEM file path; empty for the system's CA certificates"),
+      SH_UINT_KEY("opensearch.timeout_s", opensearch.timeout_s, ParseUint, 1, 3600,
+                  "seconds, 1 to 3600"),
+      SH_UINT_KEY("opensearch.bulk_spans", opensearch.bulk_spans, ParseUint, 1, 1000000,
+                  "1 to 1000000"),
+      SH_UINT_KEY("opensearch.workers", opensearch.workers, ParseUint, 1, 64, "1 to 64"),
+      SH_UINT_KEY("opensearch.queue_bytes", opensearch.queue_bytes, ParseBytes, 1ull << 20,
+                  1ull << 40, "a size of at least 1MiB, e.g. 64MiB"),
+      Key{"opensearch.create_templates",
+          [](const std::string& v, Config* c) -> Status {
+            if (v != "true" && v != "false") {
+              return BadValue("opensearch.create_templates", v, "true or false");
+            }
+            c->opensearch.create_templates = v == "true";
+            return Status::Ok();
+          },
+          [](const Config& c) {
+            return std::string(c.opensearch.create_templates ? "true" : "false");
+          }},
+      SH_UINT_KEY("opensearch.shards", opensearch.shards, ParseUint, 1, 1024, "1 to 1024"),
+      SH_UINT_KEY("opensearch.replicas", opensearch.replicas, ParseUint, 0, 16, "0 to 16"),
       Key{"debug.fault_injection",
           [](const std::string& v, Config* c) -> Status {
             if (v != "true" && v != "false") {
@@ -412,6 +469,17 @@ Status Validate(const Config& cfg) {
       }
     }
   }
+  if (cfg.opensearch.urls.empty()) {
+    if (cfg.secondary.type == "opensearch") {
+      return Status::Invalid(
+          "config key 'opensearch.urls': secondary.type is opensearch, but no node is given "
+          "(e.g. opensearch.urls: http://localhost:9200)");
+    }
+    if (cfg.query.read_from == "opensearch") {
+      return Status::Invalid(
+          "config key 'opensearch.urls': query.read_from is opensearch, but no node is given");
+    }
+  }
   if (cfg.queue.max_bytes < cfg.otlp_http.max_body_bytes) {
     return Status::Invalid(
         "config key 'queue.max_bytes': must be at least otlp_http.max_body_bytes");
@@ -451,7 +519,7 @@ Status Validate(const Config& cfg) {
           "cluster they form in the servers' remote_servers (reads go through Distributed "
           "tables over it)");
     }
-    if (!cfg.secondary.type.empty()) {
+    if (cfg.secondary.type == "chdb") {
       return Status::Invalid(
           "config key 'secondary.type': a second embedded sink goes with the embedded engine "
           "(storage.engine: chdb)");
@@ -463,12 +531,25 @@ Status Validate(const Config& cfg) {
           "config key 'secondary.type': a second sink needs the durable queue (durable.enabled: "
           "true), where each sink keeps its own place");
     }
-    if (cfg.secondary.database == "spanhouse") {
+    if (cfg.secondary.type == "chdb" && cfg.secondary.database == "spanhouse") {
       return Status::Invalid(
           "config key 'secondary.database': must differ from the primary's database, spanhouse");
     }
   }
   return Status::Ok();
+}
+
+std::vector<std::string> OpenSearchUrls(std::string_view list) {
+  std::vector<std::string> urls;
+  for (size_t p = 0; p <= list.size();) {
+    const size_t e = std::min(list.find(',', p), list.size());
+    std::string_view u = list.substr(p, e - p);
+    while (!u.empty() && (u.front() == ' ' || u.front() == '\t')) u.remove_prefix(1);
+    while (!u.empty() && (u.back() == ' ' || u.back() == '\t')) u.remove_suffix(1);
+    if (!u.empty()) urls.emplace_back(u);
+    p = e + 1;
+  }
+  return urls;
 }
 
 std::vector<std::vector<std::string>> ClickHouseShards(std::string_view list) {
@@ -511,7 +592,10 @@ std::string Redacted(const std::string& key, const std::string& value) {
     const size_t n = std::count(value.begin(), value.end(), ',') + 1;
     return fmt::format("<redacted, {} token{}>", n, n == 1 ? "" : "s");
   }
-  if (key == "storage.s3_secret_access_key" || key == "clickhouse.password") return "<redacted>";
+  if (key == "storage.s3_secret_access_key" || key == "clickhouse.password" ||
+      key == "opensearch.password") {
+    return "<redacted>";
+  }
   return value;
 }
 

@@ -45,6 +45,16 @@ struct Config {
     uint64_t timeout_s = 30;
     uint64_t max_rows = 200000;
     uint64_t max_trace_spans = 1000000;
+    // Where the query API and the UI read spans: "clickhouse" (the primary
+    // store) or "opensearch" (the opensearch section's cluster, in Jaeger's
+    // format). Switched at run time by PUT /api/admin/read-source or a
+    // reload of the configuration file (SIGHUP).
+    std::string read_from = "clickhouse";
+    // When the store read from fails or takes longer than fallback_after_ms,
+    // the other store answers (with opensearch configured); the answer's
+    // X-Spanhouse-Read-Source header names the store that answered.
+    bool fallback = true;
+    uint64_t fallback_after_ms = 5000;
   } query;
   struct {
     // Comma-separated bearer tokens; a request needs one of its listener's
@@ -180,9 +190,31 @@ struct Config {
     // full). "" (none) or "chdb": another database of the embedded engine,
     // with the same tables and views. Reads come from the primary, and the
     // dependency edges are computed there only.
+    // "opensearch": the opensearch section's cluster, in Jaeger's document
+    // format (dual-write during a migration off Elasticsearch/OpenSearch).
     std::string type;
     std::string database = "spanhouse_secondary";
   } secondary;
+  struct {
+    // An OpenSearch or Elasticsearch cluster holding Jaeger's indices: the
+    // secondary sink writes there (secondary.type: opensearch), the query
+    // API may read there (query.read_from), and reconcile and backfill read
+    // there. Comma-separated node URLs, http(s)://host:port.
+    std::string urls;
+    // Jaeger's index prefix: indices are <prefix>-jaeger-span-YYYY-MM-DD.
+    std::string index_prefix;
+    std::string user;  // basic auth when set
+    std::string password;
+    std::string tls_ca_file;  // https: the CA certificates; "": the system's
+    uint64_t timeout_s = 30;  // per request
+    uint64_t bulk_spans = 5000;
+    uint64_t workers = 2;
+    uint64_t queue_bytes = 64ull << 20;
+    // The index templates spanhouse puts (Jaeger's mappings).
+    bool create_templates = true;
+    uint64_t shards = 5;
+    uint64_t replicas = 1;
+  } opensearch;
   struct {
     // Enables POST /debug/sink on the query listener (slow or failing
     // inserts on demand). For tests; never in production.
@@ -202,6 +234,8 @@ Status Validate(const Config& cfg);
 // clickhouse.shards as shards of replica URLs (an empty shard where the
 // list has one: Validate refuses it).
 std::vector<std::vector<std::string>> ClickHouseShards(std::string_view list);
+// opensearch.urls as a list.
+std::vector<std::string> OpenSearchUrls(std::string_view list);
 // The durable queue's directory: durable.dir, or <data_dir>/queue.
 std::string DurableDir(const Config& cfg);
 // The cold volume's directory: storage.cold_path, or <data_dir>/cold.

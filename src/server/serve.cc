@@ -19,6 +19,8 @@ sigset_t ShutdownSignals() {
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
+  // SIGHUP (reload) is taken by the serve loop too, never by a default handler.
+  sigaddset(&set, SIGHUP);
   return set;
 }
 
@@ -29,7 +31,7 @@ void BlockShutdownSignals() {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
-int Serve(const Config& cfg) {
+int Serve(const Config& cfg, const std::function<Status(Config*)>& reload) {
   // Request bodies and batch columns are large, short-lived allocations.
   // glibc would map and unmap each (>128 KiB) and fault its pages in anew
   // every request (page faults were ~6% of the pipeline's CPU); keep them on
@@ -45,7 +47,20 @@ int Serve(const Config& cfg) {
   }
   sigset_t set = ShutdownSignals();
   int sig = 0;
-  sigwait(&set, &sig);
+  while (true) {
+    sigwait(&set, &sig);
+    if (sig != SIGHUP) break;
+    if (!reload) {
+      spdlog::info("SIGHUP: nothing to reload (no configuration file)");
+      continue;
+    }
+    Config fresh;
+    if (Status rs = reload(&fresh); !rs.ok()) {
+      spdlog::error("SIGHUP: the configuration did not load, nothing changed: {}", rs.message());
+      continue;
+    }
+    server->Reload(fresh);
+  }
   spdlog::info("{} received: stopping intake, flushing queued spans", strsignal(sig));
   const int code = server->Stop();
   server.reset();

@@ -3,6 +3,9 @@
 // span and closes the store.
 #pragma once
 
+#include <functional>
+
+#include "common/status.h"
 #include "server/config.h"
 
 namespace spanhouse::server {
@@ -11,7 +14,9 @@ namespace spanhouse::server {
 // starts later); call first thing in main, before any thread exists.
 void BlockShutdownSignals();
 
-// Returns the process exit code.
-int Serve(const Config& cfg);
+// Returns the process exit code. On SIGHUP, `reload` (when set) reads the
+// configuration again and the server applies what may change while it runs
+// (Server::Reload); a configuration that does not load is logged and ignored.
+int Serve(const Config& cfg, const std::function<Status(Config*)>& reload = {});
 
 }  // namespace spanhouse::server

@@ -9,6 +9,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "query/jaeger_json.h"
 #include "server/debug_endpoints.h"
 #include "server/metrics.h"
 #include "sink/null_sink.h"
@@ -16,6 +17,7 @@
 #include "storage/clickhouse/embedded_sink.h"
 #include "storage/clickhouse/engine_config.h"
 #include "storage/clickhouse/replica_set.h"
+#include "storage/opensearch/opensearch_sink.h"
 #include "ui/ui_server.h"
 
 namespace spanhouse::server {
@@ -96,6 +98,7 @@ Status Server::Create(const Config& cfg, std::unique_ptr<Server>* out) {
   SH_RETURN_IF_ERROR(s->OpenQueue());
   SH_RETURN_IF_ERROR(s->EnsureStore());
   SH_RETURN_IF_ERROR(s->MakeSinks());
+  SH_RETURN_IF_ERROR(s->OpenOpenSearch());
   s->MakeQueryApi();
   s->MakeReceivers();
   *out = std::move(s);
@@ -406,8 +409,104 @@ Status Server::MakeSinks() {
   if (cfg_.secondary.type == "chdb") {
     SH_RETURN_IF_ERROR(AddEmbeddedSink(SecondarySinkName(cfg_), cfg_.secondary.database));
   }
+  if (cfg_.secondary.type == "opensearch") {
+    SH_RETURN_IF_ERROR(OpenOpenSearch());
+    storage::opensearch::OpenSearchSinkOptions o;
+    o.index_prefix = cfg_.opensearch.index_prefix;
+    o.create_templates = cfg_.opensearch.create_templates;
+    o.templates.shards = static_cast<uint32_t>(cfg_.opensearch.shards);
+    o.templates.replicas = static_cast<uint32_t>(cfg_.opensearch.replicas);
+    o.queue_bytes = cfg_.opensearch.queue_bytes;
+    o.bulk_spans = cfg_.opensearch.bulk_spans;
+    o.workers = static_cast<int>(cfg_.opensearch.workers);
+    o.dead_letter_dir = dir_ + "/dead-letter";
+    sinks_.push_back(std::make_unique<storage::opensearch::OpenSearchSink>(opensearch_, o));
+    spdlog::info("dual-write: every accepted span also goes to OpenSearch {} (index prefix '{}')",
+                 cfg_.opensearch.urls, cfg_.opensearch.index_prefix);
+  }
   for (auto& s : sinks_) queue_->AddSink(*s);
   return Status::Ok();
+}
+
+Status Server::OpenOpenSearch() {
+  if (opensearch_ != nullptr || cfg_.opensearch.urls.empty()) return Status::Ok();
+  storage::opensearch::OpenSearchOptions o;
+  o.urls = OpenSearchUrls(cfg_.opensearch.urls);
+  o.user = cfg_.opensearch.user;
+  o.password = cfg_.opensearch.password;
+  o.tls_ca_file = cfg_.opensearch.tls_ca_file;
+  o.timeout = std::chrono::seconds(cfg_.opensearch.timeout_s);
+  std::unique_ptr<storage::opensearch::OpenSearchClient> c;
+  SH_RETURN_IF_ERROR(storage::opensearch::OpenSearchClient::Create(o, &c));
+  opensearch_ = std::move(c);
+  return Status::Ok();
+}
+
+void Server::Reload(const Config& fresh) {
+  if (fresh.query.read_from != read_switch_->current()) {
+    if (Status st = read_switch_->SwitchTo(fresh.query.read_from); !st.ok()) {
+      spdlog::error("reload: query.read_from: {} (reads stay on {})", st.message(),
+                    read_switch_->current());
+    }
+  }
+  read_switch_->set_fallback(fresh.query.fallback);
+  // Everything else is read once, at start.
+  Config applied = cfg_;
+  applied.query.read_from = fresh.query.read_from;
+  applied.query.fallback = fresh.query.fallback;
+  const std::string before = ToYaml(applied, Secrets::kShow);
+  const std::string after = ToYaml(fresh, Secrets::kShow);
+  if (before != after) {
+    spdlog::warn(
+        "reload: applied query.read_from ({}) and query.fallback; other changed keys "
+        "take effect at the next start",
+        read_switch_->current());
+  } else {
+    spdlog::info("reload: reads from {}, fallback {}", read_switch_->current(),
+                 fresh.query.fallback ? "on" : "off");
+  }
+}
+
+void Server::HandleAdmin(const net::HttpRequest& req, net::HttpResponse& resp) {
+  resp.content_type = "application/json";
+  if (req.path() != "/api/admin/read-source") {
+    resp.status = 404;
+    resp.body = query::RenderJaegerError(404, "not found: " + std::string(req.path()));
+    return;
+  }
+  if (req.method == "PUT" || req.method == "POST") {
+    // ?to=<source>[&fallback=true|false]
+    std::string to;
+    std::string fallback;
+    const bool has_to = query::QueryParam(req.target, "to", &to);
+    if (query::QueryParam(req.target, "fallback", &fallback)) {
+      if (fallback != "true" && fallback != "false") {
+        resp.status = 400;
+        resp.body = query::RenderJaegerError(400, "fallback: want true or false");
+        return;
+      }
+      read_switch_->set_fallback(fallback == "true");
+    }
+    if (has_to) {
+      if (Status st = read_switch_->SwitchTo(to); !st.ok()) {
+        resp.status = 400;
+        resp.body = query::RenderJaegerError(400, st.message());
+        return;
+      }
+    }
+  } else if (req.method != "GET") {
+    resp.status = 405;
+    resp.headers.emplace_back("Allow", "GET, PUT");
+    resp.body = query::RenderJaegerError(405, "method not allowed: GET or PUT");
+    return;
+  }
+  std::string sources;
+  for (const auto& s : read_switch_->sources()) {
+    sources += (sources.empty() ? "\"" : ",\"") + s + "\"";
+  }
+  resp.body =
+      fmt::format(R"({{"read_from":"{}","fallback":{},"sources":[{}]}})", read_switch_->current(),
+                  read_switch_->fallback() ? "true" : "false", sources);
 }
 
 void Server::MakeQueryApi() {
@@ -427,7 +526,26 @@ void Server::MakeQueryApi() {
                             .max_spans = cfg_.query.max_trace_spans,
                             .max_rows = cfg_.query.max_rows},
       storage::StorageLayout{}, read_database_, read_database_ != database_);
+  // Reads: the primary's store, and OpenSearch when configured; the query
+  // API reads through the switch between them.
+  std::vector<query::ReadSource> sources{{"clickhouse", reader_.get()}};
+  if (opensearch_reader_ != nullptr) sources.push_back({"opensearch", opensearch_reader_.get()});
+  size_t current = 0;
+  if (cfg_.query.read_from == "opensearch" && sources.size() > 1) current = 1;
+  read_switch_ =
+      std::make_unique<query::ReadSwitch>(std::move(sources), current, cfg_.query.fallback,
+                                          std::chrono::milliseconds(cfg_.query.fallback_after_ms));
   query::AdminHooks hooks;
+  hooks.admin = [this](const net::HttpRequest& req, net::HttpResponse& resp) {
+    HandleAdmin(req, resp);
+  };
+  hooks.annotate = [](net::HttpResponse& resp) {
+    query::ReadInfo info = query::ReadSwitch::TakeInfo();
+    if (!info.source.empty()) resp.headers.emplace_back("X-Spanhouse-Read-Source", info.source);
+    if (!info.fallback.empty()) {
+      resp.headers.emplace_back("X-Spanhouse-Read-Fallback", info.fallback);
+    }
+  };
   hooks.metrics = [this] { return Metrics(); };
   hooks.not_ready = [this] { return NotReady(); };
   if (cfg_.debug.fault_injection) {
@@ -442,7 +560,7 @@ void Server::MakeQueryApi() {
   query_api_ = std::make_unique<query::QueryApi>(
       query::QueryApiOptions{cfg_.query.listen, 2, security_.query->Authorizer(),
                              security_.query_tls},
-      *reader_, std::move(hooks));
+      *read_switch_, std::move(hooks));
 }
 
 void Server::MakeReceivers() {
@@ -560,6 +678,7 @@ std::string Server::Metrics() {
   for (const auto& s : sinks_) m.sinks.push_back(s.get());
   m.queue = queue_.get();
   AppendPipelineMetrics(m, out);
+  if (read_switch_ != nullptr) read_switch_->AppendMetrics(out);
   security_.AppendMetrics(out.trailer());
   AppendStorageMetrics(*read_conn_, database_, caps_.ttl_moves, out);
   return out.Render();

@@ -18,6 +18,7 @@
 #include "pipeline/filter/span_filter.h"
 #include "pipeline/memory_budget.h"
 #include "query/query_api.h"
+#include "query/read_switch.h"
 #include "receivers/otlp_grpc/otlp_grpc_receiver.h"
 #include "receivers/otlp_http/otlp_http_receiver.h"
 #include "receivers/zipkin/zipkin_receiver.h"
@@ -30,6 +31,7 @@
 #include "storage/clickhouse/dependencies.h"
 #include "storage/clickhouse/embedded_writer.h"
 #include "storage/clickhouse/schema.h"
+#include "storage/opensearch/opensearch_client.h"
 
 namespace spanhouse::server {
 
@@ -45,6 +47,9 @@ class Server {
   // Starts the sinks, replays the durable queue to them, then opens the
   // query API and the receivers. Ready (GET /readyz) once it returns OK.
   Status Start();
+  // Applies what may change while running: query.read_from, query.fallback.
+  // Other changed keys are logged as needing a restart.
+  void Reload(const Config& fresh);
   // Stops intake, lets every sink write what it holds, closes the store.
   // Returns the process's exit code: 0, or 3 if spans were lost.
   int Stop();
@@ -73,6 +78,11 @@ class Server {
                          size_t shard = 0);
   Status AddEmbeddedSink(const std::string& name, const std::string& database);
   Status MakeSinks();
+  // The OpenSearch cluster of the opensearch section (made once, shared by
+  // its sink and reader).
+  Status OpenOpenSearch();
+  // GET/PUT /api/admin/read-source.
+  void HandleAdmin(const net::HttpRequest& req, net::HttpResponse& resp);
   void MakeQueryApi();
   void MakeReceivers();
   std::string NotReady() const;
@@ -109,6 +119,9 @@ class Server {
   std::vector<std::unique_ptr<sink::Sink>> sinks_;  // the first is the primary
   std::vector<std::unique_ptr<storage::DependencyJob>> dependency_jobs_;
   std::unique_ptr<storage::ChdbSpanReader> reader_;
+  std::shared_ptr<storage::opensearch::OpenSearchClient> opensearch_;
+  std::unique_ptr<query::SpanReader> opensearch_reader_;
+  std::unique_ptr<query::ReadSwitch> read_switch_;  // what the query API reads
   std::unique_ptr<query::QueryApi> query_api_;
   std::unique_ptr<receivers::OtlpHttpReceiver> otlp_http_;
   std::unique_ptr<receivers::ZipkinReceiver> zipkin_;

@@ -76,11 +76,12 @@ Status RemoteConnection::Open(const RemoteOptions& options,
   if (options.compression != "none") {
     c->compressor_ = std::make_unique<codec::Compressor>(options.compression);
   }
-  c->client_ = std::make_unique<net::HttpClient>(
-      c->url_, net::HttpClientOptions{.timeout = options.timeout,
-                                      .max_body_bytes = options.max_result_bytes,
-                                      .keep_headers = true,
-                                      .tls_ca_file = options.tls_ca_file});
+  net::HttpClientOptions http;
+  http.timeout = options.timeout;
+  http.max_body_bytes = options.max_result_bytes;
+  http.keep_headers = true;
+  http.tls_ca_file = options.tls_ca_file;
+  c->client_ = std::make_unique<net::HttpClient>(c->url_, std::move(http));
   QueryResult r;
   if (Status st = c->Query("SELECT version()", "TSV", &r); !st.ok()) {
     // Errors of the connection itself already name the server.

@@ -139,6 +139,21 @@ const std::map<std::string, std::string>& ValidValues() {
       {"clickhouse.cluster", "spans_cluster"},
       {"clickhouse.timeout_s", "30"},
       {"clickhouse.run_jobs", "false"},
+      {"query.read_from", "opensearch"},
+      {"query.fallback", "false"},
+      {"query.fallback_after_ms", "750"},
+      {"opensearch.urls", "http://os1:9200, https://os2:9200"},
+      {"opensearch.index_prefix", "team-a"},
+      {"opensearch.user", "jaeger"},
+      {"opensearch.password", "pw"},
+      {"opensearch.tls_ca_file", "/etc/spanhouse/os-ca.pem"},
+      {"opensearch.timeout_s", "10"},
+      {"opensearch.bulk_spans", "1000"},
+      {"opensearch.workers", "4"},
+      {"opensearch.queue_bytes", "32MiB"},
+      {"opensearch.create_templates", "false"},
+      {"opensearch.shards", "3"},
+      {"opensearch.replicas", "0"},
   };
   return v;
 }
@@ -812,7 +827,34 @@ TEST(Config, ASecondSinkNeedsTheDurableQueueAndADatabaseOfItsOwn) {
   for (const char* bad : {"", "1spans", "spans-copy", "spans copy", "a.b", "x\"; DROP"}) {
     EXPECT_FALSE(ApplySetting("secondary.database", bad, &c).ok()) << bad;
   }
-  EXPECT_FALSE(ApplySetting("secondary.type", "opensearch", &c).ok());
+  EXPECT_FALSE(ApplySetting("secondary.type", "elasticsearch", &c).ok());
+}
+
+TEST(Config, OpenSearchNeedsItsNodes) {
+  Config c;
+  ASSERT_TRUE(ApplySetting("secondary.type", "opensearch", &c).ok());
+  Status st = Validate(c);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("opensearch.urls"), std::string::npos) << st.message();
+  c = Config();
+  ASSERT_TRUE(ApplySetting("query.read_from", "opensearch", &c).ok());
+  EXPECT_EQ(Validate(c).code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(ApplySetting("opensearch.urls", "http://127.0.0.1:9200", &c).ok());
+  ASSERT_TRUE(ApplySetting("secondary.type", "opensearch", &c).ok());
+  EXPECT_TRUE(Validate(c).ok()) << Validate(c).message();
+  // A cluster of ClickHouse servers dual-writes to OpenSearch too.
+  ASSERT_TRUE(ApplySetting("storage.engine", "clickhouse", &c).ok());
+  ASSERT_TRUE(ApplySetting("clickhouse.shards", "http://ch:8123", &c).ok());
+  EXPECT_TRUE(Validate(c).ok()) << Validate(c).message();
+  for (const char* bad : {"9200", "ftp://x:1", "http://a:1;http://b:2", ","}) {
+    EXPECT_FALSE(ApplySetting("opensearch.urls", bad, &c).ok()) << bad;
+  }
+  for (const char* bad : {"Team", "-a", "_a", "a b", "a*"}) {
+    EXPECT_FALSE(ApplySetting("opensearch.index_prefix", bad, &c).ok()) << bad;
+  }
+  EXPECT_FALSE(ApplySetting("query.read_from", "elasticsearch", &c).ok());
+  EXPECT_EQ(OpenSearchUrls(" http://a:1 ,http://b:2,"),
+            (std::vector<std::string>{"http://a:1", "http://b:2"}));
 }
 
 TEST(Config, ValidateAfterYaml) {

@@ -1,0 +1,851 @@
+#include "storage/opensearch/jaeger_document.h"
+
+#include <simdjson.h>
+
+#include <charconv>
+#include <cmath>
+#include <ctime>
+#include <map>
+#include <string>
+
+#include "codec/value_text.h"
+
+namespace spanhouse::storage::opensearch {
+
+namespace {
+// A field that may be absent: its lookup error is not one.
+inline void Optional(simdjson::error_code /*absent*/) {}
+}  // namespace
+
+namespace {
+
+constexpr std::string_view kNoServiceName = "OTLPResourceNoServiceName";
+
+void AppendU64(std::string& out, uint64_t v) {
+  char buf[24];
+  auto res = std::to_chars(buf, buf + sizeof(buf), v);
+  out.append(buf, res.ptr);
+}
+
+void AppendHex(std::string& out, const uint8_t* data, size_t n) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  for (size_t i = 0; i < n; ++i) {
+    out += kDigits[data[i] >> 4];
+    out += kDigits[data[i] & 0xf];
+  }
+}
+
+template <size_t N>
+void AppendHexString(std::string& out, const std::array<uint8_t, N>& id) {
+  out += '"';
+  AppendHex(out, id.data(), N);
+  out += '"';
+}
+
+class Commas {
+ public:
+  explicit Commas(std::string& out) : out_(out) {}
+  void Next() {
+    if (!first_) out_ += ',';
+    first_ = false;
+  }
+  bool empty() const { return first_; }
+
+ private:
+  std::string& out_;
+  bool first_ = true;
+};
+
+void AppendKeyType(std::string& out, std::string_view key, std::string_view type) {
+  out += "{\"key\":";
+  codec::AppendJsonString(out, key);
+  out += ",\"type\":\"";
+  out += type;
+  out += "\",\"value\":";
+}
+
+void AppendStringKv(std::string& out, std::string_view key, std::string_view value) {
+  AppendKeyType(out, key, "string");
+  codec::AppendJsonString(out, value);
+  out += '}';
+}
+
+bool IsWhole(std::string_view text, const char* end) {
+  return !text.empty() && end == text.data() + text.size();
+}
+
+// The JSON value of an attribute as the document holds it; returns its type name.
+std::string_view AppendTypedValue(std::string& out, ValueType type, std::string_view value) {
+  switch (type) {
+    case ValueType::kBool:
+      out += value == "true" ? "true" : "false";
+      return "bool";
+    case ValueType::kInt: {
+      int64_t v = 0;
+      auto res = std::from_chars(value.data(), value.data() + value.size(), v);
+      if (res.ec == std::errc() && IsWhole(value, res.ptr)) {
+        codec::AppendInt(out, v);
+      } else {
+        codec::AppendJsonString(out, value);
+      }
+      return "int64";
+    }
+    case ValueType::kDouble: {
+      double v = 0;
+      auto res = std::from_chars(value.data(), value.data() + value.size(), v);
+      if (res.ec == std::errc() && IsWhole(value, res.ptr) && std::isfinite(v)) {
+        out += value;  // already the shortest round-trip text
+      } else {
+        codec::AppendJsonString(out, value);
+      }
+      return "float64";
+    }
+    case ValueType::kBytes:
+      out += '"';
+      AppendHex(out, reinterpret_cast<const uint8_t*>(value.data()), value.size());
+      out += '"';
+      return "binary";
+    case ValueType::kString:
+    case ValueType::kArray:
+    case ValueType::kKvList:
+    case ValueType::kEmpty:
+    default:
+      codec::AppendJsonString(out, value);
+      return "string";
+  }
+}
+
+// One attribute as a typed key-value of the document.
+void AppendAttrKv(std::string& out, std::string_view key, ValueType type, std::string_view value) {
+  std::string v;
+  AppendKeyType(out, key, AppendTypedValue(v, type, value));
+  out += v;
+  out += '}';
+}
+
+// A span's or process's tags: the nested "tags" list, and the keys Jaeger
+// always keeps as fields of "tag" instead (span.kind and error, '.' written
+// '@'; binary values stay nested), as its v2 writer does.
+class TagList {
+ public:
+  void Add(std::string_view key, std::string_view type, std::string_view value_json) {
+    if (type != "binary" && (key == "span.kind" || key == "error")) {
+      std::string field(key);
+      for (char& c : field) {
+        if (c == '.') c = '@';
+      }
+      fields_[field] = std::string(value_json);
+      return;
+    }
+    if (!nested_.empty()) nested_ += ',';
+    nested_ += "{\"key\":";
+    codec::AppendJsonString(nested_, key);
+    nested_ += ",\"type\":\"";
+    nested_ += type;
+    nested_ += "\",\"value\":";
+    nested_ += value_json;
+    nested_ += '}';
+  }
+  void AddAttr(std::string_view key, ValueType type, std::string_view value) {
+    scratch_.clear();
+    const std::string_view name = AppendTypedValue(scratch_, type, value);
+    Add(key, name, scratch_);
+  }
+  void AddString(std::string_view key, std::string_view value) {
+    scratch_.clear();
+    codec::AppendJsonString(scratch_, value);
+    Add(key, "string", scratch_);
+  }
+  void AddAttrs(const SpanBatch& b, const AttrColumns& cols, Range range,
+                std::string_view skip_key = {}) {
+    for (uint32_t i = range.begin; i < range.end && i < cols.size(); ++i) {
+      std::string_view key = b.Str(cols.key[i]);
+      if (!skip_key.empty() && key == skip_key) continue;
+      AddAttr(key, cols.type[i], b.Str(cols.value[i]));
+    }
+  }
+  // "tags":[...] then, when any, ,"tag":{...} (keys sorted).
+  void Render(std::string& out) const {
+    out += "\"tags\":[";
+    out += nested_;
+    out += ']';
+    if (fields_.empty()) return;
+    out += ",\"tag\":{";
+    bool first = true;
+    for (const auto& [k, v] : fields_) {
+      if (!first) out += ',';
+      first = false;
+      codec::AppendJsonString(out, k);
+      out += ':';
+      out += v;
+    }
+    out += '}';
+  }
+
+ private:
+  std::string nested_;
+  std::map<std::string, std::string> fields_;
+  std::string scratch_;
+};
+
+void AppendAttrKvs(std::string& out, Commas& commas, const SpanBatch& b, const AttrColumns& cols,
+                   Range range, std::string_view skip_key = {}) {
+  for (uint32_t i = range.begin; i < range.end && i < cols.size(); ++i) {
+    std::string_view key = b.Str(cols.key[i]);
+    if (!skip_key.empty() && key == skip_key) continue;
+    commas.Next();
+    AppendAttrKv(out, key, cols.type[i], b.Str(cols.value[i]));
+  }
+}
+
+// A link's opentracing.ref_type attribute, "" if it has none.
+std::string_view LinkRefType(const SpanBatch& b, uint32_t l) {
+  const Range r = b.links.attrs[l];
+  for (uint32_t i = r.begin; i < r.end && i < b.link_attrs.size(); ++i) {
+    if (b.Str(b.link_attrs.key[i]) == "opentracing.ref_type") return b.Str(b.link_attrs.value[i]);
+  }
+  return {};
+}
+
+void AppendReference(std::string& out, std::string_view type, const TraceId& trace,
+                     const SpanId& span) {
+  out += "{\"refType\":\"";
+  out += type;
+  out += "\",\"traceID\":";
+  AppendHexString(out, trace);
+  out += ",\"spanID\":";
+  AppendHexString(out, span);
+  out += '}';
+}
+
+void AppendReferences(std::string& out, const SpanBatch& b, uint32_t s) {
+  const SpanBatch::Spans& sp = b.spans;
+  const bool has_parent = !IsZero(sp.parent_span_id[s]);
+  const Range links = sp.links[s];
+  if (!has_parent && links.size() == 0) {
+    out += "null";
+    return;
+  }
+  // The parent's reference type: CHILD_OF unless a link to the parent says otherwise.
+  std::string_view parent_type = "CHILD_OF";
+  for (uint32_t l = links.begin; l < links.end && has_parent; ++l) {
+    if (b.links.trace_id[l] == sp.trace_id[s] && b.links.span_id[l] == sp.parent_span_id[s]) {
+      parent_type = LinkRefType(b, l) == "child_of" ? "CHILD_OF" : "FOLLOWS_FROM";
+    }
+  }
+  out += '[';
+  Commas commas(out);
+  if (has_parent) {
+    commas.Next();
+    AppendReference(out, parent_type, sp.trace_id[s], sp.parent_span_id[s]);
+  }
+  for (uint32_t l = links.begin; l < links.end; ++l) {
+    if (has_parent && b.links.trace_id[l] == sp.trace_id[s] &&
+        b.links.span_id[l] == sp.parent_span_id[s]) {
+      continue;
+    }
+    commas.Next();
+    AppendReference(out, LinkRefType(b, l) == "child_of" ? "CHILD_OF" : "FOLLOWS_FROM",
+                    b.links.trace_id[l], b.links.span_id[l]);
+  }
+  out += ']';
+}
+
+void AppendTags(std::string& out, const SpanBatch& b, uint32_t s) {
+  const SpanBatch::Spans& sp = b.spans;
+  TagList tags;
+  const uint32_t scope = sp.scope[s];
+  if (scope < b.scopes.name.size()) {
+    std::string_view name = b.Str(b.scopes.name[scope]);
+    std::string_view version = b.Str(b.scopes.version[scope]);
+    if (!name.empty()) tags.AddString("otel.scope.name", name);
+    if (!version.empty()) tags.AddString("otel.scope.version", version);
+  }
+  tags.AddAttrs(b, b.span_attrs, sp.attrs[s]);
+  std::string_view kind = SpanKindName(sp.kind[s]);
+  if (!kind.empty()) tags.AddString("span.kind", kind);
+  switch (static_cast<StatusCodeOtlp>(sp.status_code[s])) {
+    case StatusCodeOtlp::kOk:
+      tags.AddString("otel.status_code", "OK");
+      break;
+    case StatusCodeOtlp::kError:
+      tags.Add("error", "bool", "true");
+      break;
+    default:
+      break;
+  }
+  std::string_view message = b.Str(sp.status_message[s]);
+  if (!message.empty()) tags.AddString("otel.status_description", message);
+  std::string_view trace_state = b.Str(sp.trace_state[s]);
+  if (!trace_state.empty()) tags.AddString("w3c.tracestate", trace_state);
+  tags.Render(out);
+}
+
+void AppendLogs(std::string& out, const SpanBatch& b, uint32_t s) {
+  const Range events = b.spans.events[s];
+  if (events.size() == 0) {
+    out += "null";
+    return;
+  }
+  out += '[';
+  for (uint32_t e = events.begin; e < events.end; ++e) {
+    if (e != events.begin) out += ',';
+    out += "{\"timestamp\":";
+    AppendU64(out, b.events.time_ns[e] / 1000);
+    out += ",\"fields\":[";
+    Commas commas(out);
+    std::string_view name = b.Str(b.events.name[e]);
+    bool has_event_attr = false;
+    const Range attrs = b.events.attrs[e];
+    for (uint32_t i = attrs.begin; i < attrs.end && i < b.event_attrs.size(); ++i) {
+      if (b.Str(b.event_attrs.key[i]) == "event") has_event_attr = true;
+    }
+    if (!name.empty() && !has_event_attr) {
+      commas.Next();
+      AppendStringKv(out, "event", name);
+    }
+    AppendAttrKvs(out, commas, b, b.event_attrs, attrs);
+    out += "]}";
+  }
+  out += ']';
+}
+
+std::string RenderProcess(const SpanBatch& b, uint32_t r) {
+  std::string out = "{\"serviceName\":";
+  codec::AppendJsonString(out, DocumentServiceName(b, r));
+  out += ',';
+  TagList tags;
+  const Range attrs = r < b.resources.attrs.size() ? b.resources.attrs[r] : Range{};
+  tags.AddAttrs(b, b.resource_attrs, attrs, "service.name");
+  tags.Render(out);
+  out += '}';
+  return out;
+}
+
+}  // namespace
+
+std::string SpanIndexBase(std::string_view prefix) {
+  std::string out(prefix);
+  if (!out.empty()) out += '-';
+  out += "jaeger-span-";
+  return out;
+}
+
+std::string ServiceIndexBase(std::string_view prefix) {
+  std::string out(prefix);
+  if (!out.empty()) out += '-';
+  out += "jaeger-service-";
+  return out;
+}
+
+std::string DailyIndex(std::string_view base, uint64_t time_ns) {
+  const auto secs = static_cast<time_t>(time_ns / 1000000000ull);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[16];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d", &tm);
+  std::string out(base);
+  out += buf;
+  return out;
+}
+
+std::string SpanDocumentId(const SpanBatch& b, uint32_t span) {
+  std::string out;
+  out.reserve(48);
+  AppendHex(out, b.spans.trace_id[span].data(), 16);
+  AppendHex(out, b.spans.span_id[span].data(), 8);
+  return out;
+}
+
+std::string ServiceDocumentId(std::string_view service, std::string_view operation) {
+  uint64_t h = 14695981039346656037ull;
+  for (std::string_view part : {service, operation}) {
+    for (unsigned char c : part) {
+      h ^= c;
+      h *= 1099511628211ull;
+    }
+  }
+  char buf[17];
+  auto res = std::to_chars(buf, buf + sizeof(buf), h, 16);
+  return std::string(buf, res.ptr);
+}
+
+std::string_view DocumentServiceName(const SpanBatch& b, uint32_t r) {
+  const Range attrs = r < b.resources.attrs.size() ? b.resources.attrs[r] : Range{};
+  for (uint32_t i = attrs.begin; i < attrs.end && i < b.resource_attrs.size(); ++i) {
+    if (b.Str(b.resource_attrs.key[i]) != "service.name") continue;
+    if (b.resource_attrs.type[i] != ValueType::kString) return "service-name-wrong-type";
+    std::string_view name = b.Str(b.resource_attrs.value[i]);
+    return name.empty() ? "empty-service-name" : name;
+  }
+  return "missing-service-name";
+}
+
+DocumentWriter::DocumentWriter(const SpanBatch& batch)
+    : b_(batch), processes_(batch.resources.attrs.size()) {}
+
+const std::string& DocumentWriter::Process(uint32_t resource) {
+  if (resource >= processes_.size()) processes_.resize(resource + 1);
+  std::string& p = processes_[resource];
+  if (p.empty()) p = RenderProcess(b_, resource);
+  return p;
+}
+
+void DocumentWriter::AppendSpan(std::string& out, uint32_t s) {
+  const SpanBatch::Spans& sp = b_.spans;
+  out += "{\"traceID\":";
+  AppendHexString(out, sp.trace_id[s]);
+  out += ",\"spanID\":";
+  AppendHexString(out, sp.span_id[s]);
+  if (sp.flags[s] != 0) {
+    out += ",\"flags\":";
+    AppendU64(out, sp.flags[s]);
+  }
+  out += ",\"operationName\":";
+  codec::AppendJsonString(out, b_.Str(sp.name[s]));
+  out += ",\"references\":";
+  AppendReferences(out, b_, s);
+  const uint64_t start_us = sp.start_ns[s] / 1000;
+  out += ",\"startTime\":";
+  AppendU64(out, start_us);
+  out += ",\"startTimeMillis\":";
+  AppendU64(out, start_us / 1000);
+  out += ",\"duration\":";
+  // Jaeger's duration: the time between start and end, in whole microseconds.
+  AppendU64(out, sp.end_ns[s] > sp.start_ns[s] ? (sp.end_ns[s] - sp.start_ns[s]) / 1000 : 0);
+  out += ',';
+  AppendTags(out, b_, s);
+  out += ",\"logs\":";
+  AppendLogs(out, b_, s);
+  out += ",\"process\":";
+  out += Process(sp.resource[s]);
+  out += '}';
+}
+
+void DocumentWriter::AppendService(std::string& out, std::string_view service,
+                                   std::string_view operation) {
+  out += "{\"serviceName\":";
+  codec::AppendJsonString(out, service);
+  out += ",\"operationName\":";
+  codec::AppendJsonString(out, operation);
+  out += '}';
+}
+
+// ---------------------------------------------------------------------------
+// document -> OTLP
+
+namespace {
+
+using simdjson::dom::element;
+using simdjson::dom::element_type;
+
+// Hex id of at most 2*N digits, right-aligned (legacy writers dropped leading zeros).
+template <size_t N>
+bool ParseId(std::string_view hex, std::array<uint8_t, N>* out) {
+  if (hex.empty() || hex.size() > 2 * N) return false;
+  std::string padded(2 * N - hex.size(), '0');
+  padded += hex;
+  return FromHex(padded, out->data(), N);
+}
+
+bool GetU64(element e, uint64_t* out) {
+  switch (e.type()) {
+    case element_type::UINT64:
+      *out = e.get_uint64().value_unsafe();
+      return true;
+    case element_type::INT64: {
+      int64_t v = e.get_int64().value_unsafe();
+      if (v < 0) return false;
+      *out = static_cast<uint64_t>(v);
+      return true;
+    }
+    case element_type::DOUBLE: {
+      double v = e.get_double().value_unsafe();
+      if (!(v >= 0) || v > 1.8e19) return false;
+      *out = static_cast<uint64_t>(v);
+      return true;
+    }
+    case element_type::STRING: {
+      std::string_view s = e.get_string().value_unsafe();
+      auto res = std::from_chars(s.data(), s.data() + s.size(), *out);
+      return res.ec == std::errc() && IsWhole(s, res.ptr);
+    }
+    default:
+      return false;
+  }
+}
+
+// A JSON value as the text of a string attribute.
+std::string ValueText(element v) {
+  std::string out;
+  switch (v.type()) {
+    case element_type::STRING:
+      return std::string(v.get_string().value_unsafe());
+    case element_type::BOOL:
+      return v.get_bool().value_unsafe() ? "true" : "false";
+    case element_type::INT64:
+      codec::AppendInt(out, v.get_int64().value_unsafe());
+      return out;
+    case element_type::UINT64:
+      AppendU64(out, v.get_uint64().value_unsafe());
+      return out;
+    case element_type::DOUBLE:
+      codec::AppendDouble(out, v.get_double().value_unsafe());
+      return out;
+    case element_type::NULL_VALUE:
+      return "";
+    default:
+      return simdjson::minify(v);
+  }
+}
+
+struct TypedValue {
+  ValueType type = ValueType::kString;
+  std::string text;
+};
+
+// A document key-value's value by its declared type ("" : by its JSON type,
+// for tags stored as fields). What does not fit its type is kept as a string.
+TypedValue ConvertValue(std::string_view type, element v) {
+  TypedValue out;
+  const element_type jt = v.type();
+  if (type == "bool" || (type.empty() && jt == element_type::BOOL)) {
+    if (jt == element_type::BOOL) {
+      return {ValueType::kBool, v.get_bool().value_unsafe() ? "true" : "false"};
+    }
+    if (jt == element_type::STRING) {
+      std::string_view s = v.get_string().value_unsafe();
+      if (s == "true" || s == "false") return {ValueType::kBool, std::string(s)};
+    }
+  } else if (type == "int64" ||
+             (type.empty() && (jt == element_type::INT64 || jt == element_type::UINT64))) {
+    if (jt == element_type::INT64) {
+      codec::AppendInt(out.text, v.get_int64().value_unsafe());
+      out.type = ValueType::kInt;
+      return out;
+    }
+    if (jt == element_type::DOUBLE) {
+      double d = v.get_double().value_unsafe();
+      if (std::trunc(d) == d && std::fabs(d) < 9.2e18) {
+        codec::AppendInt(out.text, static_cast<int64_t>(d));
+        out.type = ValueType::kInt;
+        return out;
+      }
+    }
+    if (jt == element_type::STRING) {
+      std::string_view s = v.get_string().value_unsafe();
+      int64_t i = 0;
+      auto res = std::from_chars(s.data(), s.data() + s.size(), i);
+      if (res.ec == std::errc() && IsWhole(s, res.ptr)) {
+        codec::AppendInt(out.text, i);
+        out.type = ValueType::kInt;
+        return out;
+      }
+    }
+  } else if (type == "float64" || (type.empty() && jt == element_type::DOUBLE)) {
+    double d = 0;
+    bool ok = true;
+    if (jt == element_type::DOUBLE) {
+      d = v.get_double().value_unsafe();
+    } else if (jt == element_type::INT64) {
+      d = static_cast<double>(v.get_int64().value_unsafe());
+    } else if (jt == element_type::UINT64) {
+      d = static_cast<double>(v.get_uint64().value_unsafe());
+    } else if (jt == element_type::STRING) {
+      std::string_view s = v.get_string().value_unsafe();
+      if (s == "NaN") {
+        d = std::nan("");
+      } else if (s == "Infinity" || s == "+Inf") {
+        d = HUGE_VAL;
+      } else if (s == "-Infinity" || s == "-Inf") {
+        d = -HUGE_VAL;
+      } else {
+        auto res = std::from_chars(s.data(), s.data() + s.size(), d);
+        ok = res.ec == std::errc() && IsWhole(s, res.ptr);
+      }
+    } else {
+      ok = false;
+    }
+    if (ok) {
+      codec::AppendDouble(out.text, d);
+      out.type = ValueType::kDouble;
+      return out;
+    }
+  } else if (type == "binary" && jt == element_type::STRING) {
+    std::string_view s = v.get_string().value_unsafe();
+    if (s.size() % 2 == 0) {
+      out.text.resize(s.size() / 2);
+      if (FromHex(s, reinterpret_cast<uint8_t*>(out.text.data()), out.text.size())) {
+        out.type = ValueType::kBytes;
+        return out;
+      }
+    }
+  }
+  return {ValueType::kString, ValueText(v)};
+}
+
+void AddAttr(SpanBatch* b, AttrColumns& cols, std::string_view key, const TypedValue& v) {
+  SpanBatch::AddAttr(cols, b->AddString(key), v.type, b->AddString(v.text));
+}
+
+struct Kv {
+  std::string_view key;
+  std::string_view type;
+  element value;
+};
+
+// The key-values of a `tags`/`fields` array (entries without a string key are skipped).
+std::vector<Kv> KeyValues(element arr) {
+  std::vector<Kv> out;
+  simdjson::dom::array a;
+  if (arr.get_array().get(a) != simdjson::SUCCESS) return out;
+  for (element e : a) {
+    simdjson::dom::object o;
+    if (e.get_object().get(o) != simdjson::SUCCESS) continue;
+    Kv kv;
+    if (o["key"].get_string().get(kv.key) != simdjson::SUCCESS) continue;
+    if (o["type"].get_string().get(kv.type) != simdjson::SUCCESS) kv.type = "string";
+    if (o["value"].get(kv.value) != simdjson::SUCCESS) continue;
+    out.push_back(kv);
+  }
+  return out;
+}
+
+// Tags stored as object fields (`tag`: {"http@method": "GET"}): '@' stood for '.'.
+void AppendFieldTags(element obj, std::vector<std::pair<std::string, element>>* out) {
+  simdjson::dom::object o;
+  if (obj.get_object().get(o) != simdjson::SUCCESS) return;
+  for (auto field : o) {
+    std::string key(field.key);
+    for (char& c : key) {
+      if (c == '@') c = '.';
+    }
+    out->emplace_back(std::move(key), field.value);
+  }
+}
+
+}  // namespace
+
+Status AppendSpanFromDocument(std::string_view json, SpanBatch* out) {
+  thread_local simdjson::dom::parser parser;
+  element doc;
+  if (parser.parse(json.data(), json.size()).get(doc) != simdjson::SUCCESS) {
+    return Status::Invalid("span document: not JSON");
+  }
+  simdjson::dom::object o;
+  if (doc.get_object().get(o) != simdjson::SUCCESS) {
+    return Status::Invalid("span document: not an object");
+  }
+  std::string_view trace_hex;
+  std::string_view span_hex;
+  TraceId trace{};
+  SpanId span{};
+  if (o["traceID"].get_string().get(trace_hex) != simdjson::SUCCESS ||
+      !ParseId(trace_hex, &trace)) {
+    return Status::Invalid("span document: traceID missing or not hex");
+  }
+  if (o["spanID"].get_string().get(span_hex) != simdjson::SUCCESS || !ParseId(span_hex, &span)) {
+    return Status::Invalid("span document: spanID missing or not hex");
+  }
+  element e;
+  uint64_t start_us = 0;
+  uint64_t duration_us = 0;
+  if (o["startTime"].get(e) != simdjson::SUCCESS || !GetU64(e, &start_us)) {
+    return Status::Invalid("span document: startTime missing or not a number");
+  }
+  if (o["duration"].get(e) == simdjson::SUCCESS && !GetU64(e, &duration_us)) {
+    return Status::Invalid("span document: duration not a number");
+  }
+
+  // The resource: the process.
+  const uint32_t r = out->AddResource();
+  std::string_view service;
+  element process;
+  std::vector<Kv> process_tags;
+  std::vector<std::pair<std::string, element>> process_field_tags;
+  if (o["process"].get(process) == simdjson::SUCCESS && process.is_object()) {
+    Optional(process["serviceName"].get_string().get(service));
+    element t;
+    if (process["tags"].get(t) == simdjson::SUCCESS) process_tags = KeyValues(t);
+    if (process["tag"].get(t) == simdjson::SUCCESS) AppendFieldTags(t, &process_field_tags);
+  }
+  const uint32_t rattrs_begin = static_cast<uint32_t>(out->resource_attrs.size());
+  if (!service.empty() && service != kNoServiceName) {
+    AddAttr(out, out->resource_attrs, "service.name", {ValueType::kString, std::string(service)});
+  }
+  for (const Kv& kv : process_tags) {
+    AddAttr(out, out->resource_attrs, kv.key, ConvertValue(kv.type, kv.value));
+  }
+  for (const auto& [key, value] : process_field_tags) {
+    AddAttr(out, out->resource_attrs, key, ConvertValue("", value));
+  }
+  out->resources.attrs[r] = {rattrs_begin, static_cast<uint32_t>(out->resource_attrs.size())};
+  out->ResolveServiceName(r);
+
+  // Tags: the special ones become span fields, the others attributes.
+  std::vector<Kv> tags;
+  std::vector<std::pair<std::string, element>> field_tags;
+  if (o["tags"].get(e) == simdjson::SUCCESS) tags = KeyValues(e);
+  if (o["tag"].get(e) == simdjson::SUCCESS) AppendFieldTags(e, &field_tags);
+  std::string scope_name, scope_version, kind_name, status_code, status_message, trace_state;
+  bool error_tag = false;
+  bool has_status_message = false;
+  std::vector<std::pair<std::string_view, TypedValue>> attrs;
+  auto take = [&](std::string_view key, std::string_view type, element value) {
+    if (key == "otel.scope.name" && value.is_string()) {
+      scope_name = value.get_string().value_unsafe();
+    } else if (key == "otel.scope.version" && value.is_string()) {
+      scope_version = value.get_string().value_unsafe();
+    } else if (key == "span.kind" && value.is_string()) {
+      kind_name = value.get_string().value_unsafe();
+    } else if (key == "otel.status_code" && value.is_string()) {
+      status_code = value.get_string().value_unsafe();
+    } else if (key == "otel.status_description" && value.is_string()) {
+      status_message = value.get_string().value_unsafe();
+      has_status_message = true;
+    } else if (key == "w3c.tracestate" && value.is_string()) {
+      trace_state = value.get_string().value_unsafe();
+    } else if (key == "error" && ConvertValue(type, value).text == "true" &&
+               ConvertValue(type, value).type == ValueType::kBool) {
+      error_tag = true;
+    } else {
+      attrs.emplace_back(key, ConvertValue(type, value));
+    }
+  };
+  for (const Kv& kv : tags) take(kv.key, kv.type, kv.value);
+  for (const auto& [key, value] : field_tags) take(key, "", value);
+
+  uint8_t kind = 0;
+  if (!kind_name.empty() && !ParseSpanKind(kind_name, &kind)) {
+    attrs.emplace_back("span.kind", TypedValue{ValueType::kString, kind_name});
+    kind = 0;
+  }
+  StatusCodeOtlp status = StatusCodeOtlp::kUnset;
+  if (error_tag) {
+    status = StatusCodeOtlp::kError;
+  } else if (status_code == "OK" || status_code == "ok") {
+    status = StatusCodeOtlp::kOk;
+  } else if (status_code == "ERROR" || status_code == "error") {
+    status = StatusCodeOtlp::kError;
+  }
+  if (status == StatusCodeOtlp::kUnset && has_status_message) {
+    // A description without a status is an ordinary attribute.
+    attrs.emplace_back("otel.status_description", TypedValue{ValueType::kString, status_message});
+    status_message.clear();
+  }
+
+  const uint32_t scope = out->AddScope();
+  out->scopes.name[scope] = out->AddString(scope_name);
+  out->scopes.version[scope] = out->AddString(scope_version);
+
+  const uint32_t s = out->AddSpan(r, scope);
+  SpanBatch::Spans& sp = out->spans;
+  sp.trace_id[s] = trace;
+  sp.span_id[s] = span;
+  std::string_view name;
+  Optional(o["operationName"].get_string().get(name));
+  sp.name[s] = out->AddString(name);
+  uint64_t flags = 0;
+  if (o["flags"].get(e) == simdjson::SUCCESS && GetU64(e, &flags)) {
+    sp.flags[s] = static_cast<uint32_t>(flags);
+  }
+  sp.kind[s] = kind;
+  sp.start_ns[s] = start_us * 1000;
+  sp.end_ns[s] = (start_us + duration_us) * 1000;
+  sp.status_code[s] = static_cast<uint8_t>(status);
+  sp.status_message[s] = out->AddString(status_message);
+  sp.trace_state[s] = out->AddString(trace_state);
+  const uint32_t attrs_begin = static_cast<uint32_t>(out->span_attrs.size());
+  for (const auto& [key, value] : attrs) AddAttr(out, out->span_attrs, key, value);
+  sp.attrs[s] = {attrs_begin, static_cast<uint32_t>(out->span_attrs.size())};
+
+  // The parent: the deprecated field, else the first CHILD_OF reference in the trace.
+  std::string_view parent_hex;
+  bool has_parent = o["parentSpanID"].get_string().get(parent_hex) == simdjson::SUCCESS &&
+                    !parent_hex.empty() && ParseId(parent_hex, &sp.parent_span_id[s]);
+  // The parent, as Jaeger reads it: the first CHILD_OF reference within the
+  // trace, else the first FOLLOWS_FROM one within it (a link to the parent
+  // made the parent's reference FOLLOWS_FROM; it stays a link too). Every
+  // other reference is a link; CHILD_OF ones say so in opentracing.ref_type.
+  struct Ref {
+    TraceId trace{};
+    SpanId span{};
+    bool child_of = false;
+  };
+  std::vector<Ref> parsed;
+  simdjson::dom::array refs;
+  if (o["references"].get_array().get(refs) == simdjson::SUCCESS) {
+    for (element ref : refs) {
+      std::string_view type, rtrace_hex, rspan_hex;
+      Ref r2;
+      if (ref["traceID"].get_string().get(rtrace_hex) != simdjson::SUCCESS ||
+          ref["spanID"].get_string().get(rspan_hex) != simdjson::SUCCESS ||
+          !ParseId(rtrace_hex, &r2.trace) || !ParseId(rspan_hex, &r2.span)) {
+        continue;
+      }
+      if (ref["refType"].get_string().get(type) != simdjson::SUCCESS) type = "CHILD_OF";
+      r2.child_of = type == "CHILD_OF";
+      parsed.push_back(r2);
+    }
+  }
+  int parent_ref = -1;  // the CHILD_OF reference taken as the parent
+  if (!has_parent) {
+    for (size_t i = 0; i < parsed.size() && parent_ref < 0; ++i) {
+      if (parsed[i].child_of && parsed[i].trace == trace) parent_ref = static_cast<int>(i);
+    }
+    if (parent_ref >= 0) {
+      sp.parent_span_id[s] = parsed[static_cast<size_t>(parent_ref)].span;
+    } else {
+      for (const Ref& r2 : parsed) {
+        if (r2.trace == trace) {
+          sp.parent_span_id[s] = r2.span;
+          break;
+        }
+      }
+    }
+  }
+  const uint32_t links_begin = static_cast<uint32_t>(out->links.trace_id.size());
+  for (size_t i = 0; i < parsed.size(); ++i) {
+    const Ref& r2 = parsed[i];
+    if (static_cast<int>(i) == parent_ref) continue;
+    if (r2.child_of && r2.trace == trace && r2.span == sp.parent_span_id[s]) continue;
+    const uint32_t l = out->AddLink();
+    out->links.trace_id[l] = r2.trace;
+    out->links.span_id[l] = r2.span;
+    const uint32_t la = static_cast<uint32_t>(out->link_attrs.size());
+    if (r2.child_of) {
+      AddAttr(out, out->link_attrs, "opentracing.ref_type", {ValueType::kString, "child_of"});
+    }
+    out->links.attrs[l] = {la, static_cast<uint32_t>(out->link_attrs.size())};
+  }
+  sp.links[s] = {links_begin, static_cast<uint32_t>(out->links.trace_id.size())};
+
+  const uint32_t events_begin = static_cast<uint32_t>(out->events.time_ns.size());
+  simdjson::dom::array logs;
+  if (o["logs"].get_array().get(logs) == simdjson::SUCCESS) {
+    for (element log : logs) {
+      uint64_t ts = 0;
+      element t;
+      if (log["timestamp"].get(t) != simdjson::SUCCESS || !GetU64(t, &ts)) continue;
+      const uint32_t ev = out->AddEvent();
+      out->events.time_ns[ev] = ts * 1000;
+      std::vector<Kv> fields;
+      if (log["fields"].get(t) == simdjson::SUCCESS) fields = KeyValues(t);
+      const uint32_t ea = static_cast<uint32_t>(out->event_attrs.size());
+      bool named = false;
+      for (const Kv& kv : fields) {
+        if (!named && kv.key == "event" && kv.value.is_string()) {
+          out->events.name[ev] = out->AddString(kv.value.get_string().value_unsafe());
+          named = true;
+          continue;
+        }
+        AddAttr(out, out->event_attrs, kv.key, ConvertValue(kv.type, kv.value));
+      }
+      out->events.attrs[ev] = {ea, static_cast<uint32_t>(out->event_attrs.size())};
+    }
+  }
+  sp.events[s] = {events_begin, static_cast<uint32_t>(out->events.time_ns.size())};
+  return Status::Ok();
+}
+
+}  // namespace spanhouse::storage::opensearch

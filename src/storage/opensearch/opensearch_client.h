@@ -1,0 +1,77 @@
+// An OpenSearch (or Elasticsearch) cluster over its REST API: the node URLs
+// of one cluster, tried in turn (a node that cannot be reached or answers
+// 502/503/504 sends the call to the next), keep-alive connections pooled per
+// node so that several threads may call at once, basic auth, TLS.
+//
+// Every call is a POST (the REST API takes POST for _bulk, _search, _count,
+// _msearch, _refresh, _delete_by_query and _template), so net::HttpClient
+// suffices.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "net/http_client.h"
+
+namespace spanhouse::storage::opensearch {
+
+struct OpenSearchOptions {
+  std::vector<std::string> urls;  // http(s)://host:port of each node
+  std::string user;               // basic auth when set
+  std::string password;
+  std::string tls_ca_file;  // https: the CA certificates; "": the system's
+  std::chrono::milliseconds timeout{30000};
+  size_t max_answer_bytes = 256u << 20;
+};
+
+class OpenSearchClient {
+ public:
+  // Checks the URLs (nothing is contacted yet).
+  static Status Create(const OpenSearchOptions& options, std::unique_ptr<OpenSearchClient>* out);
+  ~OpenSearchClient();
+
+  // POSTs `body` (JSON, or NDJSON for _bulk/_msearch) to `target` ("/_bulk").
+  // OK with the answer for any HTTP status (the caller reads it); kUnavailable
+  // when no node answered (or each answered 502/503/504).
+  Status Post(std::string_view target, std::string body, net::HttpResult* result,
+              std::string_view content_type = "application/json");
+  // GET `target`, as Post.
+  Status Get(std::string_view target, net::HttpResult* result);
+  // Post, then a Status from the HTTP status: OK for 2xx; the cluster's
+  // reason (its error.type and error.reason) otherwise: 429/503 kUnavailable,
+  // 404 kNotFound, another 4xx kInvalidArgument, 5xx kInternal.
+  Status PostJson(std::string_view target, std::string body, std::string* answer);
+
+  // The cluster's version ("2.19.6") and distribution ("opensearch", or ""
+  // for Elasticsearch), read from GET /.
+  Status Version(std::string* version, std::string* distribution);
+
+  uint64_t bytes_sent() const { return bytes_sent_.load(std::memory_order_relaxed); }
+  const OpenSearchOptions& options() const { return opts_; }
+
+ private:
+  struct Node;
+  explicit OpenSearchClient(OpenSearchOptions options);
+  std::unique_ptr<net::HttpClient> Acquire(size_t node);
+  void Release(size_t node, std::unique_ptr<net::HttpClient> client);
+  Status Call(bool post, std::string_view target, std::string* body, std::string_view content_type,
+              net::HttpResult* result);
+
+  const OpenSearchOptions opts_;
+  std::vector<std::unique_ptr<Node>> nodes_;
+  std::atomic<size_t> next_{0};  // the node a call starts with (round robin)
+  std::string auth_;             // "Basic <base64>" or ""
+  std::atomic<uint64_t> bytes_sent_{0};
+};
+
+// The reason in an error answer: "<error.type>: <error.reason>", or the
+// start of the body when it has no such object.
+std::string ErrorReason(std::string_view body);
+
+}  // namespace spanhouse::storage::opensearch

@@ -1,0 +1,258 @@
+"""Moving off OpenSearch: spanhouse dual-writes every accepted span to ClickHouse and, in Jaeger's
+document format, to a real OpenSearch 2.19 node; Jaeger v2 itself (v1.75.0, its OpenSearch
+backend) is the reference reader and writer of that format.
+
+- Jaeger reads what spanhouse wrote: the same OTLP traces go to spanhouse (index prefix "sh") and
+  to a Jaeger that writes them itself (prefix "jg"); the span documents are equal field for
+  field, and Jaeger's query API answers the same for both.
+- OpenSearch taken away for 60 s under load: ClickHouse keeps storing (and answering) as before;
+  OpenSearch catches up once it is back; neither store holds a span twice.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from jaeger_server import jaeger_factory  # noqa: F401  (a fixture)
+
+DEADLINE_S = 90.0
+
+
+def write_config(path: Path, opensearch_url: str, prefix: str, extra: str = "") -> Path:
+    path.write_text(
+        "secondary:\n  type: opensearch\n"
+        f"opensearch:\n  urls: {opensearch_url}\n  index_prefix: {prefix}\n"
+        "  shards: 1\n  replicas: 0\n"
+        "writer:\n  max_age_ms: 300\n" + extra)
+    return path
+
+
+def any_value(v):
+    if isinstance(v, bool):
+        return {"boolValue": v}
+    if isinstance(v, int):
+        return {"intValue": str(v)}
+    if isinstance(v, float):
+        return {"doubleValue": v}
+    if isinstance(v, bytes):
+        import base64
+        return {"bytesValue": base64.b64encode(v).decode()}
+    if isinstance(v, list):
+        return {"arrayValue": {"values": [any_value(x) for x in v]}}
+    return {"stringValue": v}
+
+
+def attrs(d: dict) -> list:
+    return [{"key": k, "value": any_value(v)} for k, v in d.items()]
+
+
+def rich_request(n_traces: int, seed: int) -> tuple[bytes, dict[str, int]]:
+    """OTLP/JSON with n_traces traces of 3 spans: every value type, events (one with an `event`
+    attribute), links (one to the parent, one child_of), error and ok statuses, every kind, a
+    scope with a version, trace state, and a resource without service.name. Returns the body and
+    the span count per trace id."""
+    now = time.time_ns() - 5_000_000_000
+    resource_spans = []
+    counts: dict[str, int] = {}
+    for t in range(n_traces):
+        trace = f"{seed:08x}{t:08x}{(seed * 7919 + t) & 0xffffffff:08x}00000001"
+        root, child, leaf = f"{t + 1:08x}aaaa0001", f"{t + 1:08x}aaaa0002", f"{t + 1:08x}aaaa0003"
+        start = now + t * 1_000_000
+        spans = [
+            {"traceId": trace, "spanId": root, "name": f"GET /checkout/{t}", "kind": 2,
+             "startTimeUnixNano": str(start), "endTimeUnixNano": str(start + 9_876_543),
+             "traceState": "ot=th:8", "flags": 1,
+             "attributes": attrs({"http.method": "GET", "http.status_code": 200,
+                                  "big": -9007199254740993, "ratio": 0.25, "cached": False,
+                                  "blob": b"\x01\xab", "tags": ["a", "b"]}),
+             "status": {"code": 1},
+             "events": [{"timeUnixNano": str(start + 1000), "name": "started",
+                         "attributes": attrs({"step": 1})},
+                        {"timeUnixNano": str(start + 2000), "name": "renamed",
+                         "attributes": attrs({"event": "own name"})}]},
+            {"traceId": trace, "spanId": child, "parentSpanId": root, "name": "SELECT orders",
+             "kind": 3, "startTimeUnixNano": str(start + 1_000_000),
+             "endTimeUnixNano": str(start + 3_000_001),
+             "attributes": attrs({"db.system": "postgresql", "db.statement": f"SELECT {t}"}),
+             "status": {"code": 2, "message": "deadlock detected"},
+             "links": [{"traceId": trace, "spanId": root},
+                       {"traceId": "ffeeddccbbaa99887766554433221100",
+                        "spanId": "0102030405060708",
+                        "attributes": attrs({"opentracing.ref_type": "child_of"})}]},
+        ]
+        resource_spans.append({
+            "resource": {"attributes": attrs({"service.name": f"shop-{t % 3}",
+                                              "host.name": f"node-{t % 5}",
+                                              "process.pid": 4000 + t})},
+            "scopeSpans": [{"scope": {"name": "io.shop", "version": "1.2.3"}, "spans": spans}]})
+        # A resource without service.name, a producer span of the same trace.
+        resource_spans.append({
+            "resource": {"attributes": attrs({"k8s.pod.name": f"pod-{t}"})},
+            "scopeSpans": [{"scope": {"name": "bare"}, "spans": [
+                {"traceId": trace, "spanId": leaf, "parentSpanId": child, "name": "publish",
+                 "kind": 4, "startTimeUnixNano": str(start + 2_000_000),
+                 "endTimeUnixNano": str(start + 2_500_000)}]}]})
+        counts[trace] = 3
+    return json.dumps({"resourceSpans": resource_spans}).encode(), counts
+
+
+def span_docs(opensearch, prefix: str, trace: str) -> dict[str, dict]:
+    hits = opensearch.hits(f"{prefix}-jaeger-span-*",
+                           {"size": 100, "query": {"term": {"traceID": trace}}})
+    return {h["spanID"]: h for h in hits}
+
+
+def normalized_trace(answer: dict) -> list[dict]:
+    """Jaeger's /api/traces/{id} answer as its spans, each with its process inlined (process ids
+    are numbered per answer), sorted by span id."""
+    (trace,) = answer["data"]
+    out = []
+    for span in trace["spans"]:
+        span = dict(span)
+        span["process"] = trace["processes"][span.pop("processID")]
+        out.append(span)
+    return sorted(out, key=lambda s: s["spanID"])
+
+
+def wait_until(what: str, done, deadline_s: float = DEADLINE_S, every: float = 0.5):
+    deadline = time.time() + deadline_s
+    last = None
+    while time.time() < deadline:
+        last = done()
+        if last:
+            return last
+        time.sleep(every)
+    pytest.fail(f"{what}: not within {deadline_s:.0f} s (last: {last!r})", pytrace=False)
+
+
+def test_jaeger_reads_what_spanhouse_wrote(opensearch, spanhouse_factory, jaeger_factory,
+                                           tmp_path):
+    body, counts = rich_request(6, seed=1)
+    # Jaeger writes the reference documents itself (prefix jg); a second Jaeger reads
+    # spanhouse's (prefix sh) with the templates spanhouse put, creating none of its own.
+    writer = jaeger_factory("jaeger-writer", storage="opensearch", opensearch_url=opensearch.url,
+                            index_prefix="jg")
+    sh = spanhouse_factory(config=write_config(tmp_path / "sh.yaml", opensearch.url, "sh"))
+    r = sh.post_traces(body)
+    assert r.status_code == 200, r.text
+    r = writer.post_otlp_json(body)
+    assert r.status_code == 200, r.text
+    total = sum(counts.values())
+    wait_until("spanhouse's documents in OpenSearch",
+               lambda: opensearch.count("sh-jaeger-span-*") == total)
+    wait_until("Jaeger's own documents", lambda: opensearch.count("jg-jaeger-span-*") == total)
+
+    # The templates spanhouse put are Jaeger's field types.
+    mapping = opensearch.request("GET", "/sh-jaeger-span-*/_mapping").json()
+    (props,) = [m["mappings"]["properties"] for m in mapping.values()]
+    assert props["tags"]["type"] == "nested" and props["startTimeMillis"]["type"] == "date"
+    assert props["traceID"]["type"] == "keyword"
+
+    for trace in counts:
+        ours, theirs = span_docs(opensearch, "sh", trace), span_docs(opensearch, "jg", trace)
+        assert sorted(ours) == sorted(theirs)
+        for span_id, doc in theirs.items():
+            assert ours[span_id] == doc, (
+                f"span {trace}/{span_id}: spanhouse's document differs from Jaeger's\n"
+                f"spanhouse: {json.dumps(ours[span_id], sort_keys=True)}\n"
+                f"jaeger:    {json.dumps(doc, sort_keys=True)}")
+    # Service documents: the same ids (Jaeger's hash of service and operation) and contents.
+    def services(prefix):
+        answer = opensearch.search(f"{prefix}-jaeger-service-*", {"size": 100})
+        return {h["_id"]: h["_source"] for h in answer["hits"]["hits"]}
+
+    ours, theirs = services("sh"), services("jg")
+    assert ours == theirs
+
+    reader = jaeger_factory("jaeger-reader", storage="opensearch", opensearch_url=opensearch.url,
+                            index_prefix="sh", create_mappings=False)
+    for trace in counts:
+        a = reader.get_trace(trace)
+        b = writer.get_trace(trace)
+        assert a.status_code == 200 and b.status_code == 200, (a.text, b.text)
+        assert normalized_trace(a.json()) == normalized_trace(b.json())
+    services = requests.get(f"{reader.query_url}/api/services", timeout=10).json()["data"]
+    assert sorted(services) == sorted(
+        requests.get(f"{writer.query_url}/api/services", timeout=10).json()["data"])
+    assert {"shop-0", "shop-1", "shop-2"} <= set(services)
+
+
+class Load(threading.Thread):
+    """Small OTLP/JSON requests at a steady rate, each span new; records what was acknowledged."""
+
+    def __init__(self, sh, rate: float, tag: int):
+        super().__init__(daemon=True)
+        self.sh, self.period, self.tag = sh, 1.0 / rate, tag
+        self.acked: dict[str, int] = {}  # trace -> spans
+        self.sent_at: dict[str, float] = {}
+        self.failed = 0
+        self.halt = threading.Event()
+
+    def run(self):
+        i = 0
+        while not self.halt.is_set():
+            body, counts = rich_request(2, seed=(self.tag << 20) + i)
+            i += 1
+            try:
+                r = self.sh.post_traces(body, timeout=10)
+                if r.status_code == 200:
+                    self.acked.update(counts)
+                    for t in counts:
+                        self.sent_at[t] = time.time()
+                else:
+                    self.failed += 1
+            except requests.RequestException:
+                self.failed += 1
+            self.halt.wait(self.period)
+
+
+def metric(sh, name: str, labels: str = "") -> float:
+    text = requests.get(f"{sh.query_url}/metrics", timeout=10).text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if (line.startswith(name + "{") or line.startswith(name + " ")) and labels in line)
+
+
+def test_opensearch_outage_holds_back_only_itself(opensearch, spanhouse_factory, tmp_path):
+    sh = spanhouse_factory(config=write_config(tmp_path / "sh.yaml", opensearch.url, "outage"))
+    load = Load(sh, rate=10, tag=2)
+    load.start()
+    time.sleep(10)
+    opensearch.stop()
+    down_at = time.time()
+    try:
+        # ClickHouse stores and answers as before while OpenSearch is away.
+        time.sleep(20)
+        sent_while_down = [t for t, at in load.sent_at.items() if at > down_at + 1]
+        assert len(sent_while_down) > 50, "the load stopped while OpenSearch was away"
+        for trace in sent_while_down[-20:]:
+            wait_until(f"trace {trace} in ClickHouse while OpenSearch is down",
+                       lambda: sh.get_trace(trace).status_code == 200, deadline_s=15)
+        assert metric(sh, "spanhouse_sink_lag_milliseconds", 'sink="opensearch"') > 5000
+        assert metric(sh, "spanhouse_sink_items_retried_total", 'sink="opensearch"') > 0
+        time.sleep(max(0.0, 60 - (time.time() - down_at)))
+    finally:
+        opensearch.start()
+    time.sleep(10)
+    load.halt.set()
+    load.join()
+    assert load.failed == 0, f"{load.failed} requests were not acknowledged"
+    total = sum(load.acked.values())
+    wait_until("OpenSearch caught up", lambda: opensearch.count("outage-jaeger-span-*") == total,
+               deadline_s=120, every=2)
+    # No span twice in OpenSearch (ids are the span's; count per id) nor in ClickHouse.
+    agg = opensearch.search("outage-jaeger-span-*", {
+        "size": 0, "aggs": {"traces": {"terms": {"field": "traceID", "size": 100000}}}})
+    per_trace = {b["key"]: b["doc_count"] for b in agg["aggregations"]["traces"]["buckets"]}
+    assert per_trace == load.acked
+    for trace, n in list(load.acked.items())[::7]:
+        doc = sh.get_trace(trace).json()
+        ids = [s["spanID"] for s in doc["data"][0]["spans"]]
+        assert len(ids) == n == len(set(ids)), trace
+    assert metric(sh, "spanhouse_sink_rows_written_total", 'sink="opensearch"') >= total
+    assert metric(sh, "spanhouse_sink_lag_milliseconds", 'sink="opensearch"') == 0
