@@ -17,6 +17,7 @@
 #include "storage/clickhouse/embedded_sink.h"
 #include "storage/clickhouse/engine_config.h"
 #include "storage/clickhouse/replica_set.h"
+#include "storage/opensearch/opensearch_reader.h"
 #include "storage/opensearch/opensearch_sink.h"
 #include "ui/ui_server.h"
 
@@ -526,6 +527,14 @@ void Server::MakeQueryApi() {
                             .max_spans = cfg_.query.max_trace_spans,
                             .max_rows = cfg_.query.max_rows},
       storage::StorageLayout{}, read_database_, read_database_ != database_);
+  if (opensearch_ != nullptr) {
+    storage::opensearch::ReaderOptions o;
+    o.index_prefix = cfg_.opensearch.index_prefix;
+    o.max_spans = cfg_.query.max_trace_spans;
+    o.max_rows = cfg_.query.max_rows;
+    o.timeout = std::chrono::seconds(cfg_.query.timeout_s);
+    opensearch_reader_ = std::make_unique<storage::opensearch::OpenSearchReader>(opensearch_, o);
+  }
   // Reads: the primary's store, and OpenSearch when configured; the query
   // API reads through the switch between them.
   std::vector<query::ReadSource> sources{{"clickhouse", reader_.get()}};

@@ -256,3 +256,98 @@ def test_opensearch_outage_holds_back_only_itself(opensearch, spanhouse_factory,
         assert len(ids) == n == len(set(ids)), trace
     assert metric(sh, "spanhouse_sink_rows_written_total", 'sink="opensearch"') >= total
     assert metric(sh, "spanhouse_sink_lag_milliseconds", 'sink="opensearch"') == 0
+
+
+class Readers(threading.Thread):
+    """Reads the given traces through spanhouse's query API in a loop; records every answer's
+    status and the store that answered (X-Spanhouse-Read-Source)."""
+
+    def __init__(self, sh, traces: dict[str, int]):
+        super().__init__(daemon=True)
+        self.sh, self.traces = sh, traces
+        self.answers: list[tuple[float, int, str, str, bool]] = []
+        self.halt = threading.Event()
+
+    def run(self):
+        session = requests.Session()
+        while not self.halt.is_set():
+            for trace, n in self.traces.items():
+                try:
+                    r = session.get(self.sh.trace_url(trace), timeout=30)
+                    whole = r.status_code == 200 and len(r.json()["data"][0]["spans"]) == n
+                    self.answers.append((time.time(), r.status_code,
+                                         r.headers.get("X-Spanhouse-Read-Source", ""),
+                                         r.headers.get("X-Spanhouse-Read-Fallback", ""), whole))
+                except requests.RequestException as e:
+                    self.answers.append((time.time(), 0, "", str(e), False))
+                self.halt.wait(0.05)
+
+    def sources_since(self, t: float) -> set[str]:
+        return {a[2] for a in self.answers if a[0] >= t}
+
+
+def test_read_switch_and_fallback_under_query_load(opensearch, spanhouse_factory, tmp_path):
+    config = tmp_path / "sh.yaml"
+    write_config(config, opensearch.url, "reads")
+    sh = spanhouse_factory(config=config)
+    body, counts = rich_request(4, seed=3)
+    assert sh.post_traces(body).status_code == 200
+    total = sum(counts.values())
+    wait_until("OpenSearch holds the spans",
+               lambda: opensearch.count("reads-jaeger-span-*") == total)
+    for trace, n in counts.items():
+        sh.wait_for_trace(trace, lambda d, n=n: len(d["data"][0]["spans"]) == n)
+    admin = f"{sh.query_url}/api/admin/read-source"
+    assert requests.get(admin, timeout=10).json() == {
+        "read_from": "clickhouse", "fallback": True, "sources": ["clickhouse", "opensearch"]}
+
+    readers = Readers(sh, counts)
+    readers.start()
+    try:
+        time.sleep(2)
+        assert readers.sources_since(0) == {"clickhouse"}
+        # Switched at run time: the answers come from OpenSearch, the same traces whole.
+        r = requests.put(f"{admin}?to=opensearch", timeout=10)
+        assert r.status_code == 200 and r.json()["read_from"] == "opensearch", r.text
+        switched = time.time()
+        time.sleep(2)
+        assert readers.sources_since(switched + 0.5) == {"opensearch"}
+        # The same answer from either store for a trace (the fields Jaeger's format keeps).
+        trace = next(iter(counts))
+        a = sh.get_trace(trace)
+        assert a.headers["X-Spanhouse-Read-Source"] == "opensearch"
+        assert {s["spanID"] for s in a.json()["data"][0]["spans"]} == {
+            s["spanID"] for s in requests.get(sh.trace_url(trace), timeout=10).json()[
+                "data"][0]["spans"]}
+        # The store read from dies: ClickHouse answers, saying why.
+        opensearch.kill()
+        killed = time.time()
+        time.sleep(3)
+        late = [a for a in readers.answers if a[0] >= killed + 0.5]
+        assert late and {a[2] for a in late} == {"clickhouse"}
+        assert all("opensearch failed" in a[3] for a in late), late[:3]
+        metrics = requests.get(f"{sh.query_url}/metrics", timeout=10).text
+        assert 'spanhouse_query_read_fallbacks_total{source="opensearch",reason="failed"}' in metrics
+        opensearch.start()
+        back = time.time()
+        wait_until("reads from OpenSearch again",
+                   lambda: readers.sources_since(time.time() - 1) == {"opensearch"})
+        assert readers.sources_since(back) >= {"opensearch"}
+        # A reload of the configuration file switches too (SIGHUP, no restart).
+        write_config(config, opensearch.url, "reads", "query:\n  read_from: clickhouse\n")
+        sh.proc.send_signal(__import__("signal").SIGHUP)
+        wait_until("reads switched back by the reload",
+                   lambda: requests.get(admin, timeout=10).json()["read_from"] == "clickhouse")
+        reloaded = time.time()
+        time.sleep(2)
+        assert readers.sources_since(reloaded + 0.5) == {"clickhouse"}
+    finally:
+        readers.halt.set()
+        readers.join()
+        if not opensearch.running():
+            opensearch.start()
+    failed = [a for a in readers.answers if a[1] != 200 or not a[4]]
+    assert not failed, f"{len(failed)} of {len(readers.answers)} reads failed: {failed[:5]}"
+    assert len(readers.answers) > 100
+    bad = requests.put(f"{admin}?to=elasticsearch", timeout=10)
+    assert bad.status_code == 400 and "clickhouse, opensearch" in bad.text
