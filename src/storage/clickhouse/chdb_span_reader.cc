@@ -4,6 +4,7 @@
 #include <charconv>
 #include <chrono>
 #include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -636,6 +637,122 @@ Status ChdbSpanReader::CountSpansWithAttr(AttrOwner owner, const std::string& ke
                   {{"k", key}, {"v", value}}, 1);
   if (!st.ok()) return st;
   *count = ToU64(r.data);
+  return Status::Ok();
+}
+
+// Jaeger's names for a resource without a usable service.name
+// (jaeger_document.h DocumentServiceName).
+constexpr std::string_view kMissingService = "missing-service-name";
+constexpr std::string_view kEmptyService = "empty-service-name";
+constexpr std::string_view kWrongTypeService = "service-name-wrong-type";
+// Buckets longer than a century would overflow bucket_s * 1e9.
+constexpr uint64_t kMaxBucketS = 100ull * 366 * 86400;
+
+bool ChdbSpanReader::StartRange(uint64_t start_ns, uint64_t end_ns, std::string* where,
+                                std::vector<QueryParam>* params) const {
+  if (end_ns <= start_ns) return false;
+  const std::string start =
+      caps_.datetime64 ? "toUnixTimestamp64Nano(start_time)" : "toUInt64(start_time)";
+  // The second leads the sort key: the range prunes parts and granules.
+  *where = fmt::format(
+      "timestamp >= toDateTime({{lo:UInt32}}) AND timestamp <= toDateTime({{hi:UInt32}}) AND {0} "
+      ">= {{start_ns:UInt64}} AND {0} < {{end_ns:UInt64}}",
+      start);
+  params->emplace_back("lo", Seconds(start_ns / kNsPerS));
+  params->emplace_back("hi", Seconds((end_ns - 1) / kNsPerS));
+  params->emplace_back("start_ns", std::to_string(start_ns));
+  params->emplace_back("end_ns", std::to_string(end_ns));
+  return true;
+}
+
+std::string ChdbSpanReader::ServiceExpr() const {
+  // The spans table keeps "" for a resource without a string service.name;
+  // the resources table (a few rows of them) tells which of Jaeger's names
+  // it gets. ValueType::kString is 1 (the high bit marks a user field).
+  const std::string type = "bitAnd(attr_types[indexOf(attr_keys, 'service.name')], 127)";
+  const std::string of = fmt::format(
+      "resource_id {} (SELECT resource_id FROM {}.resources WHERE service_name = '' AND "
+      "has(attr_keys, 'service.name') AND {}",
+      in_, database_, type);
+  return fmt::format(
+      "if(service_name != '', CAST(service_name AS String), multiIf({0} != 1), '{1}', {0} = 1), "
+      "'{2}', '{3}'))",
+      of, kWrongTypeService, kEmptyService, kMissingService);
+}
+
+Status ChdbSpanReader::CountSpans(const query::SpanCountQuery& q,
+                                  std::vector<query::SpanCountRow>* out) {
+  out->clear();
+  if (q.bucket_s == 0 || q.bucket_s > kMaxBucketS) {
+    return Status::Invalid(
+        fmt::format("the bucket must be from 1 s to {} s, not {}", kMaxBucketS, q.bucket_s));
+  }
+  std::string where;
+  std::vector<QueryParam> params;
+  if (!StartRange(q.start_ns, q.end_ns, &where, &params)) return Status::Ok();
+  params.emplace_back("bucket_s", std::to_string(q.bucket_s));
+  params.emplace_back("bucket_ns", std::to_string(q.bucket_s * kNsPerS));
+  const std::string start =
+      caps_.datetime64 ? "toUnixTimestamp64Nano(start_time)" : "toUInt64(start_time)";
+  const std::string sql = fmt::format(
+      "SELECT intDiv({start}, {{bucket_ns:UInt64}}) * {{bucket_s:UInt64}} AS bucket, {svc} AS svc, "
+      "kind, count() FROM {db}.spans WHERE {where} GROUP BY bucket, svc, kind ORDER BY bucket, "
+      "svc, kind",
+      fmt::arg("start", start), fmt::arg("svc", ServiceExpr()), fmt::arg("db", database_),
+      fmt::arg("where", where));
+  QueryResult r;
+  if (Status st = Run(sql, "TSV", &r, params, limits_.max_rows); !st.ok()) return st;
+  for (const auto& row : TsvRows(r.data)) {
+    if (row.size() != 4) continue;
+    out->push_back(
+        {ToU64(row[0]), UnescapeTsv(row[1]), static_cast<uint8_t>(ToU64(row[2])), ToU64(row[3])});
+  }
+  // The engine sorts strings by their bytes, as std::string does; sorted
+  // here too, whatever the server's collation.
+  std::sort(out->begin(), out->end(), [](const auto& a, const auto& b) {
+    return std::tie(a.bucket_s, a.service, a.kind) < std::tie(b.bucket_s, b.service, b.kind);
+  });
+  return Status::Ok();
+}
+
+Status ChdbSpanReader::ListSpans(const query::SpanIdQuery& q, std::vector<query::SpanKey>* out) {
+  out->clear();
+  std::string where;
+  std::vector<QueryParam> params;
+  if (q.service.empty() || !StartRange(q.start_ns, q.end_ns, &where, &params)) {
+    return Status::Ok();
+  }
+  params.emplace_back("service", q.service);
+  params.emplace_back("kind", std::to_string(q.kind));
+  params.emplace_back("limit", std::to_string(uint64_t{q.limit} + 1));
+  const bool jaeger_name =
+      q.service == kMissingService || q.service == kEmptyService || q.service == kWrongTypeService;
+  where += jaeger_name ? fmt::format(
+                             " AND (service_name = {{service:String}} OR (service_name = '' AND "
+                             "{} = {{service:String}}))",
+                             ServiceExpr())
+                       : " AND service_name = {service:String}";
+  if (!q.any_kind) where += " AND kind = {kind:UInt8}";
+  QueryResult r;
+  Status st = Run(fmt::format("SELECT lower(hex(trace_id)), lower(hex(span_id)) FROM {}.spans "
+                              "WHERE {} ORDER BY trace_id, span_id LIMIT {{limit:UInt64}}",
+                              database_, where),
+                  "TSV", &r, params, uint64_t{q.limit} + 1);
+  if (!st.ok()) return st;
+  for (const auto& row : TsvRows(r.data)) {
+    query::SpanKey k;
+    if (row.size() == 2 && FromHex(row[0], k.trace_id.data(), k.trace_id.size()) &&
+        FromHex(row[1], k.span_id.data(), k.span_id.size())) {
+      out->push_back(k);
+    }
+  }
+  if (out->size() > q.limit) {
+    out->clear();
+    return Status::Invalid(fmt::format(
+        "more than {} spans of service {} in the range: ask for a shorter range or a higher limit",
+        q.limit, q.service));
+  }
+  std::sort(out->begin(), out->end());
   return Status::Ok();
 }
 

@@ -72,6 +72,18 @@ class ChdbSpanReader : public query::SpanReader {
   Status GetRedSeries(const query::RedQuery& query, std::vector<query::RedSeries>* out) override;
   Status GetRedSummary(const query::RedSummaryQuery& query,
                        std::vector<query::RedSummaryRow>* out) override;
+  // CountSpans / ListSpans: what `spanhouse reconcile` compares with a
+  // cluster in Jaeger's format. The service of a span whose resource has no
+  // usable service.name (the spans table keeps "" for it) is named as
+  // Jaeger's documents name it (jaeger_document.h): "missing-service-name"
+  // (no service.name, or a resource the resources table lacks),
+  // "empty-service-name" (""), "service-name-wrong-type" (not a string); a
+  // ListSpans of one of those names finds those spans (and any of a service
+  // really called so). "" names no span. Rows are counted as stored: a span
+  // inserted twice and not yet merged away counts twice, and is listed twice.
+  Status CountSpans(const query::SpanCountQuery& query,
+                    std::vector<query::SpanCountRow>* out) override;
+  Status ListSpans(const query::SpanIdQuery& query, std::vector<query::SpanKey>* out) override;
   Status CountSpansWithAttr(AttrOwner owner, const std::string& key, const std::string& value,
                             uint64_t* count) override;
 
@@ -84,6 +96,14 @@ class ChdbSpanReader : public query::SpanReader {
   // Gives the spans of `out` from `first` on the resources `ids` name (one id
   // per span), from the cache or the resources table.
   Status AttachResources(const std::vector<uint64_t>& ids, uint32_t first, SpanBatch* out);
+
+  // The condition on the spans table of a start in [start_ns, end_ns),
+  // its values bound as {lo}, {hi}, {start_ns} and {end_ns}; false when the
+  // range is empty.
+  bool StartRange(uint64_t start_ns, uint64_t end_ns, std::string* where,
+                  std::vector<QueryParam>* params) const;
+  // The service a span is counted under (see CountSpans).
+  std::string ServiceExpr() const;
 
   SqlConnection& conn_;
   const Capabilities caps_;
