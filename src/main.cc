@@ -13,6 +13,7 @@
 #include "storage/clickhouse/schema.h"
 #include "tools/bench/bench.h"
 #include "tools/loadgen/loadgen.h"
+#include "tools/migrate/migrate.h"
 
 namespace {
 
@@ -130,8 +131,10 @@ int main(int argc, char** argv) {
 
   std::function<int()> run_loadgen;
   std::function<int()> run_bench;
+  std::function<int()> run_migrate;
   spanhouse::loadgen::AddLoadgenCommand(app, &run_loadgen);
   spanhouse::bench::AddBenchCommand(app, &run_bench);
+  spanhouse::migrate::AddMigrateCommands(app, &run_migrate);
 
   try {
     app.parse(argc, argv);
@@ -143,6 +146,7 @@ int main(int argc, char** argv) {
 
   if (run_loadgen) return run_loadgen();
   if (run_bench) return run_bench();
+  if (run_migrate) return run_migrate();
 
   if (*schema) return PrintSchema(server_version);
   Config cfg;

@@ -499,4 +499,19 @@ bool ParseSpanKind(std::string_view name, uint8_t* kind) {
   return false;
 }
 
+std::string_view JaegerRefType(const SpanBatch& b, uint32_t l) {
+  const Range r = b.links.attrs[l];
+  for (uint32_t i = r.begin; i < r.end && i < b.link_attrs.size(); ++i) {
+    if (b.Str(b.link_attrs.key[i]) == "opentracing.ref_type") {
+      return b.Str(b.link_attrs.value[i]) == "child_of" ? "CHILD_OF" : "FOLLOWS_FROM";
+    }
+  }
+  return "FOLLOWS_FROM";
+}
+
+bool LinksToParent(const SpanBatch& b, uint32_t s, uint32_t l) {
+  return !IsZero(b.spans.parent_span_id[s]) && b.links.trace_id[l] == b.spans.trace_id[s] &&
+         b.links.span_id[l] == b.spans.parent_span_id[s];
+}
+
 }  // namespace spanhouse

@@ -223,6 +223,14 @@ class SpanBatch {
 // written, sorted and compressed again for every span.
 uint64_t ResourceFingerprint(const SpanBatch& b, uint32_t resource);
 
+// Jaeger's reference type for link `l` of `b`: "CHILD_OF" when the link's
+// opentracing.ref_type attribute is child_of, else "FOLLOWS_FROM" (the
+// OpenTelemetry translator's rule).
+std::string_view JaegerRefType(const SpanBatch& b, uint32_t l);
+// Whether link `l` points at span `s`'s parent (Jaeger folds such a link
+// into the parent's reference, which takes the link's type).
+bool LinksToParent(const SpanBatch& b, uint32_t s, uint32_t l);
+
 // Hex helpers for ids at the API edge.
 std::string ToHex(const uint8_t* data, size_t n);
 template <size_t N>

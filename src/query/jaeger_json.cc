@@ -94,7 +94,12 @@ void AppendInt64Tag(std::string& out, std::string_view key, int64_t value) {
 void AppendIntValue(std::string& out, std::string_view text) {
   int64_t v = 0;
   auto res = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (res.ec == std::errc() && res.ptr == text.data() + text.size() && !text.empty()) {
+  // Beyond +-(2^53 - 1) a JavaScript client (the Jaeger UI, Grafana, the
+  // web UI) would round the number: such a value goes as a string, as
+  // Jaeger's own query service sends it.
+  constexpr int64_t kMaxSafe = (int64_t{1} << 53) - 1;
+  if (res.ec == std::errc() && res.ptr == text.data() + text.size() && !text.empty() &&
+      v >= -kMaxSafe && v <= kMaxSafe) {
     codec::AppendInt(out, v);
   } else {
     codec::AppendJsonString(out, text);
@@ -248,26 +253,37 @@ void AppendSpanTags(std::string& out, const SpanBatch& b, uint32_t s) {
   out += ']';
 }
 
+void AppendReference(std::string& out, std::string_view type, const TraceId& trace,
+                     const SpanId& span) {
+  out += "{\"refType\":\"";
+  out += type;
+  out += "\",\"traceID\":";
+  AppendHexString(out, trace);
+  out += ",\"spanID\":";
+  AppendHexString(out, span);
+  out += '}';
+}
+
+// The parent first, then the links, as Jaeger's translator makes them: a
+// link to the parent is folded into the parent's reference (which takes the
+// link's type), and a link keeps the type its opentracing.ref_type names.
 void AppendReferences(std::string& out, const SpanBatch& b, uint32_t s) {
   const SpanBatch::Spans& sp = b.spans;
   out += "\"references\":[";
   Commas commas(out);
-  if (!IsZero(sp.parent_span_id[s])) {
-    commas.Next();
-    out += "{\"refType\":\"CHILD_OF\",\"traceID\":";
-    AppendHexString(out, sp.trace_id[s]);
-    out += ",\"spanID\":";
-    AppendHexString(out, sp.parent_span_id[s]);
-    out += '}';
-  }
   const Range links = sp.links[s];
-  for (uint32_t l = links.begin; l < links.end; ++l) {
+  if (!IsZero(sp.parent_span_id[s])) {
+    std::string_view type = "CHILD_OF";
+    for (uint32_t l = links.begin; l < links.end; ++l) {
+      if (LinksToParent(b, s, l)) type = JaegerRefType(b, l);
+    }
     commas.Next();
-    out += "{\"refType\":\"FOLLOWS_FROM\",\"traceID\":";
-    AppendHexString(out, b.links.trace_id[l]);
-    out += ",\"spanID\":";
-    AppendHexString(out, b.links.span_id[l]);
-    out += '}';
+    AppendReference(out, type, sp.trace_id[s], sp.parent_span_id[s]);
+  }
+  for (uint32_t l = links.begin; l < links.end; ++l) {
+    if (LinksToParent(b, s, l)) continue;
+    commas.Next();
+    AppendReference(out, JaegerRefType(b, l), b.links.trace_id[l], b.links.span_id[l]);
   }
   out += ']';
 }

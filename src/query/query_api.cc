@@ -19,7 +19,7 @@ QueryApi::QueryApi(const QueryApiOptions& options, SpanReader& reader, AdminHook
       now_ns_(options.now_ns),
       server_({.name = "query",
                .address = options.address,
-               .max_body_bytes = 1u << 20,
+               .max_body_bytes = 32u << 20,  // POST /api/admin/import: pages of documents
                .threads = options.threads,
                .authorize = options.authorize,
                .tls = options.tls},

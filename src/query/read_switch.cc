@@ -66,6 +66,13 @@ std::vector<std::string> ReadSwitch::sources() const {
   return out;
 }
 
+SpanReader* ReadSwitch::Source(const std::string& name) const {
+  for (const auto& s : sources_) {
+    if (s.name == name) return s.reader;
+  }
+  return nullptr;
+}
+
 ReadInfo ReadSwitch::TakeInfo() {
   ReadInfo out = std::move(tls_info);
   tls_info = {};

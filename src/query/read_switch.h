@@ -51,6 +51,9 @@ class ReadSwitch final : public SpanReader {
   bool fallback() const { return fallback_.load(); }
   void set_fallback(bool on) { fallback_.store(on); }
   std::vector<std::string> sources() const;
+  // The reader of the source named `name` (null: none), for the admin
+  // endpoints that read one store on purpose.
+  SpanReader* Source(const std::string& name) const;
 
   // This thread's last call, then cleared.
   static ReadInfo TakeInfo();

@@ -101,6 +101,40 @@ struct RedSummaryRow {
   double p99_ms = 0;
 };
 
+// Spans per (time bucket, service, span kind) over [start_ns, end_ns): what
+// `spanhouse reconcile` compares between two stores.
+struct SpanCountQuery {
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+  uint64_t bucket_s = 3600;  // buckets start at multiples of it (UTC)
+};
+
+struct SpanCountRow {
+  uint64_t bucket_s = 0;  // the bucket's start, unix seconds
+  std::string service;
+  uint8_t kind = 0;  // SpanKind
+  uint64_t spans = 0;
+};
+
+// The spans of one service started in [start_ns, end_ns), by id.
+struct SpanIdQuery {
+  std::string service;
+  uint8_t kind = 0;
+  bool any_kind = true;
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+  uint32_t limit = 10000;  // more: kInvalidArgument
+};
+
+struct SpanKey {
+  TraceId trace_id{};
+  SpanId span_id{};
+  bool operator<(const SpanKey& o) const {
+    return trace_id != o.trace_id ? trace_id < o.trace_id : span_id < o.span_id;
+  }
+  bool operator==(const SpanKey& o) const = default;
+};
+
 class SpanReader {
  public:
   virtual ~SpanReader() = default;
@@ -130,6 +164,22 @@ class SpanReader {
   // kUserField: a path in the user_fields JSON column (the span's and its
   // resource's user-defined attributes); an empty value matches any value.
   enum class AttrOwner { kResource, kSpan, kUserField };
+
+  // Spans per (bucket, service, kind), sorted by bucket, service, kind; only
+  // non-empty cells. The service is the one the query API shows for the
+  // span (its resource's service.name, as the store keeps it).
+  virtual Status CountSpans(const SpanCountQuery& query, std::vector<SpanCountRow>* out) {
+    (void)query;
+    (void)out;
+    return Status::Invalid("this store cannot count spans per bucket");
+  }
+  // The ids of the spans of `query.service` (of `query.kind` unless any_kind)
+  // that started in the range, sorted; more than query.limit: kInvalidArgument.
+  virtual Status ListSpans(const SpanIdQuery& query, std::vector<SpanKey>* out) {
+    (void)query;
+    (void)out;
+    return Status::Invalid("this store cannot list span ids");
+  }
   virtual Status CountSpansWithAttr(AttrOwner owner, const std::string& key,
                                     const std::string& value, uint64_t* count) = 0;
 };

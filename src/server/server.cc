@@ -56,6 +56,8 @@ pipeline::FilterLimits FilterLimitsOf(const Config& cfg) {
   return l;
 }
 
+}  // namespace
+
 // The embedded writers' options from writer.* (name, shard and cursor are
 // the sink's to set).
 storage::WriterOptions WriterOptionsOf(const Config& cfg, const std::string& dir) {
@@ -71,6 +73,8 @@ storage::WriterOptions WriterOptionsOf(const Config& cfg, const std::string& dir
   w.dead_letter_dir = dir + "/dead-letter";
   return w;
 }
+
+namespace {
 
 // How to reach one ClickHouse server of clickhouse.shards.
 storage::RemoteOptions RemoteOptionsOf(const Config& cfg, const std::string& url) {
@@ -466,48 +470,6 @@ void Server::Reload(const Config& fresh) {
     spdlog::info("reload: reads from {}, fallback {}", read_switch_->current(),
                  fresh.query.fallback ? "on" : "off");
   }
-}
-
-void Server::HandleAdmin(const net::HttpRequest& req, net::HttpResponse& resp) {
-  resp.content_type = "application/json";
-  if (req.path() != "/api/admin/read-source") {
-    resp.status = 404;
-    resp.body = query::RenderJaegerError(404, "not found: " + std::string(req.path()));
-    return;
-  }
-  if (req.method == "PUT" || req.method == "POST") {
-    // ?to=<source>[&fallback=true|false]
-    std::string to;
-    std::string fallback;
-    const bool has_to = query::QueryParam(req.target, "to", &to);
-    if (query::QueryParam(req.target, "fallback", &fallback)) {
-      if (fallback != "true" && fallback != "false") {
-        resp.status = 400;
-        resp.body = query::RenderJaegerError(400, "fallback: want true or false");
-        return;
-      }
-      read_switch_->set_fallback(fallback == "true");
-    }
-    if (has_to) {
-      if (Status st = read_switch_->SwitchTo(to); !st.ok()) {
-        resp.status = 400;
-        resp.body = query::RenderJaegerError(400, st.message());
-        return;
-      }
-    }
-  } else if (req.method != "GET") {
-    resp.status = 405;
-    resp.headers.emplace_back("Allow", "GET, PUT");
-    resp.body = query::RenderJaegerError(405, "method not allowed: GET or PUT");
-    return;
-  }
-  std::string sources;
-  for (const auto& s : read_switch_->sources()) {
-    sources += (sources.empty() ? "\"" : ",\"") + s + "\"";
-  }
-  resp.body =
-      fmt::format(R"({{"read_from":"{}","fallback":{},"sources":[{}]}})", read_switch_->current(),
-                  read_switch_->fallback() ? "true" : "false", sources);
 }
 
 void Server::MakeQueryApi() {

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,10 @@
 #include "storage/opensearch/opensearch_client.h"
 
 namespace spanhouse::server {
+
+// The embedded writers' options from writer.* (name, shard and cursor are
+// the sink's to set).
+storage::WriterOptions WriterOptionsOf(const Config& cfg, const std::string& dir);
 
 class Server {
  public:
@@ -81,8 +86,17 @@ class Server {
   // The OpenSearch cluster of the opensearch section (made once, shared by
   // its sink and reader).
   Status OpenOpenSearch();
-  // GET/PUT /api/admin/read-source.
+  // /api/admin/...: the read source, and what reconcile and backfill ask
+  // of the stores (admin_endpoints.cc).
   void HandleAdmin(const net::HttpRequest& req, net::HttpResponse& resp);
+  void ReadSourceEndpoint(const net::HttpRequest& req, net::HttpResponse& resp);
+  void SpanCountsEndpoint(const net::HttpRequest& req, net::HttpResponse& resp);
+  void SpanIdsEndpoint(const net::HttpRequest& req, net::HttpResponse& resp);
+  void DocumentsEndpoint(const net::HttpRequest& req, net::HttpResponse& resp);
+  // POST /api/admin/import: Jaeger span documents stored in ClickHouse only
+  // (those not stored yet), written before the answer.
+  void ImportEndpoint(const net::HttpRequest& req, net::HttpResponse& resp);
+  Status Import(const SpanBatch& batch, uint64_t* written);
   void MakeQueryApi();
   void MakeReceivers();
   std::string NotReady() const;
@@ -122,6 +136,7 @@ class Server {
   std::shared_ptr<storage::opensearch::OpenSearchClient> opensearch_;
   std::unique_ptr<query::SpanReader> opensearch_reader_;
   std::unique_ptr<query::ReadSwitch> read_switch_;  // what the query API reads
+  std::mutex import_mu_;                            // one import at a time
   std::unique_ptr<query::QueryApi> query_api_;
   std::unique_ptr<receivers::OtlpHttpReceiver> otlp_http_;
   std::unique_ptr<receivers::ZipkinReceiver> zipkin_;

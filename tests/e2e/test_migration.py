@@ -12,6 +12,7 @@ backend) is the reference reader and writer of that format.
 from __future__ import annotations
 
 import json
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -102,6 +103,16 @@ def rich_request(n_traces: int, seed: int) -> tuple[bytes, dict[str, int]]:
     return json.dumps({"resourceSpans": resource_spans}).encode(), counts
 
 
+def count(opensearch, pattern: str) -> int:
+    """Documents in `pattern`, or -1 while the cluster cannot count them yet (an index just
+    created has its shards allocated a moment later: 503)."""
+    from opensearch_server import OpenSearchError
+    try:
+        return opensearch.count(pattern)
+    except OpenSearchError:
+        return -1
+
+
 def span_docs(opensearch, prefix: str, trace: str) -> dict[str, dict]:
     hits = opensearch.hits(f"{prefix}-jaeger-span-*",
                            {"size": 100, "query": {"term": {"traceID": trace}}})
@@ -145,8 +156,8 @@ def test_jaeger_reads_what_spanhouse_wrote(opensearch, spanhouse_factory, jaeger
     assert r.status_code == 200, r.text
     total = sum(counts.values())
     wait_until("spanhouse's documents in OpenSearch",
-               lambda: opensearch.count("sh-jaeger-span-*") == total)
-    wait_until("Jaeger's own documents", lambda: opensearch.count("jg-jaeger-span-*") == total)
+               lambda: count(opensearch, "sh-jaeger-span-*") == total)
+    wait_until("Jaeger's own documents", lambda: count(opensearch, "jg-jaeger-span-*") == total)
 
     # The templates spanhouse put are Jaeger's field types.
     mapping = opensearch.request("GET", "/sh-jaeger-span-*/_mapping").json()
@@ -243,7 +254,7 @@ def test_opensearch_outage_holds_back_only_itself(opensearch, spanhouse_factory,
     load.join()
     assert load.failed == 0, f"{load.failed} requests were not acknowledged"
     total = sum(load.acked.values())
-    wait_until("OpenSearch caught up", lambda: opensearch.count("outage-jaeger-span-*") == total,
+    wait_until("OpenSearch caught up", lambda: count(opensearch, "outage-jaeger-span-*") == total,
                deadline_s=120, every=2)
     # No span twice in OpenSearch (ids are the span's; count per id) nor in ClickHouse.
     agg = opensearch.search("outage-jaeger-span-*", {
@@ -294,7 +305,7 @@ def test_read_switch_and_fallback_under_query_load(opensearch, spanhouse_factory
     assert sh.post_traces(body).status_code == 200
     total = sum(counts.values())
     wait_until("OpenSearch holds the spans",
-               lambda: opensearch.count("reads-jaeger-span-*") == total)
+               lambda: count(opensearch, "reads-jaeger-span-*") == total)
     for trace, n in counts.items():
         sh.wait_for_trace(trace, lambda d, n=n: len(d["data"][0]["spans"]) == n)
     admin = f"{sh.query_url}/api/admin/read-source"
@@ -351,3 +362,115 @@ def test_read_switch_and_fallback_under_query_load(opensearch, spanhouse_factory
     assert len(readers.answers) > 100
     bad = requests.put(f"{admin}?to=elasticsearch", timeout=10)
     assert bad.status_code == 400 and "clickhouse, opensearch" in bad.text
+
+
+def run_cli(args: list[str], timeout: float = 300) -> subprocess.CompletedProcess:
+    from conftest import clean_env, spanhouse_bin
+    return subprocess.run([spanhouse_bin()] + args, capture_output=True, text=True,
+                          timeout=timeout, env=clean_env())
+
+
+def jaeger_view(span: dict, processes: dict) -> dict:
+    """A span of a Jaeger query-API answer, reduced to what both Jaeger and spanhouse show the
+    same today: tags as a key -> (type, value) map without spanhouse's own additions (see the
+    README's API section), references and logs as sets, the process by content."""
+    own = {"otel.status_code", "otel.dropped_attributes_count", "otel.dropped_events_count",
+           "otel.dropped_links_count"}
+    tags = {t["key"]: (t["type"], t["value"]) for t in span["tags"] if t["key"] not in own}
+    process = processes[span["processID"]]
+    return {"spanID": span["spanID"], "operationName": span["operationName"],
+            "startTime": span["startTime"], "duration": span["duration"], "tags": tags,
+            "references": sorted((r["refType"], r["traceID"], r["spanID"])
+                                 for r in span["references"]),
+            "logs": sorted((log["timestamp"], json.dumps(sorted(
+                (f["key"], f["type"], str(f["value"])) for f in log["fields"])))
+                for log in span.get("logs") or []),
+            "process": (process["serviceName"],
+                        sorted((t["key"], t["type"], str(t["value"])) for t in process["tags"]))}
+
+
+def trace_view(answer: dict) -> list[dict]:
+    (trace,) = answer["data"]
+    return sorted((jaeger_view(s, trace["processes"]) for s in trace["spans"]),
+                  key=lambda s: s["spanID"])
+
+
+def test_backfill_resumes_after_a_kill_and_adds_nothing_twice(opensearch, spanhouse_factory,
+                                                             jaeger_factory, tmp_path):
+    # History written by Jaeger itself, before spanhouse existed.
+    jaeger = jaeger_factory("jaeger-history", storage="opensearch", opensearch_url=opensearch.url,
+                            index_prefix="hist")
+    counts: dict[str, int] = {}
+    for seed in range(4):
+        body, c = rich_request(10, seed=100 + seed)
+        assert jaeger.post_otlp_json(body).status_code == 200
+        counts.update(c)
+    total = sum(counts.values())
+    wait_until("Jaeger wrote the history", lambda: count(opensearch, "hist-jaeger-span-*") == total)
+    sh = spanhouse_factory()
+    now = time.time()
+    checkpoint = tmp_path / "backfill.checkpoint"
+    args = ["backfill", "--from", "opensearch", "--opensearch", opensearch.url,
+            "--index-prefix", "hist", "--server", sh.query_url,
+            "--start", str(int(now - 3600)), "--end", str(int(now + 60)),
+            "--checkpoint", str(checkpoint), "--page-spans", "7"]
+
+    # Killed half-way: after a few pages were imported.
+    from conftest import clean_env, spanhouse_bin
+    proc = subprocess.Popen([spanhouse_bin()] + args, stderr=subprocess.PIPE, text=True,
+                            env=clean_env())
+    pages = 0
+    for line in proc.stderr:
+        if "spans read" in line:
+            pages += 1
+            if pages == 5:
+                proc.kill()
+                break
+    proc.wait(timeout=30)
+    assert pages == 5 and proc.returncode == -9
+    saved = json.loads(checkpoint.read_text())
+    assert 0 < saved["read"] < total and not saved["done"]
+
+    # Resumed: the rest, nothing twice.
+    r = run_cli(args)
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert "resuming" in r.stderr
+    done = json.loads(checkpoint.read_text())
+    assert done["done"] and done["imported"] == total
+    assert done["read"] >= total  # the page in flight at the kill may be read again
+    for trace, n in counts.items():
+        doc = sh.wait_for_trace(trace, lambda d, n=n: len(d["data"][0]["spans"]) >= n)
+        ids = [s["spanID"] for s in doc["data"][0]["spans"]]
+        assert len(ids) == len(set(ids)) == n, trace
+
+    # A second run with the checkpoint does nothing; without it, it reads all and adds nothing.
+    r = run_cli(args)
+    assert r.returncode == 0 and "already complete" in r.stdout, r.stdout + r.stderr
+    checkpoint.unlink()
+    r = run_cli(args)
+    assert r.returncode == 0, r.stderr
+    again = json.loads(checkpoint.read_text())
+    assert again["imported"] == 0 and again["already_stored"] == total
+
+    # The imported traces are what Jaeger answers for them.
+    for trace in counts:
+        ours = sh.get_trace(trace)
+        theirs = jaeger.get_trace(trace)
+        assert ours.status_code == 200 and theirs.status_code == 200
+        a, b = trace_view(ours.json()), trace_view(theirs.json())
+        assert [s["spanID"] for s in a] == [s["spanID"] for s in b], trace
+        for x, y in zip(a, b):
+            diff = {k: (x[k], y[k]) for k in x if x[k] != y[k]}
+            if "tags" in diff:
+                tx, ty = diff.pop("tags")
+                diff["tags"] = {k: (tx.get(k), ty.get(k)) for k in set(tx) | set(ty)
+                                if tx.get(k) != ty.get(k)}
+            assert not diff, f"{trace}/{x['spanID']}: spanhouse vs Jaeger: {diff}"
+
+    # Bad input is refused clearly.
+    r = run_cli(["backfill", "--from", "elasticsearch", "--opensearch", opensearch.url,
+                 "--start", "1", "--end", "2", "--server", sh.query_url])
+    assert r.returncode == 2 and "--from" in r.stderr
+    r = run_cli(["backfill", "--from", "opensearch", "--opensearch", opensearch.url,
+                 "--start", "yesterday", "--end", "2", "--server", sh.query_url])
+    assert r.returncode == 2 and "--start" in r.stderr

@@ -198,15 +198,6 @@ void AppendAttrKvs(std::string& out, Commas& commas, const SpanBatch& b, const A
   }
 }
 
-// A link's opentracing.ref_type attribute, "" if it has none.
-std::string_view LinkRefType(const SpanBatch& b, uint32_t l) {
-  const Range r = b.links.attrs[l];
-  for (uint32_t i = r.begin; i < r.end && i < b.link_attrs.size(); ++i) {
-    if (b.Str(b.link_attrs.key[i]) == "opentracing.ref_type") return b.Str(b.link_attrs.value[i]);
-  }
-  return {};
-}
-
 void AppendReference(std::string& out, std::string_view type, const TraceId& trace,
                      const SpanId& span) {
   out += "{\"refType\":\"";
@@ -228,10 +219,8 @@ void AppendReferences(std::string& out, const SpanBatch& b, uint32_t s) {
   }
   // The parent's reference type: CHILD_OF unless a link to the parent says otherwise.
   std::string_view parent_type = "CHILD_OF";
-  for (uint32_t l = links.begin; l < links.end && has_parent; ++l) {
-    if (b.links.trace_id[l] == sp.trace_id[s] && b.links.span_id[l] == sp.parent_span_id[s]) {
-      parent_type = LinkRefType(b, l) == "child_of" ? "CHILD_OF" : "FOLLOWS_FROM";
-    }
+  for (uint32_t l = links.begin; l < links.end; ++l) {
+    if (LinksToParent(b, s, l)) parent_type = JaegerRefType(b, l);
   }
   out += '[';
   Commas commas(out);
@@ -240,13 +229,9 @@ void AppendReferences(std::string& out, const SpanBatch& b, uint32_t s) {
     AppendReference(out, parent_type, sp.trace_id[s], sp.parent_span_id[s]);
   }
   for (uint32_t l = links.begin; l < links.end; ++l) {
-    if (has_parent && b.links.trace_id[l] == sp.trace_id[s] &&
-        b.links.span_id[l] == sp.parent_span_id[s]) {
-      continue;
-    }
+    if (LinksToParent(b, s, l)) continue;
     commas.Next();
-    AppendReference(out, LinkRefType(b, l) == "child_of" ? "CHILD_OF" : "FOLLOWS_FROM",
-                    b.links.trace_id[l], b.links.span_id[l]);
+    AppendReference(out, JaegerRefType(b, l), b.links.trace_id[l], b.links.span_id[l]);
   }
   out += ']';
 }

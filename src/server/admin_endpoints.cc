@@ -1,0 +1,322 @@
+// /api/admin/...: run-time controls of the query listener (guarded by
+// auth.query_tokens like the rest of it), and what `spanhouse reconcile` and
+// `spanhouse backfill` ask of the stores through a running server: the
+// server holds the engine (the embedded one cannot be opened by a second
+// process) and the connections to both stores.
+//
+//   GET|PUT /api/admin/read-source[?to=clickhouse|opensearch][&fallback=true|false]
+//   GET /api/admin/span-counts?source=S&start=US&end=US[&bucket_s=N]
+//   GET /api/admin/span-ids?source=S&service=X[&kind=K]&start=US&end=US[&limit=N]
+//   GET /api/admin/documents?source=S&trace=HEX   (the trace as Jaeger documents)
+//   POST /api/admin/import   (NDJSON of Jaeger span documents -> ClickHouse)
+// Times are unix microseconds, as in Jaeger's API.
+#include <spdlog/spdlog.h>
+
+#include <charconv>
+#include <set>
+
+#include "codec/value_text.h"
+#include "net/http_status.h"
+#include "query/jaeger_json.h"
+#include "query/params.h"
+#include "server/server.h"
+#include "storage/clickhouse/embedded_sink.h"
+#include "storage/opensearch/jaeger_document.h"
+
+namespace spanhouse::server {
+
+namespace {
+
+void Fail(net::HttpResponse& resp, int status, const std::string& message) {
+  resp.status = status;
+  resp.body = query::RenderJaegerError(status, message);
+}
+
+bool ParseU64(const std::string* s, uint64_t* out) {
+  if (s == nullptr || s->empty()) return false;
+  auto res = std::from_chars(s->data(), s->data() + s->size(), *out);
+  return res.ec == std::errc() && res.ptr == s->data() + s->size();
+}
+
+// The request's store (?source=, default: the one reads go to) and time range.
+struct Common {
+  query::QueryString q;
+  query::SpanReader* reader = nullptr;
+  std::string source;
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+};
+
+bool ParseCommon(const net::HttpRequest& req, const query::ReadSwitch& sw, bool want_range,
+                 net::HttpResponse& resp, Common* c) {
+  if (Status st = query::QueryString::Parse(req.target, &c->q); !st.ok()) {
+    Fail(resp, 400, st.message());
+    return false;
+  }
+  const std::string* source = c->q.First("source");
+  c->source = source != nullptr ? *source : sw.current();
+  c->reader = sw.Source(c->source);
+  if (c->reader == nullptr) {
+    Fail(
+        resp, 400, "source: no store named '" + c->source + "' (this server reads " + [&] {
+          std::string names;
+          for (const auto& n : sw.sources()) names += (names.empty() ? "" : ", ") + n;
+          return names;
+        }() + ")");
+    return false;
+  }
+  if (!want_range) return true;
+  uint64_t start_us = 0, end_us = 0;
+  if (!ParseU64(c->q.First("start"), &start_us) || !ParseU64(c->q.First("end"), &end_us) ||
+      end_us <= start_us || end_us > (UINT64_MAX / 1000)) {
+    Fail(resp, 400, "start and end: unix microseconds, start < end");
+    return false;
+  }
+  c->start_ns = start_us * 1000;
+  c->end_ns = end_us * 1000;
+  return true;
+}
+
+void FailStore(net::HttpResponse& resp, const Status& st, std::string_view what) {
+  if (st.code() == StatusCode::kInternal) {
+    spdlog::error("admin: {}: {}", what, st.message());
+    Fail(resp, 500,
+         "internal error: the store could not answer (the reason is in spanhouse's log)");
+    return;
+  }
+  Fail(resp, net::HttpStatusOf(st.code()), st.message());
+}
+
+}  // namespace
+
+void Server::HandleAdmin(const net::HttpRequest& req, net::HttpResponse& resp) {
+  resp.content_type = "application/json";
+  const std::string_view path = req.path();
+  const bool get = req.method == "GET";
+  if (path == "/api/admin/read-source") return ReadSourceEndpoint(req, resp);
+  if (path == "/api/admin/span-counts" && get) return SpanCountsEndpoint(req, resp);
+  if (path == "/api/admin/span-ids" && get) return SpanIdsEndpoint(req, resp);
+  if (path == "/api/admin/documents" && get) return DocumentsEndpoint(req, resp);
+  if (path == "/api/admin/import" && req.method == "POST") return ImportEndpoint(req, resp);
+  for (std::string_view known : {"/api/admin/span-counts", "/api/admin/span-ids",
+                                 "/api/admin/documents", "/api/admin/import"}) {
+    if (path == known) {
+      resp.headers.emplace_back("Allow", path == "/api/admin/import" ? "POST" : "GET");
+      return Fail(resp, 405, "method not allowed");
+    }
+  }
+  Fail(resp, 404, "not found: " + std::string(path));
+}
+
+void Server::ReadSourceEndpoint(const net::HttpRequest& req, net::HttpResponse& resp) {
+  if (req.method == "PUT" || req.method == "POST") {
+    std::string to;
+    std::string fallback;
+    const bool has_to = query::QueryParam(req.target, "to", &to);
+    if (query::QueryParam(req.target, "fallback", &fallback)) {
+      if (fallback != "true" && fallback != "false") {
+        return Fail(resp, 400, "fallback: want true or false");
+      }
+      read_switch_->set_fallback(fallback == "true");
+    }
+    if (has_to) {
+      if (Status st = read_switch_->SwitchTo(to); !st.ok()) return Fail(resp, 400, st.message());
+    }
+  } else if (req.method != "GET") {
+    resp.headers.emplace_back("Allow", "GET, PUT");
+    return Fail(resp, 405, "method not allowed: GET or PUT");
+  }
+  std::string sources;
+  for (const auto& s : read_switch_->sources()) {
+    sources += (sources.empty() ? "\"" : ",\"") + s + "\"";
+  }
+  resp.body =
+      fmt::format(R"({{"read_from":"{}","fallback":{},"sources":[{}]}})", read_switch_->current(),
+                  read_switch_->fallback() ? "true" : "false", sources);
+}
+
+void Server::SpanCountsEndpoint(const net::HttpRequest& req, net::HttpResponse& resp) {
+  Common c;
+  if (!ParseCommon(req, *read_switch_, true, resp, &c)) return;
+  query::SpanCountQuery q;
+  q.start_ns = c.start_ns;
+  q.end_ns = c.end_ns;
+  if (const std::string* b = c.q.First("bucket_s"); b != nullptr) {
+    if (!ParseU64(b, &q.bucket_s) || q.bucket_s < 60 || q.bucket_s > 366 * 86400) {
+      return Fail(resp, 400, "bucket_s: seconds, 60 to 31622400");
+    }
+  }
+  std::vector<query::SpanCountRow> rows;
+  if (Status st = c.reader->CountSpans(q, &rows); !st.ok())
+    return FailStore(resp, st, "span counts");
+  std::string out = "{\"source\":";
+  codec::AppendJsonString(out, c.source);
+  out += ",\"bucket_s\":" + std::to_string(q.bucket_s) + ",\"rows\":[";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (i != 0) out += ',';
+    out += "{\"bucket\":" + std::to_string(rows[i].bucket_s) + ",\"service\":";
+    codec::AppendJsonString(out, rows[i].service);
+    out += ",\"kind\":";
+    codec::AppendJsonString(out, SpanKindName(rows[i].kind));
+    out += ",\"spans\":" + std::to_string(rows[i].spans) + "}";
+  }
+  out += "]}";
+  resp.body = std::move(out);
+}
+
+void Server::SpanIdsEndpoint(const net::HttpRequest& req, net::HttpResponse& resp) {
+  Common c;
+  if (!ParseCommon(req, *read_switch_, true, resp, &c)) return;
+  query::SpanIdQuery q;
+  q.start_ns = c.start_ns;
+  q.end_ns = c.end_ns;
+  const std::string* service = c.q.First("service");
+  if (service == nullptr) return Fail(resp, 400, "service: required");
+  q.service = *service;
+  if (const std::string* kind = c.q.First("kind"); kind != nullptr) {
+    if (!ParseSpanKind(*kind, &q.kind)) return Fail(resp, 400, "kind: a span kind, e.g. server");
+    q.any_kind = false;
+  }
+  if (const std::string* limit = c.q.First("limit"); limit != nullptr) {
+    uint64_t n = 0;
+    if (!ParseU64(limit, &n) || n == 0 || n > 1000000)
+      return Fail(resp, 400, "limit: 1 to 1000000");
+    q.limit = static_cast<uint32_t>(n);
+  }
+  std::vector<query::SpanKey> keys;
+  if (Status st = c.reader->ListSpans(q, &keys); !st.ok()) return FailStore(resp, st, "span ids");
+  std::string out = "{\"spans\":[";
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (i != 0) out += ',';
+    out += "[\"" + ToHex(keys[i].trace_id) + "\",\"" + ToHex(keys[i].span_id) + "\"]";
+  }
+  out += "]}";
+  resp.body = std::move(out);
+}
+
+void Server::DocumentsEndpoint(const net::HttpRequest& req, net::HttpResponse& resp) {
+  Common c;
+  if (!ParseCommon(req, *read_switch_, false, resp, &c)) return;
+  const std::string* hex = c.q.First("trace");
+  TraceId id{};
+  if (hex == nullptr || !query::ParseTraceIdHex(*hex, &id)) {
+    return Fail(resp, 400, "trace: a trace id, up to 32 hex digits");
+  }
+  SpanBatch batch;
+  Status st = c.reader->GetTrace(id, &batch);
+  if (!st.ok() && st.code() != StatusCode::kNotFound) return FailStore(resp, st, "documents");
+  storage::opensearch::DocumentWriter writer(batch);
+  std::string out = "{\"source\":";
+  codec::AppendJsonString(out, c.source);
+  out += ",\"documents\":[";
+  for (uint32_t s = 0; s < batch.span_count(); ++s) {
+    if (s != 0) out += ',';
+    writer.AppendSpan(out, s);
+  }
+  out += "]}";
+  resp.body = std::move(out);
+}
+
+void Server::ImportEndpoint(const net::HttpRequest& req, net::HttpResponse& resp) {
+  // Decodes every document first: one that is not a span is reported, the
+  // others are still imported.
+  SpanBatch batch;
+  uint64_t received = 0;
+  uint64_t invalid = 0;
+  std::string errors;
+  std::string_view body = req.body;
+  while (!body.empty()) {
+    const size_t nl = body.find('\n');
+    std::string_view line = body.substr(0, nl);
+    body = nl == std::string_view::npos ? std::string_view() : body.substr(nl + 1);
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.remove_suffix(1);
+    if (line.empty()) continue;
+    ++received;
+    if (Status st = storage::opensearch::AppendSpanFromDocument(line, &batch); !st.ok()) {
+      if (++invalid <= 5) {
+        if (!errors.empty()) errors += ',';
+        codec::AppendJsonString(errors,
+                                "document " + std::to_string(received) + ": " + st.message());
+      }
+    }
+  }
+  // Spans already stored (dual-written, or imported before) are left out:
+  // an import is idempotent.
+  std::vector<TraceId> ids(batch.spans.trace_id.begin(), batch.spans.trace_id.end());
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  std::set<query::SpanKey> stored;
+  for (size_t i = 0; i < ids.size(); i += 500) {
+    std::vector<TraceId> chunk(
+        ids.begin() + static_cast<std::ptrdiff_t>(i),
+        ids.begin() + static_cast<std::ptrdiff_t>(std::min(i + 500, ids.size())));
+    SpanBatch existing;
+    if (Status st = reader_->GetTraces(chunk, &existing); !st.ok()) {
+      return FailStore(resp, st, "import: reading what is stored");
+    }
+    for (uint32_t s = 0; s < existing.span_count(); ++s) {
+      stored.insert({existing.spans.trace_id[s], existing.spans.span_id[s]});
+    }
+  }
+  std::vector<uint32_t> fresh;
+  std::set<query::SpanKey> seen;  // a span twice in one request: once
+  for (uint32_t s = 0; s < batch.span_count(); ++s) {
+    query::SpanKey k{batch.spans.trace_id[s], batch.spans.span_id[s]};
+    if (stored.count(k) == 0 && seen.insert(k).second) fresh.push_back(s);
+  }
+  uint64_t written = 0;
+  if (!fresh.empty()) {
+    SpanBatch todo;
+    todo.AppendSpans(batch, fresh.data(), fresh.size());
+    std::lock_guard<std::mutex> lock(import_mu_);
+    if (Status st = Import(todo, &written); !st.ok()) {
+      resp.headers.emplace_back("Retry-After", "1");
+      return Fail(resp, 503, "import: " + st.message());
+    }
+  }
+  resp.body = fmt::format(
+      R"({{"received":{},"invalid":{},"already_stored":{},"imported":{},"errors":[{}]}})", received,
+      invalid, batch.span_count() - fresh.size(), written, errors);
+}
+
+Status Server::Import(const SpanBatch& batch, uint64_t* written) {
+  // Sinks of their own, written out before the answer: the ClickHouse
+  // store only (the spans came from OpenSearch), the same writers as live
+  // traffic, one per cluster shard.
+  const size_t shards = remote() ? shards_.size() : 1;
+  std::vector<std::unique_ptr<storage::EmbeddedSink>> sinks;
+  for (size_t s = 0; s < shards; ++s) {
+    std::vector<std::unique_ptr<storage::SqlConnection>> conns;
+    SH_RETURN_IF_ERROR(OpenConnections(1, &conns, s));
+    storage::EmbeddedSinkOptions o;
+    o.name = fmt::format("import{}", s + 1);
+    o.writer = WriterOptionsOf(cfg_, dir_);
+    o.writer.database = database_;
+    o.cluster_shard = static_cast<uint32_t>(s);
+    o.cluster_shards = static_cast<uint32_t>(shards);
+    sinks.push_back(std::make_unique<storage::EmbeddedSink>(std::move(conns), caps_, o));
+  }
+  for (auto& sink : sinks) {
+    SH_RETURN_IF_ERROR(sink->Start());
+    pipeline::QueuedBatch item;
+    item.batch = std::make_unique<SpanBatch>();
+    item.batch->Append(batch);
+    SH_RETURN_IF_ERROR(sink->Push(item));
+  }
+  uint64_t stored = 0;
+  uint64_t failed = 0;
+  for (auto& sink : sinks) {
+    sink->Drain();
+    stored += sink->stats().rows_written.load() + sink->stats().rows_dead_lettered.load();
+    failed += sink->stats().rows_left_queued.load() + sink->stats().rows_lost.load();
+  }
+  *written = stored;
+  if (failed != 0 || stored < batch.span_count()) {
+    return Status::Unavailable(fmt::format(
+        "{} of {} spans not written; send them again",
+        batch.span_count() - std::min<uint64_t>(stored, batch.span_count()), batch.span_count()));
+  }
+  return Status::Ok();
+}
+
+}  // namespace spanhouse::server
