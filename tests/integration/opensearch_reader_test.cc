@@ -29,6 +29,9 @@
 #include <utility>
 #include <vector>
 
+#include "integration/engine.h"
+#include "integration/span_counts_corpus.h"
+#include "storage/clickhouse/chdb_span_reader.h"
 #include "storage/opensearch/index_templates.h"
 #include "storage/opensearch/jaeger_document.h"
 #include "storage/opensearch/opensearch_client.h"
@@ -536,6 +539,8 @@ class OpenSearchReaderIT : public ::testing::Test {
   static void DependenciesSummedOverTheRange();
   static void AnEmptyStoreAnswersEmpty();
   static void MaxSpanAgeLooksAtRecentDaysOnly();
+  static void CountsAndListsAsClickHouseDoes();
+  static void CountsTheKindOfOlderWriters();
 
   static inline std::string why_not_;
   static inline bool start_failed_ = false;
@@ -845,6 +850,138 @@ void OpenSearchReaderIT::MaxSpanAgeLooksAtRecentDaysOnly() {
   EXPECT_TRUE(services.empty());
   SpanBatch got;
   EXPECT_EQ(recent.GetTrace(kCart, &got).code(), StatusCode::kNotFound);
+}
+
+// One batch written to OpenSearch (index prefix "counts") and to chDB: both
+// readers' CountSpans and ListSpans answer the same, and what the batch
+// says (span_counts_corpus.h); in pages of 3 cells and ids too.
+void OpenSearchReaderIT::CountsAndListsAsClickHouseDoes() {
+  const SpanBatch b = testdata::CountsCorpus();
+  Write("counts", b);
+  Reset();
+  Capabilities caps;
+  ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
+  WriteAll(b, caps);
+  ChdbSpanReader ch(*Engine::conn, caps);
+  ReaderOptions o;
+  o.index_prefix = "counts";
+  OpenSearchReader os = Reader(o);
+  o.page_size = 3;
+  OpenSearchReader paged = Reader(o);
+  for (const uint64_t bucket : {uint64_t{3600}, uint64_t{900}, uint64_t{86400}, uint64_t{7}}) {
+    SCOPED_TRACE("bucket " + std::to_string(bucket));
+    const query::SpanCountQuery q = testdata::CountsQuery(bucket);
+    std::vector<query::SpanCountRow> from_ch, from_os, from_paged;
+    Status st = ch.CountSpans(q, &from_ch);
+    ASSERT_TRUE(st.ok()) << st.message();
+    st = os.CountSpans(q, &from_os);
+    ASSERT_TRUE(st.ok()) << st.message();
+    st = paged.CountSpans(q, &from_paged);
+    ASSERT_TRUE(st.ok()) << st.message();
+    EXPECT_EQ(from_os, from_ch);
+    EXPECT_EQ(from_paged, from_ch);
+    EXPECT_EQ(from_os, testdata::ExpectedCounts(b, q));
+  }
+  for (const query::SpanIdQuery& q : testdata::ListQueries()) {
+    SCOPED_TRACE(testdata::Describe(q));
+    std::vector<query::SpanKey> from_ch, from_os, from_paged;
+    Status st = ch.ListSpans(q, &from_ch);
+    ASSERT_TRUE(st.ok()) << st.message();
+    st = os.ListSpans(q, &from_os);
+    ASSERT_TRUE(st.ok()) << st.message();
+    st = paged.ListSpans(q, &from_paged);
+    ASSERT_TRUE(st.ok()) << st.message();
+    EXPECT_EQ(from_os, from_ch);
+    EXPECT_EQ(from_paged, from_ch);
+    EXPECT_EQ(from_os, testdata::ExpectedKeys(b, q));
+  }
+  // Over the limit: kInvalidArgument from both; at it, every span.
+  query::SpanIdQuery q = testdata::ListQueries()[0];
+  const size_t n = testdata::ExpectedKeys(b, q).size();
+  ASSERT_GT(n, 3u);
+  std::vector<query::SpanKey> keys;
+  q.limit = static_cast<uint32_t>(n - 1);
+  for (OpenSearchReader* r : {&os, &paged}) {
+    const Status over = r->ListSpans(q, &keys);
+    EXPECT_EQ(over.code(), StatusCode::kInvalidArgument) << over.message();
+    EXPECT_NE(over.message().find("more than"), std::string::npos) << over.message();
+  }
+  EXPECT_EQ(ch.ListSpans(q, &keys).code(), StatusCode::kInvalidArgument);
+  q.limit = static_cast<uint32_t>(n);
+  ASSERT_TRUE(paged.ListSpans(q, &keys).ok());
+  EXPECT_EQ(keys.size(), n);
+  // No index for the range, a zero bucket.
+  query::SpanCountQuery none = testdata::CountsQuery();
+  none.start_ns -= 400ull * 86400 * kS;
+  none.end_ns = none.start_ns + 3600 * kS;
+  std::vector<query::SpanCountRow> rows;
+  ASSERT_TRUE(os.CountSpans(none, &rows).ok());
+  EXPECT_TRUE(rows.empty());
+  EXPECT_EQ(os.CountSpans(testdata::CountsQuery(0), &rows).code(), StatusCode::kInvalidArgument);
+}
+
+// Documents of older writers keep span.kind as a nested tag, not the field
+// tag.span@kind: counted and listed the same.
+void OpenSearchReaderIT::CountsTheKindOfOlderWriters() {
+  const SpanBatch b = testdata::CountsCorpus();
+  TemplateOptions t;
+  t.index_prefix = "countsold";
+  t.shards = 2;
+  t.replicas = 0;
+  ASSERT_TRUE(
+      client_->PostJson("/_template/" + SpanTemplateName(t), SpanTemplate(t), nullptr).ok());
+  DocumentWriter w(b);
+  std::string bulk;
+  size_t moved = 0;
+  for (uint32_t s = 0; s < b.span_count(); ++s) {
+    std::string doc;
+    w.AppendSpan(doc, s);
+    const std::string_view kind = SpanKindName(b.spans.kind[s]);
+    if (!kind.empty()) {
+      const std::string field = R"(,"tag":{"span@kind":")" + std::string(kind) + "\"}";
+      const size_t at = doc.find(field);
+      ASSERT_NE(at, std::string::npos) << doc;
+      doc.erase(at, field.size());
+      const size_t tags = doc.find(R"("tags":[)");
+      ASSERT_NE(tags, std::string::npos);
+      doc.insert(tags + 8,
+                 R"({"key":"span.kind","type":"string","value":")" + std::string(kind) + "\"},");
+      ++moved;
+    }
+    bulk += R"({"create":{"_index":")" +
+            DailyIndex(SpanIndexBase("countsold"), b.spans.start_ns[s]) + R"(","_id":")" +
+            SpanDocumentId(b, s) + "\"}}\n" + doc + "\n";
+  }
+  ASSERT_GT(moved, 50u);
+  Bulk(bulk);
+  ReaderOptions o;
+  o.index_prefix = "countsold";
+  OpenSearchReader os = Reader(o);
+  for (const uint64_t bucket : {uint64_t{3600}, uint64_t{900}}) {
+    const query::SpanCountQuery q = testdata::CountsQuery(bucket);
+    std::vector<query::SpanCountRow> rows;
+    const Status st = os.CountSpans(q, &rows);
+    ASSERT_TRUE(st.ok()) << st.message();
+    EXPECT_EQ(rows, testdata::ExpectedCounts(b, q));
+  }
+  for (const query::SpanIdQuery& q : testdata::ListQueries()) {
+    SCOPED_TRACE(testdata::Describe(q));
+    std::vector<query::SpanKey> keys;
+    const Status st = os.ListSpans(q, &keys);
+    ASSERT_TRUE(st.ok()) << st.message();
+    EXPECT_EQ(keys, testdata::ExpectedKeys(b, q));
+  }
+}
+
+TEST_F(OpenSearchReaderIT, CountsAndListsSpansAsClickHouseDoes) {
+  {
+    SCOPED_TRACE("CountsAndListsAsClickHouseDoes");
+    CountsAndListsAsClickHouseDoes();
+  }
+  {
+    SCOPED_TRACE("CountsTheKindOfOlderWriters");
+    CountsTheKindOfOlderWriters();
+  }
 }
 
 TEST_F(OpenSearchReaderIT, ReadsTracesById) {

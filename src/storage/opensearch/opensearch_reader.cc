@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 #include <map>
+#include <tuple>
 #include <utility>
 
 #include <fmt/format.h>
@@ -346,6 +347,70 @@ std::string FindTraceIdsBody(const query::TraceQuery& q) {
   return out;
 }
 
+std::string StartRangeFilter(uint64_t start_ns, uint64_t end_ns) {
+  const auto ceil_us = [](uint64_t ns) { return ns / 1000 + (ns % 1000 != 0 ? 1 : 0); };
+  std::string out = R"({"range":{"startTimeMillis":{"gte":)";
+  AppendU64(out, start_ns / 1000000);
+  out += R"(,"lte":)";
+  AppendU64(out, end_ns > 0 ? (end_ns - 1) / 1000000 : 0);
+  out += R"(,"format":"epoch_millis"}}},{"range":{"startTime":{"gte":)";
+  AppendU64(out, ceil_us(start_ns));
+  out += R"(,"lt":)";
+  AppendU64(out, ceil_us(end_ns));
+  out += "}}}";
+  return out;
+}
+
+namespace {
+
+// Kinds 0 (no span.kind tag) to 5 (consumer).
+constexpr uint8_t kKinds = 6;
+
+// The filter of spans of `kind`; "" for a kind that has no name.
+std::string KindFilter(uint8_t kind) {
+  if (kind == 0) return MustNot({SpanHasTag("span.kind")});
+  const std::string_view name = SpanKindName(kind);
+  return name.empty() ? std::string() : SpanTagIs("span.kind", name);
+}
+
+// A span id in hex, at most 16 digits (legacy ids lack leading zeros).
+bool ParseSpanIdHex(std::string_view hex, SpanId* out) {
+  if (hex.empty() || hex.size() > 2 * out->size()) return false;
+  std::string padded(2 * out->size() - hex.size(), '0');
+  padded += hex;
+  return FromHex(padded, out->data(), out->size());
+}
+
+}  // namespace
+
+std::string CountSpansBody(const query::SpanCountQuery& q, uint64_t page,
+                           std::string_view after_key) {
+  std::string out = R"({"size":0,"track_total_hits":false,"query":{"bool":{"filter":[)";
+  out += StartRangeFilter(q.start_ns, q.end_ns);
+  out += R"(]}},"aggs":{"cells":{"composite":{"size":)";
+  AppendU64(out, page);
+  out += R"(,"sources":[{"bucket":{"date_histogram":{"field":"startTimeMillis","fixed_interval":")";
+  AppendU64(out, q.bucket_s);
+  out += R"(s"}}},{"service":{"terms":{"field":"process.serviceName"}}}])";
+  if (!after_key.empty()) {
+    out += R"(,"after":)";
+    out += after_key;
+  }
+  out += R"(},"aggs":{"kinds":{"filters":{"filters":{)";
+  Commas commas(out);
+  for (uint8_t k = 0; k < kKinds; ++k) {
+    const std::string filter = KindFilter(k);
+    if (filter.empty()) continue;
+    commas.Next();
+    out += '"';
+    AppendU64(out, k);
+    out += "\":";
+    out += filter;
+  }
+  out += "}}}}}}}";
+  return out;
+}
+
 bool ParseTraceIdHex(std::string_view hex, TraceId* out) {
   if (hex.empty() || hex.size() > 2 * out->size()) return false;
   std::string padded(2 * out->size() - hex.size(), '0');
@@ -683,6 +748,149 @@ Status OpenSearchReader::CountSpansWithAttr(AttrOwner owner, const std::string& 
   uint64_t n = 0;
   if (doc["hits"]["total"]["value"].get_uint64().get(n) != simdjson::SUCCESS) n = 0;
   *count = n;
+  return Status::Ok();
+}
+
+Status OpenSearchReader::CountSpans(const query::SpanCountQuery& q,
+                                    std::vector<query::SpanCountRow>* out) {
+  out->clear();
+  // Whole seconds, and at most a century (as ChdbSpanReader's).
+  constexpr uint64_t kMaxBucketS = 100ull * 366 * 86400;
+  if (q.bucket_s == 0 || q.bucket_s > kMaxBucketS) {
+    return Status::Invalid(
+        fmt::format("the bucket must be from 1 s to {} s, not {}", kMaxBucketS, q.bucket_s));
+  }
+  if (q.end_ns <= q.start_ns) return Status::Ok();
+  const std::string indices = DailyIndices(span_base_, q.start_ns, q.end_ns - 1);
+  // Each cell is a bucket and its kinds' buckets: a page stays within the
+  // cluster's search.max_buckets.
+  const uint64_t page =
+      std::clamp<uint64_t>(std::min(opts_.page_size, max_buckets() / (kKinds + 1)), 1, 1000);
+  simdjson::dom::parser parser;
+  std::string after_key;
+  for (;;) {
+    std::string answer;
+    SH_RETURN_IF_ERROR(Search(indices, CountSpansBody(q, page, after_key), &answer));
+    element doc;
+    if (parser.parse(answer).get(doc) != simdjson::SUCCESS) return NotASearchAnswer("a count");
+    element cells;
+    if (doc["aggregations"]["cells"].get(cells) != simdjson::SUCCESS) break;  // no index
+    simdjson::dom::array buckets;
+    if (cells["buckets"].get_array().get(buckets) != simdjson::SUCCESS) {
+      return NotASearchAnswer("a count");
+    }
+    size_t n = 0;
+    for (element b : buckets) {
+      ++n;
+      element key_ms;
+      std::string_view service;
+      if (b["key"]["bucket"].get(key_ms) != simdjson::SUCCESS ||
+          b["key"]["service"].get_string().get(service) != simdjson::SUCCESS) {
+        return NotASearchAnswer("a count");
+      }
+      int64_t ms = 0;
+      double ms_double = 0;
+      if (key_ms.get_int64().get(ms) != simdjson::SUCCESS) {
+        if (key_ms.get_double().get(ms_double) != simdjson::SUCCESS) {
+          return NotASearchAnswer("a count");
+        }
+        ms = static_cast<int64_t>(ms_double);
+      }
+      for (uint8_t k = 0; k < kKinds; ++k) {
+        char name[4];
+        auto res = std::to_chars(name, name + sizeof(name), k);
+        uint64_t spans = 0;
+        if (b["kinds"]["buckets"][std::string_view(name, res.ptr - name)]["doc_count"]
+                    .get_uint64()
+                    .get(spans) != simdjson::SUCCESS ||
+            spans == 0) {
+          continue;
+        }
+        if (out->size() >= opts_.max_rows) return Status::Invalid(RowLimitMessage(opts_.max_rows));
+        out->push_back({static_cast<uint64_t>(std::max<int64_t>(ms, 0)) / 1000,
+                        std::string(service), k, spans});
+      }
+    }
+    element after;
+    if (n < page || cells["after_key"].get(after) != simdjson::SUCCESS) break;
+    after_key = simdjson::minify(after);
+  }
+  // The cluster orders the keys as std::string does (by their bytes); sorted
+  // here with the kinds.
+  std::sort(out->begin(), out->end(), [](const auto& a, const auto& b) {
+    return std::tie(a.bucket_s, a.service, a.kind) < std::tie(b.bucket_s, b.service, b.kind);
+  });
+  return Status::Ok();
+}
+
+Status OpenSearchReader::ListSpans(const query::SpanIdQuery& q, std::vector<query::SpanKey>* out) {
+  out->clear();
+  if (q.service.empty() || q.end_ns <= q.start_ns) return Status::Ok();
+  std::string query = R"({"bool":{"filter":[)";
+  query += StartRangeFilter(q.start_ns, q.end_ns);
+  query += ',';
+  AppendTerm(query, "process.serviceName", q.service);
+  if (!q.any_kind) {
+    const std::string kind = KindFilter(q.kind);
+    if (kind.empty()) return Status::Ok();
+    query += ',';
+    query += kind;
+  }
+  query += "]}}";
+  const std::string indices = DailyIndices(span_base_, q.start_ns, q.end_ns - 1);
+  const uint64_t wanted = uint64_t{q.limit} + 1;
+  const uint64_t page = std::clamp<uint64_t>(opts_.page_size, 1, wanted);
+  simdjson::dom::parser parser;
+  std::string search_after;
+  for (;;) {
+    // The ids are the sort values: no document is read.
+    std::string body = R"({"size":)";
+    AppendU64(body, page);
+    body += R"(,"track_total_hits":false,"_source":false,"query":)";
+    body += query;
+    body += R"(,"sort":[{"traceID":{"order":"asc","unmapped_type":"keyword"}},)"
+            R"({"spanID":{"order":"asc","unmapped_type":"keyword"}},)"
+            R"({"startTime":{"order":"asc","unmapped_type":"long"}}])";
+    if (!search_after.empty()) {
+      body += R"(,"search_after":)";
+      body += search_after;
+    }
+    body += '}';
+    std::string answer;
+    SH_RETURN_IF_ERROR(Search(indices, std::move(body), &answer));
+    element doc;
+    if (parser.parse(answer).get(doc) != simdjson::SUCCESS) return NotASearchAnswer("a span list");
+    simdjson::dom::array hits;
+    if (doc["hits"]["hits"].get_array().get(hits) != simdjson::SUCCESS) break;  // no index
+    size_t n = 0;
+    element last;
+    for (element hit : hits) {
+      ++n;
+      std::string_view trace;
+      std::string_view span;
+      query::SpanKey key;
+      if (hit["sort"].at(0).get_string().get(trace) != simdjson::SUCCESS ||
+          hit["sort"].at(1).get_string().get(span) != simdjson::SUCCESS ||
+          !ParseTraceIdHex(trace, &key.trace_id) || !ParseSpanIdHex(span, &key.span_id)) {
+        return NotASearchAnswer("a span list");
+      }
+      out->push_back(key);
+      last = hit;
+    }
+    if (out->size() > q.limit) {
+      out->clear();
+      return Status::Invalid(fmt::format(
+          "more than {} spans of service {} in the range: ask for a shorter range or a higher "
+          "limit",
+          q.limit, q.service));
+    }
+    if (n < page) break;
+    element sort;
+    if (last["sort"].get(sort) != simdjson::SUCCESS) return NotASearchAnswer("a span list");
+    search_after = simdjson::minify(sort);
+  }
+  // Legacy ids (no leading zeros) sort apart from full ones in the index.
+  std::sort(out->begin(), out->end());
   return Status::Ok();
 }
 

@@ -90,6 +90,19 @@ class OpenSearchReader final : public query::SpanReader {
   Status GetRedSeries(const query::RedQuery& query, std::vector<query::RedSeries>* out) override;
   Status GetRedSummary(const query::RedSummaryQuery& query,
                        std::vector<query::RedSummaryRow>* out) override;
+  // CountSpans / ListSpans: what `spanhouse reconcile` compares with
+  // ClickHouse. A span's bucket is its startTimeMillis' (the start truncated
+  // to the millisecond, which never crosses a bucket of whole seconds), its
+  // service process.serviceName (Jaeger's names for a resource without one:
+  // "missing-service-name", ...), its kind the span.kind tag (the field
+  // tag.span@kind or a nested tag; none: 0; a value that names no kind is
+  // counted under none of them). The range is on startTime, whole
+  // microseconds: bounds inside a microsecond are rounded up. CountSpans is a
+  // composite aggregation paged with after_key (any number of cells);
+  // ListSpans reads the sort values of a search paged with search_after.
+  Status CountSpans(const query::SpanCountQuery& query,
+                    std::vector<query::SpanCountRow>* out) override;
+  Status ListSpans(const query::SpanIdQuery& query, std::vector<query::SpanKey>* out) override;
   Status CountSpansWithAttr(AttrOwner owner, const std::string& key, const std::string& value,
                             uint64_t* count) override;
 
@@ -147,5 +160,19 @@ std::string FindTraceIdsBody(const query::TraceQuery& q);
 
 // A trace id in hex, at most 32 digits (legacy ids lack leading zeros).
 bool ParseTraceIdHex(std::string_view hex, TraceId* out);
+
+// The filter of spans started in [start_ns, end_ns), two clauses of a bool
+// query's filter list: startTime (whole microseconds) from
+// ceil(start_ns / 1000) up to ceil(end_ns / 1000), and startTimeMillis (for
+// skipping shards).
+std::string StartRangeFilter(uint64_t start_ns, uint64_t end_ns);
+
+// The body of one page of CountSpans: a composite aggregation "cells" of
+// (bucket: date_histogram of startTimeMillis, service: terms of
+// process.serviceName), `page` of them after `after_key` (JSON; "" for the
+// first page), each with a filters aggregation "kinds" of one filter per span
+// kind, named by its number.
+std::string CountSpansBody(const query::SpanCountQuery& q, uint64_t page,
+                           std::string_view after_key);
 
 }  // namespace spanhouse::storage::opensearch
