@@ -429,6 +429,7 @@ const std::map<std::string, std::string>& ConfigEnvVars() {
       {"SPANHOUSE_CLICKHOUSE_PASSWORD", "clickhouse.password"},
       {"SPANHOUSE_CLICKHOUSE_USER", "clickhouse.user"},
       {"SPANHOUSE_CLICKHOUSE_DATABASE", "clickhouse.database"},
+      {"SPANHOUSE_OPENSEARCH_PASSWORD", "opensearch.password"},
   };
   return vars;
 }

@@ -474,3 +474,59 @@ def test_backfill_resumes_after_a_kill_and_adds_nothing_twice(opensearch, spanho
     r = run_cli(["backfill", "--from", "opensearch", "--opensearch", opensearch.url,
                  "--start", "yesterday", "--end", "2", "--server", sh.query_url])
     assert r.returncode == 2 and "--start" in r.stderr
+
+
+def test_reconcile_agrees_then_names_deleted_and_altered_spans(opensearch, spanhouse_factory,
+                                                               tmp_path):
+    sh = spanhouse_factory(config=write_config(tmp_path / "sh.yaml", opensearch.url, "rec"))
+    counts: dict[str, int] = {}
+    for seed in range(3):
+        body, c = rich_request(8, seed=200 + seed)
+        assert sh.post_traces(body).status_code == 200
+        counts.update(c)
+    total = sum(counts.values())
+    wait_until("OpenSearch holds the spans", lambda: count(opensearch, "rec-jaeger-span-*") == total)
+    for trace, n in counts.items():
+        sh.wait_for_trace(trace, lambda d, n=n: len(d["data"][0]["spans"]) == n)
+    now = time.time()
+    report = tmp_path / "report.json"
+    args = ["reconcile", "--from", "opensearch", "--to", "clickhouse", "--server", sh.query_url,
+            "--start", str(int(now - 3600)), "--end", str(int(now + 60)), "--bucket", "1h",
+            "--samples", str(10 * total), "--seed", "7", "--json", str(report)]
+    r = run_cli(args)
+    assert r.returncode == 0, r.stdout + r.stderr
+    agreed = json.loads(report.read_text())
+    assert agreed["agree"] and agreed["spans"] == {"from": total, "to": total}
+    assert agreed["samples"] == total  # every span drawn at least once
+    assert "the stores agree" in r.stdout and "reconcile:" in r.stderr  # a report, and progress
+
+    # Two spans deleted from OpenSearch, a field of a third altered, on purpose.
+    traces = list(counts)
+    deleted = [(traces[0], "00000001aaaa0002"), (traces[5], "00000006aaaa0003")]
+    for trace, span in deleted:
+        opensearch.delete_by_query("rec-jaeger-span-*", {"bool": {"filter": [
+            {"term": {"traceID": trace}}, {"term": {"spanID": span}}]}})
+    altered_trace, altered_span = traces[9], "00000002aaaa0001"
+    (hit,) = opensearch.search("rec-jaeger-span-*", {"query": {"bool": {"filter": [
+        {"term": {"traceID": altered_trace}}, {"term": {"spanID": altered_span}}]}}})[
+        "hits"]["hits"]
+    doc = dict(hit["_source"], operationName="tampered")
+    opensearch.request("PUT", f"/{hit['_index']}/_doc/{hit['_id']}", doc)
+    opensearch.refresh("rec-jaeger-span-*")
+    r = run_cli(args)
+    assert r.returncode == 1, r.stdout + r.stderr
+    found = json.loads(report.read_text())
+    assert not found["agree"]
+    assert found["spans"] == {"from": total - 2, "to": total}
+    only_in_clickhouse = sorted(s for cell in found["differing_cells"]
+                                for s in cell["only_in_to"])
+    assert only_in_clickhouse == sorted(f"{t}/{s}" for t, s in deleted)
+    assert all(not cell["only_in_from"] for cell in found["differing_cells"])
+    diffs = {(d["trace"], d["span"], d["field"]): (d["from"], d["to"])
+             for d in found["field_differences"]}
+    assert diffs == {(altered_trace, altered_span, "operationName"): (
+        '"tampered"', '"GET /checkout/1"')}, diffs
+    assert "the stores DIFFER" in r.stdout and "tampered" in r.stdout
+    # Within a tolerance that covers the deleted spans' cells, only the altered field remains.
+    r = run_cli(args[:-2] + ["--tolerance", "0.5"])
+    assert r.returncode == 1 and "0 of" in r.stdout, r.stdout
