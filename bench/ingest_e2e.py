@@ -11,6 +11,20 @@ within a run):
   3. null: the same pipeline with writer.sink = null (receive, decode, filter,
      durable queue; the null sink encodes nothing and stores nothing), to show
      where the CPU goes
+  4. dual: dual-write against ClickHouse alone, side by side: two serves at
+     the same time, each fed by its own loadgen at --rate (required), one with
+     secondary.type: opensearch (Jaeger documents to an OpenSearch node, index
+     prefix bench-e2e-<pid>, 1 shard, 0 replicas), one without; prints the
+     CPU-seconds per million spans of each and their ratio, OpenSearch's own
+     CPU (its JVM's utime+stime from /proc, from the load's start until the
+     sink caught up) per million spans, and how long after the load the
+     OpenSearch sink caught up: spanhouse_sink_lag_milliseconds{sink=
+     "opensearch"} back at 0, nothing pending, every accepted span written
+     (serve's CPU of the dual run is counted until then). The node is
+     started from tests/opensearch's launcher (tests/e2e/opensearch_server.py:
+     needs java, the built launcher and `requests`, e.g. .venv/bin/python),
+     or is --opensearch-url's (its CPU then with --opensearch-pid only); the
+     bench's indices are deleted at the end.
 and prints per run: accepted spans/s, stored spans/s (accepted spans over
 the time until all of them were queryable), spanhouse CPU-seconds per million
 spans (user+system of the server process, chDB included), peak RSS, the RSS
@@ -22,6 +36,7 @@ Usage: bench/ingest_e2e.py [--bin build/spanhouse] [--loadgen BIN] [--duration 6
                            [--runs chdb,chdb+query,null] [--writer KEY=VALUE ...]
                            [--durable KEY=VALUE ...] [--set SECTION.KEY=VALUE ...]
                            [--keep DIR] [--side-by-side BIN ... --rate N]
+                           [--runs dual --rate N [--opensearch-url URL [--opensearch-pid PID]]]
 With --side-by-side, --bin and each BIN serve at the same time, each fed by
 its own loadgen at --rate spans/s: the fairest comparison of two builds on a
 machine whose speed drifts by 15% from one minute to the next.
@@ -44,6 +59,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from pathlib import Path
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -105,14 +121,81 @@ def query_loop(query_url: str, stop: threading.Event, timings: list, errors: lis
             errors.append(str(e))
 
 
+def metrics(query_url: str, names: tuple[str, ...], labels: str = "") -> dict[str, float]:
+    """The sum of each named metric's samples whose labels contain `labels`."""
+    with urllib.request.urlopen(query_url + "/metrics", timeout=10) as r:
+        text = r.read().decode()
+    out = {n: 0.0 for n in names}
+    for line in text.splitlines():
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        if name in out and labels in line:
+            out[name] += float(line.rsplit(" ", 1)[1])
+    return out
+
+
+SINK_LAG = "spanhouse_sink_lag_milliseconds"
+SINK_PENDING = "spanhouse_sink_pending_rows"
+SINK_WRITTEN = "spanhouse_sink_rows_written_total"
+
+
+class OpenSearchNode:
+    """The OpenSearch node of the dual run: --opensearch-url's, or one started from
+    tests/opensearch's launcher (tests/e2e/opensearch_server.py), stopped at the end."""
+
+    def __init__(self, args):
+        self.server = None
+        self.url = args.opensearch_url.rstrip("/")
+        self.pid = args.opensearch_pid
+        self.prefix = f"bench-e2e-{os.getpid()}"
+        if not self.url:
+            sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "e2e"))
+            from opensearch_server import OpenSearch  # noqa: E402 (needs `requests`)
+            self.root = tempfile.mkdtemp(prefix="spanhouse-bench-opensearch-")
+            print("starting OpenSearch (tests/opensearch's launcher)...", file=sys.stderr)
+            self.server = OpenSearch(Path(self.root))
+            self.url, self.pid = self.server.url, self.server.pid
+        with urllib.request.urlopen(self.url + "/", timeout=10) as r:
+            self.version = json.loads(r.read())["version"]["number"]
+
+    def cpu_seconds(self) -> float:
+        return cpu_seconds(self.pid) if self.pid else float("nan")
+
+    def delete_indices(self) -> None:
+        for path in (f"/{self.prefix}-jaeger-*", f"/_template/{self.prefix}-jaeger-span",
+                     f"/_template/{self.prefix}-jaeger-service"):
+            req = urllib.request.Request(self.url + path, method="DELETE")
+            try:
+                urllib.request.urlopen(req, timeout=60).read()
+            except OSError as e:
+                print(f"could not delete {path}: {e}", file=sys.stderr)
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+            shutil.rmtree(self.root, ignore_errors=True)
+        else:
+            self.delete_indices()
+
+
 def run(args, sink: str, with_query: bool = False, protocol: str = "http",
-        server_bin: str | None = None, label: str = "", alone: bool = True) -> dict:
+        server_bin: str | None = None, label: str = "", alone: bool = True,
+        opensearch: OpenSearchNode | None = None, watch_sinks: bool = False,
+        window: threading.Event | None = None) -> dict:
+    """One serve fed by one loadgen. With `opensearch`, serve dual-writes to it and the run
+    lasts until its OpenSearch sink has caught up. With `watch_sinks` (or `opensearch`),
+    /metrics is read every 0.5 s (both sides of the dual run, so that both pay for it).
+    `window`: the dual run sets it when it ends; the other side waits for it before reading
+    its CPU, so that both count the CPU of the same wall time (merges included)."""
     server_bin = server_bin or args.bin
     work = tempfile.mkdtemp(prefix=f"spanhouse-bench-{sink}-")
     otlp, query, grpc, zipkin = free_port(), free_port(), free_port(), free_port()
     cfg = os.path.join(work, "config.yaml")
     sections: dict[str, dict[str, str]] = {
         "writer": {"sink": sink, "threads": str(args.writer_threads)}}
+    if opensearch is not None:
+        sections["secondary"] = {"type": "opensearch"}
+        sections["opensearch"] = {"urls": opensearch.url, "index_prefix": opensearch.prefix,
+                                  "shards": "1", "replicas": "0"}
     settings = ([f"writer.{kv}" for kv in args.writer] + [f"durable.{kv}" for kv in args.durable]
                 + args.set)
     for kv in settings:
@@ -138,13 +221,31 @@ def run(args, sink: str, with_query: bool = False, protocol: str = "http",
                 rss_series.append(status_kib(serve.pid, "VmRSS") // 1024)
 
         sampler = threading.Thread(target=sample, daemon=True)
+        # The OpenSearch sink's state every 0.5 s: (time, lag ms, pending rows, rows written).
+        sink_samples: list[tuple[float, float, float, float]] = []
+        watch_stop = threading.Event()
+
+        def watch():
+            while not watch_stop.wait(0.5):
+                try:
+                    m = metrics(f"http://127.0.0.1:{query}",
+                                (SINK_LAG, SINK_PENDING, SINK_WRITTEN), 'sink="opensearch"')
+                except OSError:
+                    continue
+                sink_samples.append((time.time(), m[SINK_LAG], m[SINK_PENDING],
+                                     m[SINK_WRITTEN]))
+
+        watcher = threading.Thread(target=watch, daemon=True)
         query_timings: list[float] = []
         query_errors: list[str] = []
         querier = threading.Thread(target=query_loop, daemon=True, args=(
             f"http://127.0.0.1:{query}", stop, query_timings, query_errors))
         cpu0 = cpu_seconds(serve.pid)
+        os_cpu0 = opensearch.cpu_seconds() if opensearch else 0.0
         t0 = time.time()
         sampler.start()
+        if watch_sinks or opensearch is not None:
+            watcher.start()
         if with_query:
             querier.start()
         endpoint = (f"127.0.0.1:{grpc}" if protocol == "grpc"
@@ -160,8 +261,6 @@ def run(args, sink: str, with_query: bool = False, protocol: str = "http",
         ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         loadgen_cpu = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
         stop.set()
-        cpu1 = cpu_seconds(serve.pid)
-        wall = time.time() - t0
         report = {}
         for line in lg.stdout.splitlines():
             line = line.strip()
@@ -171,6 +270,29 @@ def run(args, sink: str, with_query: bool = False, protocol: str = "http",
             raise SystemExit(f"loadgen printed no JSON report (exit {lg.returncode}):\n"
                              f"{lg.stdout[-2000:]}\n{lg.stderr[-2000:]}")
         accepted = report.get("spans_accepted", 0)
+        # The load ended when loadgen stopped sending (its --verify waits after that).
+        load_end = t0 + report.get("elapsed_s", time.time() - t0)
+        caught_up_s = float("nan")
+        if opensearch is not None:
+            # Until the OpenSearch sink holds nothing, has nothing queued and has written
+            # every accepted span (409s of replays count as written).
+            deadline = time.time() + args.opensearch_catch_up_s
+            while time.time() < deadline:
+                done = [x for x in sink_samples
+                        if x[0] >= load_end and x[1] == 0 and x[2] == 0 and x[3] >= accepted]
+                if done:
+                    caught_up_s = max(0.0, done[0][0] - load_end)
+                    break
+                time.sleep(0.25)
+        watch_stop.set()
+        if window is not None:
+            if opensearch is not None:
+                window.set()
+            else:
+                window.wait(timeout=args.opensearch_catch_up_s + 600)
+        cpu1 = cpu_seconds(serve.pid)
+        os_cpu1 = opensearch.cpu_seconds() if opensearch else 0.0
+        wall = time.time() - t0
         return {
             "sink": sink + ("+query" if with_query else "") + ("/grpc" if protocol == "grpc" else "")
                     + label,
@@ -186,8 +308,19 @@ def run(args, sink: str, with_query: bool = False, protocol: str = "http",
                                     else float("nan")),
             "peak_rss_mib": status_kib(serve.pid, "VmHWM") // 1024,
             "rss_series_mib": rss_series,
+            "opensearch": None if opensearch is None else {
+                "caught_up_s": caught_up_s,
+                "max_lag_s": max((x[1] for x in sink_samples), default=0) / 1000,
+                "written": sink_samples[-1][3] if sink_samples else 0,
+                "cpu_s": os_cpu1 - os_cpu0,
+                "cpu_s_per_m": ((os_cpu1 - os_cpu0) / accepted * 1e6 if accepted
+                                else float("nan")),
+                "wall_s": wall,
+            },
         }
     finally:
+        if window is not None and opensearch is not None:
+            window.set()  # also when this side failed
         if serve.poll() is None:
             serve.send_signal(signal.SIGTERM)
             try:
@@ -201,6 +334,50 @@ def run(args, sink: str, with_query: bool = False, protocol: str = "http",
             print(f"kept {kept}", file=sys.stderr)
         else:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def run_dual(args, protocol: str) -> list[dict]:
+    """Dual-write and ClickHouse alone, at the same time, each with its own loadgen."""
+    node = OpenSearchNode(args)
+    try:
+        # The node's CPU while nothing is sent to it, to read its figure against.
+        idle0, t = node.cpu_seconds(), time.time()
+        time.sleep(5)
+        idle = (node.cpu_seconds() - idle0) / (time.time() - t)
+        window = threading.Event()
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            dual = pool.submit(run, args, "chdb", False, protocol, None, "+opensearch", False,
+                               node, True, window)
+            alone = pool.submit(run, args, "chdb", False, protocol, None, " alone", False,
+                                None, True, window)
+            pair = [dual.result(), alone.result()]
+        pair[0]["opensearch"].update(url=node.url, version=node.version, idle_cpu_per_s=idle,
+                                     started=node.server is not None)
+        return pair
+    finally:
+        node.close()
+
+
+def print_dual(pair: list[dict]) -> None:
+    dual, alone = pair
+    o = dual["opensearch"]
+    accepted = dual["report"].get("spans_accepted", 0)
+    print(f"\ndual-write vs ClickHouse alone, side by side, each at its own loadgen's rate "
+          f"({dual['report'].get('spans_per_s', 0):.0f} vs "
+          f"{alone['report'].get('spans_per_s', 0):.0f} spans/s accepted); OpenSearch "
+          f"{o['version']} at {o['url']}"
+          f"{' (started from tests/opensearch)' if o['started'] else ''}:")
+    print(f"  serve CPU-s/M spans (both from the load's start until the OpenSearch sink caught "
+          f"up): dual-write {dual['cpu_s_per_m']:.2f}, ClickHouse alone "
+          f"{alone['cpu_s_per_m']:.2f}: "
+          f"ratio dual / alone {dual['cpu_s_per_m'] / alone['cpu_s_per_m']:.3f}")
+    print(f"  OpenSearch's own CPU: {o['cpu_s_per_m']:.2f} CPU-s/M spans ({o['cpu_s']:.1f} CPU-s "
+          f"over {o['wall_s']:.0f} s; idle it uses {o['idle_cpu_per_s']:.3f} CPU-s/s)")
+    caught = ("not within the wait" if o["caught_up_s"] != o["caught_up_s"]
+              else f"{o['caught_up_s']:.1f} s")
+    print(f"  OpenSearch sink: lag back to 0 (nothing pending, {o['written']:.0f} of {accepted} "
+          f"accepted spans written) {caught} after the load; the most lag seen "
+          f"{o['max_lag_s']:.1f} s")
 
 
 def main() -> int:
@@ -230,14 +407,23 @@ def main() -> int:
                     "for the whole run, so their CPU per span compares even when the machine's "
                     "speed drifts between runs; rows are marked #0 (--bin), #1, ...")
     ap.add_argument("--runs", default="chdb,chdb+query,null",
-                    help="comma-separated subset of chdb, chdb+query, null")
+                    help="comma-separated subset of chdb, chdb+query, null, dual (dual-write to "
+                         "OpenSearch and ClickHouse alone, side by side: needs --rate)")
+    ap.add_argument("--opensearch-url", default="", metavar="URL",
+                    help="dual: the OpenSearch node to dual-write to (default: start one from "
+                         "tests/opensearch's launcher)")
+    ap.add_argument("--opensearch-pid", type=int, default=0, metavar="PID",
+                    help="dual with --opensearch-url: the node's process, for its CPU")
+    ap.add_argument("--opensearch-catch-up-s", type=float, default=900,
+                    help="dual: how long to wait after the load for the OpenSearch sink to "
+                         "catch up")
     ap.add_argument("--protocol", default="http",
                     help="http (OTLP/HTTP), grpc (OTLP/gRPC) or both, comma-separated: each run "
                          "once per protocol, side by side (rows chdb and chdb/grpc)")
     args = ap.parse_args()
 
     wanted = args.runs.split(",")
-    unknown = set(wanted) - {"chdb", "chdb+query", "null"}
+    unknown = set(wanted) - {"chdb", "chdb+query", "null", "dual"}
     if unknown:
         ap.error(f"unknown run(s): {', '.join(sorted(unknown))}")
     protocols = args.protocol.split(",")
@@ -245,10 +431,18 @@ def main() -> int:
         ap.error(f"unknown protocol(s) in {args.protocol!r}")
     if args.side_by_side and not args.rate:
         ap.error("--side-by-side needs --rate (each server gets its own loadgen at that rate)")
+    if "dual" in wanted and (not args.rate or args.side_by_side):
+        ap.error("--runs dual needs --rate (each server gets its own loadgen at that rate) and "
+                 "compares --bin with itself (no --side-by-side)")
     servers = [args.bin] + args.side_by_side
     results = []
+    duals = []
     for name in wanted:
         for protocol in protocols:
+            if name == "dual":
+                duals.append(run_dual(args, protocol))
+                results.extend(duals[-1])
+                continue
             if len(servers) == 1:
                 results.append(run(args, name.split("+")[0], with_query=name.endswith("+query"),
                                    protocol=protocol))
@@ -294,6 +488,8 @@ def main() -> int:
         share = 1 - null['cpu_s_per_m'] / chdb['cpu_s_per_m']
         print(f"\nsink share of CPU (encoding and store): {share:.0%} "
               f"(chdb {chdb['cpu_s_per_m']:.2f} vs null {null['cpu_s_per_m']:.2f} CPU-s/M spans)")
+    for pair in duals:
+        print_dual(pair)
     for r in results:
         print(f"RSS every 5 s ({r['sink']}), MiB: {r['rss_series_mib']}")
     print("\nloadgen reports:")

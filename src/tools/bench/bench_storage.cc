@@ -20,17 +20,36 @@
 // engine's insert, view, merge threads) is its own. Variants run one after
 // the other, in rounds (--rounds) so noise spreads over all; compare them
 // within one run.
+//
+// --compare opensearch --opensearch-url URL: the same corpus (the same
+// SpanBatches) also goes to that cluster as Jaeger writes it (jaeger_document.h:
+// span documents created with _id = trace id + span id in the daily span
+// indices, a service document per service and operation), under an index
+// prefix of its own (bench-<pid>) whose templates (Jaeger's, 1 shard, 0
+// replicas) are put first; _bulk pages of --opensearch-bulk-spans spans from
+// --opensearch-workers connections. Then a refresh, a count (every span must
+// be there), a force-merge to one segment per shard (waited for), and the
+// primaries' store size (GET <prefix>-jaeger-*/_stats/store) over the spans,
+// beside the ClickHouse total of every table of the project's schema
+// ("chosen", the only variant measured unless --variant names others) after
+// its OPTIMIZE FINAL. The bench's indices and templates are deleted at the
+// end unless --keep.
+#include <netdb.h>
+#include <simdjson.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -41,7 +60,9 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include "codec/value_text.h"
 #include "model/span_batch.h"
+#include "net/http_client.h"
 #include "storage/clickhouse/chdb.h"
 #include "storage/clickhouse/chdb_span_reader.h"
 #include "storage/clickhouse/dependencies.h"
@@ -49,6 +70,9 @@
 #include "storage/clickhouse/row_formats.h"
 #include "storage/clickhouse/schema.h"
 #include "storage/clickhouse/span_block.h"
+#include "storage/opensearch/index_templates.h"
+#include "storage/opensearch/jaeger_document.h"
+#include "storage/opensearch/opensearch_client.h"
 #include "tools/bench/bench.h"
 #include "tools/bench/storage_variants.h"
 #include "tools/loadgen/generator.h"
@@ -72,6 +96,11 @@ struct StorageOptions {
   std::string keep;
   bool list = false;
   int rounds = 1;
+  // --compare opensearch: the same corpus also into the cluster at opensearch_url.
+  std::string compare;
+  std::string opensearch_url;
+  size_t opensearch_bulk_spans = 5000;
+  int opensearch_workers = 2;
 };
 
 // A trace of the corpus, to be looked up by id.
@@ -658,6 +687,416 @@ void PrintSummary(const std::vector<const StorageVariant*>& vs,
 }
 
 // ---------------------------------------------------------------------------
+// --compare opensearch: the same spans as Jaeger documents in OpenSearch.
+
+namespace os = storage::opensearch;
+
+struct OpenSearchResult {
+  std::string version, distribution, prefix;
+  size_t span_docs = 0, service_docs = 0, pages = 0, indices = 0;
+  uint64_t body_bytes = 0;  // NDJSON sent, retries included
+  int retried_pages = 0;
+  double bulk_wall = 0, refresh_wall = 0, merge_wall = 0;
+  double index_time_s = 0;  // the primaries' indexing time, as the cluster counts it
+  double segments = 0;      // primaries' segments after the force-merge
+  double store = 0, span_store = 0, service_store = 0;  // primaries' bytes
+  bool kept = false;
+  std::string cleanup_note;
+};
+
+// DELETE over plain HTTP: OpenSearchClient only posts and gets, and a
+// template is deleted by DELETE alone. Connection: close, one call.
+Status HttpDelete(const std::string& url, const std::string& target, int* status) {
+  net::HttpUrl u;
+  std::string error;
+  if (!net::ParseHttpUrl(url, &u, &error, /*allow_https=*/true)) return Status::Invalid(error);
+  if (u.tls) return Status::Unsupported("DELETE over https is not done here");
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (const int rc = ::getaddrinfo(u.host.c_str(), std::to_string(u.port).c_str(), &hints, &found);
+      rc != 0) {
+    return Status::Unavailable(fmt::format("{}: {}", u.host, ::gai_strerror(rc)));
+  }
+  int fd = -1;
+  for (addrinfo* a = found; a != nullptr && fd < 0; a = a->ai_next) {
+    fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd >= 0 && ::connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
+      ::close(fd);
+      fd = -1;
+    }
+  }
+  ::freeaddrinfo(found);
+  if (fd < 0) return Status::Unavailable(fmt::format("{}: cannot connect", u.host_header));
+  timeval tv{60, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  const std::string request = fmt::format(
+      "DELETE {} HTTP/1.1\r\nHost: {}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", target,
+      u.host_header);
+  size_t off = 0;
+  while (off < request.size()) {
+    const ssize_t n = ::send(fd, request.data() + off, request.size() - off, MSG_NOSIGNAL);
+    if (n <= 0) break;
+    off += static_cast<size_t>(n);
+  }
+  std::string answer;
+  char buf[4096];
+  for (ssize_t n; off == request.size() && (n = ::recv(fd, buf, sizeof(buf), 0)) > 0;)
+    answer.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  // "HTTP/1.1 200 OK"
+  if (answer.size() < 12 || !answer.starts_with("HTTP/")) {
+    return Status::Unavailable(fmt::format("{}: no answer to DELETE {}", u.host_header, target));
+  }
+  *status = std::atoi(answer.c_str() + answer.find(' ') + 1);
+  return Status::Ok();
+}
+
+// The first failure of a _bulk answer that is not worth a retry ("" when
+// every item was created, or exists: 409), and whether one asks for a retry.
+std::string BulkFailure(const std::string& answer, bool* retry) {
+  *retry = false;
+  thread_local simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  bool errors = true;
+  if (parser.parse(answer).get(doc) != simdjson::SUCCESS ||
+      doc["errors"].get_bool().get(errors) != simdjson::SUCCESS) {
+    return "unreadable _bulk answer: " + answer.substr(0, 300);
+  }
+  if (!errors) return "";
+  simdjson::dom::array items;
+  if (doc["items"].get_array().get(items) != simdjson::SUCCESS) return "_bulk answer without items";
+  std::string failure;
+  for (simdjson::dom::element item : items) {
+    simdjson::dom::object o;
+    if (item.get_object().get(o) != simdjson::SUCCESS || o.size() != 1) continue;
+    const simdjson::dom::element inner = (*o.begin()).value;
+    int64_t status = 0;
+    if (inner["status"].get_int64().get(status) != simdjson::SUCCESS) continue;
+    if ((status >= 200 && status < 300) || status == 409) continue;
+    if (status == 429 || status >= 500) {
+      *retry = true;
+      continue;
+    }
+    if (failure.empty()) {
+      simdjson::dom::element err;
+      failure = fmt::format("item refused with HTTP {}", status);
+      if (inner["error"].get(err) == simdjson::SUCCESS) {
+        failure += ": " + os::ErrorReason(std::string("{\"error\":") + simdjson::minify(err) + "}");
+      }
+    }
+  }
+  return failure;
+}
+
+void AppendAction(std::string& out, std::string_view verb, std::string_view index,
+                  std::string_view id) {
+  out += "{\"";
+  out += verb;
+  out += "\":{\"_index\":";
+  codec::AppendJsonString(out, index);
+  out += ",\"_id\":";
+  codec::AppendJsonString(out, id);
+  out += "}}\n";
+}
+
+// Writes the corpus as the OpenSearch sink does: each span a `create` of its
+// document in the daily span index of its start, each (day, service,
+// operation) once an `index` of its service document.
+Status BulkLoad(const Corpus& c, const StorageOptions& o, os::OpenSearchClient& client,
+                OpenSearchResult* r) {
+  // Pages: whole requests, at least bulk_spans spans each (the last fewer).
+  std::vector<std::pair<size_t, size_t>> pages;
+  for (size_t first = 0, spans = 0, k = 0; k < c.requests.size(); ++k) {
+    spans += c.requests[k]->span_count();
+    if (spans >= o.opensearch_bulk_spans || k + 1 == c.requests.size()) {
+      pages.emplace_back(first, k + 1);
+      first = k + 1;
+      spans = 0;
+    }
+  }
+  r->pages = pages.size();
+  const std::string span_base = os::SpanIndexBase(r->prefix);
+  const std::string service_base = os::ServiceIndexBase(r->prefix);
+  std::atomic<size_t> next{0};
+  std::atomic<uint64_t> bytes{0};
+  std::atomic<size_t> service_docs{0};
+  std::atomic<int> retried{0};
+  std::mutex mu;
+  std::set<std::string> services;  // "<index>/<id>" written; guarded by mu
+  Status failed;                   // the first failure; guarded by mu
+  auto worker = [&] {
+    std::string body;
+    for (size_t p; (p = next.fetch_add(1)) < pages.size();) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!failed.ok()) return;
+      }
+      body.clear();
+      for (size_t k = pages[p].first; k < pages[p].second; ++k) {
+        const SpanBatch& b = *c.requests[k];
+        os::DocumentWriter writer(b);
+        for (uint32_t s = 0; s < b.span_count(); ++s) {
+          const uint64_t start = b.spans.start_ns[s];
+          AppendAction(body, "create", os::DailyIndex(span_base, start), os::SpanDocumentId(b, s));
+          writer.AppendSpan(body, s);
+          body += '\n';
+          const std::string_view service = os::DocumentServiceName(b, b.spans.resource[s]);
+          const std::string_view op = b.Str(b.spans.name[s]);
+          const std::string index = os::DailyIndex(service_base, start);
+          const std::string id = os::ServiceDocumentId(service, op);
+          {
+            std::lock_guard<std::mutex> lock(mu);
+            if (!services.insert(index + "/" + id).second) continue;
+          }
+          service_docs += 1;
+          AppendAction(body, "index", index, id);
+          os::DocumentWriter::AppendService(body, service, op);
+          body += '\n';
+        }
+      }
+      Status st;
+      for (int attempt = 0;; ++attempt) {
+        net::HttpResult res;
+        bytes += body.size();
+        st = client.Post("/_bulk?filter_path=errors,items.*.status,items.*.error", body, &res,
+                         "application/x-ndjson");
+        bool retry = !st.ok() || res.status == 429 || res.status >= 500;
+        if (st.ok() && res.status >= 200 && res.status < 300) {
+          if (const std::string why = BulkFailure(res.body, &retry); !why.empty()) {
+            st = Status::Internal(why);
+            retry = false;
+          }
+        } else if (st.ok()) {
+          st = Status::Internal(
+              fmt::format("_bulk: HTTP {}: {}", res.status, os::ErrorReason(res.body)));
+        }
+        if (!retry) break;
+        if (attempt == 20) {
+          if (st.ok()) st = Status::Unavailable("_bulk: items still refused after 20 retries");
+          break;
+        }
+        retried += 1;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100 << std::min(attempt, 5)));
+      }
+      if (!st.ok()) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (failed.ok()) failed = st;
+        return;
+      }
+    }
+  };
+  const auto t0 = Clock::now();
+  std::vector<std::thread> threads;
+  for (int i = 0; i < std::max(1, o.opensearch_workers); ++i) threads.emplace_back(worker);
+  for (auto& t : threads) t.join();
+  r->bulk_wall = Seconds(t0);
+  r->body_bytes = bytes.load();
+  r->service_docs = service_docs.load();
+  r->retried_pages = retried.load();
+  return failed;
+}
+
+Status GetJson(os::OpenSearchClient& client, const std::string& target, std::string* answer) {
+  net::HttpResult res;
+  if (Status st = client.Get(target, &res); !st.ok()) return st;
+  if (res.status != 200) {
+    return Status::Internal(
+        fmt::format("GET {}: HTTP {}: {}", target, res.status, os::ErrorReason(res.body)));
+  }
+  *answer = std::move(res.body);
+  return Status::Ok();
+}
+
+// The primaries' store, segments and indexing time of the bench's indices.
+Status ReadStats(os::OpenSearchClient& client, const std::string& pattern, OpenSearchResult* r,
+                 std::vector<std::string>* indices) {
+  std::string answer;
+  if (Status st =
+          GetJson(client, fmt::format("/{}/_stats/store,segments,indexing", pattern), &answer);
+      !st.ok()) {
+    return st;
+  }
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  simdjson::dom::element all;
+  simdjson::dom::object by_index;
+  if (parser.parse(answer).get(doc) != simdjson::SUCCESS ||
+      doc["_all"]["primaries"].get(all) != simdjson::SUCCESS ||
+      doc["indices"].get_object().get(by_index) != simdjson::SUCCESS) {
+    return Status::Internal("_stats: unexpected answer: " + answer.substr(0, 300));
+  }
+  auto num = [](simdjson::dom::element e, const char* a, const char* b) {
+    uint64_t v = 0;
+    return e[a][b].get_uint64().get(v) == simdjson::SUCCESS ? static_cast<double>(v) : 0.0;
+  };
+  r->store = num(all, "store", "size_in_bytes");
+  r->segments = num(all, "segments", "count");
+  r->index_time_s = num(all, "indexing", "index_time_in_millis") / 1000;
+  r->span_store = r->service_store = 0;
+  indices->clear();
+  for (auto [name, stats] : by_index) {
+    indices->emplace_back(name);
+    const double b = num(stats["primaries"], "store", "size_in_bytes");
+    (name.find("-jaeger-span-") != std::string_view::npos ? r->span_store : r->service_store) += b;
+  }
+  r->indices = indices->size();
+  return Status::Ok();
+}
+
+// Loads the corpus, merges, measures; the indices and templates are removed
+// at the end (also after a failure) unless `keep`.
+Status MeasureOpenSearch(const Corpus& c, const StorageOptions& o, bool keep, OpenSearchResult* r) {
+  os::OpenSearchOptions co;
+  co.urls = {o.opensearch_url};
+  co.timeout = std::chrono::milliseconds(3600 * 1000);  // a force-merge answers when done
+  std::unique_ptr<os::OpenSearchClient> client;
+  if (Status st = os::OpenSearchClient::Create(co, &client); !st.ok()) return st;
+  if (Status st = client->Version(&r->version, &r->distribution); !st.ok()) return st;
+  r->prefix = fmt::format("bench-{}", ::getpid());
+  const std::string pattern = r->prefix + "-jaeger-*";
+  os::TemplateOptions t;
+  t.index_prefix = r->prefix;
+  t.shards = 1;
+  t.replicas = 0;
+
+  std::vector<std::string> indices;
+  auto cleanup = [&] {
+    if (keep) {
+      r->kept = true;
+      return;
+    }
+    // Every index of the prefix: those the stats named, and any made before a failure.
+    std::string cat;
+    if (GetJson(*client, fmt::format("/_cat/indices/{}?h=index&expand_wildcards=all", pattern),
+                &cat)
+            .ok()) {
+      indices = Split(cat, '\n');
+    }
+    std::string actions;
+    for (const std::string& i : indices) {
+      if (i.empty()) continue;
+      if (!actions.empty()) actions += ',';
+      codec::AppendJsonString(actions, i);
+    }
+    std::vector<std::string> left;
+    // remove_index (the _aliases API): an index deleted by a POST.
+    if (!actions.empty() &&
+        !client
+             ->PostJson("/_aliases",
+                        fmt::format("{{\"actions\":[{{\"remove_index\":{{\"indices\":[{}]}}}}]}}",
+                                    actions),
+                        nullptr)
+             .ok()) {
+      left.push_back("indices " + pattern);
+    }
+    for (const std::string& name : {os::SpanTemplateName(t), os::ServiceTemplateName(t)}) {
+      int status = 0;
+      if (!HttpDelete(o.opensearch_url, "/_template/" + name, &status).ok() ||
+          (status != 200 && status != 404)) {
+        left.push_back("template " + name);
+      }
+    }
+    if (!left.empty()) r->cleanup_note = "not deleted: " + fmt::format("{}", fmt::join(left, ", "));
+  };
+  Status st = [&]() -> Status {
+    SH_RETURN_IF_ERROR(
+        client->PostJson("/_template/" + os::SpanTemplateName(t), os::SpanTemplate(t), nullptr));
+    SH_RETURN_IF_ERROR(client->PostJson("/_template/" + os::ServiceTemplateName(t),
+                                        os::ServiceTemplate(t), nullptr));
+    fmt::print(stderr, "opensearch: writing {} spans to {} ({})...\n", c.spans, pattern,
+               o.opensearch_url);
+    SH_RETURN_IF_ERROR(BulkLoad(c, o, *client, r));
+    auto t0 = Clock::now();
+    SH_RETURN_IF_ERROR(client->PostJson(fmt::format("/{}/_refresh", pattern), "", nullptr));
+    r->refresh_wall = Seconds(t0);
+    std::string answer;
+    SH_RETURN_IF_ERROR(
+        client->PostJson(fmt::format("/{}-jaeger-span-*/_count", r->prefix), "{}", &answer));
+    simdjson::dom::parser parser;
+    uint64_t count = 0;
+    if (parser.parse(answer)["count"].get_uint64().get(count) != simdjson::SUCCESS) {
+      return Status::Internal("_count: unexpected answer: " + answer.substr(0, 300));
+    }
+    r->span_docs = count;
+    if (count != c.spans) {
+      return Status::Internal(
+          fmt::format("{} span documents found, {} spans written", count, c.spans));
+    }
+    // To one segment per shard: force-merge (it answers when done), refresh
+    // (the merged segment replaces the old ones for readers, whose files
+    // then go), until the stats count one segment per index.
+    fmt::print(stderr, "opensearch: force-merging {} spans' indices...\n", c.spans);
+    t0 = Clock::now();
+    for (int attempt = 0;; ++attempt) {
+      SH_RETURN_IF_ERROR(client->PostJson(
+          fmt::format("/{}/_forcemerge?max_num_segments=1", pattern), "", nullptr));
+      SH_RETURN_IF_ERROR(client->PostJson(fmt::format("/{}/_refresh", pattern), "", nullptr));
+      SH_RETURN_IF_ERROR(ReadStats(*client, pattern, r, &indices));
+      if (r->segments <= static_cast<double>(r->indices)) break;
+      if (attempt == 10) {
+        return Status::Internal(
+            fmt::format("{} segments in {} indices after force-merge", r->segments, r->indices));
+      }
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+    r->merge_wall = Seconds(t0);
+    return Status::Ok();
+  }();
+  cleanup();
+  return st;
+}
+
+void PrintOpenSearch(const StorageOptions& o, const Corpus& c, const OpenSearchResult& r,
+                     const StorageVariant* ch_variant, const VariantResult* ch) {
+  const double n = static_cast<double>(c.spans);
+  fmt::print("\n== OpenSearch {} at {}: the same {} spans as Jaeger documents\n",
+             r.version + (r.distribution.empty() ? " (Elasticsearch)" : ""), o.opensearch_url,
+             c.spans);
+  fmt::print(
+      "indices {}-jaeger-* ({} of them, Jaeger's templates with 1 shard, 0 replicas): {} span "
+      "documents (counted), {} service documents\n",
+      r.prefix, r.indices, r.span_docs, r.service_docs);
+  fmt::print(
+      "bulk: {} pages of ~{} spans over {} connections: {:.2f} s wall, {:.0f} spans/s (rendering "
+      "the documents included), {:.0f} bytes of NDJSON per span sent{}; the cluster's own "
+      "indexing time {:.2f} s\n",
+      r.pages, o.opensearch_bulk_spans, o.opensearch_workers, r.bulk_wall,
+      r.bulk_wall > 0 ? n / r.bulk_wall : 0.0, static_cast<double>(r.body_bytes) / n,
+      r.retried_pages > 0 ? fmt::format(" ({} pages sent again after 429/5xx)", r.retried_pages)
+                          : "",
+      r.index_time_s);
+  fmt::print("refresh {:.2f} s; force-merge to one segment per shard {:.2f} s ({:.0f} segments)\n",
+             r.refresh_wall, r.merge_wall, r.segments);
+  fmt::print(
+      "store (primaries, after force-merge): span indices {:.2f} + service indices {:.2f} = "
+      "{:.2f} bytes/span\n",
+      r.span_store / n, r.service_store / n, r.store / n);
+  fmt::print("\n== ClickHouse vs OpenSearch: {} spans, {} traces (loadgen corpus, seed {})\n",
+             c.spans, c.traces, o.seed);
+  if (ch == nullptr || !ch->ok) {
+    fmt::print("ClickHouse: no result\n");
+  } else {
+    const double chb = ch->OnDisk() / n;
+    fmt::print("ClickHouse  {:>9.2f} bytes/span  (variant {}: every table, after OPTIMIZE FINAL)\n",
+               chb, ch_variant->name);
+    fmt::print(
+        "OpenSearch  {:>9.2f} bytes/span  (Jaeger's span + service indices, primaries, "
+        "after force-merge)\n",
+        r.store / n);
+    fmt::print("ratio opensearch / clickhouse: {:.2f}\n", chb > 0 ? r.store / n / chb : 0.0);
+  }
+  fmt::print("OpenSearch bulk indexing: {:.0f} spans/s\n", r.bulk_wall > 0 ? n / r.bulk_wall : 0.0);
+  if (r.kept) {
+    fmt::print("kept: indices {}-jaeger-*, templates {}-jaeger-span and {}-jaeger-service\n",
+               r.prefix, r.prefix, r.prefix);
+  } else if (!r.cleanup_note.empty()) {
+    fmt::print("{}\n", r.cleanup_note);
+  }
+}
+
+// ---------------------------------------------------------------------------
 
 int Fail(const std::string& message) {
   fmt::print(stderr, "bench storage: {}\n", message);
@@ -679,8 +1118,27 @@ int RunStorage(const StorageOptions& o) {
     if (it == all.end()) return Fail(fmt::format("no variant '{}' (see --list)", name));
     chosen.push_back(&*it);
   }
+  const bool compare = o.compare == "opensearch";
+  if (!o.compare.empty() && !compare) return Fail("--compare: only opensearch");
+  if (compare && o.opensearch_url.empty())
+    return Fail("--compare opensearch needs --opensearch-url");
+  if (compare && (o.opensearch_bulk_spans == 0 || o.opensearch_workers <= 0)) {
+    return Fail("--opensearch-bulk-spans and --opensearch-workers must be > 0");
+  }
   if (chosen.empty()) {
-    for (const auto& v : all) chosen.push_back(&v);
+    // Against OpenSearch: the project's schema alone, unless --variant says otherwise.
+    for (const auto& v : all)
+      if (!compare || v.name == "chosen") chosen.push_back(&v);
+  }
+  if (compare) {
+    // The cluster answers before the ClickHouse side's minutes are spent.
+    storage::opensearch::OpenSearchOptions co;
+    co.urls = {o.opensearch_url};
+    std::unique_ptr<storage::opensearch::OpenSearchClient> client;
+    std::string version, distribution;
+    Status st = storage::opensearch::OpenSearchClient::Create(co, &client);
+    if (st.ok()) st = client->Version(&version, &distribution);
+    if (!st.ok()) return Fail(st.message());
   }
   const bool keep = !o.keep.empty();
   const std::string dir = keep ? o.keep
@@ -750,6 +1208,21 @@ int RunStorage(const StorageOptions& o) {
   }
   PrintSummary(chosen, results, corpus.spans);
   if (!keep) std::filesystem::remove_all(dir);
+  if (compare) {
+    // ClickHouse's figure: the project's schema when measured, else the first variant.
+    size_t k = 0;
+    for (size_t i = 0; i < chosen.size(); ++i) {
+      if (chosen[i]->name == "chosen") k = i;
+    }
+    const auto ok = std::find_if(results[k].begin(), results[k].end(),
+                                 [](const VariantResult& x) { return x.ok; });
+    OpenSearchResult r;
+    if (Status st = MeasureOpenSearch(corpus, o, keep, &r); !st.ok()) {
+      if (!r.cleanup_note.empty()) fmt::print(stderr, "bench storage: {}\n", r.cleanup_note);
+      return Fail("opensearch: " + st.message());
+    }
+    PrintOpenSearch(o, corpus, r, chosen[k], ok == results[k].end() ? nullptr : &*ok);
+  }
   for (const auto& runs : results) {
     for (const auto& r : runs)
       if (!r.ok) return 1;
@@ -789,7 +1262,22 @@ void AddStorageCommand(CLI::App& bench, std::function<int()>* run) {
       ->default_val(opts->rounds);
   cmd->add_option("--keep", opts->keep,
                   "Work in DIR and keep each variant's data directory there (default: a "
-                  "temporary directory, removed)");
+                  "temporary directory, removed); with --compare opensearch, keep the bench's "
+                  "indices and templates too");
+  cmd->add_option("--compare", opts->compare,
+                  "opensearch: also write the same spans to --opensearch-url as Jaeger "
+                  "documents, force-merge, and print bytes per span in both and their ratio "
+                  "(ClickHouse: the project's schema only, unless --variant)")
+      ->check(CLI::IsMember({"opensearch"}));
+  cmd->add_option("--opensearch-url", opts->opensearch_url,
+                  "The OpenSearch (or Elasticsearch) node for --compare opensearch, "
+                  "http://host:port");
+  cmd->add_option("--opensearch-bulk-spans", opts->opensearch_bulk_spans,
+                  "Spans per _bulk request (the sink's opensearch.bulk_spans)")
+      ->default_val(opts->opensearch_bulk_spans);
+  cmd->add_option("--opensearch-workers", opts->opensearch_workers,
+                  "_bulk requests at once (the sink's opensearch.workers)")
+      ->default_val(opts->opensearch_workers);
   cmd->callback([opts, run] { *run = [opts] { return RunStorage(*opts); }; });
 }
 
