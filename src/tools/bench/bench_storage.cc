@@ -27,7 +27,8 @@
 // indices, a service document per service and operation), under an index
 // prefix of its own (bench-<pid>) whose templates (Jaeger's, 1 shard, 0
 // replicas) are put first; _bulk pages of --opensearch-bulk-spans spans from
-// --opensearch-workers connections. Then a refresh, a count (every span must
+// --opensearch-workers connections (1 by default: the order of the documents
+// in the segments changes their size). Then a refresh, a count (every span must
 // be there), a force-merge to one segment per shard (waited for), and the
 // primaries' store size (GET <prefix>-jaeger-*/_stats/store) over the spans,
 // beside the ClickHouse total of every table of the project's schema
@@ -100,7 +101,11 @@ struct StorageOptions {
   std::string compare;
   std::string opensearch_url;
   size_t opensearch_bulk_spans = 5000;
-  int opensearch_workers = 2;
+  // One connection by default: the documents then reach the segments in the
+  // corpus's order, the order that takes the fewest bytes, run after run
+  // (concurrent _bulk requests interleave them, and points and stored fields
+  // then took 5-12% more, varying; Jaeger's own es.bulk.workers is 1 too).
+  int opensearch_workers = 1;
 };
 
 // A trace of the corpus, to be looked up by id.
@@ -700,6 +705,9 @@ struct OpenSearchResult {
   double index_time_s = 0;  // the primaries' indexing time, as the cluster counts it
   double segments = 0;      // primaries' segments after the force-merge
   double store = 0, span_store = 0, service_store = 0;  // primaries' bytes
+  // The primaries' segment files by Lucene extension ("fdt": stored fields,
+  // the _source), bytes.
+  std::vector<std::pair<std::string, double>> files;
   bool kept = false;
   std::string cleanup_note;
 };
@@ -914,7 +922,10 @@ Status ReadStats(os::OpenSearchClient& client, const std::string& pattern, OpenS
                  std::vector<std::string>* indices) {
   std::string answer;
   if (Status st =
-          GetJson(client, fmt::format("/{}/_stats/store,segments,indexing", pattern), &answer);
+          GetJson(client,
+                  fmt::format("/{}/_stats/store,segments,indexing?include_segment_file_sizes=true",
+                              pattern),
+                  &answer);
       !st.ok()) {
     return st;
   }
@@ -934,6 +945,17 @@ Status ReadStats(os::OpenSearchClient& client, const std::string& pattern, OpenS
   r->store = num(all, "store", "size_in_bytes");
   r->segments = num(all, "segments", "count");
   r->index_time_s = num(all, "indexing", "index_time_in_millis") / 1000;
+  r->files.clear();
+  simdjson::dom::object files;
+  if (all["segments"]["file_sizes"].get_object().get(files) == simdjson::SUCCESS) {
+    for (auto [ext, f] : files) {
+      uint64_t b = 0;
+      if (f["size_in_bytes"].get_uint64().get(b) == simdjson::SUCCESS)
+        r->files.emplace_back(std::string(ext), static_cast<double>(b));
+    }
+    std::sort(r->files.begin(), r->files.end(),
+              [](const auto& a, const auto& b) { return a.second > b.second; });
+  }
   r->span_store = r->service_store = 0;
   indices->clear();
   for (auto [name, stats] : by_index) {
@@ -1059,7 +1081,7 @@ void PrintOpenSearch(const StorageOptions& o, const Corpus& c, const OpenSearchR
       "documents (counted), {} service documents\n",
       r.prefix, r.indices, r.span_docs, r.service_docs);
   fmt::print(
-      "bulk: {} pages of ~{} spans over {} connections: {:.2f} s wall, {:.0f} spans/s (rendering "
+      "bulk: {} pages of ~{} spans over {} connection(s): {:.2f} s wall, {:.0f} spans/s (rendering "
       "the documents included), {:.0f} bytes of NDJSON per span sent{}; the cluster's own "
       "indexing time {:.2f} s\n",
       r.pages, o.opensearch_bulk_spans, o.opensearch_workers, r.bulk_wall,
@@ -1073,6 +1095,38 @@ void PrintOpenSearch(const StorageOptions& o, const Corpus& c, const OpenSearchR
       "store (primaries, after force-merge): span indices {:.2f} + service indices {:.2f} = "
       "{:.2f} bytes/span\n",
       r.span_store / n, r.service_store / n, r.store / n);
+  if (!r.files.empty()) {
+    // What each is, as Lucene names its files.
+    static const std::map<std::string, std::string, std::less<>> kWhat = {
+        {"fdt", "stored fields: _source"},
+        {"fdx", "stored fields index"},
+        {"fdm", "stored fields meta"},
+        {"dvd", "doc values"},
+        {"dvm", "doc values meta"},
+        {"doc", "postings: doc ids"},
+        {"pos", "postings: positions"},
+        {"pay", "postings: payloads"},
+        {"tim", "term dictionary"},
+        {"tip", "term index"},
+        {"tmd", "term meta"},
+        {"kdd", "points (numbers, dates)"},
+        {"kdi", "points index"},
+        {"kdm", "points meta"},
+        {"nvd", "norms"},
+        {"nvm", "norms meta"},
+        {"si", "segment info"},
+        {"fnm", "field infos"},
+        {"liv", "live docs"},
+        {"cfs", "compound file"}};
+    std::string line;
+    for (const auto& [ext, b] : r.files) {
+      if (b / n < 0.5) continue;
+      const auto what = kWhat.find(ext);
+      line += fmt::format("{}{} ({}) {:.1f}", line.empty() ? "" : ", ", ext,
+                          what == kWhat.end() ? "?" : what->second, b / n);
+    }
+    fmt::print("by segment file, bytes/span: {}\n", line);
+  }
   fmt::print("\n== ClickHouse vs OpenSearch: {} spans, {} traces (loadgen corpus, seed {})\n",
              c.spans, c.traces, o.seed);
   if (ch == nullptr || !ch->ok) {
@@ -1276,7 +1330,8 @@ void AddStorageCommand(CLI::App& bench, std::function<int()>* run) {
                   "Spans per _bulk request (the sink's opensearch.bulk_spans)")
       ->default_val(opts->opensearch_bulk_spans);
   cmd->add_option("--opensearch-workers", opts->opensearch_workers,
-                  "_bulk requests at once (the sink's opensearch.workers)")
+                  "_bulk requests at once (1: the documents in the corpus's order, the "
+                  "smallest and steadiest store; the sink's opensearch.workers is 2)")
       ->default_val(opts->opensearch_workers);
   cmd->callback([opts, run] { *run = [opts] { return RunStorage(*opts); }; });
 }
