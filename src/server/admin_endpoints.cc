@@ -250,13 +250,11 @@ void Server::ImportEndpoint(const net::HttpRequest& req, net::HttpResponse& resp
     std::vector<TraceId> chunk(
         ids.begin() + static_cast<std::ptrdiff_t>(i),
         ids.begin() + static_cast<std::ptrdiff_t>(std::min(i + 500, ids.size())));
-    SpanBatch existing;
-    if (Status st = reader_->GetTraces(chunk, &existing); !st.ok()) {
+    std::vector<query::SpanKey> existing;
+    if (Status st = reader_->SpanKeysOfTraces(chunk, &existing); !st.ok()) {
       return FailStore(resp, st, "import: reading what is stored");
     }
-    for (uint32_t s = 0; s < existing.span_count(); ++s) {
-      stored.insert({existing.spans.trace_id[s], existing.spans.span_id[s]});
-    }
+    stored.insert(existing.begin(), existing.end());
   }
   std::vector<uint32_t> fresh;
   std::set<query::SpanKey> seen;  // a span twice in one request: once

@@ -84,9 +84,16 @@ void SinkCursor::Backlog(Ticket ticket, size_t bytes, size_t spans) {
   stats_.waiting_requests.fetch_add(1, std::memory_order_acq_rel);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    entries_.push_back({std::move(ticket), bytes, spans});
+    entries_.push_back({std::move(ticket), bytes, spans, std::chrono::steady_clock::now()});
   }
   cv_.notify_one();
+}
+
+double SinkCursor::OldestWaitingSeconds() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (entries_.empty()) return 0;
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - entries_.front().since)
+      .count();
 }
 
 void SinkCursor::StartFeeding() {

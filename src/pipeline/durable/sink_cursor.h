@@ -77,6 +77,9 @@ class SinkCursor {
 
   // True while requests wait in the backlog.
   bool backlogged() const { return stats_.waiting_requests.load(std::memory_order_acquire) > 0; }
+  // How long the oldest request waiting in the backlog has waited (0: none):
+  // with the sink's own oldest write, how far behind the sink is.
+  double OldestWaitingSeconds();
   // The sink's cap on the memory budget (null: it may use all of it).
   MemoryBudget* share() { return share_.get(); }
   const CursorStats& stats() const { return stats_; }
@@ -88,6 +91,7 @@ class SinkCursor {
     Ticket ticket;
     size_t bytes = 0;
     size_t spans = 0;
+    std::chrono::steady_clock::time_point since{};  // when it joined the backlog
   };
   SinkCursor(DurableQueue& queue, sink::Sink& sink);
 

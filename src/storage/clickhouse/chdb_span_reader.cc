@@ -364,6 +364,34 @@ Status ChdbSpanReader::GetTraces(const std::vector<TraceId>& ids, SpanBatch* out
   return AttachResources(resource_ids, first, out);
 }
 
+Status ChdbSpanReader::SpanKeysOfTraces(const std::vector<TraceId>& ids,
+                                        std::vector<query::SpanKey>* out) {
+  if (ids.empty()) return Status::Ok();
+  const std::string ids_param = HexArray(ids);
+  QueryResult r;
+  Status st = Run(TraceRangeQuery(layout_, database_, caps_.simple_aggregate), "TSV", &r,
+                  {{"ids", ids_param}}, limits_.max_rows);
+  if (!st.ok()) return st;
+  std::vector<std::pair<uint64_t, uint64_t>> seconds;
+  for (const auto& row : TsvRows(r.data)) {
+    if (row.size() == 2) seconds.emplace_back(ToU64(row[0]), ToU64(row[1]));
+  }
+  if (seconds.empty()) return Status::Ok();
+  st = Run(fmt::format("SELECT lower(hex(trace_id)), lower(hex(span_id)) FROM {}.spans WHERE {} "
+                       "AND trace_id IN ({})",
+                       database_, TraceSecondsCondition(std::move(seconds)), kIdSet),
+           "TSV", &r, {{"ids", ids_param}}, limits_.max_spans);
+  if (!st.ok()) return st;
+  for (const auto& row : TsvRows(r.data)) {
+    query::SpanKey k;
+    if (row.size() == 2 && FromHex(row[0], k.trace_id.data(), 16) &&
+        FromHex(row[1], k.span_id.data(), 8)) {
+      out->push_back(k);
+    }
+  }
+  return Status::Ok();
+}
+
 Status ChdbSpanReader::AttachResources(const std::vector<uint64_t>& ids, uint32_t first,
                                        SpanBatch* out) {
   std::lock_guard<std::mutex> lock(resources_mu_);

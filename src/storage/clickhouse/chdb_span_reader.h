@@ -62,6 +62,9 @@ class ChdbSpanReader : public query::SpanReader {
         database_(std::move(database)),
         in_(distributed ? "GLOBAL IN" : "IN") {}
   Status GetTrace(const TraceId& id, SpanBatch* out) override;
+  // The (trace id, span id) of every stored span of `ids`: what the import
+  // checks before it stores spans (cheaper than reading them whole).
+  Status SpanKeysOfTraces(const std::vector<TraceId>& ids, std::vector<query::SpanKey>* out);
   Status GetTraces(const std::vector<TraceId>& ids, SpanBatch* out) override;
   Status FindTraceIds(const query::TraceQuery& query, std::vector<TraceId>* out) override;
   Status GetServices(std::vector<std::string>* out) override;

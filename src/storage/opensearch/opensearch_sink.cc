@@ -145,8 +145,12 @@ double OpenSearchSink::LagSeconds() const {
   for (auto t : holding_since_) {
     if (t != Clock::time_point{} && (oldest == Clock::time_point{} || t < oldest)) oldest = t;
   }
-  if (oldest == Clock::time_point{}) return 0;
-  return std::chrono::duration<double>(Clock::now() - oldest).count();
+  const double held = oldest == Clock::time_point{}
+                          ? 0
+                          : std::chrono::duration<double>(Clock::now() - oldest).count();
+  // What waits for it on disk is older still.
+  const double waiting = cursor_ != nullptr ? cursor_->OldestWaitingSeconds() : 0;
+  return std::max(held, waiting);
 }
 
 void OpenSearchSink::Loop(size_t me) {
@@ -400,8 +404,9 @@ void OpenSearchSink::AppendMetrics(PromText& out) const {
           "Documents sent again after a retryable refusal (429, 5xx, unreachable).", label,
           items_retried_.load());
   out.One("spanhouse_sink_lag_milliseconds", "gauge",
-          "How long the oldest write this sink holds has waited (0: nothing held).", label,
-          static_cast<uint64_t>(LagSeconds() * 1000));
+          "How long the oldest request this sink has not written has waited, in memory or in "
+          "its backlog on disk (0: caught up).",
+          label, static_cast<uint64_t>(LagSeconds() * 1000));
 }
 
 }  // namespace spanhouse::storage::opensearch

@@ -73,7 +73,8 @@ class OpenSearchSink final : public sink::Sink {
   // past its deadline): true when done.
   bool Write(Work& work);
   Status EnsureTemplates();
-  // Seconds the oldest span this sink holds has waited (0: none).
+  // Seconds the oldest request not written yet has waited, held by this sink
+  // or waiting for it in the durable queue's backlog (0: none).
   double LagSeconds() const;
 
   std::shared_ptr<OpenSearchClient> client_;

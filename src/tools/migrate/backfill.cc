@@ -42,7 +42,7 @@ struct BackfillFlags {
   std::string start;
   std::string end;
   std::string checkpoint = "backfill.checkpoint";
-  uint64_t page_spans = 1000;
+  uint64_t page_spans = 5000;
   bool quiet = false;
 };
 
