@@ -9,11 +9,14 @@
 #include <unordered_map>
 #include <vector>
 
+#include "codec/json_writer.h"
 #include "codec/value_text.h"
 
 namespace spanhouse::query {
 
 namespace {
+
+using codec::Commas;
 
 struct TraceIdHash {
   size_t operator()(const TraceId& id) const {
@@ -25,65 +28,20 @@ struct TraceIdHash {
   }
 };
 
-void AppendU64(std::string& out, uint64_t v) {
-  char buf[24];
-  auto res = std::to_chars(buf, buf + sizeof(buf), v);
-  out.append(buf, res.ptr);
-}
-
-// A JSON string literal holding the lowercase hex of `data`.
-void AppendHexString(std::string& out, const uint8_t* data, size_t n) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  out += '"';
-  for (size_t i = 0; i < n; ++i) {
-    out += kDigits[data[i] >> 4];
-    out += kDigits[data[i] & 0xf];
-  }
-  out += '"';
-}
-
-template <size_t N>
-void AppendHexString(std::string& out, const std::array<uint8_t, N>& id) {
-  AppendHexString(out, id.data(), N);
-}
-
-// Writes the commas of a JSON array or object.
-class Commas {
- public:
-  explicit Commas(std::string& out) : out_(out) {}
-  void Next() {
-    if (!first_) out_ += ',';
-    first_ = false;
-  }
-
- private:
-  std::string& out_;
-  bool first_ = true;
-};
-
-// {"key":<key>,"type":"<type>","value":   (the caller appends the value and '}')
-void AppendTagHead(std::string& out, std::string_view key, std::string_view type) {
-  out += "{\"key\":";
-  codec::AppendJsonString(out, key);
-  out += ",\"type\":\"";
-  out += type;
-  out += "\",\"value\":";
-}
-
 void AppendStringTag(std::string& out, std::string_view key, std::string_view value) {
-  AppendTagHead(out, key, "string");
+  codec::AppendKeyValueHead(out, key, "string");
   codec::AppendJsonString(out, value);
   out += '}';
 }
 
 void AppendBoolTag(std::string& out, std::string_view key, bool value) {
-  AppendTagHead(out, key, "bool");
+  codec::AppendKeyValueHead(out, key, "bool");
   out += value ? "true" : "false";
   out += '}';
 }
 
 void AppendInt64Tag(std::string& out, std::string_view key, int64_t value) {
-  AppendTagHead(out, key, "int64");
+  codec::AppendKeyValueHead(out, key, "int64");
   codec::AppendInt(out, value);
   out += '}';
 }
@@ -132,17 +90,17 @@ void AppendAttrTag(std::string& out, std::string_view key, ValueType type, std::
       AppendBoolTag(out, key, value == "true");
       return;
     case ValueType::kInt:
-      AppendTagHead(out, key, "int64");
+      codec::AppendKeyValueHead(out, key, "int64");
       AppendIntValue(out, value);
       out += '}';
       return;
     case ValueType::kDouble:
-      AppendTagHead(out, key, "float64");
+      codec::AppendKeyValueHead(out, key, "float64");
       AppendDoubleValue(out, value);
       out += '}';
       return;
     case ValueType::kBytes:
-      AppendTagHead(out, key, "binary");
+      codec::AppendKeyValueHead(out, key, "binary");
       out += '"';
       codec::AppendBase64(out, value);
       out += "\"}";
@@ -253,17 +211,6 @@ void AppendSpanTags(std::string& out, const SpanBatch& b, uint32_t s) {
   out += ']';
 }
 
-void AppendReference(std::string& out, std::string_view type, const TraceId& trace,
-                     const SpanId& span) {
-  out += "{\"refType\":\"";
-  out += type;
-  out += "\",\"traceID\":";
-  AppendHexString(out, trace);
-  out += ",\"spanID\":";
-  AppendHexString(out, span);
-  out += '}';
-}
-
 // The parent first, then the links, as Jaeger's translator makes them: a
 // link to the parent is folded into the parent's reference (which takes the
 // link's type), and a link keeps the type its opentracing.ref_type names.
@@ -278,12 +225,12 @@ void AppendReferences(std::string& out, const SpanBatch& b, uint32_t s) {
       if (LinksToParent(b, s, l)) type = JaegerRefType(b, l);
     }
     commas.Next();
-    AppendReference(out, type, sp.trace_id[s], sp.parent_span_id[s]);
+    codec::AppendJaegerReference(out, type, sp.trace_id[s], sp.parent_span_id[s]);
   }
   for (uint32_t l = links.begin; l < links.end; ++l) {
     if (LinksToParent(b, s, l)) continue;
     commas.Next();
-    AppendReference(out, JaegerRefType(b, l), b.links.trace_id[l], b.links.span_id[l]);
+    codec::AppendJaegerReference(out, JaegerRefType(b, l), b.links.trace_id[l], b.links.span_id[l]);
   }
   out += ']';
 }
@@ -294,7 +241,7 @@ void AppendLogs(std::string& out, const SpanBatch& b, uint32_t s) {
   for (uint32_t e = events.begin; e < events.end; ++e) {
     if (e != events.begin) out += ',';
     out += "{\"timestamp\":";
-    AppendU64(out, b.events.time_ns[e] / 1000);
+    codec::AppendUint(out, b.events.time_ns[e] / 1000);
     out += ",\"fields\":[";
     Commas commas(out);
     commas.Next();
@@ -312,14 +259,14 @@ void AppendLogs(std::string& out, const SpanBatch& b, uint32_t s) {
 void AppendSpan(std::string& out, const SpanBatch& b, uint32_t s, uint32_t process_number) {
   const SpanBatch::Spans& sp = b.spans;
   out += "{\"traceID\":";
-  AppendHexString(out, sp.trace_id[s]);
+  codec::AppendHexString(out, sp.trace_id[s]);
   out += ",\"spanID\":";
-  AppendHexString(out, sp.span_id[s]);
+  codec::AppendHexString(out, sp.span_id[s]);
   // Jaeger's flags are the W3C trace flags (bit 0: sampled); OTLP keeps
   // more in the upper bits (e.g. 0x100: the parent's remoteness), which
   // Jaeger would misread.
   out += ",\"flags\":";
-  AppendU64(out, sp.flags[s] & 0xffu);
+  codec::AppendUint(out, sp.flags[s] & 0xffu);
   out += ",\"operationName\":";
   codec::AppendJsonString(out, b.Str(sp.name[s]));
   out += ',';
@@ -327,15 +274,15 @@ void AppendSpan(std::string& out, const SpanBatch& b, uint32_t s, uint32_t proce
   const uint64_t start = sp.start_ns[s];
   const uint64_t end = sp.end_ns[s];
   out += ",\"startTime\":";
-  AppendU64(out, start / 1000);
+  codec::AppendUint(out, start / 1000);
   out += ",\"duration\":";
-  AppendU64(out, end > start ? (end - start) / 1000 : 0);
+  codec::AppendUint(out, end > start ? (end - start) / 1000 : 0);
   out += ',';
   AppendSpanTags(out, b, s);
   out += ',';
   AppendLogs(out, b, s);
   out += ",\"processID\":\"p";
-  AppendU64(out, process_number);
+  codec::AppendUint(out, process_number);
   out += "\",\"warnings\":null}";
 }
 
@@ -408,7 +355,7 @@ std::string RenderJaegerTraces(const SpanBatch& batch, std::string_view errors) 
 
     if (t != 0) out += ',';
     out += "{\"traceID\":";
-    AppendHexString(out, sp.trace_id[members.front()]);
+    codec::AppendHexString(out, sp.trace_id[members.front()]);
     out += ",\"spans\":[";
     for (size_t k = 0; k < members.size(); ++k) {
       if (k != 0) out += ',';
@@ -418,7 +365,7 @@ std::string RenderJaegerTraces(const SpanBatch& batch, std::string_view errors) 
     for (size_t p = 0; p < processes.size(); ++p) {
       if (p != 0) out += ',';
       out += "\"p";
-      AppendU64(out, p + 1);
+      codec::AppendUint(out, p + 1);
       out += "\":{";
       out += processes[p];
       out += '}';

@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 
+#include "codec/json_writer.h"
 #include "codec/value_text.h"
 
 namespace spanhouse::storage::opensearch {
@@ -19,53 +20,12 @@ inline void Optional(simdjson::error_code /*absent*/) {}
 
 namespace {
 
+using codec::Commas;
+
 constexpr std::string_view kNoServiceName = "OTLPResourceNoServiceName";
 
-void AppendU64(std::string& out, uint64_t v) {
-  char buf[24];
-  auto res = std::to_chars(buf, buf + sizeof(buf), v);
-  out.append(buf, res.ptr);
-}
-
-void AppendHex(std::string& out, const uint8_t* data, size_t n) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  for (size_t i = 0; i < n; ++i) {
-    out += kDigits[data[i] >> 4];
-    out += kDigits[data[i] & 0xf];
-  }
-}
-
-template <size_t N>
-void AppendHexString(std::string& out, const std::array<uint8_t, N>& id) {
-  out += '"';
-  AppendHex(out, id.data(), N);
-  out += '"';
-}
-
-class Commas {
- public:
-  explicit Commas(std::string& out) : out_(out) {}
-  void Next() {
-    if (!first_) out_ += ',';
-    first_ = false;
-  }
-  bool empty() const { return first_; }
-
- private:
-  std::string& out_;
-  bool first_ = true;
-};
-
-void AppendKeyType(std::string& out, std::string_view key, std::string_view type) {
-  out += "{\"key\":";
-  codec::AppendJsonString(out, key);
-  out += ",\"type\":\"";
-  out += type;
-  out += "\",\"value\":";
-}
-
 void AppendStringKv(std::string& out, std::string_view key, std::string_view value) {
-  AppendKeyType(out, key, "string");
+  codec::AppendKeyValueHead(out, key, "string");
   codec::AppendJsonString(out, value);
   out += '}';
 }
@@ -102,7 +62,7 @@ std::string_view AppendTypedValue(std::string& out, ValueType type, std::string_
     }
     case ValueType::kBytes:
       out += '"';
-      AppendHex(out, reinterpret_cast<const uint8_t*>(value.data()), value.size());
+      codec::AppendHex(out, reinterpret_cast<const uint8_t*>(value.data()), value.size());
       out += '"';
       return "binary";
     case ValueType::kString:
@@ -118,7 +78,7 @@ std::string_view AppendTypedValue(std::string& out, ValueType type, std::string_
 // One attribute as a typed key-value of the document.
 void AppendAttrKv(std::string& out, std::string_view key, ValueType type, std::string_view value) {
   std::string v;
-  AppendKeyType(out, key, AppendTypedValue(v, type, value));
+  codec::AppendKeyValueHead(out, key, AppendTypedValue(v, type, value));
   out += v;
   out += '}';
 }
@@ -198,17 +158,6 @@ void AppendAttrKvs(std::string& out, Commas& commas, const SpanBatch& b, const A
   }
 }
 
-void AppendReference(std::string& out, std::string_view type, const TraceId& trace,
-                     const SpanId& span) {
-  out += "{\"refType\":\"";
-  out += type;
-  out += "\",\"traceID\":";
-  AppendHexString(out, trace);
-  out += ",\"spanID\":";
-  AppendHexString(out, span);
-  out += '}';
-}
-
 void AppendReferences(std::string& out, const SpanBatch& b, uint32_t s) {
   const SpanBatch::Spans& sp = b.spans;
   const bool has_parent = !IsZero(sp.parent_span_id[s]);
@@ -226,12 +175,12 @@ void AppendReferences(std::string& out, const SpanBatch& b, uint32_t s) {
   Commas commas(out);
   if (has_parent) {
     commas.Next();
-    AppendReference(out, parent_type, sp.trace_id[s], sp.parent_span_id[s]);
+    codec::AppendJaegerReference(out, parent_type, sp.trace_id[s], sp.parent_span_id[s]);
   }
   for (uint32_t l = links.begin; l < links.end; ++l) {
     if (LinksToParent(b, s, l)) continue;
     commas.Next();
-    AppendReference(out, JaegerRefType(b, l), b.links.trace_id[l], b.links.span_id[l]);
+    codec::AppendJaegerReference(out, JaegerRefType(b, l), b.links.trace_id[l], b.links.span_id[l]);
   }
   out += ']';
 }
@@ -276,7 +225,7 @@ void AppendLogs(std::string& out, const SpanBatch& b, uint32_t s) {
   for (uint32_t e = events.begin; e < events.end; ++e) {
     if (e != events.begin) out += ',';
     out += "{\"timestamp\":";
-    AppendU64(out, b.events.time_ns[e] / 1000);
+    codec::AppendUint(out, b.events.time_ns[e] / 1000);
     out += ",\"fields\":[";
     Commas commas(out);
     std::string_view name = b.Str(b.events.name[e]);
@@ -337,8 +286,8 @@ std::string DailyIndex(std::string_view base, uint64_t time_ns) {
 std::string SpanDocumentId(const SpanBatch& b, uint32_t span) {
   std::string out;
   out.reserve(48);
-  AppendHex(out, b.spans.trace_id[span].data(), 16);
-  AppendHex(out, b.spans.span_id[span].data(), 8);
+  codec::AppendHex(out, b.spans.trace_id[span].data(), 16);
+  codec::AppendHex(out, b.spans.span_id[span].data(), 8);
   return out;
 }
 
@@ -379,12 +328,12 @@ const std::string& DocumentWriter::Process(uint32_t resource) {
 void DocumentWriter::AppendSpan(std::string& out, uint32_t s) {
   const SpanBatch::Spans& sp = b_.spans;
   out += "{\"traceID\":";
-  AppendHexString(out, sp.trace_id[s]);
+  codec::AppendHexString(out, sp.trace_id[s]);
   out += ",\"spanID\":";
-  AppendHexString(out, sp.span_id[s]);
+  codec::AppendHexString(out, sp.span_id[s]);
   if (sp.flags[s] != 0) {
     out += ",\"flags\":";
-    AppendU64(out, sp.flags[s]);
+    codec::AppendUint(out, sp.flags[s]);
   }
   out += ",\"operationName\":";
   codec::AppendJsonString(out, b_.Str(sp.name[s]));
@@ -392,12 +341,13 @@ void DocumentWriter::AppendSpan(std::string& out, uint32_t s) {
   AppendReferences(out, b_, s);
   const uint64_t start_us = sp.start_ns[s] / 1000;
   out += ",\"startTime\":";
-  AppendU64(out, start_us);
+  codec::AppendUint(out, start_us);
   out += ",\"startTimeMillis\":";
-  AppendU64(out, start_us / 1000);
+  codec::AppendUint(out, start_us / 1000);
   out += ",\"duration\":";
   // Jaeger's duration: the time between start and end, in whole microseconds.
-  AppendU64(out, sp.end_ns[s] > sp.start_ns[s] ? (sp.end_ns[s] - sp.start_ns[s]) / 1000 : 0);
+  codec::AppendUint(out,
+                    sp.end_ns[s] > sp.start_ns[s] ? (sp.end_ns[s] - sp.start_ns[s]) / 1000 : 0);
   out += ',';
   AppendTags(out, b_, s);
   out += ",\"logs\":";
@@ -472,7 +422,7 @@ std::string ValueText(element v) {
       codec::AppendInt(out, v.get_int64().value_unsafe());
       return out;
     case element_type::UINT64:
-      AppendU64(out, v.get_uint64().value_unsafe());
+      codec::AppendUint(out, v.get_uint64().value_unsafe());
       return out;
     case element_type::DOUBLE:
       codec::AppendDouble(out, v.get_double().value_unsafe());

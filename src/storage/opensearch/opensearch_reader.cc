@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "codec/json_writer.h"
 #include "codec/value_text.h"
 #include "storage/opensearch/jaeger_document.h"
 
@@ -31,25 +32,7 @@ uint64_t PlusOne(uint64_t v) {
   return v == UINT64_MAX ? v : v + 1;
 }
 
-void AppendU64(std::string& out, uint64_t v) {
-  char buf[24];
-  auto res = std::to_chars(buf, buf + sizeof(buf), v);
-  out.append(buf, res.ptr);
-}
-
-// A comma between the elements of a JSON array or object.
-class Commas {
- public:
-  explicit Commas(std::string& out) : out_(out) {}
-  void Next() {
-    if (!first_) out_ += ',';
-    first_ = false;
-  }
-
- private:
-  std::string& out_;
-  bool first_ = true;
-};
+using codec::Commas;
 
 // {"term":{<field>:<value>}}
 void AppendTerm(std::string& out, std::string_view field, std::string_view value) {
@@ -209,7 +192,7 @@ std::string TermsAgg(std::string_view name, std::string_view field, uint64_t siz
   out += R"(":{"terms":{"field":")";
   out += field;
   out += R"(","size":)";
-  AppendU64(out, size);
+  codec::AppendUint(out, size);
   out += R"(,"order":{"_key":"asc"}}}})";
   return out;
 }
@@ -305,13 +288,13 @@ std::string FindTraceIdsBody(const query::TraceQuery& q) {
   // startTime (microseconds) is the finer bound. A start in [start_ns,
   // end_ns] is stored truncated to its microsecond.
   out += R"({"range":{"startTimeMillis":{"gte":)";
-  AppendU64(out, q.start_ns / 1000000);
+  codec::AppendUint(out, q.start_ns / 1000000);
   out += R"(,"lte":)";
-  AppendU64(out, q.end_ns / 1000000);
+  codec::AppendUint(out, q.end_ns / 1000000);
   out += R"(,"format":"epoch_millis"}}},{"range":{"startTime":{"gte":)";
-  AppendU64(out, q.start_ns / 1000);
+  codec::AppendUint(out, q.start_ns / 1000);
   out += R"(,"lte":)";
-  AppendU64(out, q.end_ns / 1000);
+  codec::AppendUint(out, q.end_ns / 1000);
   out += "}}}";
   if (!q.service.empty()) {
     out += ',';
@@ -327,12 +310,12 @@ std::string FindTraceIdsBody(const query::TraceQuery& q) {
     if (q.min_duration_ns != 0) {
       commas.Next();
       out += R"("gte":)";
-      AppendU64(out, q.min_duration_ns / 1000);
+      codec::AppendUint(out, q.min_duration_ns / 1000);
     }
     if (q.max_duration_ns != 0) {
       commas.Next();
       out += R"("lte":)";
-      AppendU64(out, q.max_duration_ns / 1000);
+      codec::AppendUint(out, q.max_duration_ns / 1000);
     }
     out += "}}}";
   }
@@ -341,7 +324,7 @@ std::string FindTraceIdsBody(const query::TraceQuery& q) {
     out += TagFilterQuery(tag);
   }
   out += R"(]}},"aggs":{"traces":{"terms":{"field":"traceID","size":)";
-  AppendU64(out, q.limit);
+  codec::AppendUint(out, q.limit);
   out += R"(,"order":[{"last":"desc"},{"_key":"asc"}]},)";
   out += R"("aggs":{"last":{"max":{"field":"startTime"}}}}}})";
   return out;
@@ -350,13 +333,13 @@ std::string FindTraceIdsBody(const query::TraceQuery& q) {
 std::string StartRangeFilter(uint64_t start_ns, uint64_t end_ns) {
   const auto ceil_us = [](uint64_t ns) { return ns / 1000 + (ns % 1000 != 0 ? 1 : 0); };
   std::string out = R"({"range":{"startTimeMillis":{"gte":)";
-  AppendU64(out, start_ns / 1000000);
+  codec::AppendUint(out, start_ns / 1000000);
   out += R"(,"lte":)";
-  AppendU64(out, end_ns > 0 ? (end_ns - 1) / 1000000 : 0);
+  codec::AppendUint(out, end_ns > 0 ? (end_ns - 1) / 1000000 : 0);
   out += R"(,"format":"epoch_millis"}}},{"range":{"startTime":{"gte":)";
-  AppendU64(out, ceil_us(start_ns));
+  codec::AppendUint(out, ceil_us(start_ns));
   out += R"(,"lt":)";
-  AppendU64(out, ceil_us(end_ns));
+  codec::AppendUint(out, ceil_us(end_ns));
   out += "}}}";
   return out;
 }
@@ -388,9 +371,9 @@ std::string CountSpansBody(const query::SpanCountQuery& q, uint64_t page,
   std::string out = R"({"size":0,"track_total_hits":false,"query":{"bool":{"filter":[)";
   out += StartRangeFilter(q.start_ns, q.end_ns);
   out += R"(]}},"aggs":{"cells":{"composite":{"size":)";
-  AppendU64(out, page);
+  codec::AppendUint(out, page);
   out += R"(,"sources":[{"bucket":{"date_histogram":{"field":"startTimeMillis","fixed_interval":")";
-  AppendU64(out, q.bucket_s);
+  codec::AppendUint(out, q.bucket_s);
   out += R"(s"}}},{"service":{"terms":{"field":"process.serviceName"}}}])";
   if (!after_key.empty()) {
     out += R"(,"after":)";
@@ -403,7 +386,7 @@ std::string CountSpansBody(const query::SpanCountQuery& q, uint64_t page,
     if (filter.empty()) continue;
     commas.Next();
     out += '"';
-    AppendU64(out, k);
+    codec::AppendUint(out, k);
     out += "\":";
     out += filter;
   }
@@ -517,10 +500,10 @@ Status OpenSearchReader::GetTraces(const std::vector<TraceId>& ids, SpanBatch* o
   simdjson::dom::parser parser;
   for (bool first = true;; first = false) {
     std::string body = R"({"size":)";
-    AppendU64(body, page);
+    codec::AppendUint(body, page);
     body += R"(,"track_total_hits":)";
     if (first) {
-      AppendU64(body, track);
+      codec::AppendUint(body, track);
     } else {
       body += "false";
     }
@@ -663,13 +646,13 @@ Status OpenSearchReader::GetDependencies(uint64_t from_s, uint64_t to_s,
   // [{"parent", "child", "callCount"}]}, one per run of its dependency job.
   const uint64_t size = std::max<uint64_t>(std::min(opts_.max_rows, opts_.page_size), 1);
   std::string body = R"({"size":)";
-  AppendU64(body, size);
+  codec::AppendUint(body, size);
   body += R"(,"track_total_hits":)";
-  AppendU64(body, size + 1);
+  codec::AppendUint(body, size + 1);
   body += R"(,"query":{"range":{"timestamp":{"gte":)";
-  AppendU64(body, from_s * 1000);
+  codec::AppendUint(body, from_s * 1000);
   body += R"(,"lt":)";
-  AppendU64(body, to_s * 1000);
+  codec::AppendUint(body, to_s * 1000);
   body += R"(,"format":"epoch_millis"}}}})";
   std::string answer;
   SH_RETURN_IF_ERROR(Search(DailyIndices(dependency_base_, from_s * kNsPerS, to_s * kNsPerS - 1),
@@ -845,7 +828,7 @@ Status OpenSearchReader::ListSpans(const query::SpanIdQuery& q, std::vector<quer
   for (;;) {
     // The ids are the sort values: no document is read.
     std::string body = R"({"size":)";
-    AppendU64(body, page);
+    codec::AppendUint(body, page);
     body += R"(,"track_total_hits":false,"_source":false,"query":)";
     body += query;
     body += R"(,"sort":[{"traceID":{"order":"asc","unmapped_type":"keyword"}},)"

@@ -1,0 +1,79 @@
+// Pieces every JSON writer here repeats (the query API's Jaeger JSON, the
+// Jaeger documents written to OpenSearch, the OpenSearch queries): numbers,
+// hex ids, commas, and the shapes of Jaeger's key-values and references.
+#pragma once
+
+#include <array>
+#include <charconv>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "codec/value_text.h"
+
+namespace spanhouse::codec {
+
+inline void AppendUint(std::string& out, uint64_t v) {
+  char buf[24];
+  auto res = std::to_chars(buf, buf + sizeof(buf), v);
+  out.append(buf, res.ptr);
+}
+
+// The lowercase hex of `data`, no quotes.
+inline void AppendHex(std::string& out, const uint8_t* data, size_t n) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  for (size_t i = 0; i < n; ++i) {
+    out += kDigits[data[i] >> 4];
+    out += kDigits[data[i] & 0xf];
+  }
+}
+
+// A JSON string holding an id's lowercase hex.
+template <size_t N>
+void AppendHexString(std::string& out, const std::array<uint8_t, N>& id) {
+  out += '"';
+  AppendHex(out, id.data(), N);
+  out += '"';
+}
+
+// Writes the commas between the elements of a JSON array or object.
+class Commas {
+ public:
+  explicit Commas(std::string& out) : out_(out) {}
+  void Next() {
+    if (!first_) out_ += ',';
+    first_ = false;
+  }
+  bool empty() const { return first_; }
+
+ private:
+  std::string& out_;
+  bool first_ = true;
+};
+
+// Jaeger's key-value up to its value: {"key":<key>,"type":"<type>","value":
+// (the caller appends the value and '}').
+inline void AppendKeyValueHead(std::string& out, std::string_view key, std::string_view type) {
+  out += "{\"key\":";
+  AppendJsonString(out, key);
+  out += ",\"type\":\"";
+  out += type;
+  out += "\",\"value\":";
+}
+
+// Jaeger's reference: {"refType":"CHILD_OF","traceID":"..","spanID":".."}.
+template <size_t T, size_t S>
+void AppendJaegerReference(std::string& out, std::string_view type,
+                           const std::array<uint8_t, T>& trace,
+                           const std::array<uint8_t, S>& span) {
+  out += "{\"refType\":\"";
+  out += type;
+  out += "\",\"traceID\":";
+  AppendHexString(out, trace);
+  out += ",\"spanID\":";
+  AppendHexString(out, span);
+  out += '}';
+}
+
+}  // namespace spanhouse::codec
