@@ -530,3 +530,37 @@ def test_reconcile_agrees_then_names_deleted_and_altered_spans(opensearch, spanh
     # Within a tolerance that covers the deleted spans' cells, only the altered field remains.
     r = run_cli(args[:-2] + ["--tolerance", "0.5"])
     assert r.returncode == 1 and "0 of" in r.stdout, r.stdout
+
+
+def test_documents_opensearch_refuses_go_to_the_dead_letter(opensearch, spanhouse_factory,
+                                                           tmp_path):
+    # An index whose mapping cannot take Jaeger's documents (operationName as a number).
+    body, counts = rich_request(2, seed=300)
+    first_start = min(int(s["startTimeUnixNano"]) for rs in json.loads(body)["resourceSpans"]
+                      for ss in rs["scopeSpans"] for s in ss["spans"])
+    day = time.strftime("%Y-%m-%d", time.gmtime(first_start / 1e9))
+    opensearch.create_index(f"dl-jaeger-span-{day}", {
+        "settings": {"number_of_replicas": 0},
+        "mappings": {"properties": {"operationName": {"type": "long"}}}})
+    sh = spanhouse_factory(config=write_config(tmp_path / "sh.yaml", opensearch.url, "dl"))
+    assert sh.post_traces(body).status_code == 200
+    total = sum(counts.values())
+    for trace, n in counts.items():  # ClickHouse stores them all
+        sh.wait_for_trace(trace, lambda d, n=n: len(d["data"][0]["spans"]) == n)
+    wait_until("every refused span dead-lettered", lambda: metric(
+        sh, "spanhouse_sink_dead_letter_rows_total", 'sink="opensearch"') == total)
+    dead = sh.data_dir / "dead-letter" / "opensearch.ndjson"
+    lines = [json.loads(line) for line in dead.read_text().splitlines()]
+    spans = [line for line in lines if "jaeger-span" in line["action"]["create"]["_index"]]
+    assert len(spans) == total
+    assert all("HTTP 400" in line["error"] and "operationName" in line["error"] for line in spans)
+    assert {line["document"]["traceID"] for line in spans} == set(counts)
+    # Given up for good, not retried: nothing waits for OpenSearch, and a restart replays nothing.
+    wait_until("nothing waiting", lambda: metric(
+        sh, "spanhouse_durable_queue_spilled_waiting_requests", 'sink="opensearch"') == 0
+        and metric(sh, "spanhouse_sink_lag_milliseconds", 'sink="opensearch"') == 0)
+    assert metric(sh, "spanhouse_sink_items_retried_total", 'sink="opensearch"') == 0
+    sh.restart()
+    time.sleep(3)
+    assert len(dead.read_text().splitlines()) == len(lines)
+    assert count(opensearch, "dl-jaeger-span-*") == 0

@@ -174,6 +174,15 @@ void DurableQueue::AppendMetrics(PromText& out) const {
       out.Sample(name, PromText::Label("sink", c->name()), v);
     }
   }
+  // Every store's lag as the queue sees it (the OpenSearch sink's
+  // spanhouse_sink_lag_milliseconds adds the write it holds).
+  out.Family("spanhouse_durable_queue_spilled_oldest_waiting_milliseconds", "gauge",
+             "How long the oldest request waiting on disk for the sink has waited (0: none).");
+  for (const auto& c : cursors_) {
+    out.Sample("spanhouse_durable_queue_spilled_oldest_waiting_milliseconds",
+               PromText::Label("sink", c->name()),
+               static_cast<uint64_t>(c->OldestWaitingSeconds() * 1000));
+  }
 }
 
 }  // namespace spanhouse::pipeline::durable
