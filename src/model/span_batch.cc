@@ -56,6 +56,7 @@ uint32_t SpanBatch::AddSpan(uint32_t resource, uint32_t scope) {
   spans.dropped_events_count.push_back(0);
   spans.links.push_back({l, l});
   spans.dropped_links_count.push_back(0);
+  spans.metrics_only.push_back(0);
   return i;
 }
 
@@ -186,6 +187,7 @@ void SpanBatch::Reserve(const Shape& shape) {
   s.dropped_events_count.reserve(n);
   s.links.reserve(n);
   s.dropped_links_count.reserve(n);
+  s.metrics_only.reserve(n);
   attrs(span_attrs, shape.span_attrs);
   events.time_ns.reserve(shape.events);
   events.name.reserve(shape.events);
@@ -225,7 +227,7 @@ size_t SpanBatch::MemoryBytes() const {
        Cap(s.flags) + Cap(s.name) + Cap(s.kind) + Cap(s.start_ns) + Cap(s.end_ns) +
        Cap(s.status_code) + Cap(s.status_message) + Cap(s.resource) + Cap(s.scope) + Cap(s.attrs) +
        Cap(s.dropped_attributes_count) + Cap(s.events) + Cap(s.dropped_events_count) +
-       Cap(s.links) + Cap(s.dropped_links_count);
+       Cap(s.links) + Cap(s.dropped_links_count) + Cap(s.metrics_only);
   n += Cap(events.time_ns) + Cap(events.name) + Cap(events.attrs) +
        Cap(events.dropped_attributes_count);
   n += Cap(links.trace_id) + Cap(links.span_id) + Cap(links.trace_state) + Cap(links.flags) +
@@ -303,6 +305,7 @@ void SpanBatch::AppendSpans(const SpanBatch& o, const uint32_t* which, size_t n)
     spans.dropped_attributes_count[dst] = os.dropped_attributes_count[i];
     spans.dropped_events_count[dst] = os.dropped_events_count[i];
     spans.dropped_links_count[dst] = os.dropped_links_count[i];
+    spans.metrics_only[dst] = os.metrics_only[i];
     auto eb = static_cast<uint32_t>(events.time_ns.size());
     for (uint32_t e = os.events[i].begin; e < os.events[i].end; ++e) {
       uint32_t ne = AddEvent();
@@ -386,6 +389,7 @@ bool SpanBatch::LogicallyEquals(const SpanBatch& o, std::string* why) const {
     c.Eq(x.dropped_attributes_count[i], y.dropped_attributes_count[i], at + " dropped attrs");
     c.Eq(x.dropped_events_count[i], y.dropped_events_count[i], at + " dropped events");
     c.Eq(x.dropped_links_count[i], y.dropped_links_count[i], at + " dropped links");
+    c.Eq(x.metrics_only[i], y.metrics_only[i], at + " metrics only");
     uint32_t r = x.resource[i];
     uint32_t ro = y.resource[i];
     c.Attrs(resource_attrs, resources.attrs[r], o.resource_attrs, o.resources.attrs[ro],

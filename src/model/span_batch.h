@@ -153,6 +153,12 @@ class SpanBatch {
     std::vector<uint32_t> dropped_events_count;
     std::vector<Range> links;  // into links
     std::vector<uint32_t> dropped_links_count;
+    // 1: sampled out (pipeline/sampling): the span counts in the metrics
+    // (RED, dependency edges, the service catalog) but is not stored as a
+    // span. A sink that stores spans skips it; the ClickHouse sink writes
+    // its few metric fields to the sampled_spans table. Its attributes,
+    // events and links are already emptied.
+    std::vector<uint8_t> metrics_only;
   } spans;
   AttrColumns span_attrs;
 

@@ -166,7 +166,7 @@ void SpanFilter::Reject(SpanBatch& batch, uint64_t now_ns, FilterReport* report)
   if (keep.empty()) return;
   // Every span column; a column added to Spans must be added here (the
   // size check below fails to compile until it is).
-  static_assert(sizeof(SpanBatch::Spans) == 19 * sizeof(std::vector<uint8_t>),
+  static_assert(sizeof(SpanBatch::Spans) == 20 * sizeof(std::vector<uint8_t>),
                 "SpanFilter::Reject compacts every span column: add the new one");
   Compact(s.trace_id, keep);
   Compact(s.span_id, keep);
@@ -187,6 +187,7 @@ void SpanFilter::Reject(SpanBatch& batch, uint64_t now_ns, FilterReport* report)
   Compact(s.dropped_events_count, keep);
   Compact(s.links, keep);
   Compact(s.dropped_links_count, keep);
+  Compact(s.metrics_only, keep);
 }
 
 void SpanFilter::TrimLists(SpanBatch& batch, FilterReport* report) const {
