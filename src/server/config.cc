@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cstdlib>
 #include <functional>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include <yaml-cpp/yaml.h>
@@ -81,6 +83,17 @@ bool IsNamespaceList(const std::string& v) {
     start = comma + 1;
   }
 }
+// A number in [0, 1]: "0.1", "1", "1e-3".
+bool ParseProbability(std::string_view v, double* out) {
+  if (v.empty() || v.size() > 32) return false;
+  const std::string text(v);
+  char* end = nullptr;
+  const double p = std::strtod(text.c_str(), &end);
+  if (end != text.c_str() + text.size() || !(p >= 0.0 && p <= 1.0)) return false;
+  *out = p;
+  return true;
+}
+
 bool IsLevel(const std::string& v) {
   return v == "trace" || v == "debug" || v == "info" || v == "warn" || v == "error" || v == "off";
 }
@@ -255,6 +268,29 @@ const std::vector<Key>& Keys() {
           [](const Config& c) { return std::string(c.clickhouse.run_jobs ? "true" : "false"); }},
       SH_STRING_KEY("user_fields.also_well_known", user_fields.also_well_known, IsNamespaceList(v),
                     "comma-separated namespaces, e.g. shop,app.internal"),
+      Key{"sampling.head.probability",
+          [](const std::string& v, Config* c) -> Status {
+            if (!ParseProbability(v, &c->sampling.head.probability)) {
+              return BadValue("sampling.head.probability", v,
+                              "a probability from 0 to 1, e.g. 0.1");
+            }
+            return Status::Ok();
+          },
+          [](const Config& c) { return fmt::format("{}", c.sampling.head.probability); }},
+      Key{"sampling.head.services",
+          [](const std::string& v, Config* c) -> Status {
+            std::vector<std::pair<std::string, double>> parsed;
+            std::string problem;
+            if (!ParseServiceProbabilities(v, &parsed, &problem)) {
+              return BadValue("sampling.head.services", v,
+                              problem +
+                                  "; want service=probability pairs split by ',', e.g. "
+                                  "checkout=0.5, frontend=1");
+            }
+            c->sampling.head.services = v;
+            return Status::Ok();
+          },
+          [](const Config& c) { return c.sampling.head.services; }},
       SH_UINT_KEY("filter.max_future_s", filter.max_future_s, ParseUint, 1, kMaxSeconds,
                   "seconds, 1 to 315360000 (10 years)"),
       SH_UINT_KEY("filter.max_duration_s", filter.max_duration_s, ParseUint, 1, kMaxSeconds,
@@ -409,6 +445,40 @@ bool ParseBytes(const std::string& s, uint64_t* out) {
     return false;
   if (n > (~0ull) / mult) return false;
   *out = n * mult;
+  return true;
+}
+
+bool ParseServiceProbabilities(std::string_view text,
+                               std::vector<std::pair<std::string, double>>* out,
+                               std::string* problem) {
+  out->clear();
+  auto fail = [&](std::string why) {
+    if (problem != nullptr) *problem = std::move(why);
+    return false;
+  };
+  auto trim = [](std::string_view s) {
+    while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
+    while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
+    return s;
+  };
+  while (!trim(text).empty()) {
+    const size_t comma = text.find(',');
+    const std::string_view item = trim(text.substr(0, comma));
+    const size_t eq = item.find('=');
+    if (eq == std::string_view::npos) return fail("'" + std::string(item) + "' has no '='");
+    const std::string name(trim(item.substr(0, eq)));
+    double p = 0;
+    if (name.empty()) return fail("'" + std::string(item) + "' names no service");
+    if (!ParseProbability(trim(item.substr(eq + 1)), &p)) {
+      return fail("'" + std::string(item) + "': the probability is not a number from 0 to 1");
+    }
+    for (const auto& [seen, unused] : *out) {
+      if (seen == name) return fail("service '" + name + "' is given twice");
+    }
+    out->emplace_back(name, p);
+    if (comma == std::string_view::npos) break;
+    text.remove_prefix(comma + 1);
+  }
   return true;
 }
 

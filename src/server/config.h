@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -164,6 +165,17 @@ struct Config {
     uint64_t max_span_names_per_service = 1000;
   } filter;
   struct {
+    struct {
+      // The share of traces kept (0..1), decided by trace id before the
+      // durable queue (pipeline/sampling/head_sampler.h). Sampled-out spans
+      // still count in RED, dependency edges and the catalog.
+      double probability = 1.0;
+      // Per-service probabilities: "checkout=0.5, frontend=1" (by the
+      // resource's service.name).
+      std::string services;
+    } head;
+  } sampling;
+  struct {
     uint64_t interval_s = 60;  // how often the dependency job runs
     uint64_t lag_s = 120;      // how long after a minute ends its edges are computed
   } dependencies;
@@ -234,6 +246,11 @@ Status Validate(const Config& cfg);
 // clickhouse.shards as shards of replica URLs (an empty shard where the
 // list has one: Validate refuses it).
 std::vector<std::vector<std::string>> ClickHouseShards(std::string_view list);
+// sampling.head.services as (service, probability) pairs; false (and
+// `problem` says why) when the text is not "name=p, name=p" with p in [0, 1].
+bool ParseServiceProbabilities(std::string_view text,
+                               std::vector<std::pair<std::string, double>>* out,
+                               std::string* problem = nullptr);
 // opensearch.urls as a list.
 std::vector<std::string> OpenSearchUrls(std::string_view list);
 // The durable queue's directory: durable.dir, or <data_dir>/queue.

@@ -78,11 +78,36 @@ void AppendFilterMetrics(const pipeline::FilterStats& fs, PromText& out) {
       fs.trimmed, out);
 }
 
+void AppendSamplingMetrics(const pipeline::HeadSampler& head, PromText& out) {
+  const pipeline::HeadSamplingStats& st = head.stats();
+  const auto labels = [](const char* decision) {
+    return PromText::Label("policy", "head_probability") + "," +
+           PromText::Label("decision", decision);
+  };
+  out.Family("spanhouse_sampling_spans_total", "counter",
+             "Spans by sampling decision: kept (stored) or dropped (counted in the metrics only).");
+  out.Sample("spanhouse_sampling_spans_total", labels("kept"), st.kept_spans.load());
+  out.Sample("spanhouse_sampling_spans_total", labels("dropped"), st.dropped_spans.load());
+  out.Family("spanhouse_sampling_traces_total", "counter",
+             "Traces by sampling decision, counted by their root spans.");
+  out.Sample("spanhouse_sampling_traces_total", labels("kept"), st.kept_traces.load());
+  out.Sample("spanhouse_sampling_traces_total", labels("dropped"), st.dropped_traces.load());
+  out.Family("spanhouse_sampling_head_probability", "gauge",
+             "sampling.head.probability: the share of traces head sampling keeps (services with "
+             "a probability of their own aside).");
+  out.lines() +=
+      fmt::format("spanhouse_sampling_head_probability {}\n", head.options().probability);
+  out.One("spanhouse_sampling_bad_tracestate_total", "counter",
+          "Spans whose tracestate ot entry (th or rv) could not be read; sampled as if absent.", "",
+          st.bad_tracestate.load());
+}
+
 }  // namespace
 
 void AppendPipelineMetrics(const MetricsSources& s, PromText& out) {
   if (!s.receivers.empty()) AppendReceiverMetrics(s.receivers, out);
   if (s.filter != nullptr) AppendFilterMetrics(*s.filter, out);
+  if (s.head_sampler != nullptr) AppendSamplingMetrics(*s.head_sampler, out);
   if (s.budget != nullptr) {
     out.One("spanhouse_memory_reserved_bytes", "gauge",
             "Memory reserved for spans in flight (decoding, queued, awaiting insert).", "",

@@ -14,6 +14,7 @@
 #include "pipeline/durable/durable_queue.h"
 #include "pipeline/filter/span_filter.h"
 #include "pipeline/memory_budget.h"
+#include "pipeline/sampling/head_sampler.h"
 #include "receivers/intake/intake.h"
 #include "sink/sink.h"
 #include "storage/clickhouse/sql_connection.h"
@@ -30,6 +31,7 @@ struct MetricsSources {
   };
   std::vector<Receiver> receivers;
   const pipeline::FilterStats* filter = nullptr;
+  const pipeline::HeadSampler* head_sampler = nullptr;
   const pipeline::MemoryBudget* budget = nullptr;
   std::vector<const sink::Sink*> sinks;
   const pipeline::durable::DurableQueue* queue = nullptr;

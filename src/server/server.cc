@@ -169,6 +169,18 @@ Status Server::OpenRemote() {
 
 Status Server::OpenQueue() {
   filter_ = std::make_unique<pipeline::SpanFilter>(FilterLimitsOf(cfg_));
+  pipeline::HeadSamplingOptions head;
+  head.probability = cfg_.sampling.head.probability;
+  ParseServiceProbabilities(cfg_.sampling.head.services, &head.services);  // validated
+  auto sampler = std::make_unique<pipeline::HeadSampler>(std::move(head));
+  if (sampler->active()) {
+    head_sampler_ = std::move(sampler);
+    filter_->set_sampler(head_sampler_.get());
+    spdlog::info("head sampling: {} of traces kept{}", cfg_.sampling.head.probability,
+                 cfg_.sampling.head.services.empty()
+                     ? ""
+                     : fmt::format(" ({} per service)", cfg_.sampling.head.services));
+  }
   pipeline::durable::DurableOptions d;
   d.enabled = cfg_.durable.enabled;
   d.log.dir = std::filesystem::absolute(DurableDir(cfg_)).lexically_normal().string();
@@ -645,6 +657,7 @@ std::string Server::Metrics() {
     m.receivers.push_back({"zipkin", &zipkin_->stats(), &zipkin_->http_stats()});
   }
   m.filter = &filter_->stats();
+  m.head_sampler = head_sampler_.get();
   m.budget = &budget_;
   for (const auto& s : sinks_) m.sinks.push_back(s.get());
   m.queue = queue_.get();

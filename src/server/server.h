@@ -122,6 +122,7 @@ class Server {
   std::vector<std::vector<std::string>> shards_;  // clickhouse.shards' replica URLs
   storage::Capabilities caps_;
   pipeline::MemoryBudget budget_;
+  std::unique_ptr<pipeline::HeadSampler> head_sampler_;  // null: sampling.head keeps everything
   std::unique_ptr<pipeline::SpanFilter> filter_;
   std::unique_ptr<pipeline::durable::DurableQueue> queue_;
   struct Faults {

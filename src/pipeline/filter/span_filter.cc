@@ -131,6 +131,9 @@ void SpanFilter::Apply(SpanBatch& batch, uint64_t now_ns, FilterReport* report, 
   TrimStrings(batch, report);
   report->trimmed[static_cast<size_t>(TrimReason::kSpanName)] = names_.Apply(batch);
   if (count && !report->clean()) stats_.Add(*report);
+  if (sampler_ != nullptr) {
+    report->sampled_out = static_cast<uint32_t>(sampler_->Apply(batch, count));
+  }
 }
 
 void SpanFilter::Reject(SpanBatch& batch, uint64_t now_ns, FilterReport* report) const {

@@ -23,6 +23,7 @@
 
 #include "model/span_batch.h"
 #include "pipeline/filter/span_name_cap.h"
+#include "pipeline/sampling/head_sampler.h"
 
 namespace spanhouse::pipeline {
 
@@ -77,6 +78,9 @@ const char* ReasonName(TrimReason r);
 struct FilterReport {
   std::array<uint32_t, kRejectReasons> rejected{};
   std::array<uint64_t, kTrimReasons> trimmed{};
+  // Spans head sampling marked metrics_only: accepted, so neither rejected
+  // nor a reason for a partial success.
+  uint32_t sampled_out = 0;
 
   uint32_t rejected_spans() const;
   bool clean() const;
@@ -104,6 +108,12 @@ class SpanFilter {
   // trims), not counted twice. Safe to call from several threads at once.
   void Apply(SpanBatch& batch, uint64_t now_ns, FilterReport* report, bool count = true);
 
+  // Head sampling as the last step of Apply (live and read back alike), so a
+  // record read back from the queue is sampled as it was when it came;
+  // null (the default): none. Set before the first Apply; not owned.
+  void set_sampler(const HeadSampler* sampler) { sampler_ = sampler; }
+  const HeadSampler* sampler() const { return sampler_; }
+
   const FilterLimits& limits() const { return limits_; }
   const FilterStats& stats() const { return stats_; }
 
@@ -116,6 +126,7 @@ class SpanFilter {
   const FilterLimits limits_;
   SpanNameCap names_;
   FilterStats stats_;
+  const HeadSampler* sampler_ = nullptr;
 };
 
 }  // namespace spanhouse::pipeline

@@ -22,6 +22,8 @@ namespace {
 void ExpectSameConfig(const Config& a, const Config& b) {
   EXPECT_EQ(a.data_dir, b.data_dir);
   EXPECT_EQ(a.log_level, b.log_level);
+  EXPECT_EQ(a.sampling.head.probability, b.sampling.head.probability);
+  EXPECT_EQ(a.sampling.head.services, b.sampling.head.services);
   EXPECT_EQ(a.otlp_http.listen, b.otlp_http.listen);
   EXPECT_EQ(a.otlp_http.max_body_bytes, b.otlp_http.max_body_bytes);
   EXPECT_EQ(a.otlp_http.max_spans_per_request, b.otlp_http.max_spans_per_request);
@@ -120,6 +122,8 @@ const std::map<std::string, std::string>& ValidValues() {
       {"filter.max_value_bytes", "4KiB"},
       {"filter.max_key_bytes", "64"},
       {"filter.max_span_names_per_service", "0"},
+      {"sampling.head.probability", "0.1"},
+      {"sampling.head.services", "checkout=0.5, frontend=1"},
       {"dependencies.interval_s", "15"},
       {"dependencies.lag_s", "45"},
       {"debug.fault_injection", "true"},
@@ -352,6 +356,10 @@ filter:
   max_value_bytes: 4KiB
   max_key_bytes: 64
   max_span_names_per_service: 0
+sampling:
+  head:
+    probability: 0.1
+    services: checkout=0.5, frontend=1
 dependencies:
   interval_s: 15
   lag_s: 45
@@ -405,6 +413,8 @@ durable:
   EXPECT_EQ(c.filter.max_span_names_per_service, 0u);
   EXPECT_EQ(c.dependencies.interval_s, 15u);
   EXPECT_EQ(c.dependencies.lag_s, 45u);
+  EXPECT_DOUBLE_EQ(c.sampling.head.probability, 0.1);
+  EXPECT_EQ(c.sampling.head.services, "checkout=0.5, frontend=1");
   EXPECT_TRUE(c.debug.fault_injection);
   EXPECT_TRUE(Validate(c).ok()) << Validate(c).message();
 
@@ -517,6 +527,30 @@ TEST(Config, OptionalReceiverAddresses) {
   c.zipkin.listen = "";
   c.otlp_grpc.listen = "";
   EXPECT_TRUE(Validate(c).ok());
+}
+
+TEST(Config, SamplingProbabilities) {
+  for (const std::string v : {"", "-0.1", "1.5", "ten", "0.1x", "nan", "inf"}) {
+    ExpectBadSetting("sampling.head.probability", v);
+  }
+  for (const std::string v : {"0", "1", "0.001", "1e-3"}) {
+    ExpectGoodSetting("sampling.head.probability", v);
+  }
+  for (const std::string v : {"checkout", "=0.5", "a=2", "a=0.1,a=0.2", "a=0.1;b=1", "a=x"}) {
+    ExpectBadSetting("sampling.head.services", v);
+  }
+  std::vector<std::pair<std::string, double>> parsed;
+  ASSERT_TRUE(ParseServiceProbabilities(" checkout = 0.5,frontend=1 , a.b-c=0 ", &parsed));
+  ASSERT_EQ(parsed.size(), 3u);
+  EXPECT_EQ(parsed[0], (std::pair<std::string, double>{"checkout", 0.5}));
+  EXPECT_EQ(parsed[2], (std::pair<std::string, double>{"a.b-c", 0.0}));
+  ASSERT_TRUE(ParseServiceProbabilities("", &parsed));
+  EXPECT_TRUE(parsed.empty());
+  Config cfg;
+  ASSERT_TRUE(
+      ApplyYaml("sampling:\n  head:\n    probability: 0.25\n    services: a=1\n", &cfg).ok());
+  EXPECT_DOUBLE_EQ(cfg.sampling.head.probability, 0.25);
+  EXPECT_EQ(cfg.sampling.head.services, "a=1");
 }
 
 TEST(Config, BadLogLevelsAndDataDir) {
