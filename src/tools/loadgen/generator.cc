@@ -50,4 +50,8 @@ void TraceGenerator::SetRunId(std::string_view run_id) {
   builder_->run_id.assign(run_id);
 }
 
+void TraceGenerator::SetMarkShape(const MarkShape& shape) {
+  builder_->shape = shape;
+}
+
 }  // namespace spanhouse::loadgen

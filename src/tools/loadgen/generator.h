@@ -35,6 +35,23 @@ struct CorpusOptions {
   uint64_t seed = 1;
 };
 
+// Traces shaped so that the send patch (payload.h) can mark each one, per
+// send, as failed or slow (`spanhouse loadgen --error-traces / --slow-traces`).
+struct MarkShape {
+  // No built-in failures; instead every trace carries one failure path in
+  // status ERROR: a leaf with a status message, its ancestors up to the root
+  // (stopping at a kafka consumer, as a built-in failure does; client spans
+  // below the gateway with the message "INTERNAL"). No exception event and
+  // no status-code attributes change: the patch keeps or clears the statuses
+  // only. Drawn from a stream of its own, so the traces are otherwise the
+  // default corpus's until its first built-in failure.
+  bool markable_errors = false;
+  // > 0: a trace whose root would last this long or longer is squeezed (every
+  // time in it scaled about the root's start) so that its root lasts
+  // max_root_ns - 1 ns: no trace is slow until the patch makes it so.
+  uint64_t max_root_ns = 0;
+};
+
 class TraceGenerator {
  public:
   explicit TraceGenerator(CorpusOptions options);
@@ -58,6 +75,9 @@ class TraceGenerator {
   // Every resource generated from now on carries the string attribute
   // `loadgen.run_id` = `run_id` (nothing when empty, the default).
   void SetRunId(std::string_view run_id);
+
+  // Traces generated from now on follow `shape` (default: not markable).
+  void SetMarkShape(const MarkShape& shape);
 
  private:
   std::unique_ptr<corpus::TraceBuilder> builder_;

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "model/span_batch.h"
+#include "tools/loadgen/generator.h"
 #include "tools/loadgen/generator_world.h"
 #include "tools/loadgen/rng.h"
 
@@ -102,10 +103,12 @@ inline constexpr uint32_t kMaxSpans = 30;
 inline constexpr uint64_t kUs = 1000;
 
 struct TraceBuilder {
-  explicit TraceBuilder(uint64_t seed) : rng(seed) {}
+  explicit TraceBuilder(uint64_t seed) : rng(seed), mark_rng(seed ^ 0x6d61726b73686170ull) {}
 
   Rng rng;
   std::string run_id;
+  MarkShape shape;
+  Rng mark_rng;  // draws of MarkFailurePath only: the corpus's stream stays as it is
 
   // ---- the world ----
   World world;
@@ -266,6 +269,12 @@ struct TraceBuilder {
   // Fails one leaf span of the trace just built and carries the failure up
   // to the root, stopping at an async (kafka consumer) boundary.
   void InjectError();
+  // MarkShape::markable_errors: puts one failure path of the trace just built
+  // in status ERROR, nothing else changed.
+  void MarkFailurePath();
+  // MarkShape::max_root_ns: squeezes the trace just built (root `root`) if
+  // its root lasts too long.
+  void CapRoot(uint32_t root);
   void ClearScratch();
 
   // ---- output (generator_emit.cc) ----

@@ -32,6 +32,35 @@ constexpr Failure kInternalFailures[] = {
     {"upstream request timeout", "TimeoutError"},
 };
 
+// A leaf span of the trace being built, drawn from `r`; its first span (the
+// root) if it has none.
+uint32_t PickLeaf(const TraceBuilder& m, Rng& r) {
+  const auto n = static_cast<uint32_t>(m.spans.size());
+  uint32_t leaves = 0;
+  for (uint32_t i = m.ctx.first + 1; i < n; ++i) leaves += m.spans[i].has_child ? 0 : 1;
+  if (leaves == 0) return m.ctx.first;
+  uint32_t pick = r.Below(leaves);
+  for (uint32_t i = m.ctx.first + 1; i < n; ++i) {
+    if (m.spans[i].has_child) continue;
+    if (pick-- == 0) return i;
+  }
+  return m.ctx.first;
+}
+
+// A failure fit for span `f` (a database's own for its client spans), drawn from `r`.
+const Failure& PickFailure(const TraceBuilder& m, uint32_t f, Rng& r) {
+  const SpanRec& s = m.spans[f];
+  std::string_view system;
+  for (uint32_t a = s.attr_begin; a < s.attr_end; ++a) {
+    if (m.attrs[a].key == "db.system") {
+      system = std::string_view(m.text).substr(m.attrs[a].off, m.attrs[a].len);
+    }
+  }
+  return system.starts_with("redis") ? kRedisFailures[r.Below(std::size(kRedisFailures))]
+         : !system.empty()           ? kDbFailures[r.Below(std::size(kDbFailures))]
+                                     : kInternalFailures[r.Below(std::size(kInternalFailures))];
+}
+
 }  // namespace
 
 uint32_t TraceBuilder::BuildTrace(uint64_t start) {
@@ -72,7 +101,12 @@ uint32_t TraceBuilder::BuildTrace(uint64_t start) {
   t += Net();
   Close(gc, t);
   Close(root, t + Dur(30));
-  if (rng.Chance(0.01)) InjectError();
+  if (shape.markable_errors) {
+    MarkFailurePath();
+  } else if (rng.Chance(0.01)) {
+    InjectError();
+  }
+  if (shape.max_root_ns > 0) CapRoot(root);
   return Count();
 }
 
@@ -180,31 +214,11 @@ void TraceBuilder::HttpServerAttrs(uint32_t i, bool gateway) {
 }
 
 void TraceBuilder::InjectError() {
-  const uint32_t n = static_cast<uint32_t>(spans.size());
-  uint32_t leaves = 0;
-  for (uint32_t i = ctx.first + 1; i < n; ++i) leaves += spans[i].has_child ? 0 : 1;
-  if (leaves == 0) return;
-  uint32_t pick = rng.Below(leaves);
-  uint32_t f = ctx.first;
-  for (uint32_t i = ctx.first + 1; i < n; ++i) {
-    if (spans[i].has_child) continue;
-    if (pick-- == 0) {
-      f = i;
-      break;
-    }
-  }
+  const uint32_t f = PickLeaf(*this, rng);
+  if (f == ctx.first) return;
   SpanRec& s = spans[f];
   const Svc svc = static_cast<Svc>(s.svc);
-  std::string_view system;
-  for (uint32_t a = s.attr_begin; a < s.attr_end; ++a) {
-    if (attrs[a].key == "db.system") {
-      system = std::string_view(text).substr(attrs[a].off, attrs[a].len);
-    }
-  }
-  const Failure& fail =
-      system.starts_with("redis") ? kRedisFailures[rng.Below(std::size(kRedisFailures))]
-      : !system.empty()           ? kDbFailures[rng.Below(std::size(kDbFailures))]
-                                  : kInternalFailures[rng.Below(std::size(kInternalFailures))];
+  const Failure& fail = PickFailure(*this, f, rng);
   s.status = StatusCodeOtlp::kError;
   s.status_message = fail.status;
   SetAttr(f, "http.response.status_code", ValueType::kInt, "503");
@@ -255,6 +269,37 @@ void TraceBuilder::InjectError() {
     SetAttr(cur, "http.response.status_code", ValueType::kInt, "500");
     SetAttr(cur, "rpc.grpc.status_code", ValueType::kInt, "13");
     if (p.kind == SpanKind::kClient && p.svc != kGateway) p.status_message = "INTERNAL";
+  }
+}
+
+void TraceBuilder::MarkFailurePath() {
+  uint32_t cur = PickLeaf(*this, mark_rng);
+  if (cur == ctx.first) return;
+  spans[cur].status = StatusCodeOtlp::kError;
+  spans[cur].status_message = PickFailure(*this, cur, mark_rng).status;
+  while (spans[cur].kind != SpanKind::kConsumer && spans[cur].parent >= 0) {
+    cur = static_cast<uint32_t>(spans[cur].parent);
+    SpanRec& p = spans[cur];
+    p.status = StatusCodeOtlp::kError;
+    if (p.kind == SpanKind::kClient && p.svc != kGateway) p.status_message = "INTERNAL";
+  }
+}
+
+void TraceBuilder::CapRoot(uint32_t root) {
+  const uint64_t start = spans[root].start;
+  const uint64_t took = spans[root].end - start;
+  if (took < shape.max_root_ns) return;
+  const uint64_t to = shape.max_root_ns - 1;
+  // Monotone, so children stay inside their parents and events inside their spans.
+  auto squeeze = [&](uint64_t t) {
+    if (t <= start) return t;
+    return start + static_cast<uint64_t>(static_cast<unsigned __int128>(t - start) * to / took);
+  };
+  for (uint32_t i = ctx.first; i < spans.size(); ++i) {
+    SpanRec& s = spans[i];
+    s.start = squeeze(s.start);
+    s.end = squeeze(s.end);
+    for (uint32_t e = s.event_begin; e < s.event_end; ++e) events[e].time = squeeze(events[e].time);
   }
 }
 

@@ -66,6 +66,12 @@ struct ConnStats {
   std::atomic<uint64_t> requests_ok{0};
   std::atomic<uint64_t> spans_sent{0};
   std::atomic<uint64_t> spans_accepted{0};
+  std::atomic<uint64_t> traces_sent{0};
+  std::atomic<uint64_t> traces_accepted{0};
+  std::atomic<uint64_t> error_traces{0};
+  std::atomic<uint64_t> error_traces_accepted{0};
+  std::atomic<uint64_t> slow_traces{0};
+  std::atomic<uint64_t> slow_traces_accepted{0};
   std::atomic<uint64_t> bytes_sent{0};
   std::atomic<uint64_t> rejected_requests{0};
   std::atomic<uint64_t> rejected_spans{0};
@@ -78,7 +84,8 @@ struct ConnStats {
 struct Totals {
   uint64_t requests = 0, requests_ok = 0, spans_sent = 0, spans_accepted = 0, bytes_sent = 0,
            rejected_requests = 0, rejected_spans = 0, retried = 0, throttled = 0,
-           connection_errors = 0;
+           connection_errors = 0, traces_sent = 0, traces_accepted = 0, error_traces = 0,
+           error_traces_accepted = 0, slow_traces = 0, slow_traces_accepted = 0;
 };
 
 Totals Sum(const std::vector<std::unique_ptr<ConnStats>>& stats) {
@@ -94,6 +101,12 @@ Totals Sum(const std::vector<std::unique_ptr<ConnStats>>& stats) {
     t.retried += s->retried.load(std::memory_order_relaxed);
     t.throttled += s->throttled.load(std::memory_order_relaxed);
     t.connection_errors += s->connection_errors.load(std::memory_order_relaxed);
+    t.traces_sent += s->traces_sent.load(std::memory_order_relaxed);
+    t.traces_accepted += s->traces_accepted.load(std::memory_order_relaxed);
+    t.error_traces += s->error_traces.load(std::memory_order_relaxed);
+    t.error_traces_accepted += s->error_traces_accepted.load(std::memory_order_relaxed);
+    t.slow_traces += s->slow_traces.load(std::memory_order_relaxed);
+    t.slow_traces_accepted += s->slow_traces_accepted.load(std::memory_order_relaxed);
   }
   return t;
 }
@@ -188,14 +201,19 @@ std::string GrpcTarget(const std::string& endpoint) {
 class Run {
  public:
   Run(const LoadgenOptions& o, HttpUrl url, std::string run_id, uint64_t entropy)
-      : o_(o), url_(std::move(url)), run_id_(std::move(run_id)), entropy_(entropy) {}
+      : o_(o),
+        url_(std::move(url)),
+        run_id_(std::move(run_id)),
+        entropy_(entropy),
+        shape_{o.error_traces >= 0, o.slow_traces >= 0 ? o.slow_ms * 1'000'000 : 0},
+        marks_{o.error_traces, o.slow_traces, o.slow_ms * 1'000'000} {}
 
   // Pre-generates the payloads; returns false (message printed) on failure.
   void Prepare() {
     if (o_.payloads == 0) return;
     const auto t0 = Clock::now();
-    payloads_ =
-        BuildPayloads(o_.seed, run_id_, o_.payloads, o_.spans_per_request, WallNs() - kLagNs);
+    payloads_ = BuildPayloads(o_.seed, run_id_, o_.payloads, o_.spans_per_request,
+                              WallNs() - kLagNs, shape_);
     uint64_t spans = 0, bytes = 0;
     for (const Payload& p : payloads_) {
       spans += p.spans;
@@ -276,6 +294,12 @@ class Run {
     r.retried = t.retried;
     r.throttled = t.throttled;
     r.connection_errors = t.connection_errors;
+    r.traces_sent = t.traces_sent;
+    r.traces_accepted = t.traces_accepted;
+    r.error_traces = t.error_traces;
+    r.error_traces_accepted = t.error_traces_accepted;
+    r.slow_traces = t.slow_traces;
+    r.slow_traces_accepted = t.slow_traces_accepted;
     r.spans_per_s = elapsed > 0 ? static_cast<double>(t.spans_accepted) / elapsed : 0;
     LatencyHistogram all;
     for (const auto& s : stats_) all.Merge(s->latency);
@@ -324,6 +348,7 @@ class Run {
       uint64_t x = o_.seed + static_cast<uint64_t>(index);
       gen = std::make_unique<TraceGenerator>(CorpusOptions{SplitMix64(x)});
       gen->SetRunId(run_id_);
+      gen->SetMarkShape(shape_);
     }
     size_t next = static_cast<size_t>(index);
     const double conn_rate = o_.rate / o_.connections;  // spans/s
@@ -351,18 +376,26 @@ class Run {
       const int64_t delta =
           gen ? 0 : static_cast<int64_t>(WallNs() - kLagNs) - static_cast<int64_t>(p->base_ns);
       const Patch patch = Patch::Random(rng, delta);
+      TraceCounts traces;
       if (compress) {
-        ApplyPatch(*p, patch, &raw);
+        ApplyPatch(*p, patch, marks_, &raw, &traces);
         if (!comp.Compress(raw, &body)) {
           std::fprintf(stderr, "loadgen: %s compression failed\n", o_.compression.c_str());
           break;
         }
       } else {
-        ApplyPatch(*p, patch, &body);
+        ApplyPatch(*p, patch, marks_, &body, &traces);
       }
       st.requests.fetch_add(1, std::memory_order_relaxed);
       st.spans_sent.fetch_add(p->spans, std::memory_order_relaxed);
-      Send(st, *client, comp.Encoding(), p->spans, &body);
+      st.traces_sent.fetch_add(traces.traces, std::memory_order_relaxed);
+      st.error_traces.fetch_add(traces.error_traces, std::memory_order_relaxed);
+      st.slow_traces.fetch_add(traces.slow_traces, std::memory_order_relaxed);
+      if (Send(st, *client, comp.Encoding(), p->spans, &body)) {
+        st.traces_accepted.fetch_add(traces.traces, std::memory_order_relaxed);
+        st.error_traces_accepted.fetch_add(traces.error_traces, std::memory_order_relaxed);
+        st.slow_traces_accepted.fetch_add(traces.slow_traces, std::memory_order_relaxed);
+      }
       NoteEnd();
     }
     finished_.fetch_add(1);
@@ -375,8 +408,8 @@ class Run {
     }
   }
 
-  // Sends one request until it is answered for good.
-  void Send(ConnStats& st, Sender& client, std::string_view encoding, uint32_t spans,
+  // Sends one request until it is answered for good; true if answered 2xx.
+  bool Send(ConnStats& st, Sender& client, std::string_view encoding, uint32_t spans,
             std::string* body) {
     HttpResult res;
     int throttled_tries = 0;
@@ -393,7 +426,7 @@ class Run {
         // Past the deadline, a dead server must not hold the run open.
         if (stop_hard_.load() || (stop_soft_.load() && conn_tries >= 3)) {
           Reject(st, spans);
-          return;
+          return false;
         }
         const auto backoff = milliseconds(std::min(2000, 100 << std::min(conn_tries - 1, 5)));
         SleepUntil(Clock::now() + backoff, stop_hard_);
@@ -408,7 +441,7 @@ class Run {
         st.spans_accepted.fetch_add(spans - static_cast<uint64_t>(partial),
                                     std::memory_order_relaxed);
         if (partial > 0) st.rejected_spans.fetch_add(partial, std::memory_order_relaxed);
-        return;
+        return true;
       }
       if (res.status == 429 || res.status == 503) {
         st.throttled.fetch_add(1, std::memory_order_relaxed);
@@ -431,7 +464,7 @@ class Run {
                      text.c_str());
       }
       Reject(st, spans);
-      return;
+      return false;
     }
   }
 
@@ -444,6 +477,8 @@ class Run {
   const HttpUrl url_;
   const std::string run_id_;
   const uint64_t entropy_;
+  const MarkShape shape_;
+  const TraceMarks marks_;
   std::vector<Payload> payloads_;
   std::vector<std::unique_ptr<ConnStats>> stats_;
   Clock::time_point start_;
@@ -516,6 +551,11 @@ void PrintText(FILE* f, const LoadgenOptions& o, const LoadgenReport& r) {
                r.spans_sent);
   std::fprintf(f, "requests          %" PRIu64 " (%" PRIu64 " accepted)\n", r.requests,
                r.requests_ok);
+  std::fprintf(f,
+               "traces accepted   %" PRIu64 " of %" PRIu64 " sent; with an error %" PRIu64
+               " of %" PRIu64 "; slow (root >= %" PRIu64 " ms) %" PRIu64 " of %" PRIu64 "\n",
+               r.traces_accepted, r.traces_sent, r.error_traces_accepted, r.error_traces, o.slow_ms,
+               r.slow_traces_accepted, r.slow_traces);
   std::fprintf(f, "achieved          %.0f spans/s over %.2f s (%.1f MB/s sent)\n", r.spans_per_s,
                r.elapsed_s,
                r.elapsed_s > 0 ? static_cast<double>(r.bytes_sent) / 1e6 / r.elapsed_s : 0.0);
@@ -533,7 +573,6 @@ void PrintText(FILE* f, const LoadgenOptions& o, const LoadgenReport& r) {
                  static_cast<long long>(r.stored), r.spans_accepted,
                  r.verify_ok ? "OK" : "MISMATCH", r.verify_s);
   }
-  (void)o;
 }
 
 void PrintJson(FILE* f, const LoadgenOptions& o, const LoadgenReport& r) {
@@ -543,15 +582,20 @@ void PrintJson(FILE* f, const LoadgenOptions& o, const LoadgenReport& r) {
                "{\"run_id\":\"%s\",\"protocol\":\"%s\",\"endpoint\":%s,\"connections\":%d,"
                "\"elapsed_s\":%.3f,"
                "\"requests\":%" PRIu64 ",\"requests_ok\":%" PRIu64 ",\"spans_sent\":%" PRIu64
-               ",\"spans_accepted\":%" PRIu64 ",\"spans_per_s\":%.1f,\"bytes_sent\":%" PRIu64
+               ",\"spans_accepted\":%" PRIu64 ",\"traces_sent\":%" PRIu64
+               ",\"traces_accepted\":%" PRIu64 ",\"error_traces\":%" PRIu64
+               ",\"error_traces_accepted\":%" PRIu64 ",\"slow_traces\":%" PRIu64
+               ",\"slow_traces_accepted\":%" PRIu64 ",\"slow_ms\":%" PRIu64
+               ",\"spans_per_s\":%.1f,\"bytes_sent\":%" PRIu64
                ",\"latency_p50_ms\":%.3f,\"latency_p99_ms\":%.3f,\"latency_max_ms\":%.3f,"
                "\"rejected_requests\":%" PRIu64 ",\"rejected_spans\":%" PRIu64
                ",\"retried\":%" PRIu64 ",\"throttled\":%" PRIu64 ",\"connection_errors\":%" PRIu64,
                r.run_id.c_str(), o.protocol == "grpc" ? "grpc" : "http", endpoint.c_str(),
                o.connections, r.elapsed_s, r.requests, r.requests_ok, r.spans_sent,
-               r.spans_accepted, r.spans_per_s, r.bytes_sent, r.latency_p50_ms, r.latency_p99_ms,
-               r.latency_max_ms, r.rejected_requests, r.rejected_spans, r.retried, r.throttled,
-               r.connection_errors);
+               r.spans_accepted, r.traces_sent, r.traces_accepted, r.error_traces,
+               r.error_traces_accepted, r.slow_traces, r.slow_traces_accepted, o.slow_ms,
+               r.spans_per_s, r.bytes_sent, r.latency_p50_ms, r.latency_p99_ms, r.latency_max_ms,
+               r.rejected_requests, r.rejected_spans, r.retried, r.throttled, r.connection_errors);
   if (r.verified) {
     std::fprintf(f, ",\"verify\":{\"stored\":%lld,\"ok\":%s,\"seconds\":%.1f}",
                  static_cast<long long>(r.stored), r.verify_ok ? "true" : "false", r.verify_s);
@@ -604,6 +648,9 @@ int RunLoadgen(const LoadgenOptions& o, LoadgenReport* report) {
   if (o.max_retries < 0) return BadFlag("--max-retries must be >= 0");
   if (!(o.timeout_s > 0)) return BadFlag("--timeout must be > 0");
   if (!(o.verify_timeout_s >= 0)) return BadFlag("--verify-timeout must be >= 0");
+  if (!(o.error_traces < 0 || o.error_traces <= 1)) return BadFlag("--error-traces must be 0-1");
+  if (!(o.slow_traces < 0 || o.slow_traces <= 1)) return BadFlag("--slow-traces must be 0-1");
+  if (o.slow_ms < 1 || o.slow_ms > 3'600'000) return BadFlag("--slow-ms must be 1-3600000");
 
   const uint64_t entropy = RunEntropy();
   std::string run_id;
@@ -697,6 +744,18 @@ void AddLoadgenCommand(CLI::App& app, std::function<int()>* run) {
   cmd->add_option("--query-endpoint", o->query_endpoint, "Query API base URL, for --verify")
       ->capture_default_str();
   cmd->add_option("--verify-timeout", o->verify_timeout_s, "Seconds --verify waits at most")
+      ->capture_default_str();
+  cmd->add_option("--error-traces", o->error_traces,
+                  "Share of traces (0-1) that fail: spans in status ERROR, one with a message; "
+                  "the others carry no ERROR status. Chosen per send from each trace's fresh id. "
+                  "Default: the corpus's own ~1% of failures")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--slow-traces", o->slow_traces,
+                  "Share of traces (0-1) whose root span lasts --slow-ms or longer (it starts that "
+                  "much earlier); the others are kept shorter. Chosen per send from each trace's "
+                  "fresh id, independently of --error-traces. Default: none made slow")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--slow-ms", o->slow_ms, "Root duration (ms) of a slow trace, for --slow-traces")
       ->capture_default_str();
   cmd->add_flag("--json", o->json,
                 "Print the report as one JSON line on stdout (the text report goes to stderr)");

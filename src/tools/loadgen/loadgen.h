@@ -12,6 +12,14 @@
 // API's span count for this run's loadgen.run_id resource attribute until it
 // equals the accepted count.
 //
+// --error-traces F makes exactly the share F of the traces sent (within
+// rounding; per trace, from a hash of its fresh id, so also for replayed
+// payloads) carry a failure: spans in status ERROR, one with a message; the
+// others carry no ERROR status at all. --slow-traces F makes the share F
+// (chosen the same way, independently) last --slow-ms or longer at the root;
+// the others are shorter. The report counts the traces sent and accepted,
+// failed and slow.
+//
 // Exit codes: 0 done; 1 --verify found stored != accepted, or nothing was
 // accepted; 2 bad flags.
 #pragma once
@@ -48,6 +56,13 @@ struct LoadgenOptions {
   double verify_timeout_s = 60;
   bool json = false;
   bool quiet = false;
+  // 0..1: the share of traces with a failure; < 0 (not given): the corpus's
+  // own ~1% of failures, left as generated.
+  double error_traces = -1;
+  // 0..1: the share of traces whose root lasts slow_ms or longer, the others
+  // kept shorter; < 0 (not given): durations as generated.
+  double slow_traces = -1;
+  uint64_t slow_ms = 2000;
 };
 
 struct LoadgenReport {
@@ -57,6 +72,15 @@ struct LoadgenReport {
   uint64_t requests_ok = 0;  // answered 2xx
   uint64_t spans_sent = 0;
   uint64_t spans_accepted = 0;
+  // Traces in the requests sent, and in those answered 2xx (a partial
+  // rejection of spans is not taken off): all, with a span in status ERROR,
+  // with a root lasting slow_ms or longer.
+  uint64_t traces_sent = 0;
+  uint64_t traces_accepted = 0;
+  uint64_t error_traces = 0;
+  uint64_t error_traces_accepted = 0;
+  uint64_t slow_traces = 0;
+  uint64_t slow_traces_accepted = 0;
   uint64_t bytes_sent = 0;  // request bodies on the wire, retries included
   uint64_t rejected_requests = 0;
   uint64_t rejected_spans = 0;
