@@ -25,6 +25,10 @@ within a run):
      needs java, the built launcher and `requests`, e.g. .venv/bin/python),
      or is --opensearch-url's (its CPU then with --opensearch-pid only); the
      bench's indices are deleted at the end.
+  5. sampling: head sampling at 10% (sampling.head.probability 0.1) against
+     sampling off, side by side: two serves at the same time, each fed by
+     its own loadgen at --rate (required); prints the CPU-seconds per million
+     accepted spans of each and their ratio, and the share of traces kept.
 and prints per run: accepted spans/s, stored spans/s (accepted spans over
 the time until all of them were queryable), spanhouse CPU-seconds per million
 spans (user+system of the server process, chDB included), peak RSS, the RSS
@@ -37,6 +41,7 @@ Usage: bench/ingest_e2e.py [--bin build/spanhouse] [--loadgen BIN] [--duration 6
                            [--durable KEY=VALUE ...] [--set SECTION.KEY=VALUE ...]
                            [--keep DIR] [--side-by-side BIN ... --rate N]
                            [--runs dual --rate N [--opensearch-url URL [--opensearch-pid PID]]]
+                           [--runs sampling --rate N]
 With --side-by-side, --bin and each BIN serve at the same time, each fed by
 its own loadgen at --rate spans/s: the fairest comparison of two builds on a
 machine whose speed drifts by 15% from one minute to the next.
@@ -180,7 +185,7 @@ class OpenSearchNode:
 def run(args, sink: str, with_query: bool = False, protocol: str = "http",
         server_bin: str | None = None, label: str = "", alone: bool = True,
         opensearch: OpenSearchNode | None = None, watch_sinks: bool = False,
-        window: threading.Event | None = None) -> dict:
+        window: threading.Event | None = None, extra: dict | None = None) -> dict:
     """One serve fed by one loadgen. With `opensearch`, serve dual-writes to it and the run
     lasts until its OpenSearch sink has caught up. With `watch_sinks` (or `opensearch`),
     /metrics is read every 0.5 s (both sides of the dual run, so that both pay for it).
@@ -196,6 +201,8 @@ def run(args, sink: str, with_query: bool = False, protocol: str = "http",
         sections["secondary"] = {"type": "opensearch"}
         sections["opensearch"] = {"urls": opensearch.url, "index_prefix": opensearch.prefix,
                                   "shards": "1", "replicas": "0"}
+    for section, keys in (extra or {}).items():
+        sections.setdefault(section, {}).update(keys)
     settings = ([f"writer.{kv}" for kv in args.writer] + [f"durable.{kv}" for kv in args.durable]
                 + args.set)
     for kv in settings:
@@ -254,8 +261,8 @@ def run(args, sink: str, with_query: bool = False, protocol: str = "http",
                "--query-endpoint", f"http://127.0.0.1:{query}",
                "--duration", str(args.duration), "--connections", str(args.connections),
                "--rate", str(args.rate), "--json"]
-        if sink == "chdb":
-            cmd.append("--verify")
+        if sink == "chdb" and "sampling" not in (extra or {}):
+            cmd.append("--verify")  # a sampled run stores fewer spans than it accepts
         ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         lg = subprocess.run(cmd, capture_output=True, text=True)
         ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -291,6 +298,11 @@ def run(args, sink: str, with_query: bool = False, protocol: str = "http",
             else:
                 window.wait(timeout=args.opensearch_catch_up_s + 600)
         cpu1 = cpu_seconds(serve.pid)
+        kept_share = float("nan")
+        if extra and "sampling" in extra:
+            with urllib.request.urlopen(f"http://127.0.0.1:{query}/api/spanhouse/sampling",
+                                        timeout=30) as resp:
+                kept_share = json.load(resp)["data"]["keptShare"] or float("nan")
         os_cpu1 = opensearch.cpu_seconds() if opensearch else 0.0
         wall = time.time() - t0
         return {
@@ -307,6 +319,7 @@ def run(args, sink: str, with_query: bool = False, protocol: str = "http",
             "loadgen_cpu_s_per_m": (loadgen_cpu / accepted * 1e6 if accepted and alone
                                     else float("nan")),
             "peak_rss_mib": status_kib(serve.pid, "VmHWM") // 1024,
+            "sampling_kept_share": kept_share,
             "rss_series_mib": rss_series,
             "opensearch": None if opensearch is None else {
                 "caught_up_s": caught_up_s,
@@ -358,6 +371,28 @@ def run_dual(args, protocol: str) -> list[dict]:
         node.close()
 
 
+def run_sampling(args, protocol: str) -> list[dict]:
+    """Head sampling at 10% and sampling off, at the same time, each with its own loadgen."""
+    head = {"sampling": {"head.probability": "0.1"}}
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        sampled = pool.submit(run, args, "chdb", False, protocol, None, " head 10%", False,
+                              None, False, None, head)
+        off = pool.submit(run, args, "chdb", False, protocol, None, " off", False)
+        pair = [sampled.result(), off.result()]
+    return pair
+
+
+def print_sampling(pair: list[dict]) -> None:
+    sampled, off = pair
+    kept = sampled.get("sampling_kept_share", float("nan"))
+    print(f"\nhead sampling at 10% vs sampling off, side by side, each at its own loadgen's rate "
+          f"({sampled['report'].get('spans_per_s', 0):.0f} vs "
+          f"{off['report'].get('spans_per_s', 0):.0f} spans/s): CPU-s per million accepted "
+          f"spans: sampled {sampled['cpu_s_per_m']:.2f}, off {off['cpu_s_per_m']:.2f}, ratio "
+          f"sampled / off {sampled['cpu_s_per_m'] / off['cpu_s_per_m']:.3f}; traces kept "
+          f"{kept:.1%}")
+
+
 def print_dual(pair: list[dict]) -> None:
     dual, alone = pair
     o = dual["opensearch"]
@@ -407,7 +442,8 @@ def main() -> int:
                     "for the whole run, so their CPU per span compares even when the machine's "
                     "speed drifts between runs; rows are marked #0 (--bin), #1, ...")
     ap.add_argument("--runs", default="chdb,chdb+query,null",
-                    help="comma-separated subset of chdb, chdb+query, null, dual (dual-write to "
+                    help="comma-separated subset of chdb, chdb+query, null, sampling (head "
+                         "sampling at 10%% against off, side by side), dual (dual-write to "
                          "OpenSearch and ClickHouse alone, side by side: needs --rate)")
     ap.add_argument("--opensearch-url", default="", metavar="URL",
                     help="dual: the OpenSearch node to dual-write to (default: start one from "
@@ -423,7 +459,7 @@ def main() -> int:
     args = ap.parse_args()
 
     wanted = args.runs.split(",")
-    unknown = set(wanted) - {"chdb", "chdb+query", "null", "dual"}
+    unknown = set(wanted) - {"chdb", "chdb+query", "null", "dual", "sampling"}
     if unknown:
         ap.error(f"unknown run(s): {', '.join(sorted(unknown))}")
     protocols = args.protocol.split(",")
@@ -431,14 +467,22 @@ def main() -> int:
         ap.error(f"unknown protocol(s) in {args.protocol!r}")
     if args.side_by_side and not args.rate:
         ap.error("--side-by-side needs --rate (each server gets its own loadgen at that rate)")
+    if "sampling" in wanted and (not args.rate or args.side_by_side):
+        ap.error("--runs sampling needs --rate (each server gets its own loadgen at that rate) "
+                 "and compares --bin with itself (no --side-by-side)")
     if "dual" in wanted and (not args.rate or args.side_by_side):
         ap.error("--runs dual needs --rate (each server gets its own loadgen at that rate) and "
                  "compares --bin with itself (no --side-by-side)")
     servers = [args.bin] + args.side_by_side
     results = []
     duals = []
+    samplings = []
     for name in wanted:
         for protocol in protocols:
+            if name == "sampling":
+                samplings.append(run_sampling(args, protocol))
+                results.extend(samplings[-1])
+                continue
             if name == "dual":
                 duals.append(run_dual(args, protocol))
                 results.extend(duals[-1])
@@ -490,6 +534,8 @@ def main() -> int:
               f"(chdb {chdb['cpu_s_per_m']:.2f} vs null {null['cpu_s_per_m']:.2f} CPU-s/M spans)")
     for pair in duals:
         print_dual(pair)
+    for pair in samplings:
+        print_sampling(pair)
     for r in results:
         print(f"RSS every 5 s ({r['sink']}), MiB: {r['rss_series_mib']}")
     print("\nloadgen reports:")

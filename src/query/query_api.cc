@@ -253,6 +253,10 @@ void QueryApi::HandleApi(std::string_view path, const QueryString& q, net::HttpR
   if (first == "metrics" && !rest.empty() && rest.find('/') == std::string_view::npos) {
     return Metrics(rest, q, resp);
   }
+  if (path == "spanhouse/sampling" && hooks_.sampling) {
+    resp.body = hooks_.sampling();
+    return;
+  }
   if (first == "spanhouse" && next(rest) == "services") {
     if (rest == "summary") return Summary("", q, resp);
     const std::string_view seg = next(rest);

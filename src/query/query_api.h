@@ -39,6 +39,9 @@ struct AdminHooks {
   // /api/admin/... (any method): the server's run-time controls (the read
   // source). Unset: 404.
   std::function<void(const net::HttpRequest&, net::HttpResponse&)> admin;
+  // GET /api/spanhouse/sampling: what share of traces is kept (JSON, the
+  // server's sampling settings and counts). Unset: 404.
+  std::function<std::string()> sampling;
   // Called after every /api/ request with its answer (headers to add: the
   // store that answered).
   std::function<void(net::HttpResponse&)> annotate;

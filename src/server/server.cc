@@ -9,6 +9,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "codec/value_text.h"
 #include "query/jaeger_json.h"
 #include "server/debug_endpoints.h"
 #include "server/metrics.h"
@@ -530,6 +531,7 @@ void Server::MakeQueryApi() {
     }
   };
   hooks.metrics = [this] { return Metrics(); };
+  hooks.sampling = [this] { return SamplingJson(); };
   hooks.not_ready = [this] { return NotReady(); };
   if (cfg_.debug.fault_injection) {
     spdlog::warn("fault injection is enabled (debug.fault_injection): POST /debug/sink");
@@ -644,6 +646,40 @@ std::string Server::NotReady() const {
   if (stopping_.load()) return "shutting down: intake stopped, writing the queued spans";
   if (!ready_.load()) return "starting";
   return "";
+}
+
+std::string Server::SamplingJson() const {
+  // {"data": {"head": {"probability": 0.1, "services": {"checkout": 0.5}},
+  //  "traces": {"kept": n, "dropped": m}, "spans": {...}, "keptShare": r,
+  //  "metricsCountEverySpan": true}}; keptShare is the share of traces
+  //  (root spans) kept since start, null before any.
+  std::string out = R"({"data":{"head":{"probability":)";
+  out += fmt::format("{}", cfg_.sampling.head.probability);
+  out += R"(,"services":{)";
+  std::vector<std::pair<std::string, double>> services;
+  ParseServiceProbabilities(cfg_.sampling.head.services, &services);
+  for (size_t i = 0; i < services.size(); ++i) {
+    if (i != 0) out += ',';
+    codec::AppendJsonString(out, services[i].first);
+    out += fmt::format(":{}", services[i].second);
+  }
+  uint64_t kept = 0, dropped = 0, kept_spans = 0, dropped_spans = 0;
+  if (head_sampler_ != nullptr) {
+    const pipeline::HeadSamplingStats& st = head_sampler_->stats();
+    kept = st.kept_traces.load();
+    dropped = st.dropped_traces.load();
+    kept_spans = st.kept_spans.load();
+    dropped_spans = st.dropped_spans.load();
+  }
+  out += fmt::format(
+      R"(}}}},"traces":{{"kept":{},"dropped":{}}},"spans":{{"kept":{},"dropped":{}}},)"
+      R"("keptShare":{},"metricsCountEverySpan":true}}}})",
+      kept, dropped, kept_spans, dropped_spans,
+      head_sampler_ == nullptr ? std::string("1")
+      : kept + dropped == 0
+          ? std::string("null")
+          : fmt::format("{}", static_cast<double>(kept) / static_cast<double>(kept + dropped)));
+  return out;
 }
 
 std::string Server::Metrics() {

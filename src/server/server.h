@@ -101,6 +101,7 @@ class Server {
   void MakeReceivers();
   std::string NotReady() const;
   std::string Metrics();
+  std::string SamplingJson() const;
   std::string Listening() const;
 
   const Config cfg_;

@@ -85,3 +85,21 @@ export function errorNotice(err, what) {
 export function settle(promises) {
   return Promise.all(promises.map((p) => p.then((value) => ({ ok: true, value }), (error) => ({ ok: false, error }))));
 }
+
+// What share of traces sampling keeps, as a notice; null when everything is
+// kept (or the server does not say).
+export async function samplingNotice() {
+  let s;
+  try {
+    s = (await api('/api/spanhouse/sampling')).data;
+  } catch {
+    return null;
+  }
+  const services = Object.entries(s.head.services || {}).filter(([, p]) => p < 1);
+  if (s.head.probability >= 1 && !services.length) return null;
+  const pct = (p) => `${+(p * 100).toPrecision(3)}%`;
+  const per = services.length ? ` (${services.map(([n, p]) => `${n}: ${pct(p)}`).join(', ')})` : '';
+  const seen = s.keptShare == null ? '' : ` Since start, ${pct(s.keptShare)} of ${s.traces.kept + s.traces.dropped} traces were kept.`;
+  return h('div', { class: 'sampling-note' }, notice('info', `Sampling keeps ${pct(s.head.probability)} of traces${per}.`,
+    `Only kept traces can be opened; rates, errors, latencies and dependencies count every span.${seen}`));
+}

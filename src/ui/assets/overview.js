@@ -1,6 +1,6 @@
 // The services overview (/): per service its rate, error rate and latency
 // percentiles over the window, with small charts of rate and p99.
-import { api, errorNotice, settle } from './api.js';
+import { api, errorNotice, samplingNotice, settle } from './api.js';
 import { sparkline } from './charts.js';
 import { clear, h, link, loading, notice, queryParams, serviceColor } from './dom.js';
 import { formatCount, formatMs, formatPercent, formatRate, lookbackMs, metricSeries, stepMsFor } from './model.js';
@@ -28,12 +28,14 @@ export async function render(main, _arg, ctx) {
   const body = h('div', { class: 'overview' }, loading('services'));
   main.append(body);
 
-  const [summary, names] = await settle([
+  const [summary, names, sampling] = await settle([
     api('/api/spanhouse/services/summary', { lookback: windowMs }),
     api('/api/services'),
+    samplingNotice(),
   ]);
   if (!ctx.alive()) return;
   clear(body);
+  if (sampling.ok && sampling.value) body.append(sampling.value);
   const rows = new Map();
   if (summary.ok) {
     for (const r of summary.value.data || []) rows.set(r.service, { ...r });

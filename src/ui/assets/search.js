@@ -1,6 +1,6 @@
 // Trace search (/search?service=&operation=&tags=&minDuration=&maxDuration=
 // &lookback=&limit=): the form's state lives in the URL, so a search is a link.
-import { api, errorNotice, settle } from './api.js';
+import { api, errorNotice, samplingNotice, settle } from './api.js';
 import { scatter } from './charts.js';
 import { clear, formatTime, formatWhen, h, link, loading, notice, queryParams, serviceColor } from './dom.js';
 import { LOOKBACKS, formatDurationUs, lookbackMs, parseDurationUs, parseTags, traceSummary } from './model.js';
@@ -38,8 +38,9 @@ export async function render(main, _arg, ctx) {
   main.append(h('div', { class: 'search-layout' }, form, results));
 
   // Services and operations for the pickers; free text when unavailable.
-  const [servicesRes] = await settle([api('/api/services')]);
+  const [servicesRes, sampling] = await settle([api('/api/services'), samplingNotice()]);
   if (!ctx.alive()) return;
+  if (sampling.ok && sampling.value) results.parentNode.before(sampling.value);
   const serviceField = servicesRes.ok
     ? h('select', { name: 'service' }, h('option', { value: '' }, '(choose a service)'),
       (servicesRes.value.data || []).slice().sort().map((s) => h('option', { value: s, selected: s === q.service }, s)))
