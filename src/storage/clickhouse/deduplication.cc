@@ -9,7 +9,8 @@ Status EnableInsertDeduplication(SqlConnection& conn, const Capabilities& caps, 
   // Deduplication tokens came with 22.2; older engines store a retried
   // block twice, as before.
   if (!caps.dedup_token) return Status::Ok();
-  for (const char* table : {"spans", "trace_index", "red_1m", "red_service_1m", "operations"}) {
+  for (const char* table :
+       {"spans", "trace_index", "red_1m", "red_service_1m", "operations", "sampled_spans"}) {
     const Status st = conn.Query(
         fmt::format("ALTER TABLE {}.{} MODIFY SETTING non_replicated_deduplication_window = {}",
                     database, table, window),

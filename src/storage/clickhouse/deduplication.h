@@ -5,7 +5,9 @@
 // ambiguous failure or a crash is stored once. The tables the spans
 // table's views feed (trace_index, red_1m, operations) keep tokens too, as
 // the views pass them on (deduplicate_blocks_in_dependent_materialized_views),
-// or a replayed block would count its spans twice in red_1m.
+// or a replayed block would count its spans twice in red_1m. So does
+// sampled_spans, which the writer inserts with the spans' token (tokens are
+// kept per table, and the views into red_1m from either table are told apart).
 #pragma once
 
 #include <cstdint>

@@ -238,6 +238,21 @@ std::string ExtrasFromRareColumns() {
   return fmt::format("if({}, '', formatRowNoNewline('RowBinary', {}))", empty, names);
 }
 
+const std::vector<ColumnSpec>& SampledColumns() {
+  static const std::vector<ColumnSpec> cols = [] {
+    std::vector<ColumnSpec> v;
+    for (const Col id :
+         {Col::kTimestamp, Col::kTraceId, Col::kSpanId, Col::kParentSpanId, Col::kServiceName,
+          Col::kName, Col::kKind, Col::kStatusCode, Col::kDurationNs}) {
+      for (const auto& m : Master()) {
+        if (m.spec.id == id) v.push_back(m.spec);
+      }
+    }
+    return v;
+  }();
+  return cols;
+}
+
 const std::vector<std::pair<const char*, Logical>>& ResourceColumns() {
   using L = Logical;
   static const std::vector<std::pair<const char*, Logical>> cols = {

@@ -175,6 +175,12 @@ const std::vector<ColumnSpec>& SpanColumns(bool extras_column = true);
 const std::vector<ColumnSpec>& ReadColumns(bool extras_column = true);
 // The 21 rare columns, in table order: what the extras column holds.
 const std::vector<ColumnSpec>& RareColumns();
+// Columns of the sampled_spans table, in table and block order: the narrow
+// row of a span sampled out (SpanBatch::Spans::metrics_only), what the RED
+// views, the catalog's view and the dependency job read of a span, each
+// with the spans table's logical type and codec (timestamp the same
+// DateTime second, service_name and name the same key type).
+const std::vector<ColumnSpec>& SampledColumns();
 // The extras value computed by the engine from a table's 21 rare columns
 // (the bytes EncodeSpanExtras makes): the DEFAULT of the extras column an
 // upgrade adds to a schema-7 table, so that the copy into the new table
@@ -312,7 +318,15 @@ inline constexpr std::string_view kDatabase = "spanhouse";
 // into a new one without them, as for 5.
 // 9: spans sorted by (timestamp, trace_id, start_time), the second first
 // (kSpansOrderBy); copied as for 5.
-inline constexpr uint32_t kSchemaVersion = 9;
+// 10: sampled_spans (the spans sampled out: counted in red_1m,
+// red_service_1m and operations by views of their own, and in the
+// dependency edges by the job; not stored as spans). Created in place.
+inline constexpr uint32_t kSchemaVersion = 10;
+// The oldest schema EnsureSchema brings to kSchemaVersion without copying a
+// table (only CREATE ... IF NOT EXISTS and in-place ALTERs): 9 -> 10 adds
+// sampled_spans and its views. A store at this version or later is upgraded
+// the same on one server or on every server of a cluster.
+inline constexpr uint32_t kInPlaceFromSchemaVersion = 9;
 
 // Choices the schema takes from the configuration.
 struct SchemaOptions {

@@ -59,7 +59,12 @@ std::vector<TtlTable> TtlTables(const Capabilities& caps, const SchemaOptions& o
   }
   TtlTable index{"trace_index", "", {}};
   TtlTable resources{"resources", "", {}};
+  TtlTable sampled{"sampled_spans", "", {}};
   if (caps.ttl && retention > 0) {
+    // The dependency job drops a day of sampled spans two days after it has
+    // computed it (dependencies.h, DropComputedSampledSpans); where no job
+    // runs, they still go no later than the spans would have.
+    sampled.ttl = fmt::format("timestamp + toIntervalSecond({})", retention);
     // A day's index rows go with the day's spans: those are all gone once
     // the day's last second is retention_s old.
     index.ttl = fmt::format("toDateTime(day) + toIntervalSecond({})", retention + 86400);
@@ -69,7 +74,7 @@ std::vector<TtlTable> TtlTables(const Capabilities& caps, const SchemaOptions& o
     // spans go by whole daily parts, up to a day after their retention.
     resources.ttl = fmt::format("last_seen + toIntervalSecond({})", retention + 2 * 86400);
   }
-  for (TtlTable* t : {&spans, &index}) {
+  for (TtlTable* t : {&spans, &index, &sampled}) {
     if (t->ttl.empty()) continue;
     if (moves) {
       // A part goes when all its rows are past the retention, dropped whole
@@ -79,12 +84,12 @@ std::vector<TtlTable> TtlTables(const Capabilities& caps, const SchemaOptions& o
     }
     t->settings.push_back(fmt::format("merge_with_ttl_timeout = {}", MergeWithTtlTimeout(options)));
   }
-  for (TtlTable* t : {&spans, &index, &resources}) {
+  for (TtlTable* t : {&spans, &index, &resources, &sampled}) {
     // A changed TTL is applied to stored parts by recomputing their TTL
     // (reads the TTL's columns), not by rewriting them.
     if (moves && !t->ttl.empty()) t->settings.emplace_back("materialize_ttl_recalculate_only = 1");
   }
-  return {spans, index, resources};
+  return {spans, index, resources, sampled};
 }
 
 std::vector<TableColumn> ColumnsOf(std::string_view table, const Capabilities& caps,
@@ -96,6 +101,12 @@ std::vector<TableColumn> ColumnsOf(std::string_view table, const Capabilities& c
       if (c.id == Col::kResourceId && LowCardinalityResourceId(caps, layout)) {
         cols.back().type = "LowCardinality(UInt64)";
       }
+    }
+    return cols;
+  }
+  if (table == "sampled_spans") {
+    for (const auto& c : SampledColumns()) {
+      cols.push_back({c.name, TableType(c.logical, caps, layout), c.codec});
     }
     return cols;
   }
@@ -250,6 +261,45 @@ std::string MetricsTtl(const Capabilities& caps, const SchemaOptions& options) {
                   : "";
 }
 
+// The SELECT of a view feeding red_1m (`per_operation`) or red_service_1m
+// from the span rows of `source`: the spans table, or sampled_spans, whose
+// columns of these names hold the same values. One SELECT for both, so a
+// sampled-out span counts as a stored one.
+std::string RedSelect(const Capabilities& caps, std::string_view database, std::string_view source,
+                      bool per_operation) {
+  return fmt::format(
+      "SELECT toStartOfMinute(timestamp) AS minute, service_name, {3}kind, "
+      "{1}(toUInt64(1)) AS calls, {1}(toUInt64(status_code = 2)) AS errors, "
+      "{1}(duration_ns) AS duration_sum_ns, "
+      "quantilesTDigestState({2})(duration_ns) AS duration_quantiles "
+      "FROM {0}.{4} GROUP BY minute, service_name, {3}kind",
+      database, caps.simple_aggregate ? "sum" : "sumState", kRedQuantiles,
+      per_operation ? "name, " : "", source);
+}
+
+// The SELECT of the view feeding the service catalog from `source` (spans
+// or sampled_spans).
+std::string OperationsSelect(const Capabilities& caps, std::string_view database,
+                             std::string_view source) {
+  return fmt::format(
+      "SELECT service_name, name, kind, {1}(timestamp) AS last_seen FROM {0}.{2} "
+      "GROUP BY service_name, name, kind",
+      database, caps.simple_aggregate ? "max" : "maxState", source);
+}
+
+// The view named `<table><suffix>` feeding `table` (red_1m,
+// red_service_1m: RedSelect's; operations: OperationsSelect's) from the
+// span rows of `source`. `suffix` tells one source's views from another's
+// ("_mv": the spans table's).
+std::string MetricsView(const Capabilities& caps, std::string_view database, std::string_view table,
+                        std::string_view source, std::string_view suffix) {
+  const std::string select = table == "operations"
+                                 ? OperationsSelect(caps, database, source)
+                                 : RedSelect(caps, database, source, table == "red_1m");
+  return fmt::format("CREATE MATERIALIZED VIEW IF NOT EXISTS {0}.{1}{2} TO {0}.{1} AS {3}",
+                     database, table, suffix, select);
+}
+
 // RED metrics per minute x service x operation x span kind: calls, errors
 // (status code ERROR), the duration sum and a t-digest of durations from
 // which p50/p90/p95/p99 are recovered by merging states. Fed by a view on
@@ -258,19 +308,11 @@ std::string MetricsTtl(const Capabilities& caps, const SchemaOptions& options) {
 void RedDdl(const Capabilities& caps, const SchemaOptions& options, std::vector<std::string>* out) {
   const StorageLayout& layout = options.layout;
   const std::string ttl = MetricsTtl(caps, options);
-  const std::string sum_f = caps.simple_aggregate ? "sum" : "sumState";
   out->push_back(fmt::format(
       "CREATE TABLE IF NOT EXISTS {0}.red_1m ({1}) ENGINE = AggregatingMergeTree "
       "PARTITION BY toDate(minute) ORDER BY (service_name, minute, name, kind){2}{3}",
       options.database, ColumnDefs("red_1m", caps, layout), ttl, Settings({}, caps, layout)));
-  out->push_back(
-      fmt::format("CREATE MATERIALIZED VIEW IF NOT EXISTS {0}.red_1m_mv TO {0}.red_1m AS SELECT "
-                  "toStartOfMinute(timestamp) AS minute, service_name, name, kind, "
-                  "{1}(toUInt64(1)) AS calls, {1}(toUInt64(status_code = 2)) AS errors, "
-                  "{1}(duration_ns) AS duration_sum_ns, "
-                  "quantilesTDigestState({2})(duration_ns) AS duration_quantiles "
-                  "FROM {0}.spans GROUP BY minute, service_name, name, kind",
-                  options.database, sum_f, kRedQuantiles));
+  out->push_back(MetricsView(caps, options.database, "red_1m", "spans", "_mv"));
   // The same per service and span kind, without the operation: what a
   // service's series and the services overview read. Loadgen's checkout has
   // 13 (operation, kind) pairs, so a 7-day series merges ~4x fewer t-digest
@@ -288,14 +330,7 @@ void RedDdl(const Capabilities& caps, const SchemaOptions& options, std::vector<
       Settings({"index_granularity = 256"}, caps, layout)));
   if (!caps.cascading_views) {
     // A server whose views do not fire on a view's inserts: from the spans.
-    out->push_back(fmt::format(
-        "CREATE MATERIALIZED VIEW IF NOT EXISTS {0}.red_service_1m_mv TO {0}.red_service_1m AS "
-        "SELECT toStartOfMinute(timestamp) AS minute, service_name, kind, "
-        "{1}(toUInt64(1)) AS calls, {1}(toUInt64(status_code = 2)) AS errors, "
-        "{1}(duration_ns) AS duration_sum_ns, "
-        "quantilesTDigestState({2})(duration_ns) AS duration_quantiles "
-        "FROM {0}.spans GROUP BY minute, service_name, kind",
-        options.database, sum_f, kRedQuantiles));
+    out->push_back(MetricsView(caps, options.database, "red_service_1m", "spans", "_mv"));
     return;
   }
   const std::string merge_sum = caps.simple_aggregate ? "sum" : "sumMergeState";
@@ -329,11 +364,39 @@ void CatalogDdl(const Capabilities& caps, const SchemaOptions& options,
       "CREATE TABLE IF NOT EXISTS {0}.operations ({1}) ENGINE = AggregatingMergeTree ORDER BY "
       "(service_name, name, kind){2}",
       options.database, ColumnDefs("operations", caps, layout), Settings({}, caps, layout)));
+  out->push_back(MetricsView(caps, options.database, "operations", "spans", "_mv"));
+}
+
+// The spans head sampling left out (SpanBatch::Spans::metrics_only): one
+// narrow row each, written by the sink in the same insert cycle as the
+// stored spans, with the same token. Views of their own feed the same RED
+// tables and catalog as the spans' views, with the same SELECT; the
+// dependency job reads them beside the spans (dependencies.h). Kept only
+// until the job has computed their minutes: it drops a day's partition two
+// days after that (DropComputedSampledSpans; ALTER ... DROP PARTITION, on
+// every version), and with a retention the TTL drops it by then at the
+// latest. Partitioned by day like the spans, so that drop is whole
+// partitions. Sorted as the spans are, the second first: inserts come in
+// time order, so parts a merge joins hold mostly disjoint seconds (cheap
+// merges, decision 0013), and both sides of the job's join read a range of
+// seconds. The join itself is a hash join on (trace_id, span_id), which no
+// sort key serves; after the second, trace_id then span_id keep a trace's
+// rows together (its ids compress) and make the key unique.
+void SampledSpansDdl(const Capabilities& caps, const SchemaOptions& options,
+                     std::vector<std::string>* out) {
+  const StorageLayout& layout = options.layout;
   out->push_back(fmt::format(
-      "CREATE MATERIALIZED VIEW IF NOT EXISTS {0}.operations_mv TO {0}.operations AS SELECT "
-      "service_name, name, kind, {1}(timestamp) AS last_seen FROM {0}.spans "
-      "GROUP BY service_name, name, kind",
-      options.database, caps.simple_aggregate ? "max" : "maxState"));
+      "CREATE TABLE IF NOT EXISTS {0}.sampled_spans ({1}) ENGINE = MergeTree PARTITION BY "
+      "toDate(timestamp) ORDER BY (timestamp, trace_id, span_id){2}",
+      options.database, ColumnDefs("sampled_spans", caps, layout),
+      TtlClauses(TtlTables(caps, options)[3], {}, caps, layout)));
+  // The same views as the spans table's, read from this one: into red_1m
+  // (and on from there into red_service_1m where views cascade, else into
+  // it directly), and into operations.
+  for (const char* table : {"red_1m", "red_service_1m", "operations"}) {
+    if (std::string_view(table) == "red_service_1m" && caps.cascading_views) continue;
+    out->push_back(MetricsView(caps, options.database, table, "sampled_spans", "_sampled_mv"));
+  }
 }
 
 }  // namespace
@@ -412,6 +475,7 @@ std::vector<std::string> SchemaDdl(const Capabilities& caps, const SchemaOptions
   ddl::TraceIndexDdl(caps, options, &ddl);
   ddl::RedDdl(caps, options, &ddl);
   ddl::CatalogDdl(caps, options, &ddl);
+  ddl::SampledSpansDdl(caps, options, &ddl);
   if (!options.replicated_path.empty()) {
     // Every table of data replicated between a shard's replicas (the
     // schema's version stays each server's own).

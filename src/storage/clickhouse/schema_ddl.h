@@ -40,7 +40,7 @@ struct TtlTable {
   std::vector<std::string> settings;  // "k = v", as the engine prints them back
 };
 
-// The spans table, then trace_index and resources.
+// The spans table, then trace_index, resources and sampled_spans.
 std::vector<TtlTable> TtlTables(const Capabilities& caps, const SchemaOptions& options);
 
 // A column of a table: its type and the schema's own codec for it.
@@ -51,9 +51,9 @@ struct TableColumn {
 };
 
 // The tables with columns, in creation order.
-inline constexpr const char* kTables[] = {"resources", "spans",          "trace_index",
-                                          "red_1m",    "red_service_1m", "dependencies_1m",
-                                          "operations"};
+inline constexpr const char* kTables[] = {"resources",  "spans",          "trace_index",
+                                          "red_1m",     "red_service_1m", "dependencies_1m",
+                                          "operations", "sampled_spans"};
 
 // What a CREATE or ALTER of the spans table needs to be allowed a
 // LowCardinality(UInt64) column.
