@@ -42,7 +42,8 @@ Status WriteDeadLetter(const std::string& dir, const DeadLetterEntry& entry,
   const auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(
                        std::chrono::system_clock::now().time_since_epoch())
                        .count();
-  const std::string file = fmt::format("{}-w{}-d{}.native", now, entry.writer, entry.day);
+  const std::string file = fmt::format("{}-w{}-d{}{}.native", now, entry.writer, entry.day,
+                                       entry.table == "spans" ? std::string() : "-" + entry.table);
   if (Status st = WriteAllSynced(dir + "/" + file, O_CREAT | O_TRUNC, block_pieces); !st.ok()) {
     return st;
   }

@@ -93,6 +93,11 @@ void EmbeddedSink::AppendMetrics(PromText& out) const {
           "Encoded blocks written over a spool file an earlier insert was done with (its pages "
           "already cached), not into a new one.",
           label, stats_.spool_files_reused.load());
+  out.One("spanhouse_sampled_spans_written_total", "counter",
+          "Spans sampled out stored as sampled_spans rows (counted in the RED metrics, the "
+          "catalog and the dependency edges; not stored as spans, not in "
+          "spanhouse_sink_rows_written_total).",
+          label, stats_.sampled_rows_written.load());
   out.One("spanhouse_queue_bytes", "gauge", "Bytes of spans waiting in the sink's queue.", label,
           queue_.bytes());
 }

@@ -63,9 +63,19 @@ void EmbeddedWriter::AddTo(uint32_t day, std::unique_ptr<SpanBatch> part, pipeli
   Pending& p = pending_[day];
   if (p.rows == 0) p.since = Clock::now();
   std::vector<uint64_t> ids = ResourceIds(*part);
+  // With spans sampled out, only the resources of the spans stored are.
+  const auto& sampled = part->spans.metrics_only;
+  std::vector<uint8_t> stored;
+  if (std::find_if(sampled.begin(), sampled.end(), [](uint8_t m) { return m != 0; }) !=
+      sampled.end()) {
+    stored.assign(ids.size(), 0);
+    for (size_t i = 0; i < sampled.size(); ++i) {
+      if (sampled[i] == 0) stored[part->spans.resource[i]] = 1;
+    }
+  }
   std::vector<uint32_t> fresh;
   for (uint32_t r = 0; r < ids.size(); ++r) {
-    if (known_resources_.count(ids[r]) != 0 ||
+    if ((!stored.empty() && stored[r] == 0) || known_resources_.count(ids[r]) != 0 ||
         std::find(p.new_resources.begin(), p.new_resources.end(), ids[r]) !=
             p.new_resources.end() ||
         std::find_if(fresh.begin(), fresh.end(), [&](uint32_t f) { return ids[f] == ids[r]; }) !=
@@ -160,7 +170,7 @@ void EmbeddedWriter::Run() {
     }
     for (auto it = open_.begin(); it != open_.end();) {
       const Flight& f = it->second;
-      if (InsertDue(f.rows, f.since) || (done && pending_.empty())) {
+      if (InsertDue(f.all_rows(), f.since) || (done && pending_.empty())) {
         HandOff(std::move(it->second));
         it = open_.erase(it);
       } else {
@@ -216,6 +226,10 @@ std::string EmbeddedWriter::SpoolPath(uint64_t seq) const {
   return fmt::format("{}/insert-{}-spans-{}.native", opts_.spool_dir, opts_.name, seq);
 }
 
+std::string EmbeddedWriter::SampledSpoolPath() const {
+  return fmt::format("{}/insert-{}-sampled_spans.native", opts_.spool_dir, opts_.name);
+}
+
 std::string EmbeddedWriter::SpoolPattern(const std::vector<uint64_t>& seqs) const {
   if (seqs.size() == 1) return SpoolPath(seqs[0]);
   // file()'s {a,b,c}: every block of the insert, read as one input.
@@ -255,6 +269,7 @@ void EmbeddedWriter::RemoveKeptSpoolFiles() {
   std::lock_guard<std::mutex> lock(kept_mu_);
   for (uint64_t seq : kept_spool_files_) std::remove(SpoolPath(seq).c_str());
   kept_spool_files_.clear();
+  std::remove(SampledSpoolPath().c_str());
 }
 
 void EmbeddedWriter::CleanSpool() {
@@ -320,20 +335,23 @@ Status AppendFile(const std::string& path, std::string* out) {
 
 bool EmbeddedWriter::Spool(uint32_t day, Pending& p, bool alone) {
   Encode(p, alone);
-  const uint64_t seq = ++spool_seq_;
-  ReuseSpoolFile(seq);
-  if (Status st = WriteSpoolFile(SpoolPath(seq), block_.pieces); !st.ok()) {
-    std::remove(SpoolPath(seq).c_str());
-    ++spool_failures_;
-    stats_.write_errors += 1;
-    stats_.retryable_errors += 1;
-    spdlog::warn("writer {}: cannot spool {} spans (day {}), attempt {}: {}", opts_.name, p.rows,
-                 day, spool_failures_, st.message());
-    return false;
+  const bool spans = !rows_.empty();  // else every span was sampled out: no spans block
+  const uint64_t seq = spans ? ++spool_seq_ : 0;
+  if (spans) {
+    ReuseSpoolFile(seq);
+    if (Status st = WriteSpoolFile(SpoolPath(seq), block_.pieces); !st.ok()) {
+      std::remove(SpoolPath(seq).c_str());
+      ++spool_failures_;
+      stats_.write_errors += 1;
+      stats_.retryable_errors += 1;
+      spdlog::warn("writer {}: cannot spool {} spans (day {}), attempt {}: {}", opts_.name, p.rows,
+                   day, spool_failures_, st.message());
+      return false;
+    }
+    stats_.blocks_spooled += 1;
+    if (alone) stats_.blocks_sorted += 1;
   }
   spool_failures_ = 0;
-  stats_.blocks_spooled += 1;
-  if (alone) stats_.blocks_sorted += 1;
   auto [it, fresh] = open_.try_emplace(day);
   Flight& f = it->second;
   if (fresh) {
@@ -341,9 +359,22 @@ bool EmbeddedWriter::Spool(uint32_t day, Pending& p, bool alone) {
     f.since = p.since;
   }
   f.since = std::min(f.since, p.since);
-  f.rows += p.rows;
+  f.rows += rows_.size();
   f.resource_blocks += p.resource_blocks;
-  f.spooled.push_back(seq);
+  if (spans) f.spooled.push_back(seq);
+  if (!sampled_.empty()) {
+    // The sampled rows stay in memory until their insert: that much of the
+    // batches' reservations stays with them.
+    size_t keep = sampled_.bytes();
+    for (auto& r : p.reservations) {
+      if (keep == 0) break;
+      pipeline::Reservation part = r.Split(keep);
+      if (part.bytes() == 0) continue;
+      keep -= std::min(keep, part.bytes());
+      f.sampled_memory.push_back(std::move(part));
+    }
+    f.sampled.Append(sampled_);
+  }
   for (auto& t : p.tickets) f.tickets.push_back(std::move(t));
   // Counted as stored from here: inserts are stored in order, resources
   // before spans, and each is retried until stored (or given up at
@@ -395,18 +426,17 @@ void EmbeddedWriter::Encode(const Pending& p, bool sorted) {
   // spans end to end without the writer's sort of such blocks).
   rows_.clear();
   rows_.reserve(p.rows);
+  sampled_.Clear();
   for (size_t k = 0; k < p.batches.size(); ++k) {
-    const SpanBatch& b = *p.batches[k];
-    for (uint32_t i = 0; i < b.span_count(); ++i) {
-      rows_.push_back({&b, i, p.resource_ids[k][b.spans.resource[i]]});
-    }
+    GatherSpanRows(*p.batches[k], p.resource_ids[k], &rows_, &sampled_);
   }
+  if (rows_.empty()) return;  // all sampled out
   if (sorted) SortByTableKey(&rows_);
   EncodeSpanRows(rows_, caps_, &block_, user_fields_, layout_.user_field_values,
                  layout_.extras_column);
 }
 
-Status EmbeddedWriter::InsertOnce(const Flight& p) {
+Status EmbeddedWriter::InsertOnce(Flight& p) {
   if (faults_ != nullptr) {
     std::this_thread::sleep_for(std::chrono::milliseconds(faults_->insert_delay_ms.load()));
     if (faults_->fail_inserts.load()) return Status::Unavailable("injected insert failure");
@@ -415,16 +445,25 @@ Status EmbeddedWriter::InsertOnce(const Flight& p) {
     }
   }
   if (!conn_->local_files()) return InsertInline(p);
-  // Resources first: a span is never stored before its resource.
-  if (!p.resource_blocks.empty()) {
-    const std::string path =
-        fmt::format("{}/insert-{}-resources.native", opts_.spool_dir, opts_.name);
-    if (Status st = WriteSpoolFile(path, {&p.resource_blocks, 1}); !st.ok()) return st;
-    Status st = InsertFiles("resources", path, 0);
-    std::remove(path.c_str());
-    if (!st.ok()) return st;
+  if (!p.spans_stored) {
+    // Resources first: a span is never stored before its resource.
+    if (!p.resource_blocks.empty()) {
+      const std::string path =
+          fmt::format("{}/insert-{}-resources.native", opts_.spool_dir, opts_.name);
+      if (Status st = WriteSpoolFile(path, {&p.resource_blocks, 1}); !st.ok()) return st;
+      Status st = InsertFiles("resources", path, 0);
+      std::remove(path.c_str());
+      if (!st.ok()) return st;
+    }
+    if (!p.spooled.empty()) {
+      SH_RETURN_IF_ERROR(InsertFiles("spans", SpoolPattern(p.spooled), p.rows, p.sealed.token));
+    }
+    p.spans_stored = true;
   }
-  return InsertFiles("spans", SpoolPattern(p.spooled), p.rows, p.sealed.token);
+  if (p.sampled.empty()) return Status::Ok();
+  // Written over at each insert (its pages stay cached), removed at the end.
+  SH_RETURN_IF_ERROR(WriteSpoolFile(SampledSpoolPath(), p.sampled.Block(caps_)));
+  return InsertFiles("sampled_spans", SampledSpoolPath(), p.sampled.rows(), p.sealed.token);
 }
 
 std::vector<QueryParam> EmbeddedWriter::InsertSettings(std::string_view table, size_t rows,
@@ -468,7 +507,7 @@ Status EmbeddedWriter::InsertFiles(std::string_view table, const std::string& pa
   return conn_->Run(sql, "", nullptr, {{"path", path}});
 }
 
-Status EmbeddedWriter::InsertInline(const Flight& p) {
+Status EmbeddedWriter::InsertInline(Flight& p) {
   // The same blocks as the files the embedded engine reads, as the
   // request's body: a retry sends the same bytes, so a replicated table
   // knows the block again where the server has no token.
@@ -480,15 +519,27 @@ Status EmbeddedWriter::InsertInline(const Flight& p) {
     uint64_t before;
     ~CountSent() { stats.bytes_sent += conn->bytes_sent() - before; }
   } count{conn_, stats_, sent_before};
-  if (!p.resource_blocks.empty()) {
-    SH_RETURN_IF_ERROR(
-        conn_->Insert(fmt::format("INSERT INTO {}.resources FORMAT Native", opts_.database),
-                      p.resource_blocks, InsertSettings("resources", 0, {})));
+  if (!p.spans_stored) {
+    if (!p.resource_blocks.empty()) {
+      SH_RETURN_IF_ERROR(
+          conn_->Insert(fmt::format("INSERT INTO {}.resources FORMAT Native", opts_.database),
+                        p.resource_blocks, InsertSettings("resources", 0, {})));
+    }
+    if (!p.spooled.empty()) {
+      std::string body;
+      for (uint64_t seq : p.spooled) SH_RETURN_IF_ERROR(AppendFile(SpoolPath(seq), &body));
+      SH_RETURN_IF_ERROR(
+          conn_->Insert(fmt::format("INSERT INTO {}.spans FORMAT Native", opts_.database),
+                        std::move(body), InsertSettings("spans", p.rows, p.sealed.token)));
+    }
+    p.spans_stored = true;
   }
+  if (p.sampled.empty()) return Status::Ok();
   std::string body;
-  for (uint64_t seq : p.spooled) SH_RETURN_IF_ERROR(AppendFile(SpoolPath(seq), &body));
-  return conn_->Insert(fmt::format("INSERT INTO {}.spans FORMAT Native", opts_.database),
-                       std::move(body), InsertSettings("spans", p.rows, p.sealed.token));
+  for (const std::string& piece : p.sampled.Block(caps_)) body += piece;
+  return conn_->Insert(fmt::format("INSERT INTO {}.sampled_spans FORMAT Native", opts_.database),
+                       std::move(body),
+                       InsertSettings("sampled_spans", p.sampled.rows(), p.sealed.token));
 }
 
 void EmbeddedWriter::Insert(Flight& f) {
@@ -501,7 +552,8 @@ void EmbeddedWriter::Insert(Flight& f) {
     if (st.ok()) {
       if (faults_ != nullptr && faults_->kill_after_insert.load()) ::raise(SIGKILL);
       stats_.rows_written += f.rows;
-      stats_.pending_rows -= f.rows;
+      stats_.sampled_rows_written += f.sampled.rows();
+      stats_.pending_rows -= f.all_rows();
       stats_.writes += 1;
       Finish(f);
       return;
@@ -516,11 +568,11 @@ void EmbeddedWriter::Insert(Flight& f) {
     }
     stats_.retryable_errors += 1;
     spdlog::warn("writer {}: insert of {} spans (day {}) failed (attempt {}): {}", opts_.name,
-                 f.rows, f.day, attempt + 1, st.message());
+                 f.all_rows(), f.day, attempt + 1, st.message());
     // Once the service is stopping (the queue closed), a failing insert is
     // retried a bounded number of times, not forever.
     if (queue_.closed() && attempt + 1 >= opts_.shutdown_retries) {
-      return GiveUpAtShutdown(f.rows, !f.tickets.empty());
+      return GiveUpAtShutdown(f.all_rows(), !f.tickets.empty());
     }
     // Exponential backoff with jitter (50-100% of the step), so shards that
     // failed together do not retry in lockstep.
@@ -545,30 +597,46 @@ void EmbeddedWriter::GiveUpAtShutdown(size_t rows, bool logged) {
 }
 
 void EmbeddedWriter::DeadLetter(Flight& f, const Status& st) {
+  // What is not stored yet: the spans block (unless stored before the
+  // sampled rows were refused), the sampled_spans block.
   DeadLetterEntry e;
   e.writer = opts_.name;
   e.day = f.day;
-  e.rows = f.rows;
   e.error = st.message();
-  std::vector<std::string> pieces;  // the spooled blocks, read back
-  for (uint64_t seq : f.spooled) {
-    std::ifstream in(SpoolPath(seq), std::ios::binary);
-    pieces.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  Status written = Status::Ok();
+  size_t rows = 0;
+  if (!f.spans_stored && !f.spooled.empty()) {
+    e.rows = f.rows;
+    std::vector<std::string> pieces;  // the spooled blocks, read back
+    for (uint64_t seq : f.spooled) {
+      std::ifstream in(SpoolPath(seq), std::ios::binary);
+      pieces.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    written = WriteDeadLetter(DeadLetterDir(), e, pieces);
+    if (written.ok()) rows += f.rows;
   }
-  const Status written = WriteDeadLetter(DeadLetterDir(), e, pieces);
+  if (written.ok() && !f.sampled.empty()) {
+    e.table = "sampled_spans";
+    e.rows = f.sampled.rows();
+    written = WriteDeadLetter(DeadLetterDir(), e, f.sampled.Block(caps_));
+    if (written.ok()) rows += f.sampled.rows();
+  }
+  const size_t stored = f.spans_stored ? f.rows : 0;
   if (!written.ok()) {
-    // Not written anywhere: the records stay in the durable queue (if any).
+    // Not all written anywhere: the records stay in the durable queue (if any).
     spdlog::error("writer {}: {} spans refused by the engine ({}) and not dead-lettered: {}",
-                  opts_.name, f.rows, st.message(), written.message());
-    stats_.rows_lost += f.rows;
-    stats_.pending_rows -= f.rows;
+                  opts_.name, f.all_rows() - stored - rows, st.message(), written.message());
+    stats_.rows_dead_lettered += rows;
+    stats_.rows_lost += f.all_rows() - stored - rows;
+    stats_.pending_rows -= f.all_rows();
     return;
   }
   spdlog::error("writer {}: {} spans refused by the engine for good, written to {}: {}", opts_.name,
-                f.rows, DeadLetterDir(), st.message());
-  stats_.rows_dead_lettered += f.rows;
+                rows, DeadLetterDir(), st.message());
+  stats_.rows_written += stored;
+  stats_.rows_dead_lettered += rows;
   stats_.blocks_dead_lettered += 1;
-  stats_.pending_rows -= f.rows;
+  stats_.pending_rows -= f.all_rows();
   Finish(f);
 }
 
@@ -587,18 +655,34 @@ void EmbeddedWriter::AddReplayed(pipeline::durable::ReplayBlock& block) {
   const uint32_t day = block.key.day;
   const size_t rows = block.spans();
   stats_.pending_rows += rows;
-  // As many spooled blocks as the first insert read (each record's spans
-  // went to one of them; which one does not matter to the engine).
+  // As many spooled blocks of spans as the first insert read (each
+  // record's spans went to one of them; which one does not matter to the
+  // engine). Only records with spans to store make a spans block: one
+  // whose spans were all sampled out joins its neighbours' (their sampled
+  // rows are one block of their own whatever the grouping).
   auto& parts = block.parts;
-  if (block.chunks > parts.size()) {
-    spdlog::warn("writer {}: a sealed insert of {} blocks formed again from {} records", opts_.name,
-                 block.chunks, parts.size());
+  std::vector<uint8_t> stores(parts.size());
+  size_t storing = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const auto& m = parts[i]->spans.metrics_only;
+    stores[i] = std::find(m.begin(), m.end(), uint8_t{0}) != m.end() ? 1 : 0;
+    storing += stores[i];
   }
-  const size_t n = std::max<size_t>(1, std::min<size_t>(block.chunks, parts.size()));
+  if (block.chunks > std::max<size_t>(1, storing)) {
+    spdlog::warn("writer {}: a sealed insert of {} blocks formed again from {} records", opts_.name,
+                 block.chunks, storing);
+  }
+  const size_t n = std::max<size_t>(1, std::min<size_t>(block.chunks, storing));
   bool spooled = true;
+  size_t next = 0;  // the next part to add
+  size_t seen = 0;  // parts with spans to store added so far
   for (size_t k = 0; k < n && spooled; ++k) {
-    for (size_t i = k * parts.size() / n; i < (k + 1) * parts.size() / n; ++i) {
-      AddTo(day, std::move(parts[i]), pipeline::Reservation(), pipeline::durable::Ticket());
+    // The k-th share of the parts with spans, and the sampled-only parts
+    // before the next of them (the last block: all that is left).
+    const size_t until = (k + 1) * storing / n;
+    while (next < parts.size() && (seen < until || k + 1 == n)) {
+      seen += stores[next];
+      AddTo(day, std::move(parts[next++]), pipeline::Reservation(), pipeline::durable::Ticket());
     }
     for (int attempt = 1; !Spool(day, pending_[day], n == 1); ++attempt) {
       if (attempt >= opts_.unknown_error_attempts) {

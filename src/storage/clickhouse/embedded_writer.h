@@ -25,7 +25,16 @@
 // Resources (schema.h) are written once per fingerprint: a pending buffer
 // also carries a resources block with the resources its spans use that this
 // writer has not stored yet, inserted before the spans, so a stored span's
-// resource is always there too. Once a day (resource_refresh) the writer
+// resource is always there too.
+//
+// Spans sampled out (SpanBatch::Spans::metrics_only) are not spans rows
+// (nor, for them alone, resources rows): each is a narrow row of the
+// sampled_spans table, gathered over the day's insert into one block
+// (SampledSpanRows) and inserted after the spans, with the same token (the
+// engine keeps tokens per table: exactly once, like the spans). An insert
+// whose spans were all sampled out inserts no spans, and one with none
+// sampled out no sampled_spans. The rows' memory stays reserved until
+// their insert is done. Once a day (resource_refresh) the writer
 // stores the resources in use again, so retention (counted from a resource
 // row's last_seen) never deletes a resource that stored spans still use.
 #pragma once
@@ -133,6 +142,8 @@ struct WriterStats : sink::SinkStats {
   std::atomic<uint64_t> blocks_sorted{0};
   // Blocks written over a spool file an earlier insert was done with.
   std::atomic<uint64_t> spool_files_reused{0};
+  // Spans sampled out stored as sampled_spans rows (not in rows_written).
+  std::atomic<uint64_t> sampled_rows_written{0};
 };
 
 class EmbeddedWriter {
@@ -166,12 +177,18 @@ class EmbeddedWriter {
   // and handed to the inserting one.
   struct Flight {
     uint32_t day = 0;
-    size_t rows = 0;
-    std::string resource_blocks;                     // Native blocks of the resources table
-    std::vector<uint64_t> spooled;                   // the spans blocks' spool files
+    size_t rows = 0;                                    // spans rows (spooled)
+    std::string resource_blocks;                        // Native blocks of the resources table
+    std::vector<uint64_t> spooled;                      // the spans blocks' spool files
+    SampledSpanRows sampled;                            // the sampled_spans rows: one block
+    std::vector<pipeline::Reservation> sampled_memory;  // their bytes, held until done
+    // The resources and spans are stored (a retry inserts only what is
+    // left: the sampled_spans rows).
+    bool spans_stored = false;
     std::vector<pipeline::durable::Ticket> tickets;  // acked once stored
     pipeline::durable::SealedBlock sealed;           // its token: insert_deduplication_token
     std::chrono::steady_clock::time_point since;     // its oldest span's arrival
+    size_t all_rows() const { return rows + sampled.rows(); }
   };
   void Run();  // the encoding thread
   void Add(pipeline::QueuedBatch item);
@@ -194,16 +211,17 @@ class EmbeddedWriter {
   // memory released); false if spooling failed (nothing changed then).
   // `alone`: the insert will hold this block only (see Encode).
   bool Spool(uint32_t day, Pending& p, bool alone);
-  void HandOff(Flight f);                      // blocks while an insert already waits
-  void Encode(const Pending& p, bool sorted);  // into block_
-  void InsertLoop();                           // the inserting thread
-  void Insert(Flight& f);                      // with retries
-  Status InsertOnce(const Flight& f);
+  void HandOff(Flight f);  // blocks while an insert already waits
+  // Into block_ (if any span is to be stored) and sampled_.
+  void Encode(const Pending& p, bool sorted);
+  void InsertLoop();       // the inserting thread
+  void Insert(Flight& f);  // with retries
+  Status InsertOnce(Flight& f);
   Status InsertFiles(std::string_view table, const std::string& path, size_t rows,
                      const std::string& token = {});
   // The insert as the request's body, for a server that cannot read this
   // process's files.
-  Status InsertInline(const Flight& f);
+  Status InsertInline(Flight& f);
   // An insert's settings: of `rows` spans (0: another table), with the
   // block's `token` (none: "").
   std::vector<QueryParam> InsertSettings(std::string_view table, size_t rows,
@@ -214,6 +232,8 @@ class EmbeddedWriter {
   // handed to the inserting thread now.
   bool InsertDue(size_t rows, std::chrono::steady_clock::time_point since) const;
   std::string SpoolPath(uint64_t seq) const;
+  // The file an insert's sampled_spans block is written to for file().
+  std::string SampledSpoolPath() const;
   std::string SpoolPattern(const std::vector<uint64_t>& seqs) const;  // for file()
   // Done with `f`'s spool files: kept for reuse (up to kKeptSpoolFiles),
   // the rest removed.
@@ -255,6 +275,7 @@ class EmbeddedWriter {
   std::minstd_rand jitter_{std::random_device{}()};  // inserting thread only: backoff jitter
   EncodedBlock block_;         // the spans block being encoded; writer thread only
   std::vector<SpanRow> rows_;  // its rows, sorted; writer thread only
+  SampledSpanRows sampled_;    // the pending set's spans sampled out; writer thread only
   // Resources this writer has stored (writer thread only). Bounded: when it
   // grows past kMaxKnownResources it is cleared, which at worst stores some
   // resources again (merges keep one row per id).

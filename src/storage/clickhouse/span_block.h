@@ -70,6 +70,43 @@ void EncodeSpanRows(const std::vector<SpanRow>& rows, const Capabilities& caps, 
                     const UserFields& user_fields = UserFields::Default(),
                     UserFieldValues values = UserFieldValues::kMarked, bool extras_column = true);
 
+// The rows of the sampled_spans table (SampledColumns): spans sampled out
+// (SpanBatch::Spans::metrics_only), gathered from any number of batches
+// and blocks, written as ONE Native block. One block per insert, however
+// many spooled blocks the spans of the same insert took: the engine's
+// deduplication id counts the blocks an insert reads, and a replay forms the
+// spans' blocks again but not how their sampled spans were spread over them.
+// Each row's columns are appended to the column's stream as it comes (the
+// streams grow by doubling: no allocation per row).
+class SampledSpanRows {
+ public:
+  SampledSpanRows();
+  // Span `i` of `b` as a row.
+  void Add(const SpanBatch& b, uint32_t i);
+  // Moves `other`'s rows after these (`other` is left empty).
+  void Append(SampledSpanRows& other);
+  void Clear();
+  size_t rows() const { return rows_; }
+  bool empty() const { return rows_ == 0; }
+  // Bytes of the rows held (the streams' sizes).
+  size_t bytes() const;
+  // The rows as one Native block in pieces (the block's header, then each
+  // column's header and values), to be written out in order.
+  const std::vector<std::string>& Block(const Capabilities& caps);
+
+ private:
+  void Shape();                      // pieces_ sized (a moved-from object has none)
+  std::vector<std::string> pieces_;  // [block header, (column header, values) per column]
+  size_t rows_ = 0;
+};
+
+// The spans of `batch` as rows of a spans block (`rows`, appended; their
+// resources' ids from `resource_ids`, by resource index), except its spans
+// sampled out (metrics_only), which go to `sampled`. What a writer's block
+// holds: a batch without sampled spans costs a test per span more.
+void GatherSpanRows(const SpanBatch& batch, const std::vector<uint64_t>& resource_ids,
+                    std::vector<SpanRow>* rows, SampledSpanRows* sampled);
+
 // Appends one Native block of the resources table (ResourceColumns) with
 // one row per resource index in `which`.
 void EncodeResourceBlock(const SpanBatch& batch, const std::vector<uint32_t>& which,

@@ -504,6 +504,136 @@ void EncodeSpanBlock(const SpanBatch& batch, const Capabilities& caps, std::stri
   EncodeSpanRows(rows, caps, out, user_fields, UserFieldValues::kMarked, extras_column);
 }
 
+namespace {
+
+void AppendVarint(std::string& out, uint64_t v) {
+  char buf[10];
+  size_t n = 0;
+  while (v >= 0x80) {
+    buf[n++] = static_cast<char>(v | 0x80);
+    v >>= 7;
+  }
+  buf[n++] = static_cast<char>(v);
+  out.append(buf, n);
+}
+
+template <typename T>
+void AppendFixed(std::string& out, T v) {
+  out.append(reinterpret_cast<const char*>(&v), sizeof(T));
+}
+
+void AppendString(std::string& out, std::string_view s) {
+  AppendVarint(out, s.size());
+  out.append(s);
+}
+
+}  // namespace
+
+SampledSpanRows::SampledSpanRows() : pieces_(1 + 2 * SampledColumns().size()) {}
+
+void SampledSpanRows::Shape() {
+  // Moved from: made whole again.
+  if (pieces_.empty()) [[unlikely]]
+    pieces_.resize(1 + 2 * SampledColumns().size());
+}
+
+void SampledSpanRows::Add(const SpanBatch& b, uint32_t i) {
+  Shape();
+  const auto& s = b.spans;
+  const auto& cols = SampledColumns();
+  for (size_t c = 0; c < cols.size(); ++c) {
+    std::string& out = pieces_[2 + 2 * c];
+    // The values as the spans block's encoder writes them (Encoder::Column).
+    switch (cols[c].id) {
+      case Col::kTimestamp:
+        AppendFixed<uint32_t>(out, static_cast<uint32_t>(s.start_ns[i] / 1000000000));
+        break;
+      case Col::kTraceId:
+        out.append(reinterpret_cast<const char*>(s.trace_id[i].data()), 16);
+        break;
+      case Col::kSpanId:
+        out.append(reinterpret_cast<const char*>(s.span_id[i].data()), 8);
+        break;
+      case Col::kParentSpanId:
+        out.append(reinterpret_cast<const char*>(s.parent_span_id[i].data()), 8);
+        break;
+      case Col::kServiceName:
+        AppendString(out, b.Str(b.resources.service_name[s.resource[i]]));
+        break;
+      case Col::kName:
+        AppendString(out, b.Str(s.name[i]));
+        break;
+      case Col::kKind:
+        AppendFixed<uint8_t>(out, s.kind[i]);
+        break;
+      case Col::kStatusCode:
+        AppendFixed<uint8_t>(out, s.status_code[i]);
+        break;
+      case Col::kDurationNs:
+        AppendFixed<uint64_t>(out, s.end_ns[i] >= s.start_ns[i] ? s.end_ns[i] - s.start_ns[i] : 0);
+        break;
+      default:  // not a column of SampledColumns()
+        break;
+    }
+  }
+  ++rows_;
+}
+
+void SampledSpanRows::Append(SampledSpanRows& other) {
+  if (other.rows_ == 0) return;
+  Shape();
+  if (rows_ == 0) {
+    pieces_.swap(other.pieces_);
+  } else {
+    for (size_t c = 2; c < pieces_.size(); c += 2) pieces_[c] += other.pieces_[c];
+  }
+  rows_ += other.rows_;
+  other.Clear();
+}
+
+void SampledSpanRows::Clear() {
+  for (auto& p : pieces_) p.clear();
+  rows_ = 0;
+}
+
+size_t SampledSpanRows::bytes() const {
+  size_t n = 0;
+  for (size_t c = 2; c < pieces_.size(); c += 2) n += pieces_[c].size();
+  return n;
+}
+
+const std::vector<std::string>& SampledSpanRows::Block(const Capabilities& caps) {
+  Shape();
+  const auto& cols = SampledColumns();
+  pieces_[0].clear();
+  {
+    Writer h(&pieces_[0]);
+    h.BlockHeader(cols.size(), rows_);
+  }
+  for (size_t c = 0; c < cols.size(); ++c) {
+    std::string& header = pieces_[1 + 2 * c];
+    header.clear();
+    Writer h(&header);
+    // Plain types (String for the key columns): the engine converts to the
+    // table's LowCardinality, as it does for the resources block.
+    h.ColumnHeader(cols[c].name, WireType(cols[c].logical, caps));
+  }
+  return pieces_;
+}
+
+void GatherSpanRows(const SpanBatch& batch, const std::vector<uint64_t>& resource_ids,
+                    std::vector<SpanRow>* rows, SampledSpanRows* sampled) {
+  const auto& s = batch.spans;
+  const uint32_t n = static_cast<uint32_t>(batch.span_count());
+  for (uint32_t i = 0; i < n; ++i) {
+    if (s.metrics_only[i] != 0) [[unlikely]] {
+      sampled->Add(batch, i);
+      continue;
+    }
+    rows->push_back({&batch, i, resource_ids[s.resource[i]]});
+  }
+}
+
 void EncodeResourceBlock(const SpanBatch& batch, const std::vector<uint32_t>& which,
                          const std::vector<uint64_t>& resource_ids, uint32_t last_seen,
                          const Capabilities& caps, std::string* out) {

@@ -7,7 +7,10 @@
 // work between the socket and the insert. In arrival order, as the writer
 // encodes a block at full load (an insert of several blocks, sorted by the
 // engine); with --sorted, sorted by the table key first, as it does a block
-// inserted alone. Two decoders take
+// inserted alone. With --metrics-only P, P% of the traces are marked sampled
+// out (as head sampling marks them, untimed): their spans become the
+// sampled_spans block's narrow rows instead (the writer's GatherSpanRows).
+// Two decoders take
 // turns payload by payload (strings referenced in the kept body, and copied
 // into the arena), so machine noise spreads over both.
 #include <time.h>
@@ -41,6 +44,7 @@ struct PipelineOptions {
   bool sorted = false;         // by the table key before encoding
   size_t shards = 1;
   uint64_t seed = 1;
+  uint32_t metrics_only_pct = 0;  // traces marked sampled out, in percent
 };
 
 // The corpus's first start time, and the clock the filter is run against.
@@ -81,21 +85,28 @@ struct Stages {
   size_t touched = 0;
   std::string touched_example;
   storage::Capabilities caps;
-  storage::EncodedBlock block;  // reused, as the writer does
+  storage::EncodedBlock block;       // reused, as the writer does
+  storage::SampledSpanRows sampled;  // likewise
 };
 
-// The pending batches of `v` as one Native block.
+// The pending batches of `v` as one Native block (and the spans sampled out
+// as one block of sampled_spans rows), as the writer encodes them.
 void Encode(Stages& st, Variant& v) {
   std::vector<storage::SpanRow> rows;
   rows.reserve(v.pending_rows);
+  st.sampled.Clear();
   for (const auto& item : v.pending) {
     const SpanBatch& b = *item.batch;
-    const std::vector<uint64_t> ids = storage::ResourceIds(b);
-    for (uint32_t k = 0; k < b.span_count(); ++k) rows.push_back({&b, k, ids[b.spans.resource[k]]});
+    storage::GatherSpanRows(b, storage::ResourceIds(b), &rows, &st.sampled);
   }
   if (st.opts.sorted) storage::SortByTableKey(&rows);
-  storage::EncodeSpanRows(rows, st.caps, &st.block);
-  v.native_bytes += st.block.size();
+  if (!rows.empty()) {
+    storage::EncodeSpanRows(rows, st.caps, &st.block);
+    v.native_bytes += st.block.size();
+  }
+  if (!st.sampled.empty()) {
+    for (const std::string& piece : st.sampled.Block(st.caps)) v.native_bytes += piece.size();
+  }
   v.pending.clear();  // batches freed, reservations released: part of this stage
   v.pending_rows = 0;
 }
@@ -112,7 +123,15 @@ bool RunOne(Stages& st, Variant& v, const loadgen::Payload& p) {
     return false;
   }
   body = std::string();  // the copying decode frees the body here
-  const double tf = ThreadCpu();
+  const double td = ThreadCpu();
+  if (st.opts.metrics_only_pct > 0) {
+    // Whole traces, by their id (random bytes), as a sampler decides.
+    auto& spans = batch->spans;
+    for (size_t i = 0; i < spans.metrics_only.size(); ++i) {
+      spans.metrics_only[i] = spans.trace_id[i][15] % 100 < st.opts.metrics_only_pct ? 1 : 0;
+    }
+  }
+  const double tf = ThreadCpu();  // the marking is no stage of the pipeline's: not counted
   st.filter.Apply(*batch, kCorpusStartNs, &st.report);
   if (!st.report.clean() && st.touched++ == 0) {
     st.touched_example = st.report.Message(st.filter.limits());
@@ -140,7 +159,7 @@ bool RunOne(Stages& st, Variant& v, const loadgen::Payload& p) {
   }
   if (v.pending_rows >= st.opts.flush_rows) Encode(st, v);
   const double t3 = ThreadCpu();
-  v.decode_s += tf - t0;
+  v.decode_s += td - t0;
   v.filter_s += t1 - tf;
   v.queue_s += t2 - t1;
   v.encode_s += t3 - t2;
@@ -226,6 +245,11 @@ void AddPipelineCommand(CLI::App& bench, std::function<int()>* run) {
   cmd->add_option("--shards", opts->shards, "Queue shards (writer.threads)")
       ->default_val(opts->shards);
   cmd->add_option("--seed", opts->seed, "Corpus seed")->default_val(opts->seed);
+  cmd->add_option("--metrics-only", opts->metrics_only_pct,
+                  "Percent of the traces marked sampled out (metrics only): their spans are "
+                  "encoded as sampled_spans rows, not spans")
+      ->default_val(opts->metrics_only_pct)
+      ->check(CLI::Range(0, 100));
   cmd->callback([opts, run] { *run = [opts] { return RunPipeline(*opts); }; });
 }
 

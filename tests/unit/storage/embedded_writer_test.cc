@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "../../testdata/sample_batch.h"
+#include "pipeline/durable/block.h"
 #include "pipeline/memory_budget.h"
+#include "storage/clickhouse/native.h"
 
 namespace spanhouse::storage {
 namespace {
@@ -189,6 +191,112 @@ TEST(EmbeddedWriter, ARemoteInsertCarriesItsBlocksAsTheBody) {
   }
   EXPECT_EQ(span_inserts, 2u);  // two blocks of 6 rows per insert of 12
   EXPECT_EQ(rows, 24u);
+}
+
+// The number of rows of the Native block at the start of `body`.
+uint64_t BlockRows(const std::string& body, uint64_t* columns = nullptr) {
+  native::Reader r(body);
+  uint64_t cols = 0;
+  uint64_t rows = 0;
+  EXPECT_TRUE(r.Varint(&cols).ok());
+  EXPECT_TRUE(r.Varint(&rows).ok());
+  if (columns != nullptr) *columns = cols;
+  return rows;
+}
+
+// Spans sampled out (metrics_only) are no spans rows: their narrow rows go
+// to sampled_spans in the same insert cycle, one block, with the spans'
+// token; the resources only their spans used are not written.
+TEST(EmbeddedWriter, SpansSampledOutGoToSampledSpansWithTheSpansToken) {
+  pipeline::MemoryBudget budget(1ull << 30);
+  pipeline::SpanQueue q(1ull << 30);
+  FakeServer server;
+  EmbeddedWriter w(&server, Caps(), q, Batching(6, 12, 1h));
+  w.Start();
+  // A replayed block of three records: all sampled out, mixed (the "db"
+  // service's spans sampled out), all kept; first read as two blocks of
+  // spans.
+  pipeline::QueuedBatch item;
+  item.block = std::make_unique<pipeline::durable::ReplayBlock>();
+  item.block->key.day = PartitionDay(testdata::SampleBatch(1).spans.start_ns[0]);
+  item.block->chunks = 2;
+  item.block->sealed = {1, "sh-token-7"};
+  size_t kept = 0;
+  for (int k = 0; k < 3; ++k) {
+    auto b = std::make_unique<SpanBatch>(testdata::SampleBatch(2));
+    for (uint32_t i = 0; i < b->span_count(); ++i) {
+      b->spans.metrics_only[i] = k == 0 || (k == 1 && i % 3 == 2) ? 1 : 0;
+      kept += b->spans.metrics_only[i] == 0 ? 1 : 0;
+    }
+    item.block->parts.push_back(std::move(b));
+  }
+  ASSERT_TRUE(q.Push(item).ok());
+  q.Close();
+  w.Join();
+  EXPECT_EQ(kept, 10u);
+  EXPECT_EQ(w.stats().rows_written.load(), 10u);
+  EXPECT_EQ(w.stats().sampled_rows_written.load(), 8u);
+  EXPECT_EQ(w.stats().pending_rows.load(), 0u);
+  std::vector<std::string> tables;
+  for (const auto& call : server.inserts) {
+    tables.push_back(call.insert);
+    std::string token;
+    std::string rows;
+    for (const auto& [name, value] : call.settings) {
+      if (name == "insert_deduplication_token") token = value;
+      if (name == "min_insert_block_size_rows") rows = value;
+    }
+    if (call.insert == "INSERT INTO spanhouse.resources FORMAT Native") continue;
+    EXPECT_EQ(token, "sh-token-7") << call.insert;
+    if (call.insert == "INSERT INTO spanhouse.sampled_spans FORMAT Native") {
+      uint64_t columns = 0;
+      EXPECT_EQ(BlockRows(call.body, &columns), 8u);  // one block, all of them
+      EXPECT_EQ(columns, SampledColumns().size());
+      EXPECT_EQ(rows, "8");
+    } else {
+      EXPECT_EQ(rows, "10");
+    }
+  }
+  EXPECT_EQ(tables,
+            (std::vector<std::string>{"INSERT INTO spanhouse.resources FORMAT Native",
+                                      "INSERT INTO spanhouse.spans FORMAT Native",
+                                      "INSERT INTO spanhouse.sampled_spans FORMAT Native"}));
+}
+
+// A batch whose spans were all sampled out writes no spans and no
+// resources; one of another resource sampled out writes its spans and
+// only their resource.
+TEST(EmbeddedWriter, OnlyWhatIsStoredIsInserted) {
+  pipeline::MemoryBudget budget(1ull << 30);
+  pipeline::SpanQueue q(1ull << 30);
+  FakeServer server;
+  EmbeddedWriter w(&server, Caps(), q, NullSink());
+  w.Start();
+  SpanBatch all_out = testdata::SampleBatch(2);
+  for (auto& m : all_out.spans.metrics_only) m = 1;
+  Push(q, budget, std::move(all_out), 100);
+  ASSERT_TRUE(WaitFor([&] { return w.stats().sampled_rows_written.load() == 6; }));
+  {
+    std::lock_guard<std::mutex> lock(server.mu_);
+    ASSERT_EQ(server.inserts.size(), 1u);
+    EXPECT_EQ(server.inserts[0].insert, "INSERT INTO spanhouse.sampled_spans FORMAT Native");
+    server.inserts.clear();
+  }
+  // The sampled rows' memory is held until their insert is done.
+  EXPECT_TRUE(WaitFor([&] { return budget.used() == 0; }));
+  SpanBatch db_out = testdata::SampleBatch(2);
+  for (uint32_t i = 0; i < db_out.span_count(); ++i) db_out.spans.metrics_only[i] = i % 3 == 2;
+  Push(q, budget, std::move(db_out), 100);
+  q.Close();
+  w.Join();
+  EXPECT_EQ(w.stats().rows_written.load(), 4u);
+  EXPECT_EQ(w.stats().sampled_rows_written.load(), 8u);
+  ASSERT_EQ(server.inserts.size(), 3u);
+  EXPECT_EQ(server.inserts[0].insert, "INSERT INTO spanhouse.resources FORMAT Native");
+  EXPECT_EQ(BlockRows(server.inserts[0].body), 1u);  // "frontend" only
+  EXPECT_EQ(BlockRows(server.inserts[1].body), 4u);
+  EXPECT_EQ(BlockRows(server.inserts[2].body), 2u);
+  EXPECT_EQ(budget.used(), 0u);
 }
 
 TEST(EmbeddedWriter, CutsABatchAtMaxRows) {
