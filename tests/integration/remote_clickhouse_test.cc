@@ -7,17 +7,25 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "integration/clickhouse_server.h"
+#include "integration/sampled_corpus.h"
+#include "pipeline/queue/span_queue.h"
+#include "storage/clickhouse/dependencies.h"
+#include "storage/clickhouse/embedded_writer.h"
 #include "storage/clickhouse/insert_errors.h"
 #include "storage/clickhouse/schema.h"
 #include "storage/clickhouse/span_block.h"
+#include "storage/clickhouse/tsv.h"
 #include "testdata/sample_batch.h"
 
 namespace spanhouse::storage {
@@ -240,6 +248,121 @@ TEST_F(RemoteClickHouse, AnOlderSchemaIsUpgradedKeepingEveryRow) {
                                 db)),
               std::string(kSpansOrderBy.substr(1, kSpansOrderBy.size() - 2)) + "\n");
   }
+}
+
+// Spans sampled out (metrics_only) written by the writer to a server (18.16
+// here: aggregate states, views that do not cascade, no tokens): stored as
+// sampled_spans rows only, and counted in red_1m, red_service_1m, the
+// catalog and the dependency edges as the same spans all kept are in
+// another database; the job's drop of computed days works there too.
+TEST_F(RemoteClickHouse, SpansSampledOutCountInTheMetricsAsIfKept) {
+  auto c = server_->Connect();
+  ASSERT_NE(c, nullptr);
+  const std::string on = "rc_sampled_on";
+  const std::string off = "rc_sampled_off";
+  Capabilities caps;
+  for (const std::string& db : {on, off}) {
+    ASSERT_TRUE(c->Query(fmt::format("DROP DATABASE IF EXISTS {}", db), "").ok());
+    SchemaOptions o;
+    o.database = db;
+    const Status st = EnsureSchema(*c, &caps, o);
+    ASSERT_TRUE(st.ok()) << st.message();
+  }
+  const uint64_t base_s = 1700000000ull / 60 * 60;
+  const testdata::SampledCorpus corpus = testdata::MakeSampledCorpus(200, base_s * 1000000000ull);
+  ASSERT_GT(corpus.kept_parent_sampled_child, 10u);
+  ASSERT_GT(corpus.sampled_parent_kept_child, 10u);
+  auto write = [&](const std::string& db, const SpanBatch& b) {
+    pipeline::SpanQueue queue(64u << 20);
+    WriterOptions o;
+    o.spool_dir = server_->dir() + "/spool";
+    o.database = db;
+    EmbeddedWriter writer(c.get(), caps, queue, o);
+    writer.Start();
+    pipeline::QueuedBatch item;
+    item.batch = std::make_unique<SpanBatch>(b);
+    ASSERT_TRUE(queue.Push(item).ok());
+    queue.Close();
+    writer.Join();
+    size_t kept = 0;
+    for (const uint8_t m : b.spans.metrics_only) kept += m == 0 ? 1 : 0;
+    EXPECT_EQ(writer.stats().rows_written.load(), kept);
+    EXPECT_EQ(writer.stats().sampled_rows_written.load(), b.span_count() - kept);
+    EXPECT_EQ(writer.stats().write_errors.load(), 0u);
+  };
+  write(on, corpus.first);
+  write(on, corpus.second);
+  write(off, corpus.kept_first);
+  write(off, corpus.kept_second);
+  EXPECT_EQ(Q(*c, fmt::format("SELECT count() FROM {}.spans", on)),
+            fmt::format("{}\n", corpus.kept));
+  EXPECT_EQ(Q(*c, fmt::format("SELECT count() FROM {}.sampled_spans", on)),
+            fmt::format("{}\n", corpus.sampled));
+  const auto red = [&](const std::string& db, const std::string& table, const std::string& key) {
+    return Q(*c, fmt::format("SELECT {2}, sumMerge(calls), sumMerge(errors), "
+                             "sumMerge(duration_sum_ns) FROM {0}.{1} GROUP BY {2} ORDER BY {2}",
+                             db, table, key));
+  };
+  for (const auto& [table, key] :
+       {std::pair<std::string, std::string>{"red_1m", "minute, service_name, name, kind"},
+        {"red_service_1m", "minute, service_name, kind"}}) {
+    const std::string want = red(off, table, key);
+    EXPECT_GT(std::count(want.begin(), want.end(), '\n'), 20) << table;
+    EXPECT_EQ(red(on, table, key), want) << table;
+  }
+  EXPECT_EQ(
+      Q(*c, fmt::format("SELECT sum(c) FROM (SELECT sumMerge(calls) AS c FROM {}.red_1m)", on)),
+      fmt::format("{}\n", corpus.kept + corpus.sampled));
+  // Durations: the merged t-digests within 1% of the all-kept store's.
+  const auto quantiles = [&](const std::string& db) {
+    std::map<std::string, std::vector<double>> out;
+    const std::string tsv =
+        Q(*c, fmt::format("SELECT service_name, arrayJoin(quantilesTDigestMerge({})("
+                          "duration_quantiles)) FROM {}.red_service_1m GROUP BY service_name",
+                          kRedQuantiles, db));
+    for (const auto& row : TsvRows(tsv)) {
+      if (row.size() == 2) out[row[0]].push_back(std::stod(row[1]));
+    }
+    return out;
+  };
+  const auto want_q = quantiles(off);
+  const auto got_q = quantiles(on);
+  ASSERT_EQ(got_q.size(), want_q.size());
+  for (const auto& [service, qs] : want_q) {
+    ASSERT_EQ(got_q.at(service).size(), qs.size()) << service;
+    for (size_t i = 0; i < qs.size(); ++i) {
+      EXPECT_NEAR(got_q.at(service)[i], qs[i], 0.01 * qs[i]) << service << " q" << i;
+    }
+  }
+  const std::string ops =
+      "SELECT service_name, name, kind FROM {}.operations GROUP BY service_name, name, kind "
+      "ORDER BY service_name, name, kind";  // (18.16 reads ORDER BY 1 as a constant)
+  EXPECT_EQ(Q(*c, fmt::format(fmt::runtime(ops), on)), Q(*c, fmt::format(fmt::runtime(ops), off)));
+  EXPECT_NE(Q(*c, fmt::format(fmt::runtime(ops), on)).find("ghost-db\tSELECT souls"),
+            std::string::npos);
+  // The edges, read from both tables (UNION ALL, parameters inlined).
+  for (const std::string& db : {on, off}) {
+    const Status st =
+        ComputeDependencies(*c, static_cast<uint32_t>(base_s), static_cast<uint32_t>(base_s + 120),
+                            kParentsBeforeS, kParentsAfterS, db);
+    ASSERT_TRUE(st.ok()) << st.message();
+  }
+  const std::string edges =
+      "SELECT toUInt32(minute), parent, child, calls, errors FROM {}.dependencies_1m FINAL ORDER "
+      "BY minute, parent, child";
+  const std::string want_edges = Q(*c, fmt::format(fmt::runtime(edges), off));
+  EXPECT_GT(std::count(want_edges.begin(), want_edges.end(), '\n'), 10);
+  EXPECT_EQ(Q(*c, fmt::format(fmt::runtime(edges), on)), want_edges);
+  EXPECT_NE(want_edges.find("ghost\tghost-db\t1\t1"), std::string::npos) << want_edges;
+  // Computed ten days later: the day's sampled spans go, the metrics stay.
+  size_t dropped = 0;
+  const Status st = DropComputedSampledSpans(*c, static_cast<uint32_t>(base_s + 10 * 86400), on,
+                                             kSampledSpansKeepDays, &dropped);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(dropped, 1u);
+  EXPECT_EQ(Q(*c, fmt::format("SELECT count() FROM {}.sampled_spans", on)), "0\n");
+  EXPECT_EQ(red(on, "red_1m", "minute, service_name, name, kind"),
+            red(off, "red_1m", "minute, service_name, name, kind"));
 }
 
 // HTTPS: the server's certificate checked against the CA file given, and its

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <ctime>
 #include <string>
 #include <utility>
 
@@ -16,25 +17,65 @@ namespace spanhouse::storage {
 Status ComputeDependencies(SqlConnection& conn, uint32_t from_s, uint32_t to_s, uint32_t before_s,
                            uint32_t after_s, std::string_view database) {
   if (to_s <= from_s) return Status::Ok();
+  // Each side's rows: of the spans stored and of those sampled out, the
+  // same columns of both tables.
+  const auto rows = [database](std::string_view columns, std::string_view where) {
+    return fmt::format(
+        "SELECT {1} FROM {0}.spans WHERE {2} UNION ALL SELECT {1} FROM "
+        "{0}.sampled_spans WHERE {2}",
+        database, columns, where);
+  };
   // An edge is a parent-child pair of spans in different services; its
   // errors are the child's (the callee's answer).
   const std::string sql = fmt::format(
       "INSERT INTO {0}.dependencies_1m SELECT toStartOfMinute(c.timestamp) AS minute, "
       "p.service_name AS parent, c.service_name AS child, count() AS calls, "
-      "countIf(c.status_code = 2) AS errors, now() AS computed_at FROM (SELECT trace_id, span_id, "
-      "service_name FROM {0}.spans WHERE timestamp >= toDateTime({{lo:UInt32}}) AND timestamp < "
-      "toDateTime({{hi:UInt32}})) AS p INNER JOIN (SELECT trace_id, parent_span_id, service_name, "
-      "status_code, timestamp FROM {0}.spans WHERE timestamp >= toDateTime({{from:UInt32}}) AND "
-      "timestamp < toDateTime({{to:UInt32}}) AND parent_span_id != "
-      "toFixedString(unhex('0000000000000000'), 8)) AS c ON p.trace_id = c.trace_id AND "
-      "p.span_id = c.parent_span_id WHERE p.service_name != c.service_name "
-      "GROUP BY minute, parent, child",
-      database);
+      "countIf(c.status_code = 2) AS errors, now() AS computed_at FROM ({1}) AS p INNER JOIN "
+      "({2}) AS c ON p.trace_id = c.trace_id AND p.span_id = c.parent_span_id WHERE "
+      "p.service_name != c.service_name GROUP BY minute, parent, child",
+      database,
+      rows("trace_id, span_id, service_name",
+           "timestamp >= toDateTime({lo:UInt32}) AND timestamp < toDateTime({hi:UInt32})"),
+      rows("trace_id, parent_span_id, service_name, status_code, timestamp",
+           "timestamp >= toDateTime({from:UInt32}) AND timestamp < toDateTime({to:UInt32}) AND "
+           "parent_span_id != toFixedString(unhex('0000000000000000'), 8)"));
   return conn.Query(sql, "", nullptr,
                     {{"from", std::to_string(from_s)},
                      {"to", std::to_string(to_s)},
                      {"lo", std::to_string(from_s - std::min(before_s, from_s))},
                      {"hi", std::to_string(to_s + after_s)}});
+}
+
+Status DropComputedSampledSpans(SqlConnection& conn, uint32_t computed_until_s,
+                                std::string_view database, uint32_t keep_days, size_t* dropped) {
+  if (dropped != nullptr) *dropped = 0;
+  const uint32_t day = computed_until_s / 86400;
+  if (day <= keep_days) return Status::Ok();
+  // The first day kept, as the partition id of toDate(): YYYYMMDD.
+  const time_t first_kept = static_cast<time_t>(day - keep_days) * 86400;
+  std::tm tm{};
+  gmtime_r(&first_kept, &tm);
+  const std::string keep_from =
+      fmt::format("{:04}{:02}{:02}", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday);
+  QueryResult r;
+  SH_RETURN_IF_ERROR(conn.Query(
+      fmt::format("SELECT DISTINCT partition_id FROM system.parts WHERE database = '{}' AND "
+                  "table = 'sampled_spans' AND active AND partition_id < '{}' ORDER BY "
+                  "partition_id",
+                  database, keep_from),
+      "TSV", &r));
+  for (size_t pos = 0; pos < r.data.size();) {
+    size_t nl = r.data.find('\n', pos);
+    if (nl == std::string::npos) nl = r.data.size();
+    const std::string id = r.data.substr(pos, nl - pos);
+    pos = nl + 1;
+    // The engine's own ids, YYYYMMDD: nothing else is put in the statement.
+    if (id.size() != 8 || id.find_first_not_of("0123456789") != std::string::npos) continue;
+    SH_RETURN_IF_ERROR(conn.Query(
+        fmt::format("ALTER TABLE {}.sampled_spans DROP PARTITION ID '{}'", database, id), ""));
+    if (dropped != nullptr) ++*dropped;
+  }
+  return Status::Ok();
 }
 
 DependencyJob::DependencyJob(SqlConnection& conn, DependencyJobOptions options)
@@ -85,7 +126,18 @@ Status DependencyJob::RunOnce(uint32_t* done_until) {
     }
     *done_until = to;
     std::lock_guard<std::mutex> lock(mu_);
-    if (stop_) break;
+    if (stop_) return Status::Ok();
+  }
+  // Every edge before done_until is computed: the sampled spans of the days
+  // well before it are not needed any more.
+  if (*done_until / 86400 != sampled_cut_at_day_) {
+    size_t dropped = 0;
+    SH_RETURN_IF_ERROR(DropComputedSampledSpans(conn_, *done_until, opts_.database,
+                                                kSampledSpansKeepDays, &dropped));
+    if (dropped > 0) {
+      spdlog::info("dependency job: dropped {} day(s) of sampled spans, computed", dropped);
+    }
+    sampled_cut_at_day_ = *done_until / 86400;
   }
   return Status::Ok();
 }

@@ -9,6 +9,13 @@
 // interval at a time, late enough (a lag) that both ends have arrived; a
 // minute recomputed later replaces its earlier rows (ReplacingMergeTree by
 // (minute, parent, child)), so running it twice never counts twice.
+//
+// Spans sampled out (sampled_spans, schema_ddl.cc) count as stored ones: each
+// side of the join reads the spans and the sampled spans of its range, so
+// an edge whose parent or child was sampled out is still counted. Those
+// rows are needed only until their minutes are computed: after a run the
+// job drops the days of sampled_spans computed kSampledSpansKeepDays days
+// before (DropComputedSampledSpans).
 #pragma once
 
 #include <atomic>
@@ -42,6 +49,20 @@ Status ComputeDependencies(SqlConnection& conn, uint32_t from_s, uint32_t to_s,
                            uint32_t before_s = kParentsBeforeS, uint32_t after_s = kParentsAfterS,
                            std::string_view database = kDatabase);
 
+// How many days of sampled_spans the job keeps before what it has computed:
+// room for a minute computed again by hand, never needed by the job itself.
+inline constexpr uint32_t kSampledSpansKeepDays = 2;
+
+// Drops the partitions (days) of `database`.sampled_spans that ended more
+// than `keep_days` days before the day of `computed_until_s` (unix
+// seconds: every edge before it is computed). ALTER TABLE ... DROP
+// PARTITION, on every version; on a replicated table every replica's. The
+// number of days dropped in `dropped` if not null.
+Status DropComputedSampledSpans(SqlConnection& conn, uint32_t computed_until_s,
+                                std::string_view database = kDatabase,
+                                uint32_t keep_days = kSampledSpansKeepDays,
+                                size_t* dropped = nullptr);
+
 struct DependencyJobOptions {
   std::chrono::seconds interval{60};              // how often the job runs
   std::chrono::seconds lag{120};                  // how long after a minute ends it is computed
@@ -73,6 +94,9 @@ class DependencyJob {
   bool stop_ = false;  // guarded by mu_
   std::atomic<uint64_t> runs_{0};
   std::atomic<uint64_t> errors_{0};
+  // The day (since the epoch) of the edges computed when sampled_spans was
+  // last cut back: it is cut again once that day changes (job thread only).
+  uint32_t sampled_cut_at_day_ = 0;
 };
 
 }  // namespace spanhouse::storage
