@@ -77,6 +77,24 @@ void DeadLetter(const std::string& dir, const std::vector<std::string>& lines) {
   ::close(fd);
 }
 
+// The spans of `b` stored as documents: all but those sampled out
+// (metrics_only), which count only in the metrics ClickHouse keeps.
+size_t StoredSpans(const SpanBatch& b) {
+  size_t n = 0;
+  for (const uint8_t m : b.spans.metrics_only) n += m == 0 ? 1 : 0;
+  return n;
+}
+
+// The stored spans of what a request or a replayed block holds.
+size_t StoredSpans(const pipeline::QueuedBatch& q) {
+  if (q.batch != nullptr) return StoredSpans(*q.batch);
+  size_t n = 0;
+  if (q.block != nullptr) {
+    for (const auto& part : q.block->parts) n += StoredSpans(*part);
+  }
+  return n;
+}
+
 enum class ItemResult { kDone, kRetry, kDeadLetter };
 
 ItemResult Classify(int status) {
@@ -107,8 +125,7 @@ Status OpenSearchSink::Start() {
 }
 
 Status OpenSearchSink::Push(pipeline::QueuedBatch& item) {
-  const size_t spans = item.batch != nullptr ? item.batch->span_count()
-                                             : (item.block != nullptr ? item.block->spans() : 0);
+  const size_t spans = StoredSpans(item);
   Status st = queue_.Push(item);
   if (st.ok()) stats_.pending_rows += spans;
   return st;
@@ -169,10 +186,9 @@ void OpenSearchSink::Loop(size_t me) {
     set_holding(Clock::now());
     Work work;
     work.items.push_back(std::move(*first));
-    auto count = [](const pipeline::QueuedBatch& q) {
-      return q.batch != nullptr ? q.batch->span_count()
-                                : (q.block != nullptr ? q.block->spans() : 0);
-    };
+    // Spans sampled out are no document: a request of only those is done
+    // (acknowledged) as soon as it is taken, with whatever else it came with.
+    const auto count = [](const pipeline::QueuedBatch& q) { return StoredSpans(q); };
     work.spans = count(work.items.back());
     while (work.spans < opts_.bulk_spans) {
       std::optional<pipeline::QueuedBatch> more = queue_.Pop(std::chrono::milliseconds(0));
@@ -185,6 +201,7 @@ void OpenSearchSink::Loop(size_t me) {
     auto add_batch = [&](const SpanBatch& b) {
       DocumentWriter writer(b);
       for (uint32_t s = 0; s < b.span_count(); ++s) {
+        if (b.spans.metrics_only[s] != 0) continue;  // no span document, no service document
         Work::Doc d;
         const uint64_t start = b.spans.start_ns[s];
         AppendAction(d.action, "create", DailyIndex(span_base, start), SpanDocumentId(b, s));
