@@ -309,12 +309,13 @@ Status Server::EnsureRemoteStore() {
       }
       SH_RETURN_IF_ERROR(st);
       // An upgrade that copies tables is not run across replicas and shards
-      // yet: an older schema there stops the start, untouched.
+      // yet: a schema older than the in-place ones (which only create what is
+      // missing) stops the start, untouched.
       storage::QueryResult version;
       if (conn->Query(fmt::format("SELECT max(version) FROM {}.schema_version", database_), "TSV",
                       &version)
               .ok() &&
-          std::strtoul(version.data.c_str(), nullptr, 10) < storage::kSchemaVersion) {
+          std::strtoul(version.data.c_str(), nullptr, 10) < storage::kInPlaceFromSchemaVersion) {
         return Status::Internal(fmt::format(
             "ClickHouse {}: database {} has schema {}, this spanhouse writes {}; upgrading a "
             "cluster's schema is not supported yet (one server is upgraded at start)",
