@@ -18,6 +18,19 @@ Status DurableQueue::Open(const DurableOptions& options, MemoryBudget& budget, S
     if (Status st = SegmentLog::Open(options.log, &q->log_, std::move(hooks)); !st.ok()) {
       return st;
     }
+    if (filter != nullptr && filter->tail() != nullptr) {
+      // Tail sampling's decisions go into the log, after the records that
+      // use them and before the blocks that hold their spans.
+      filter->tail()->set_persist([log = q->log_.get()](std::string_view payload) -> uint64_t {
+        Ticket t;
+        if (!log->Append(RecordKind::kTailDecisions, payload, &t, /*past_limit=*/true).ok()) {
+          return 0;
+        }
+        const uint64_t lsn = t.lsn();
+        t.Ack();  // nobody consumes it: its segment goes when older ones have
+        return lsn;
+      });
+    }
   }
   *out = std::move(q);
   return Status::Ok();

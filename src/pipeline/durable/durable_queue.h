@@ -40,6 +40,10 @@
 #include "pipeline/memory_budget.h"
 #include "pipeline/queue/span_queue.h"
 
+namespace spanhouse::pipeline {
+class TailWindow;
+}  // namespace spanhouse::pipeline
+
 namespace spanhouse::pipeline::durable {
 
 struct DurableOptions {
@@ -106,6 +110,11 @@ class DurableQueue {
   // After the sinks drained: syncs and closes the log.
   void Close();
 
+  // Tail sampling's window, which delivers the requests it holds (the
+  // intake hands requests to it instead of to Deliver); null: none.
+  void set_tail_window(TailWindow* window) { tail_window_ = window; }
+  TailWindow* tail_window() const { return tail_window_; }
+
   SegmentLog* log() { return log_.get(); }
   const std::vector<std::unique_ptr<SinkCursor>>& cursors() const { return cursors_; }
   const ReplayStats& replay_stats() const { return replay_; }
@@ -132,6 +141,8 @@ class DurableQueue {
   std::unordered_map<std::string, SinkBlocks> ScanBlocks();
   // Writes `cursor`'s unfinished blocks again; returns their LSNs.
   std::vector<uint64_t> ReplayBlocks(SinkCursor& cursor, const SinkBlocks& blocks);
+  // Tail sampling: the spans of every record read, their traces decided.
+  void ObserveForTail();
   // Hands every sink the spans no block of its own held.
   void ReplayRecords(const std::unordered_map<std::string, SinkBlocks>& blocks);
   void NoteAck(const std::string& sink, uint64_t block_lsn);
@@ -150,6 +161,7 @@ class DurableQueue {
   std::mutex acked_mu_;
   std::unordered_map<std::string, std::unordered_set<uint64_t>> acked_early_;  // by acked_mu_
   std::atomic<bool> started_{false};
+  TailWindow* tail_window_ = nullptr;
 };
 
 }  // namespace spanhouse::pipeline::durable

@@ -76,7 +76,7 @@ bool AckRecord::Decode(std::string_view p, bool named) {
 }
 
 Status DecodeRequestRecord(RecordKind kind, std::string payload, SpanFilter* filter,
-                           SpanBatch* batch) {
+                           SpanBatch* batch, uint64_t lsn) {
   uint64_t received_ns = 0;
   codec::BodyFormat format = codec::BodyFormat::kOtlpProto;
   const bool timed = kind == RecordKind::kRequest || kind == RecordKind::kEncodedRequest;
@@ -101,7 +101,7 @@ Status DecodeRequestRecord(RecordKind kind, std::string payload, SpanFilter* fil
   if (Status st = codec::DecodeBody(format, payload, batch); !st.ok()) return st;
   if (timed && filter != nullptr) {
     FilterReport report;
-    filter->Apply(*batch, received_ns, &report, /*count=*/false);
+    filter->Apply(*batch, received_ns, &report, /*count=*/false, lsn);
   }
   return Status::Ok();
 }

@@ -10,6 +10,10 @@
 //   answered, however late the read. Older logs: kRequest (u64 receive
 //   time, then OTLP protobuf) and kSpans (OTLP protobuf, not filtered).
 //
+// Tail sampling's decisions (kTailDecisions): payload of TailSampler
+//   (u32 n, then n times the 16-byte trace id, i8 policy or -1, u8 flags);
+//   loaded at start before any record is read back.
+//
 // A sealed block (kSinkBlock): which records' spans one insert of one sink
 //   holds, logged (synced) before the insert, so that after a crash the
 //   block can be formed again and written with the same deduplication
@@ -86,9 +90,10 @@ struct AckRecord {
 // Decodes a request record (kEncodedRequest, kRequest or kSpans; `payload`
 // taken) into `batch`, and filters its spans with `filter` (when given)
 // against the clock they were received at, uncounted: the spans the client
-// was told were rejected are dropped again, the same values trimmed.
+// was told were rejected are dropped again, the same values trimmed (and
+// sampled the same: `lsn`, the record's, for tail sampling's decisions).
 Status DecodeRequestRecord(RecordKind kind, std::string payload, SpanFilter* filter,
-                           SpanBatch* batch);
+                           SpanBatch* batch, uint64_t lsn = 0);
 inline bool IsRequestRecord(RecordKind kind) {
   return kind == RecordKind::kEncodedRequest || kind == RecordKind::kRequest ||
          kind == RecordKind::kSpans;

@@ -1,5 +1,6 @@
 // DurableQueue's start: what each sink had not finished when the last
 // process stopped (durable_queue.h).
+#include <chrono>
 #include <map>
 #include <string>
 #include <unordered_map>
@@ -34,7 +35,7 @@ Coverage CoverageOf(const std::map<uint64_t, BlockRecord>& sealed) {
 }
 
 bool Decode(const SegmentLog::Record& r, SpanFilter* filter, SpanBatch* batch) {
-  return DecodeRequestRecord(r.kind, std::string(r.payload), filter, batch).ok();
+  return DecodeRequestRecord(r.kind, std::string(r.payload), filter, batch, r.lsn).ok();
 }
 
 }  // namespace
@@ -42,6 +43,9 @@ bool Decode(const SegmentLog::Record& r, SpanFilter* filter, SpanBatch* batch) {
 std::unordered_map<std::string, DurableQueue::SinkBlocks> DurableQueue::ScanBlocks() {
   std::unordered_map<std::string, SinkBlocks> out;
   uint64_t bad = 0;
+  const auto now_ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                std::chrono::system_clock::now().time_since_epoch())
+                                                .count());
   log_->ReadReplay([&](const SegmentLog::Record& r, uint64_t) {
     if (r.kind == RecordKind::kBlock || r.kind == RecordKind::kSinkBlock) {
       BlockRecord b;
@@ -58,6 +62,10 @@ std::unordered_map<std::string, DurableQueue::SinkBlocks> DurableQueue::ScanBloc
         return;
       }
       out[a.sink].acked.insert(a.block_lsns.begin(), a.block_lsns.end());
+    } else if (r.kind == RecordKind::kTailDecisions && filter_ != nullptr &&
+               filter_->tail() != nullptr) {
+      // Before any record is read back, so each is marked as it was.
+      filter_->tail()->Load(r.payload, r.lsn, now_ns);
     }
   });
   {
@@ -230,6 +238,24 @@ Status DurableQueue::ReplaySealedBlocks(sink::Sink& sink) {
   return Status::Ok();
 }
 
+void DurableQueue::ObserveForTail() {
+  // Every record's spans inform their traces' decisions before any record
+  // is read back and marked (those with a logged decision keep it).
+  TailSampler& tail = *filter_->tail();
+  tail.set_observing(true);
+  log_->ReadReplay([&](const SegmentLog::Record& r, uint64_t) {
+    if (!IsRequestRecord(r.kind)) return;
+    SpanBatch batch;
+    (void)Decode(r, filter_, &batch);  // an undecodable one is counted by ReplayRecords
+  });
+  tail.set_observing(false);
+  const auto now_ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                std::chrono::system_clock::now().time_since_epoch())
+                                                .count());
+  const size_t decided = tail.DecideDue(now_ns, /*all=*/true);
+  if (decided > 0) spdlog::info("tail sampling: {} traces from the queue decided", decided);
+}
+
 void DurableQueue::Start() {
   if (log_ != nullptr && !cursors_.empty()) {
     // With several sinks each may hold at most its share of the budget, so
@@ -240,6 +266,7 @@ void DurableQueue::Start() {
       }
     }
     const auto blocks = ScanBlocks();
+    if (filter_ != nullptr && filter_->tail() != nullptr) ObserveForTail();
     started_ = true;
     for (auto& c : cursors_) {
       auto it = blocks.find(c->name());

@@ -76,6 +76,7 @@ enum class RecordKind : uint8_t {
   kEncodedRequest = 5,  // a request: receive time, body format, body
   kSinkBlock = 6,       // a sink's sealed block: which records' spans it holds
   kSinkAck = 7,         // a sink's acknowledgement of sealed blocks
+  kTailDecisions = 8,   // tail sampling's decisions (pipeline/sampling/tail_sampler.h)
 };
 
 struct LogOptions {

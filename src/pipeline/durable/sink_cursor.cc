@@ -145,7 +145,8 @@ bool SinkCursor::Feed(Entry& e) {
   std::string payload;
   auto batch = std::make_unique<SpanBatch>();
   Status st = queue_.log()->Read(e.ticket, &kind, &payload);
-  if (st.ok()) st = DecodeRequestRecord(kind, std::move(payload), queue_.filter_, batch.get());
+  if (st.ok())
+    st = DecodeRequestRecord(kind, std::move(payload), queue_.filter_, batch.get(), e.ticket.lsn());
   if (!st.ok()) {
     // Its ticket is dropped unacked: the record stays for the next start's
     // replay, which counts it again if it is really unreadable.

@@ -1,5 +1,6 @@
 #include "pipeline/filter/span_filter.h"
 
+#include <chrono>
 #include <cstring>
 #include <vector>
 
@@ -124,7 +125,8 @@ void FilterStats::Add(const FilterReport& r) {
 SpanFilter::SpanFilter(const FilterLimits& limits)
     : limits_(limits), names_(limits.max_span_names_per_service) {}
 
-void SpanFilter::Apply(SpanBatch& batch, uint64_t now_ns, FilterReport* report, bool count) {
+void SpanFilter::Apply(SpanBatch& batch, uint64_t now_ns, FilterReport* report, bool count,
+                       uint64_t record_lsn) {
   *report = FilterReport();
   Reject(batch, now_ns, report);
   TrimLists(batch, report);
@@ -133,6 +135,13 @@ void SpanFilter::Apply(SpanBatch& batch, uint64_t now_ns, FilterReport* report, 
   if (count && !report->clean()) stats_.Add(*report);
   if (sampler_ != nullptr) {
     report->sampled_out = static_cast<uint32_t>(sampler_->Apply(batch, count));
+  }
+  if (tail_ != nullptr && !count) {
+    const uint64_t wall =
+        static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                  std::chrono::system_clock::now().time_since_epoch())
+                                  .count());
+    report->sampled_out += static_cast<uint32_t>(tail_->Apply(batch, record_lsn, wall, false));
   }
 }
 

@@ -24,6 +24,7 @@
 #include "model/span_batch.h"
 #include "pipeline/filter/span_name_cap.h"
 #include "pipeline/sampling/head_sampler.h"
+#include "pipeline/sampling/tail_sampler.h"
 
 namespace spanhouse::pipeline {
 
@@ -106,13 +107,19 @@ class SpanFilter {
   // `count`, stats(). A request read back from the durable queue is filtered
   // again with the clock it was received at (same spans dropped, same
   // trims), not counted twice. Safe to call from several threads at once.
-  void Apply(SpanBatch& batch, uint64_t now_ns, FilterReport* report, bool count = true);
+  // `record_lsn`: the durable-queue record a batch read back came from.
+  void Apply(SpanBatch& batch, uint64_t now_ns, FilterReport* report, bool count = true,
+             uint64_t record_lsn = 0);
 
   // Head sampling as the last step of Apply (live and read back alike), so a
   // record read back from the queue is sampled as it was when it came;
   // null (the default): none. Set before the first Apply; not owned.
   void set_sampler(const HeadSampler* sampler) { sampler_ = sampler; }
   const HeadSampler* sampler() const { return sampler_; }
+  // Tail sampling's decisions applied to records read back (count false):
+  // live requests are marked by the tail window once decided. Not owned.
+  void set_tail(TailSampler* tail) { tail_ = tail; }
+  TailSampler* tail() const { return tail_; }
 
   const FilterLimits& limits() const { return limits_; }
   const FilterStats& stats() const { return stats_; }
@@ -127,6 +134,7 @@ class SpanFilter {
   SpanNameCap names_;
   FilterStats stats_;
   const HeadSampler* sampler_ = nullptr;
+  TailSampler* tail_ = nullptr;
 };
 
 }  // namespace spanhouse::pipeline

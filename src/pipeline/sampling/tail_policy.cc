@@ -154,10 +154,16 @@ void TailPolicies::Observe(const SpanBatch& b, uint32_t i, TraceVerdictState* st
   } else if (st->service.empty() && !st->has_root) {
     st->service = std::string(service);
   }
+  st->matched = Matches(b, i, st->matched);
+}
+
+uint64_t TailPolicies::Matches(const SpanBatch& b, uint32_t i, uint64_t matched) const {
+  const auto& s = b.spans;
+  const std::string_view service = b.Str(b.resources.service_name[s.resource[i]]);
   const uint64_t duration = s.end_ns[i] >= s.start_ns[i] ? s.end_ns[i] - s.start_ns[i] : 0;
   for (size_t k = 0; k < policies_.size(); ++k) {
     const TailPolicy& p = policies_[k];
-    if (!SpanLevel(p.kind) || (st->matched >> k & 1) != 0) continue;
+    if (!SpanLevel(p.kind) || (matched >> k & 1) != 0) continue;
     bool hit = false;
     switch (p.kind) {
       case TailPolicy::Kind::kError:
@@ -176,8 +182,9 @@ void TailPolicies::Observe(const SpanBatch& b, uint32_t i, TraceVerdictState* st
       default:
         break;
     }
-    if (hit) st->matched |= uint64_t{1} << k;
+    if (hit) matched |= uint64_t{1} << k;
   }
+  return matched;
 }
 
 bool TailPolicies::TakeToken(size_t policy, const std::string& service, uint64_t now_ns) {

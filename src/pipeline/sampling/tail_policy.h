@@ -69,6 +69,8 @@ class TailPolicies {
 
   // Notes span `i` of `b` in its trace's state.
   void Observe(const SpanBatch& b, uint32_t i, TraceVerdictState* st) const;
+  // The span-level policies' bits `matched` gains from span `i` of `b`.
+  uint64_t Matches(const SpanBatch& b, uint32_t i, uint64_t matched) const;
   // The first policy that keeps the trace (its index), or kDropped. A rate
   // policy spends its budget here: call once per trace. `now_ns`: the
   // decision's time (the rate's clock). Thread-safe.

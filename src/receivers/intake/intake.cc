@@ -6,6 +6,7 @@
 
 #include "codec/compression.h"
 #include "codec/otlp_encode.h"
+#include "pipeline/sampling/tail_window.h"
 
 namespace spanhouse::receivers {
 
@@ -163,15 +164,23 @@ Intake::Submitted Intake::Submit(codec::BodyFormat format, std::string body,
   }
   const uint64_t lsn = ticket.lsn();
   const size_t bytes = batch->MemoryBytes();
+  if (!spilled) reservation.Resize(bytes);
+  // With tail sampling the spans wait in its window until their traces are
+  // decided; when their traces do not fit in memory, they are spilled and
+  // decided when read back.
+  pipeline::TailWindow* window = queue_.tail_window();
+  const bool held =
+      window != nullptr && !spilled && window->Hold(batch, reservation, ticket, bytes, n, now_ns);
+  if (!held && window != nullptr) spilled = true;
   if (spilled) {
     batch.reset();  // the sinks read the record back when memory allows
-  } else {
-    reservation.Resize(bytes);
+    reservation.Reset();
   }
   // Delivered first, so the sinks work on the spans while the fsync runs.
-  if (Status st =
-          queue_.Deliver(std::move(batch), std::move(reservation), std::move(ticket), bytes, n);
-      !st.ok()) {
+  Status st =
+      held ? Status::Ok()
+           : queue_.Deliver(std::move(batch), std::move(reservation), std::move(ticket), bytes, n);
+  if (!st.ok()) {
     return {false, Refuse(st, st.code() == StatusCode::kResourceExhausted
                                   ? &IntakeStats::rejected_queue_full
                                   : &IntakeStats::rejected_shutting_down)};
