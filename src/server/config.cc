@@ -15,6 +15,7 @@
 
 #include "auth/bearer_auth.h"
 #include "net/http_server.h"
+#include "pipeline/sampling/tail_policy.h"
 
 namespace spanhouse::server {
 
@@ -291,6 +292,25 @@ const std::vector<Key>& Keys() {
             return Status::Ok();
           },
           [](const Config& c) { return c.sampling.head.services; }},
+      Key{"sampling.tail.policies",
+          [](const std::string& v, Config* c) -> Status {
+            if (!v.empty()) {
+              std::unique_ptr<pipeline::TailPolicies> parsed;
+              if (Status st = pipeline::TailPolicies::Parse(v, &parsed); !st.ok()) {
+                return BadValue("sampling.tail.policies", v,
+                                st.message() +
+                                    "; want policies split by ';', e.g. error; latency 500ms; "
+                                    "rate 20/s; probability 0.01");
+              }
+            }
+            c->sampling.tail.policies = v;
+            return Status::Ok();
+          },
+          [](const Config& c) { return c.sampling.tail.policies; }},
+      SH_UINT_KEY("sampling.tail.decision_wait_ms", sampling.tail.decision_wait_ms, ParseUint, 10,
+                  600000, "milliseconds, 10 to 600000"),
+      SH_UINT_KEY("sampling.tail.keep_ms", sampling.tail.keep_ms, ParseUint, 1000, 3600000,
+                  "milliseconds, 1000 to 3600000"),
       SH_UINT_KEY("filter.max_future_s", filter.max_future_s, ParseUint, 1, kMaxSeconds,
                   "seconds, 1 to 315360000 (10 years)"),
       SH_UINT_KEY("filter.max_duration_s", filter.max_duration_s, ParseUint, 1, kMaxSeconds,
@@ -606,6 +626,12 @@ Status Validate(const Config& cfg) {
       return Status::Invalid(
           "config key 'secondary.database': must differ from the primary's database, spanhouse");
     }
+  }
+  if (!cfg.sampling.tail.policies.empty() && !cfg.durable.enabled) {
+    return Status::Invalid(
+        "config key 'sampling.tail.policies': tail sampling needs the durable queue "
+        "(durable.enabled: true), where the spans of traces that do not fit in memory wait and "
+        "the decisions are kept");
   }
   return Status::Ok();
 }

@@ -174,6 +174,15 @@ struct Config {
       // resource's service.name).
       std::string services;
     } head;
+    struct {
+      // The policy list ("error; latency 500ms; rate 20/s; probability
+      // 0.01", pipeline/sampling/tail_policy.h); "": no tail sampling.
+      std::string policies;
+      // How long a trace's spans wait for the decision after its first.
+      uint64_t decision_wait_ms = 10000;
+      // How long a decision is remembered for late spans.
+      uint64_t keep_ms = 60000;
+    } tail;
   } sampling;
   struct {
     uint64_t interval_s = 60;  // how often the dependency job runs

@@ -78,28 +78,82 @@ void AppendFilterMetrics(const pipeline::FilterStats& fs, PromText& out) {
       fs.trimmed, out);
 }
 
-void AppendSamplingMetrics(const pipeline::HeadSampler& head, PromText& out) {
-  const pipeline::HeadSamplingStats& st = head.stats();
-  const auto labels = [](const char* decision) {
-    return PromText::Label("policy", "head_probability") + "," +
-           PromText::Label("decision", decision);
+void AppendSamplingMetrics(const pipeline::HeadSampler* head, const pipeline::TailSampler* tail,
+                           const pipeline::TailWindow* window, PromText& out) {
+  const auto labels = [](std::string_view policy, const char* decision) {
+    return PromText::Label("policy", policy) + "," + PromText::Label("decision", decision);
   };
   out.Family("spanhouse_sampling_spans_total", "counter",
-             "Spans by sampling decision: kept (stored) or dropped (counted in the metrics only).");
-  out.Sample("spanhouse_sampling_spans_total", labels("kept"), st.kept_spans.load());
-  out.Sample("spanhouse_sampling_spans_total", labels("dropped"), st.dropped_spans.load());
+             "Spans by sampling decision: kept (stored) or dropped (counted in the metrics only); "
+             "policy head_probability or tail.");
+  if (head != nullptr) {
+    const pipeline::HeadSamplingStats& st = head->stats();
+    out.Sample("spanhouse_sampling_spans_total", labels("head_probability", "kept"),
+               st.kept_spans.load());
+    out.Sample("spanhouse_sampling_spans_total", labels("head_probability", "dropped"),
+               st.dropped_spans.load());
+  }
+  if (tail != nullptr) {
+    out.Sample("spanhouse_sampling_spans_total", labels("tail", "kept"),
+               tail->stats().kept_spans.load());
+    out.Sample("spanhouse_sampling_spans_total", labels("tail", "dropped"),
+               tail->stats().dropped_spans.load());
+  }
   out.Family("spanhouse_sampling_traces_total", "counter",
-             "Traces by sampling decision, counted by their root spans.");
-  out.Sample("spanhouse_sampling_traces_total", labels("kept"), st.kept_traces.load());
-  out.Sample("spanhouse_sampling_traces_total", labels("dropped"), st.dropped_traces.load());
-  out.Family("spanhouse_sampling_head_probability", "gauge",
-             "sampling.head.probability: the share of traces head sampling keeps (services with "
-             "a probability of their own aside).");
-  out.lines() +=
-      fmt::format("spanhouse_sampling_head_probability {}\n", head.options().probability);
-  out.One("spanhouse_sampling_bad_tracestate_total", "counter",
-          "Spans whose tracestate ot entry (th or rv) could not be read; sampled as if absent.", "",
-          st.bad_tracestate.load());
+             "Traces by sampling decision: head sampling's counted by their root spans, tail "
+             "sampling's by the policy that kept them (policy tail: dropped).");
+  if (head != nullptr) {
+    const pipeline::HeadSamplingStats& st = head->stats();
+    out.Sample("spanhouse_sampling_traces_total", labels("head_probability", "kept"),
+               st.kept_traces.load());
+    out.Sample("spanhouse_sampling_traces_total", labels("head_probability", "dropped"),
+               st.dropped_traces.load());
+  }
+  if (tail != nullptr) {
+    const pipeline::TailPolicies& p = tail->policies();
+    for (size_t k = 0; k < p.policies().size(); ++k) {
+      out.Sample("spanhouse_sampling_traces_total", labels(p.policies()[k].name, "kept"),
+                 p.kept(k));
+    }
+    out.Sample("spanhouse_sampling_traces_total", labels("tail", "dropped"), p.dropped());
+  }
+  if (head != nullptr) {
+    out.Family("spanhouse_sampling_head_probability", "gauge",
+               "sampling.head.probability: the share of traces head sampling keeps (services "
+               "with a probability of their own aside).");
+    out.lines() +=
+        fmt::format("spanhouse_sampling_head_probability {}\n", head->options().probability);
+    out.One("spanhouse_sampling_bad_tracestate_total", "counter",
+            "Spans whose tracestate ot entry (th or rv) could not be read; sampled as if absent.",
+            "", head->stats().bad_tracestate.load());
+  }
+  if (tail != nullptr) {
+    const pipeline::TailSamplingStats& st = tail->stats();
+    out.One("spanhouse_sampling_tail_open_traces", "gauge", "Traces whose decision window is open.",
+            "", tail->open_traces());
+    out.One("spanhouse_sampling_tail_decided_traces", "gauge",
+            "Decided traces remembered for late spans (sampling.tail.keep_ms).", "",
+            tail->decided_traces());
+    out.One("spanhouse_sampling_tail_memory_bytes", "gauge",
+            "Memory tail sampling's traces take of the budget (held spans aside).", "",
+            tail->memory_bytes());
+    if (window != nullptr) {
+      out.One("spanhouse_sampling_tail_held_spans", "gauge",
+              "Spans waiting in the tail window for their traces' decisions.", "",
+              window->held_spans());
+    }
+    out.One("spanhouse_sampling_tail_late_spans_total", "counter",
+            "Spans of a trace already decided when they came (they follow its decision).", "",
+            st.late_spans.load());
+    out.One("spanhouse_sampling_tail_decided_at_once_total", "counter",
+            "Traces decided when a record was read back (spilled, or after a restart).", "",
+            st.decided_at_once.load());
+    out.One("spanhouse_sampling_tail_spilled_requests_total", "counter",
+            "Requests not held in the window for want of memory (spilled to the durable queue).",
+            "", st.refused_batches.load());
+    out.One("spanhouse_sampling_tail_persist_errors_total", "counter",
+            "Decision records the durable queue could not write.", "", st.persist_errors.load());
+  }
 }
 
 }  // namespace
@@ -107,7 +161,9 @@ void AppendSamplingMetrics(const pipeline::HeadSampler& head, PromText& out) {
 void AppendPipelineMetrics(const MetricsSources& s, PromText& out) {
   if (!s.receivers.empty()) AppendReceiverMetrics(s.receivers, out);
   if (s.filter != nullptr) AppendFilterMetrics(*s.filter, out);
-  if (s.head_sampler != nullptr) AppendSamplingMetrics(*s.head_sampler, out);
+  if (s.head_sampler != nullptr || s.tail_sampler != nullptr) {
+    AppendSamplingMetrics(s.head_sampler, s.tail_sampler, s.tail_window, out);
+  }
   if (s.budget != nullptr) {
     out.One("spanhouse_memory_reserved_bytes", "gauge",
             "Memory reserved for spans in flight (decoding, queued, awaiting insert).", "",

@@ -15,6 +15,8 @@
 #include "pipeline/filter/span_filter.h"
 #include "pipeline/memory_budget.h"
 #include "pipeline/sampling/head_sampler.h"
+#include "pipeline/sampling/tail_sampler.h"
+#include "pipeline/sampling/tail_window.h"
 #include "receivers/intake/intake.h"
 #include "sink/sink.h"
 #include "storage/clickhouse/sql_connection.h"
@@ -32,6 +34,8 @@ struct MetricsSources {
   std::vector<Receiver> receivers;
   const pipeline::FilterStats* filter = nullptr;
   const pipeline::HeadSampler* head_sampler = nullptr;
+  const pipeline::TailSampler* tail_sampler = nullptr;
+  const pipeline::TailWindow* tail_window = nullptr;
   const pipeline::MemoryBudget* budget = nullptr;
   std::vector<const sink::Sink*> sinks;
   const pipeline::durable::DurableQueue* queue = nullptr;

@@ -182,6 +182,17 @@ Status Server::OpenQueue() {
                      ? ""
                      : fmt::format(" ({} per service)", cfg_.sampling.head.services));
   }
+  if (!cfg_.sampling.tail.policies.empty()) {
+    std::unique_ptr<pipeline::TailPolicies> policies;
+    SH_RETURN_IF_ERROR(pipeline::TailPolicies::Parse(cfg_.sampling.tail.policies, &policies));
+    pipeline::TailSamplingOptions tail;
+    tail.decision_wait_ns = cfg_.sampling.tail.decision_wait_ms * 1000000ull;
+    tail.keep_ns = cfg_.sampling.tail.keep_ms * 1000000ull;
+    tail_sampler_ = std::make_unique<pipeline::TailSampler>(tail, std::move(policies), &budget_);
+    filter_->set_tail(tail_sampler_.get());
+    spdlog::info("tail sampling: {} (decided {} ms after a trace's first span)",
+                 cfg_.sampling.tail.policies, cfg_.sampling.tail.decision_wait_ms);
+  }
   pipeline::durable::DurableOptions d;
   d.enabled = cfg_.durable.enabled;
   d.log.dir = std::filesystem::absolute(DurableDir(cfg_)).lexically_normal().string();
@@ -192,7 +203,12 @@ Status Server::OpenQueue() {
   if (!d.log.fsync_always) {
     d.log.fsync_interval = std::chrono::milliseconds(std::stoull(cfg_.durable.fsync));
   }
-  return pipeline::durable::DurableQueue::Open(d, budget_, filter_.get(), &queue_);
+  SH_RETURN_IF_ERROR(pipeline::durable::DurableQueue::Open(d, budget_, filter_.get(), &queue_));
+  if (tail_sampler_ != nullptr) {
+    tail_window_ = std::make_unique<pipeline::TailWindow>(*tail_sampler_, *queue_);
+    queue_->set_tail_window(tail_window_.get());
+  }
+  return Status::Ok();
 }
 
 namespace {
@@ -621,6 +637,8 @@ int Server::Stop() {
   if (otlp_http_ != nullptr) otlp_http_->Stop();
   if (otlp_grpc_ != nullptr) otlp_grpc_->Stop();
   if (zipkin_ != nullptr) zipkin_->Stop();
+  // Traces still open are decided with what arrived; their spans go on.
+  if (tail_window_ != nullptr) tail_window_->Flush();
   if (queue_ != nullptr) queue_->StopBacklogs();
   uint64_t written = 0;
   uint64_t lost = 0;
@@ -651,9 +669,12 @@ std::string Server::NotReady() const {
 
 std::string Server::SamplingJson() const {
   // {"data": {"head": {"probability": 0.1, "services": {"checkout": 0.5}},
+  //  "tail": null | {"policies": "...", "decisionWaitMs": n,
+  //                  "kept": {"error": n, ...}, "dropped": m, "keptShare": r},
   //  "traces": {"kept": n, "dropped": m}, "spans": {...}, "keptShare": r,
-  //  "metricsCountEverySpan": true}}; keptShare is the share of traces
-  //  (root spans) kept since start, null before any.
+  //  "metricsCountEverySpan": true}}; traces and spans are head sampling's
+  //  (tail sampling's when it is the only one); keptShare is the share of
+  //  traces kept since start by both (null before any).
   std::string out = R"({"data":{"head":{"probability":)";
   out += fmt::format("{}", cfg_.sampling.head.probability);
   out += R"(,"services":{)";
@@ -664,22 +685,50 @@ std::string Server::SamplingJson() const {
     codec::AppendJsonString(out, services[i].first);
     out += fmt::format(":{}", services[i].second);
   }
+  out += "}},\"tail\":";
+  const auto share = [](uint64_t kept, uint64_t dropped) {
+    return kept + dropped == 0 ? -1.0
+                               : static_cast<double>(kept) / static_cast<double>(kept + dropped);
+  };
   uint64_t kept = 0, dropped = 0, kept_spans = 0, dropped_spans = 0;
+  double kept_share = 1;
   if (head_sampler_ != nullptr) {
     const pipeline::HeadSamplingStats& st = head_sampler_->stats();
     kept = st.kept_traces.load();
     dropped = st.dropped_traces.load();
     kept_spans = st.kept_spans.load();
     dropped_spans = st.dropped_spans.load();
+    kept_share = share(kept, dropped);
   }
-  out += fmt::format(
-      R"(}}}},"traces":{{"kept":{},"dropped":{}}},"spans":{{"kept":{},"dropped":{}}},)"
-      R"("keptShare":{},"metricsCountEverySpan":true}}}})",
-      kept, dropped, kept_spans, dropped_spans,
-      head_sampler_ == nullptr ? std::string("1")
-      : kept + dropped == 0
-          ? std::string("null")
-          : fmt::format("{}", static_cast<double>(kept) / static_cast<double>(kept + dropped)));
+  if (tail_sampler_ == nullptr) {
+    out += "null";
+  } else {
+    const pipeline::TailPolicies& p = tail_sampler_->policies();
+    out += R"({"policies":)";
+    codec::AppendJsonString(out, cfg_.sampling.tail.policies);
+    out += fmt::format(R"(,"decisionWaitMs":{},"kept":{{)", cfg_.sampling.tail.decision_wait_ms);
+    uint64_t tail_kept = 0;
+    for (size_t k = 0; k < p.policies().size(); ++k) {
+      if (k != 0) out += ',';
+      codec::AppendJsonString(out, p.policies()[k].name);
+      out += fmt::format(":{}", p.kept(k));
+      tail_kept += p.kept(k);
+    }
+    const double tail_share = share(tail_kept, p.dropped());
+    out += fmt::format(R"(}},"dropped":{},"keptShare":{}}})", p.dropped(),
+                       tail_share < 0 ? std::string("null") : fmt::format("{}", tail_share));
+    if (head_sampler_ == nullptr) {
+      kept = tail_kept;
+      dropped = p.dropped();
+      kept_spans = tail_sampler_->stats().kept_spans.load();
+      dropped_spans = tail_sampler_->stats().dropped_spans.load();
+    }
+    kept_share = kept_share < 0 || tail_share < 0 ? -1 : kept_share * tail_share;
+  }
+  out += fmt::format(R"(,"traces":{{"kept":{},"dropped":{}}},"spans":{{"kept":{},"dropped":{}}},)"
+                     R"("keptShare":{},"metricsCountEverySpan":true}}}})",
+                     kept, dropped, kept_spans, dropped_spans,
+                     kept_share < 0 ? std::string("null") : fmt::format("{}", kept_share));
   return out;
 }
 
@@ -695,6 +744,8 @@ std::string Server::Metrics() {
   }
   m.filter = &filter_->stats();
   m.head_sampler = head_sampler_.get();
+  m.tail_sampler = tail_sampler_.get();
+  m.tail_window = tail_window_.get();
   m.budget = &budget_;
   for (const auto& s : sinks_) m.sinks.push_back(s.get());
   m.queue = queue_.get();

@@ -18,6 +18,7 @@
 #include "pipeline/durable/durable_queue.h"
 #include "pipeline/filter/span_filter.h"
 #include "pipeline/memory_budget.h"
+#include "pipeline/sampling/tail_window.h"
 #include "query/query_api.h"
 #include "query/read_switch.h"
 #include "receivers/otlp_grpc/otlp_grpc_receiver.h"
@@ -124,6 +125,7 @@ class Server {
   storage::Capabilities caps_;
   pipeline::MemoryBudget budget_;
   std::unique_ptr<pipeline::HeadSampler> head_sampler_;  // null: sampling.head keeps everything
+  std::unique_ptr<pipeline::TailSampler> tail_sampler_;  // null: no sampling.tail.policies
   std::unique_ptr<pipeline::SpanFilter> filter_;
   std::unique_ptr<pipeline::durable::DurableQueue> queue_;
   struct Faults {
@@ -133,6 +135,8 @@ class Server {
   std::vector<Faults> faults_;  // one per embedded sink
 
   std::vector<std::unique_ptr<sink::Sink>> sinks_;  // the first is the primary
+  // Holds requests for tail sampling; gone before the sinks it delivers to.
+  std::unique_ptr<pipeline::TailWindow> tail_window_;
   std::vector<std::unique_ptr<storage::DependencyJob>> dependency_jobs_;
   std::unique_ptr<storage::ChdbSpanReader> reader_;
   std::shared_ptr<storage::opensearch::OpenSearchClient> opensearch_;

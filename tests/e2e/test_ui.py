@@ -344,13 +344,15 @@ def test_token_prompt(spanhouse_factory, request):
 
 
 def test_pages_say_what_share_sampling_keeps(spanhouse_factory, tmp_path, request):
-    """With head sampling on, the services and search pages say what share is kept and that
+    """With head and tail sampling on, the services and search pages say what is kept and that
     the metrics still count every span."""
     config = tmp_path / "sampling.yaml"
-    config.write_text("sampling:\n  head:\n    probability: 0.25\n    services: cart=0.01\n")
+    config.write_text("sampling:\n  head:\n    probability: 0.25\n    services: cart=0.01\n"
+                      "  tail:\n    policies: error; rate 5/s\n")
     sh = spanhouse_factory("ui-sampling", config=config)
     for path in ("/", "/search"):
         res = browse(sh.query_url, "page", artifacts(request), path=path)
         texts = [n["text"] for n in res["notices"] if n["kind"] == "info"]
-        assert any("Sampling keeps 25% of traces (cart: 1%)" in t and "count every span" in t
+        assert any("Sampling keeps 25% of traces (cart: 1%); of those, the traces these policies "
+                   "keep: error; rate 5/s." in t and "count every span" in t
                    for t in texts), (path, res["notices"])

@@ -96,10 +96,14 @@ export async function samplingNotice() {
     return null;
   }
   const services = Object.entries(s.head.services || {}).filter(([, p]) => p < 1);
-  if (s.head.probability >= 1 && !services.length) return null;
+  const head = s.head.probability < 1 || services.length > 0;
+  if (!head && !s.tail) return null;
   const pct = (p) => `${+(p * 100).toPrecision(3)}%`;
   const per = services.length ? ` (${services.map(([n, p]) => `${n}: ${pct(p)}`).join(', ')})` : '';
   const seen = s.keptShare == null ? '' : ` Since start, ${pct(s.keptShare)} of ${s.traces.kept + s.traces.dropped} traces were kept.`;
-  return h('div', { class: 'sampling-note' }, notice('info', `Sampling keeps ${pct(s.head.probability)} of traces${per}.`,
+  const what = [];
+  if (head) what.push(`${pct(s.head.probability)} of traces${per}`);
+  if (s.tail) what.push(`${head ? 'of those, ' : ''}the traces these policies keep: ${s.tail.policies}`);
+  return h('div', { class: 'sampling-note' }, notice('info', `Sampling keeps ${what.join('; ')}.`,
     `Only kept traces can be opened; rates, errors, latencies and dependencies count every span.${seen}`));
 }

@@ -24,6 +24,9 @@ void ExpectSameConfig(const Config& a, const Config& b) {
   EXPECT_EQ(a.log_level, b.log_level);
   EXPECT_EQ(a.sampling.head.probability, b.sampling.head.probability);
   EXPECT_EQ(a.sampling.head.services, b.sampling.head.services);
+  EXPECT_EQ(a.sampling.tail.policies, b.sampling.tail.policies);
+  EXPECT_EQ(a.sampling.tail.decision_wait_ms, b.sampling.tail.decision_wait_ms);
+  EXPECT_EQ(a.sampling.tail.keep_ms, b.sampling.tail.keep_ms);
   EXPECT_EQ(a.otlp_http.listen, b.otlp_http.listen);
   EXPECT_EQ(a.otlp_http.max_body_bytes, b.otlp_http.max_body_bytes);
   EXPECT_EQ(a.otlp_http.max_spans_per_request, b.otlp_http.max_spans_per_request);
@@ -124,6 +127,9 @@ const std::map<std::string, std::string>& ValidValues() {
       {"filter.max_span_names_per_service", "0"},
       {"sampling.head.probability", "0.1"},
       {"sampling.head.services", "checkout=0.5, frontend=1"},
+      {"sampling.tail.policies", "error; latency checkout 500ms; rate 20/s"},
+      {"sampling.tail.decision_wait_ms", "5000"},
+      {"sampling.tail.keep_ms", "120000"},
       {"dependencies.interval_s", "15"},
       {"dependencies.lag_s", "45"},
       {"debug.fault_injection", "true"},
@@ -360,6 +366,10 @@ sampling:
   head:
     probability: 0.1
     services: checkout=0.5, frontend=1
+  tail:
+    policies: error; latency checkout 500ms; rate 20/s
+    decision_wait_ms: 5000
+    keep_ms: 120000
 dependencies:
   interval_s: 15
   lag_s: 45
@@ -415,8 +425,14 @@ durable:
   EXPECT_EQ(c.dependencies.lag_s, 45u);
   EXPECT_DOUBLE_EQ(c.sampling.head.probability, 0.1);
   EXPECT_EQ(c.sampling.head.services, "checkout=0.5, frontend=1");
+  EXPECT_EQ(c.sampling.tail.policies, "error; latency checkout 500ms; rate 20/s");
+  EXPECT_EQ(c.sampling.tail.decision_wait_ms, 5000u);
+  EXPECT_EQ(c.sampling.tail.keep_ms, 120000u);
   EXPECT_TRUE(c.debug.fault_injection);
-  EXPECT_TRUE(Validate(c).ok()) << Validate(c).message();
+  EXPECT_FALSE(Validate(c).ok()) << "tail sampling needs the durable queue this turns off";
+  Config with_queue = c;
+  with_queue.durable.enabled = true;
+  EXPECT_TRUE(Validate(with_queue).ok()) << Validate(with_queue).message();
 
   // The same through ApplySetting, key by key.
   Config d;
@@ -551,6 +567,26 @@ TEST(Config, SamplingProbabilities) {
       ApplyYaml("sampling:\n  head:\n    probability: 0.25\n    services: a=1\n", &cfg).ok());
   EXPECT_DOUBLE_EQ(cfg.sampling.head.probability, 0.25);
   EXPECT_EQ(cfg.sampling.head.services, "a=1");
+}
+
+TEST(Config, TailSampling) {
+  for (const std::string v : {"bogus", "latency", "rate 0/s", "error; probability 2", ";"}) {
+    ExpectBadSetting("sampling.tail.policies", v);
+  }
+  ExpectGoodSetting("sampling.tail.policies", "");
+  ExpectGoodSetting("sampling.tail.policies", "error; latency 2s; probability 0.01");
+  for (const std::string v : {"0", "9", "600001", "1s"}) {
+    ExpectBadSetting("sampling.tail.decision_wait_ms", v);
+  }
+  ExpectBadSetting("sampling.tail.keep_ms", "999");
+  Config cfg;
+  cfg.sampling.tail.policies = "error";
+  cfg.durable.enabled = false;
+  const Status st = Validate(cfg);
+  EXPECT_NE(st.message().find("tail sampling needs the durable queue"), std::string::npos)
+      << st.message();
+  cfg.durable.enabled = true;
+  EXPECT_TRUE(Validate(cfg).ok()) << Validate(cfg).message();
 }
 
 TEST(Config, BadLogLevelsAndDataDir) {
