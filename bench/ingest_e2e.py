@@ -29,6 +29,12 @@ within a run):
      sampling off, side by side: two serves at the same time, each fed by
      its own loadgen at --rate (required); prints the CPU-seconds per million
      accepted spans of each and their ratio, and the share of traces kept.
+  6. tail: tail sampling (TAIL_POLICIES, decisions 10 s after a trace's
+     first span) against sampling off, side by side like sampling; both
+     loadgens mark 1% of traces as errors and 1% as slow (600 ms). Prints
+     the CPU ratio, the share kept, and the tail window's memory: the most
+     open traces seen (every 5 s), the budget they were counted at, and the
+     held spans.
 and prints per run: accepted spans/s, stored spans/s (accepted spans over
 the time until all of them were queryable), spanhouse CPU-seconds per million
 spans (user+system of the server process, chDB included), peak RSS, the RSS
@@ -41,7 +47,7 @@ Usage: bench/ingest_e2e.py [--bin build/spanhouse] [--loadgen BIN] [--duration 6
                            [--durable KEY=VALUE ...] [--set SECTION.KEY=VALUE ...]
                            [--keep DIR] [--side-by-side BIN ... --rate N]
                            [--runs dual --rate N [--opensearch-url URL [--opensearch-pid PID]]]
-                           [--runs sampling --rate N]
+                           [--runs sampling --rate N] [--runs tail --rate N]
 With --side-by-side, --bin and each BIN serve at the same time, each fed by
 its own loadgen at --rate spans/s: the fairest comparison of two builds on a
 machine whose speed drifts by 15% from one minute to the next.
@@ -138,6 +144,11 @@ def metrics(query_url: str, names: tuple[str, ...], labels: str = "") -> dict[st
     return out
 
 
+TAIL_GAUGES = ("spanhouse_sampling_tail_open_traces", "spanhouse_sampling_tail_decided_traces",
+               "spanhouse_sampling_tail_memory_bytes", "spanhouse_sampling_tail_held_spans")
+TAIL_POLICIES = "error; latency 500ms; rate 50/s"
+# Both sides of a tail run send the same share of error and slow traces.
+MARKED_TRACES = ["--error-traces", "0.01", "--slow-traces", "0.01", "--slow-ms", "600"]
 SINK_LAG = "spanhouse_sink_lag_milliseconds"
 SINK_PENDING = "spanhouse_sink_pending_rows"
 SINK_WRITTEN = "spanhouse_sink_rows_written_total"
@@ -185,7 +196,8 @@ class OpenSearchNode:
 def run(args, sink: str, with_query: bool = False, protocol: str = "http",
         server_bin: str | None = None, label: str = "", alone: bool = True,
         opensearch: OpenSearchNode | None = None, watch_sinks: bool = False,
-        window: threading.Event | None = None, extra: dict | None = None) -> dict:
+        window: threading.Event | None = None, extra: dict | None = None,
+        loadgen_args: list[str] | None = None) -> dict:
     """One serve fed by one loadgen. With `opensearch`, serve dual-writes to it and the run
     lasts until its OpenSearch sink has caught up. With `watch_sinks` (or `opensearch`),
     /metrics is read every 0.5 s (both sides of the dual run, so that both pay for it).
@@ -221,11 +233,18 @@ def run(args, sink: str, with_query: bool = False, protocol: str = "http",
     try:
         wait_ready(f"http://127.0.0.1:{query}", serve)
         rss_series: list[int] = []
+        tail_series: list[dict[str, float]] = []
+        tailed = "tail.policies" in (extra or {}).get("sampling", {})
         stop = threading.Event()
 
         def sample():
             while not stop.wait(5):
                 rss_series.append(status_kib(serve.pid, "VmRSS") // 1024)
+                if tailed:
+                    try:
+                        tail_series.append(metrics(f"http://127.0.0.1:{query}", TAIL_GAUGES))
+                    except OSError:
+                        pass
 
         sampler = threading.Thread(target=sample, daemon=True)
         # The OpenSearch sink's state every 0.5 s: (time, lag ms, pending rows, rows written).
@@ -260,7 +279,7 @@ def run(args, sink: str, with_query: bool = False, protocol: str = "http",
         cmd = [args.loadgen or args.bin, "loadgen", "--protocol", protocol, "--endpoint", endpoint,
                "--query-endpoint", f"http://127.0.0.1:{query}",
                "--duration", str(args.duration), "--connections", str(args.connections),
-               "--rate", str(args.rate), "--json"]
+               "--rate", str(args.rate), "--json"] + (loadgen_args or [])
         if sink == "chdb" and "sampling" not in (extra or {}):
             cmd.append("--verify")  # a sampled run stores fewer spans than it accepts
         ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -321,6 +340,7 @@ def run(args, sink: str, with_query: bool = False, protocol: str = "http",
             "peak_rss_mib": status_kib(serve.pid, "VmHWM") // 1024,
             "sampling_kept_share": kept_share,
             "rss_series_mib": rss_series,
+            "tail_series": tail_series,
             "opensearch": None if opensearch is None else {
                 "caught_up_s": caught_up_s,
                 "max_lag_s": max((x[1] for x in sink_samples), default=0) / 1000,
@@ -380,6 +400,38 @@ def run_sampling(args, protocol: str) -> list[dict]:
         off = pool.submit(run, args, "chdb", False, protocol, None, " off", False)
         pair = [sampled.result(), off.result()]
     return pair
+
+
+def run_tail(args, protocol: str) -> list[dict]:
+    """Tail sampling and sampling off, at the same time, each with its own loadgen."""
+    tail = {"sampling": {"tail.policies": f'"{TAIL_POLICIES}"', "tail.decision_wait_ms": "10000"}}
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        sampled = pool.submit(run, args, "chdb", False, protocol, None, " tail", False,
+                              None, False, None, tail, MARKED_TRACES)
+        off = pool.submit(run, args, "chdb", False, protocol, None, " off", False,
+                          None, False, None, None, MARKED_TRACES)
+        pair = [sampled.result(), off.result()]
+    return pair
+
+
+def print_tail(pair: list[dict]) -> None:
+    sampled, off = pair
+    kept = sampled.get("sampling_kept_share", float("nan"))
+    series = sampled.get("tail_series") or [{}]
+    peak = max(series, key=lambda m: m.get("spanhouse_sampling_tail_open_traces", 0))
+    open_traces = peak.get("spanhouse_sampling_tail_open_traces", 0)
+    known = open_traces + peak.get("spanhouse_sampling_tail_decided_traces", 0)
+    counted = peak.get("spanhouse_sampling_tail_memory_bytes", 0)
+    print(f"\ntail sampling ({TAIL_POLICIES}; 10 s window) vs sampling off, side by side, each at "
+          f"its own loadgen's rate ({sampled['report'].get('spans_per_s', 0):.0f} vs "
+          f"{off['report'].get('spans_per_s', 0):.0f} spans/s, 1% error and 1% slow traces): "
+          f"CPU-s per million accepted spans: tail {sampled['cpu_s_per_m']:.2f}, off "
+          f"{off['cpu_s_per_m']:.2f}, ratio tail / off "
+          f"{sampled['cpu_s_per_m'] / off['cpu_s_per_m']:.3f}; traces kept {kept:.1%}; peak RSS "
+          f"tail {sampled['peak_rss_mib']} MiB vs off {off['peak_rss_mib']} MiB; at the most "
+          f"open traces seen: {open_traces:.0f} open, {known:.0f} known, counted "
+          f"{counted / max(known, 1) * 1000 / 1024:.0f} KiB per 1k traces, "
+          f"{peak.get('spanhouse_sampling_tail_held_spans', 0):.0f} spans held")
 
 
 def print_sampling(pair: list[dict]) -> None:
@@ -443,7 +495,8 @@ def main() -> int:
                     "speed drifts between runs; rows are marked #0 (--bin), #1, ...")
     ap.add_argument("--runs", default="chdb,chdb+query,null",
                     help="comma-separated subset of chdb, chdb+query, null, sampling (head "
-                         "sampling at 10%% against off, side by side), dual (dual-write to "
+                         "sampling at 10%% against off, side by side), tail (tail sampling "
+                         "against off, side by side), dual (dual-write to "
                          "OpenSearch and ClickHouse alone, side by side: needs --rate)")
     ap.add_argument("--opensearch-url", default="", metavar="URL",
                     help="dual: the OpenSearch node to dual-write to (default: start one from "
@@ -459,7 +512,7 @@ def main() -> int:
     args = ap.parse_args()
 
     wanted = args.runs.split(",")
-    unknown = set(wanted) - {"chdb", "chdb+query", "null", "dual", "sampling"}
+    unknown = set(wanted) - {"chdb", "chdb+query", "null", "dual", "sampling", "tail"}
     if unknown:
         ap.error(f"unknown run(s): {', '.join(sorted(unknown))}")
     protocols = args.protocol.split(",")
@@ -467,9 +520,9 @@ def main() -> int:
         ap.error(f"unknown protocol(s) in {args.protocol!r}")
     if args.side_by_side and not args.rate:
         ap.error("--side-by-side needs --rate (each server gets its own loadgen at that rate)")
-    if "sampling" in wanted and (not args.rate or args.side_by_side):
-        ap.error("--runs sampling needs --rate (each server gets its own loadgen at that rate) "
-                 "and compares --bin with itself (no --side-by-side)")
+    if {"sampling", "tail"} & set(wanted) and (not args.rate or args.side_by_side):
+        ap.error("--runs sampling and tail need --rate (each server gets its own loadgen at that "
+                 "rate) and compare --bin with itself (no --side-by-side)")
     if "dual" in wanted and (not args.rate or args.side_by_side):
         ap.error("--runs dual needs --rate (each server gets its own loadgen at that rate) and "
                  "compares --bin with itself (no --side-by-side)")
@@ -477,11 +530,16 @@ def main() -> int:
     results = []
     duals = []
     samplings = []
+    tails = []
     for name in wanted:
         for protocol in protocols:
             if name == "sampling":
                 samplings.append(run_sampling(args, protocol))
                 results.extend(samplings[-1])
+                continue
+            if name == "tail":
+                tails.append(run_tail(args, protocol))
+                results.extend(tails[-1])
                 continue
             if name == "dual":
                 duals.append(run_dual(args, protocol))
@@ -536,6 +594,8 @@ def main() -> int:
         print_dual(pair)
     for pair in samplings:
         print_sampling(pair)
+    for pair in tails:
+        print_tail(pair)
     for r in results:
         print(f"RSS every 5 s ({r['sink']}), MiB: {r['rss_series_mib']}")
     print("\nloadgen reports:")
