@@ -211,3 +211,39 @@ def test_tail_sampling_decides_open_traces_with_all_their_spans_after_a_crash(
     assert sum(t["kind"] in ("plain", "straddle_plain") for t in kept) <= 2 + 2 * 120
     assert counter(sh, "spanhouse_sampling_tail_late_spans_total") == 40
     sh.stop_ok()
+
+
+def test_tail_sampling_spills_what_the_memory_budget_cannot_hold_and_loses_nothing(
+        spanhouse_factory, tmp_path):
+    """A 1 MiB budget holds little of the window: requests wait on disk instead, their traces
+    are decided when they are read back, every trace is still stored whole or not at all, and
+    every span is counted."""
+    cfg = config(tmp_path, "spill", f"sampling:\n  tail:\n    policies: \"{POLICIES}\"\n"
+                                    "    decision_wait_ms: 2000\n"
+                                    "otlp_http:\n  max_body_bytes: 512KiB\n"
+                                    "queue:\n  max_bytes: 1MiB\n  wait_ms: 0\n")
+    sh = spanhouse_factory(name="spill", config=cfg)
+    now = time.time_ns()
+    corpus = traces(4000, now, seed=30, straddlers=0)
+    spans = [s for t in corpus for s in t["spans"]]
+    random.Random(30).shuffle(spans)  # a trace's spans in different requests, any order
+    post(sh, spans, per_request=300)
+    end_ms = (now // S // 60 + 1) * 60 * 1000
+    window = {"endTs": end_ms, "lookback": 30 * 60 * 1000}
+    deadline = time.monotonic() + 120
+    while True:
+        rows = {r["service"]: r for r in
+                get(sh, "/api/spanhouse/services/summary", window)["data"]}
+        if all(rows.get(s, {}).get("calls") == len(corpus) for s in SERVICES):
+            break
+        assert time.monotonic() < deadline, f"{rows}\n{sh.diagnostics()}"
+        time.sleep(0.5)
+    assert rows["store"]["errors"] == sum(t["kind"] == "error" for t in corpus)
+    spilled = counter(sh, "spanhouse_sampling_tail_spilled_requests_total") + metric(
+        sh, "spanhouse_durable_queue_spilled_requests_total", 'sink="chdb"')
+    assert spilled > 0, "nothing was spilled: the test does not test what it says"
+    assert counter(sh, "spanhouse_sampling_tail_decided_at_once_total") > 0
+    got = stored(sh, now - 3600 * S, now + 60 * S)
+    kept = check_whole(corpus, got)
+    assert kept, "nothing kept"
+    sh.stop_ok()
