@@ -1,6 +1,6 @@
 """Tail sampling end to end: every error and every slow trace kept whole, the rest within the
 rate limit, a trace whose spans straddle its window kept whole, a restart with windows open,
-and RED metrics that count every span.
+a memory budget too small for the window, and RED metrics equal to an unsampled run's.
 
 Each trace: web (root) -> api -> store. Its first request carries the root and the api span;
 the store span (where the errors are) comes in a second request, or, for the straddlers, after
@@ -127,6 +127,7 @@ def test_tail_sampling_keeps_errors_and_slow_traces_whole_and_the_rest_within_th
         spanhouse_factory, tmp_path):
     wait_ms = 2000
     sh = spanhouse_factory(name="tail", config=tail_config(tmp_path, "tail", wait_ms))
+    off = spanhouse_factory(name="off")  # the same spans, all kept
     now = time.time_ns()
     corpus = traces(3000, now, seed=28, straddlers=30)
     began = time.monotonic()
@@ -134,6 +135,8 @@ def test_tail_sampling_keeps_errors_and_slow_traces_whole_and_the_rest_within_th
     send(sh, corpus, "second")
     time.sleep(wait_ms / 1000 + 1.5)  # the straddlers' windows have closed
     send(sh, corpus, "late")
+    for part in ("first", "second", "late"):
+        send(off, corpus, part)
     must = {k for t in corpus if t["kind"] in ("error", "slow", "straddle_error")
             for k in keys_of(t)}
     start_ns, end_ns = now - 3600 * S, now + 60 * S
@@ -189,7 +192,22 @@ def test_tail_sampling_keeps_errors_and_slow_traces_whole_and_the_rest_within_th
     assert {s: (rows[s]["calls"], rows[s]["errors"]) for s in SERVICES} == {
         "web": (len(corpus), web_errors), "api": (len(corpus), 0),
         "store": (len(corpus), store_errors)}
+    # Latency percentiles equal the unsampled run's (t-digest states merged in another order).
+    deadline = time.monotonic() + 60
+    while True:
+        unsampled = {r["service"]: r
+                     for r in get(off, "/api/spanhouse/services/summary", window)["data"]}
+        if all(unsampled.get(s, {}).get("calls") == len(corpus) for s in SERVICES):
+            break
+        assert time.monotonic() < deadline, unsampled
+        time.sleep(0.5)
+    for service in SERVICES:
+        assert rows[service]["errors"] == unsampled[service]["errors"]
+        for q in ("p50_ms", "p95_ms", "p99_ms"):
+            assert rows[service][q] == pytest.approx(unsampled[service][q], rel=0.03), \
+                (service, q, rows[service][q], unsampled[service][q])
     sh.stop_ok()
+    off.stop_ok()
 
 
 def test_tail_sampling_decides_open_traces_with_all_their_spans_after_a_crash(
