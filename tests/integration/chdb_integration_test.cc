@@ -1214,14 +1214,7 @@ TEST(ChdbDependencies, EdgesEqualTheGeneratedTracesEvenAcrossInserts) {
   opts.lag = std::chrono::seconds(0);
   opts.first_lookback = std::chrono::seconds(7200);
   opts.max_minutes_per_query = 7;
-  DependencyJob job(*Engine::conn, opts);
-  job.Start();
-  for (int i = 0; i < 600 && job.runs() == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  job.Stop();
-  EXPECT_GE(job.runs(), 1u);
-  EXPECT_EQ(job.errors(), 0u);
+  RunDependencyJobOnce(opts);
   EXPECT_EQ(Q(edges_sql), expected);
 }
 

@@ -8,16 +8,20 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "integration/writer_harness.h"
 #include "pipeline/queue/span_queue.h"
 #include "storage/clickhouse/chdb.h"
+#include "storage/clickhouse/dependencies.h"
 #include "storage/clickhouse/embedded_writer.h"
 #include "storage/clickhouse/engine_config.h"
 #include "storage/clickhouse/schema.h"
@@ -91,17 +95,20 @@ inline WriterOptions TestWriter(size_t max_rows = 0, size_t insert_rows = 0) {
 // the table's (false: schema 7's rare columns).
 inline void WriteAll(const SpanBatch& b, const Capabilities& caps,
                      UserFieldValues values = UserFieldValues::kMarked, bool extras_column = true) {
-  pipeline::SpanQueue queue(64u << 20);
-  EmbeddedWriter writer(Engine::conn.get(), caps, queue, TestWriter(), nullptr, nullptr,
-                        LegacyLayout{values, extras_column});
-  writer.Start();
-  pipeline::QueuedBatch item;
-  item.batch = std::make_unique<SpanBatch>(b);
-  ASSERT_TRUE(queue.Push(item).ok());
-  queue.Close();
-  writer.Join();
-  EXPECT_EQ(writer.stats().rows_written.load(), b.span_count());
-  EXPECT_EQ(writer.stats().write_errors.load(), 0u);
+  WriteOneBatch(Engine::conn.get(), caps, TestWriter(), b, LegacyLayout{values, extras_column});
+}
+
+// Runs a DependencyJob with `opts` (interval and lag as the test wants)
+// until its first run is done, stops it and checks it had no error.
+inline void RunDependencyJobOnce(const DependencyJobOptions& opts) {
+  DependencyJob job(*Engine::conn, opts);
+  job.Start();
+  for (int i = 0; i < 600 && job.runs() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  job.Stop();
+  EXPECT_GE(job.runs(), 1u);
+  EXPECT_EQ(job.errors(), 0u);
 }
 
 // Queues `b` for a writer.

@@ -19,6 +19,7 @@
 
 #include "integration/clickhouse_server.h"
 #include "integration/sampled_corpus.h"
+#include "integration/writer_harness.h"
 #include "pipeline/queue/span_queue.h"
 #include "storage/clickhouse/dependencies.h"
 #include "storage/clickhouse/embedded_writer.h"
@@ -273,22 +274,10 @@ TEST_F(RemoteClickHouse, SpansSampledOutCountInTheMetricsAsIfKept) {
   ASSERT_GT(corpus.kept_parent_sampled_child, 10u);
   ASSERT_GT(corpus.sampled_parent_kept_child, 10u);
   auto write = [&](const std::string& db, const SpanBatch& b) {
-    pipeline::SpanQueue queue(64u << 20);
     WriterOptions o;
     o.spool_dir = server_->dir() + "/spool";
     o.database = db;
-    EmbeddedWriter writer(c.get(), caps, queue, o);
-    writer.Start();
-    pipeline::QueuedBatch item;
-    item.batch = std::make_unique<SpanBatch>(b);
-    ASSERT_TRUE(queue.Push(item).ok());
-    queue.Close();
-    writer.Join();
-    size_t kept = 0;
-    for (const uint8_t m : b.spans.metrics_only) kept += m == 0 ? 1 : 0;
-    EXPECT_EQ(writer.stats().rows_written.load(), kept);
-    EXPECT_EQ(writer.stats().sampled_rows_written.load(), b.span_count() - kept);
-    EXPECT_EQ(writer.stats().write_errors.load(), 0u);
+    WriteOneBatch(c.get(), caps, o, b);
   };
   write(on, corpus.first);
   write(on, corpus.second);

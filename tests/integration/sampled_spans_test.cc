@@ -39,12 +39,6 @@ uint64_t NowS() {
                                    .count());
 }
 
-size_t Kept(const SpanBatch& b) {
-  size_t n = 0;
-  for (const uint8_t m : b.spans.metrics_only) n += m == 0 ? 1 : 0;
-  return n;
-}
-
 // A fresh database `db` with the schema.
 void Fresh(const std::string& db, Capabilities* caps) {
   Q(fmt::format("DROP DATABASE IF EXISTS {}", db));
@@ -56,20 +50,9 @@ void Fresh(const std::string& db, Capabilities* caps) {
 
 // Stores `b` in `db` through the real writer path (one writer, one flush).
 void WriteTo(const std::string& db, const SpanBatch& b, const Capabilities& caps) {
-  pipeline::SpanQueue queue(64u << 20);
   WriterOptions o = TestWriter();
   o.database = db;
-  EmbeddedWriter writer(Engine::conn.get(), caps, queue, o);
-  writer.Start();
-  pipeline::QueuedBatch item;
-  item.batch = std::make_unique<SpanBatch>(b);
-  ASSERT_TRUE(queue.Push(item).ok());
-  queue.Close();
-  writer.Join();
-  EXPECT_EQ(writer.stats().rows_written.load(), Kept(b));
-  EXPECT_EQ(writer.stats().sampled_rows_written.load(), b.span_count() - Kept(b));
-  EXPECT_EQ(writer.stats().pending_rows.load(), 0u);
-  EXPECT_EQ(writer.stats().write_errors.load(), 0u);
+  WriteOneBatch(Engine::conn.get(), caps, o, b);
 }
 
 // "trace\tspan" (hex) of the spans of `b` not sampled out, sorted, as TSV.
@@ -236,7 +219,7 @@ void InsertBlock(const std::vector<SpanBatch>& parts, uint32_t day, const Capabi
   size_t all = 0;
   for (const auto& p : parts) {
     item.block->parts.push_back(std::make_unique<SpanBatch>(p));
-    kept += Kept(p);
+    kept += KeptSpans(p);
     all += p.span_count();
   }
   ASSERT_TRUE(queue.Push(item).ok());
@@ -270,7 +253,7 @@ TEST(ChdbSampledSpans, AReplayedBlockCountsItsSampledSpansOnce) {
   size_t kept = 0;
   size_t all = 0;
   for (const auto& p : parts) {
-    kept += Kept(p);
+    kept += KeptSpans(p);
     all += p.span_count();
   }
   ASSERT_GT(kept, 0u);
@@ -378,14 +361,7 @@ TEST(ChdbSampledSpans, TheJobDropsTheDaysOfSampledSpansItHasComputed) {
   opts.interval = std::chrono::seconds(1);
   opts.lag = std::chrono::seconds(0);
   opts.first_lookback = std::chrono::seconds(600);
-  DependencyJob job(*Engine::conn, opts);
-  job.Start();
-  for (int i = 0; i < 600 && job.runs() == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  job.Stop();
-  EXPECT_GE(job.runs(), 1u);
-  EXPECT_EQ(job.errors(), 0u);
+  RunDependencyJobOnce(opts);
   EXPECT_EQ(Q(days), "1\t3\n");
 }
 

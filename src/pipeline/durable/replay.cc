@@ -8,6 +8,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/clock.h"
 #include "pipeline/durable/durable_queue.h"
 #include "pipeline/queue/sharded_queue.h"
 #include "sink/sink.h"
@@ -43,9 +44,7 @@ bool Decode(const SegmentLog::Record& r, SpanFilter* filter, SpanBatch* batch) {
 std::unordered_map<std::string, DurableQueue::SinkBlocks> DurableQueue::ScanBlocks() {
   std::unordered_map<std::string, SinkBlocks> out;
   uint64_t bad = 0;
-  const auto now_ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                                std::chrono::system_clock::now().time_since_epoch())
-                                                .count());
+  const uint64_t now_ns = WallClockNs();
   log_->ReadReplay([&](const SegmentLog::Record& r, uint64_t) {
     if (r.kind == RecordKind::kBlock || r.kind == RecordKind::kSinkBlock) {
       BlockRecord b;
@@ -249,9 +248,7 @@ void DurableQueue::ObserveForTail() {
     (void)Decode(r, filter_, &batch);  // an undecodable one is counted by ReplayRecords
   });
   tail.set_observing(false);
-  const auto now_ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                                std::chrono::system_clock::now().time_since_epoch())
-                                                .count());
+  const uint64_t now_ns = WallClockNs();
   const size_t decided = tail.DecideDue(now_ns, /*all=*/true);
   if (decided > 0) spdlog::info("tail sampling: {} traces from the queue decided", decided);
 }

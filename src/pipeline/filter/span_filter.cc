@@ -1,8 +1,9 @@
 #include "pipeline/filter/span_filter.h"
 
-#include <chrono>
 #include <cstring>
 #include <vector>
+
+#include "common/clock.h"
 
 namespace spanhouse::pipeline {
 
@@ -137,11 +138,8 @@ void SpanFilter::Apply(SpanBatch& batch, uint64_t now_ns, FilterReport* report, 
     report->sampled_out = static_cast<uint32_t>(sampler_->Apply(batch, count));
   }
   if (tail_ != nullptr && !count) {
-    const uint64_t wall =
-        static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                  std::chrono::system_clock::now().time_since_epoch())
-                                  .count());
-    report->sampled_out += static_cast<uint32_t>(tail_->Apply(batch, record_lsn, wall, false));
+    report->sampled_out +=
+        static_cast<uint32_t>(tail_->Apply(batch, record_lsn, WallClockNs(), false));
   }
 }
 

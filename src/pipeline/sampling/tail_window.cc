@@ -7,17 +7,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/clock.h"
+
 namespace spanhouse::pipeline {
-
-namespace {
-
-uint64_t WallNs() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count());
-}
-
-}  // namespace
 
 TailWindow::TailWindow(TailSampler& sampler, durable::DurableQueue& queue)
     : sampler_(sampler), queue_(queue) {
@@ -90,7 +82,7 @@ void TailWindow::Loop() {
     cv_.wait_for(lock, period);
     if (stop_) break;
     lock.unlock();
-    Tick(WallNs(), /*all=*/false);
+    Tick(WallClockNs(), /*all=*/false);
     lock.lock();
   }
 }
@@ -100,7 +92,7 @@ void TailWindow::Flush() {
     std::lock_guard<std::mutex> lock(mu_);
     flushed_ = true;
   }
-  Tick(WallNs(), /*all=*/true);
+  Tick(WallClockNs(), /*all=*/true);
 }
 
 size_t TailWindow::held_requests() const {
