@@ -145,6 +145,9 @@ void AppendSamplingMetrics(const pipeline::HeadSampler* head, const pipeline::Ta
     out.One("spanhouse_sampling_tail_late_spans_total", "counter",
             "Spans of a trace already decided when they came (they follow its decision).", "",
             st.late_spans.load());
+    out.One("spanhouse_sampling_tail_late_requests_total", "counter",
+            "Requests of late spans only, marked and handed on without waiting.", "",
+            st.late_requests.load());
     out.One("spanhouse_sampling_tail_decided_at_once_total", "counter",
             "Traces decided when a record was read back (spilled, or after a restart).", "",
             st.decided_at_once.load());

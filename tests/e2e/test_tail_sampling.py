@@ -178,6 +178,8 @@ def test_tail_sampling_keeps_errors_and_slow_traces_whole_and_the_rest_within_th
     assert metric(sh, "spanhouse_sampling_spans_total", 'policy="tail",decision="kept"') == \
         3 * len(kept)
     assert counter(sh, "spanhouse_sampling_tail_late_spans_total") == 60
+    # The late spans came in one request, handed on without waiting for a window.
+    assert counter(sh, "spanhouse_sampling_tail_late_requests_total") == 1
     info = get(sh, "/api/spanhouse/sampling")["data"]
     assert info["tail"]["policies"] == POLICIES
     assert info["tail"]["kept"]["error"] == n_error

@@ -55,6 +55,13 @@ bool DurableQueue::AllBacklogged() const {
   return true;
 }
 
+bool DurableQueue::AnyBacklogged() const {
+  for (const auto& c : cursors_) {
+    if (c->backlogged()) return true;
+  }
+  return false;
+}
+
 Status DurableQueue::Append(uint64_t received_ns, codec::BodyFormat format, std::string_view body,
                             Ticket* ticket) {
   if (log_ == nullptr) return Status::Ok();

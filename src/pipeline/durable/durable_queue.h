@@ -89,6 +89,8 @@ class DurableQueue {
   // True when every sink has a backlog: a request then waits on disk, for
   // whatever memory there is, so that it comes after them.
   bool AllBacklogged() const;
+  // True when some sink has a backlog (requests waiting on disk for it).
+  bool AnyBacklogged() const;
   // Appends a request: its receive time, body format and (decompressed)
   // body. kResourceExhausted: the log is full; kUnavailable: it cannot be
   // written. Without a log: OK with an empty ticket.

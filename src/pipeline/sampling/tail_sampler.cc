@@ -86,7 +86,7 @@ void TailSampler::Note(const SpanBatch& b, uint32_t i, Entry* e, uint32_t servic
   e->matched = policies_->Matches(b, i, e->matched);
 }
 
-bool TailSampler::Observe(const SpanBatch& batch, uint64_t now_ns) {
+bool TailSampler::Observe(const SpanBatch& batch, uint64_t now_ns, bool* decided) {
   const size_t n = batch.span_count();
   const size_t worst = n * kTraceBytes;
   if (!budget_->TryReserve(worst)) {
@@ -101,6 +101,12 @@ bool TailSampler::Observe(const SpanBatch& batch, uint64_t now_ns) {
   }
   stats_.late_spans += late;
   budget_->Release(worst - created * kTraceBytes);
+  if (decided != nullptr) {
+    size_t sampled = 0;
+    for (const uint8_t m : batch.spans.metrics_only) sampled += m;
+    *decided = late > 0 && late + sampled == n;
+    if (*decided) stats_.late_requests++;
+  }
   return true;
 }
 

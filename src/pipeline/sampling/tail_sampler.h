@@ -58,6 +58,7 @@ struct TailSamplingStats {
   std::atomic<uint64_t> kept_spans{0};
   std::atomic<uint64_t> dropped_spans{0};
   std::atomic<uint64_t> late_spans{0};       // of a trace decided before they came
+  std::atomic<uint64_t> late_requests{0};    // with late spans only: handed on at once
   std::atomic<uint64_t> decided_at_once{0};  // traces decided when read back
   std::atomic<uint64_t> refused_batches{0};  // no memory for their traces: spilled
   std::atomic<uint64_t> persist_errors{0};   // a decision record not written
@@ -84,7 +85,9 @@ class TailSampler {
 
   // Notes the spans of `batch` (received at `now_ns`) in their traces. False,
   // and nothing noted, when the budget cannot take its new traces.
-  bool Observe(const SpanBatch& batch, uint64_t now_ns);
+  // `*decided` (if given): every trace of the batch was decided already (its
+  // spans are all late), so it need not wait.
+  bool Observe(const SpanBatch& batch, uint64_t now_ns, bool* decided = nullptr);
   // Decides every open trace whose window closed by `now_ns` (every open
   // one when `all`), logging the decisions. Returns how many.
   size_t DecideDue(uint64_t now_ns, bool all = false);

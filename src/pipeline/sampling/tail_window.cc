@@ -35,11 +35,15 @@ bool TailWindow::Hold(std::unique_ptr<SpanBatch>& batch, Reservation& reservatio
   std::unique_lock<std::mutex> lock(mu_);
   now_ns = std::max(now_ns, last_ns_);
   last_ns_ = now_ns;
-  if (!sampler_.Observe(*batch, now_ns)) return false;
-  if (flushed_) {
+  bool decided = false;
+  if (!sampler_.Observe(*batch, now_ns, &decided)) return false;
+  // Late spans only (their traces decided) need not wait; after Flush
+  // nothing does.
+  if (flushed_ || decided) {
+    const bool flushed = flushed_;
     lock.unlock();
     std::lock_guard<std::mutex> tick(tick_mu_);
-    sampler_.DecideDue(now_ns, /*all=*/true);
+    if (flushed) sampler_.DecideDue(now_ns, /*all=*/true);
     sampler_.Apply(*batch, ticket.lsn(), now_ns, /*count=*/true);
     (void)queue_.Deliver(std::move(batch), std::move(reservation), std::move(ticket), bytes, spans);
     return true;
@@ -71,7 +75,9 @@ void TailWindow::Tick(uint64_t now_ns, bool all) {
       spdlog::warn("tail sampling: a held request was not handed on: {}", st.message());
     }
   }
-  sampler_.Forget(now_ns);
+  // A sink behind reads records back later: their decisions are kept until
+  // it has caught up, so that it marks them as the others did.
+  if (!queue_.AnyBacklogged()) sampler_.Forget(now_ns);
 }
 
 void TailWindow::Loop() {

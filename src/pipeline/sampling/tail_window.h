@@ -6,10 +6,12 @@
 // later than that, so their windows have closed by then. Requests leave in
 // the order they came, from one thread that ticks every tenth of the wait
 // (at most 100 ms): it decides the traces whose window closed, then hands
-// on the requests whose wait is over, then forgets old decisions. A
+// on the requests whose wait is over, then forgets old decisions (not while
+// a sink has a backlog to read back). A
 // request whose traces do not fit in the memory budget is not held (Hold
 // says false): the caller spills it to the durable queue, where it is
-// decided when read back.
+// decided when read back. A request of late spans only (every trace of it
+// decided) is marked and handed on at once.
 #pragma once
 
 #include <condition_variable>

@@ -335,13 +335,12 @@ Status ChdbSpanReader::GetTrace(const TraceId& id, SpanBatch* out) {
   return Status::Ok();
 }
 
-Status ChdbSpanReader::GetTraces(const std::vector<TraceId>& ids, SpanBatch* out) {
-  if (ids.empty()) return Status::Ok();
-  const std::string ids_param = HexArray(ids);
+Status ChdbSpanReader::TraceSeconds(const std::string& ids_param, std::string* condition) {
   // The trace index says which seconds hold each trace, so the spans table
   // is read only in those, where its key (second, trace id) finds the
   // traces' granules (an older layout's (hour, trace id) too: the engine
   // takes a range of seconds as one of hours).
+  condition->clear();
   QueryResult r;
   Status st = Run(TraceRangeQuery(layout_, database_, caps_.simple_aggregate), "TSV", &r,
                   {{"ids", ids_param}}, limits_.max_rows);
@@ -350,13 +349,21 @@ Status ChdbSpanReader::GetTraces(const std::vector<TraceId>& ids, SpanBatch* out
   for (const auto& row : TsvRows(r.data)) {
     if (row.size() == 2) seconds.emplace_back(ToU64(row[0]), ToU64(row[1]));
   }
-  if (seconds.empty()) return Status::Ok();
-  st = Run(
-      SpanReadQuery(
-          caps_, layout_,
-          fmt::format("{} AND trace_id IN ({})", TraceSecondsCondition(std::move(seconds)), kIdSet),
-          "indexOf({ids:Array(String)}, lower(hex(trace_id))), start_time, span_id", database_),
-      "Native", &r, {{"ids", ids_param}}, limits_.max_spans);
+  if (!seconds.empty()) *condition = TraceSecondsCondition(std::move(seconds));
+  return Status::Ok();
+}
+
+Status ChdbSpanReader::GetTraces(const std::vector<TraceId>& ids, SpanBatch* out) {
+  if (ids.empty()) return Status::Ok();
+  const std::string ids_param = HexArray(ids);
+  std::string seconds;
+  Status st = TraceSeconds(ids_param, &seconds);
+  if (!st.ok() || seconds.empty()) return st;
+  QueryResult r;
+  st = Run(SpanReadQuery(caps_, layout_, fmt::format("{} AND trace_id IN ({})", seconds, kIdSet),
+                         "indexOf({ids:Array(String)}, lower(hex(trace_id))), start_time, span_id",
+                         database_),
+           "Native", &r, {{"ids", ids_param}}, limits_.max_spans);
   if (!st.ok()) return st;
   const auto first = static_cast<uint32_t>(out->span_count());
   std::vector<uint64_t> resource_ids;
@@ -368,18 +375,13 @@ Status ChdbSpanReader::SpanKeysOfTraces(const std::vector<TraceId>& ids,
                                         std::vector<query::SpanKey>* out) {
   if (ids.empty()) return Status::Ok();
   const std::string ids_param = HexArray(ids);
+  std::string seconds;
+  Status st = TraceSeconds(ids_param, &seconds);
+  if (!st.ok() || seconds.empty()) return st;
   QueryResult r;
-  Status st = Run(TraceRangeQuery(layout_, database_, caps_.simple_aggregate), "TSV", &r,
-                  {{"ids", ids_param}}, limits_.max_rows);
-  if (!st.ok()) return st;
-  std::vector<std::pair<uint64_t, uint64_t>> seconds;
-  for (const auto& row : TsvRows(r.data)) {
-    if (row.size() == 2) seconds.emplace_back(ToU64(row[0]), ToU64(row[1]));
-  }
-  if (seconds.empty()) return Status::Ok();
   st = Run(fmt::format("SELECT lower(hex(trace_id)), lower(hex(span_id)) FROM {}.spans WHERE {} "
                        "AND trace_id IN ({})",
-                       database_, TraceSecondsCondition(std::move(seconds)), kIdSet),
+                       database_, seconds, kIdSet),
            "TSV", &r, {{"ids", ids_param}}, limits_.max_spans);
   if (!st.ok()) return st;
   for (const auto& row : TsvRows(r.data)) {

@@ -96,6 +96,10 @@ class ChdbSpanReader : public query::SpanReader {
   Status Run(const std::string& sql, std::string_view format, QueryResult* result,
              const std::vector<QueryParam>& params, uint64_t max_rows);
 
+  // The condition on the spans table's timestamp that covers the traces
+  // `ids_param` names (the trace index's seconds); "" when none is indexed.
+  Status TraceSeconds(const std::string& ids_param, std::string* condition);
+
   // Gives the spans of `out` from `first` on the resources `ids` name (one id
   // per span), from the cache or the resources table.
   Status AttachResources(const std::vector<uint64_t>& ids, uint32_t first, SpanBatch* out);

@@ -360,6 +360,7 @@ void SortRows(SpanOrder order, std::vector<storage::SpanRow>* rows) {
                          if (hour(x) != hour(y)) return hour(x) < hour(y);
                          if (service(x) != service(y)) return service(x) < service(y);
                          return trace_cmp(x, y) < 0;
+                       case SpanOrder::kSecondTraceStart:  // sorted above, like:
                        case SpanOrder::kHourTraceStart:
                        case SpanOrder::kHourTrace: {
                          if (hour(x) != hour(y)) return hour(x) < hour(y);

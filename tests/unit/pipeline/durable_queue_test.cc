@@ -277,7 +277,6 @@ TEST_F(DurableQueueTest, ARestartReplaysToEachSinkWhatItHadNotFinished) {
   }                                    // the process dies: nothing else acked
   Running r(dir_, {"a", "b"}, 1 << 30);
   auto& q = r.q;
-  MemoryBudget& budget = r.budget;
   TestSink& a = r.sink(0);
   TestSink& b = r.sink(1);
   // a: the unfinished block, whole, as sealed; then the request no block held.
@@ -325,7 +324,7 @@ TEST_F(DurableQueueTest, ARecordPartlyInAFinishedBlockReplaysTheRestOnly) {
     ASSERT_TRUE(item.has_value());
     // As a writer splits a request across midnight: a part per day, each
     // with a ticket of its own. The first day's is written and finished.
-    Ticket day1 = item->ticket.Clone();
+    [[maybe_unused]] Ticket day1 = item->ticket.Clone();  // the next day's part: held
     std::vector<Ticket> tickets;
     tickets.push_back(std::move(item->ticket));
     SinkCursor& c = *a.cursor();
@@ -333,8 +332,6 @@ TEST_F(DurableQueueTest, ARecordPartlyInAFinishedBlockReplaysTheRestOnly) {
     c.Done(day0, &tickets);
   }
   Running r(dir_, {"a"}, 1 << 30);
-  auto& q = r.q;
-  MemoryBudget& budget = r.budget;
   TestSink& a = r.sink(0);
   auto item = a.Pop(5s);
   ASSERT_TRUE(item.has_value());

@@ -82,8 +82,11 @@ TEST(TailSampler, KeepsAnErrorTraceWholeAcrossRequestsAndNamesThePolicy) {
   AddSpan(second, 1, false, true);
   AddSpan(second, 2, false);
   AddSpan(second, 3, false);
-  ASSERT_TRUE(t->Observe(first, kT0));
-  ASSERT_TRUE(t->Observe(second, kT0 + 4000 * kMs));
+  bool decided = true;
+  ASSERT_TRUE(t->Observe(first, kT0, &decided));
+  EXPECT_FALSE(decided);
+  ASSERT_TRUE(t->Observe(second, kT0 + 4000 * kMs, &decided));
+  EXPECT_FALSE(decided) << "its traces are open";
   EXPECT_EQ(t->open_traces(), 3u);
   EXPECT_EQ(t->DecideDue(kT0 + kWait - 1), 0u);  // the windows are still open
   EXPECT_EQ(t->DecideDue(kT0 + kWait), 3u);
@@ -146,8 +149,11 @@ TEST(TailSampler, LateSpansFollowTheDecisionAndItIsLoggedAgainAfterThem) {
   SpanBatch late;
   AddSpan(late, 1, false);
   AddSpan(late, 2, false, true);  // too late to save trace 2
-  ASSERT_TRUE(t->Observe(late, kT0 + kWait + kMs));
+  bool decided = false;
+  ASSERT_TRUE(t->Observe(late, kT0 + kWait + kMs, &decided));
+  EXPECT_TRUE(decided) << "late spans only: no need to wait";
   EXPECT_EQ(t->stats().late_spans.load(), 2u);
+  EXPECT_EQ(t->stats().late_requests.load(), 1u);
   // The late record is 120 in the log, after the decisions (100): they are
   // logged again after it, or the log could drop them while holding it.
   log.next = 121;
