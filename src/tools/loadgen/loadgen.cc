@@ -375,7 +375,8 @@ class Run {
       // Fresh payloads are made for now already; stored ones are moved to it.
       const int64_t delta =
           gen ? 0 : static_cast<int64_t>(WallNs() - kLagNs) - static_cast<int64_t>(p->base_ns);
-      const Patch patch = Patch::Random(rng, delta);
+      Patch patch = Patch::Random(rng, delta);
+      if (o_.fresh_values && !gen) patch.value_seed = rng.Next() | 1;
       TraceCounts traces;
       if (compress) {
         ApplyPatch(*p, patch, marks_, &raw, &traces);
@@ -578,24 +579,25 @@ void PrintText(FILE* f, const LoadgenOptions& o, const LoadgenReport& r) {
 void PrintJson(FILE* f, const LoadgenOptions& o, const LoadgenReport& r) {
   std::string endpoint;
   codec::AppendJsonString(endpoint, o.endpoint);
-  std::fprintf(f,
-               "{\"run_id\":\"%s\",\"protocol\":\"%s\",\"endpoint\":%s,\"connections\":%d,"
-               "\"elapsed_s\":%.3f,"
-               "\"requests\":%" PRIu64 ",\"requests_ok\":%" PRIu64 ",\"spans_sent\":%" PRIu64
-               ",\"spans_accepted\":%" PRIu64 ",\"traces_sent\":%" PRIu64
-               ",\"traces_accepted\":%" PRIu64 ",\"error_traces\":%" PRIu64
-               ",\"error_traces_accepted\":%" PRIu64 ",\"slow_traces\":%" PRIu64
-               ",\"slow_traces_accepted\":%" PRIu64 ",\"slow_ms\":%" PRIu64
-               ",\"spans_per_s\":%.1f,\"bytes_sent\":%" PRIu64
-               ",\"latency_p50_ms\":%.3f,\"latency_p99_ms\":%.3f,\"latency_max_ms\":%.3f,"
-               "\"rejected_requests\":%" PRIu64 ",\"rejected_spans\":%" PRIu64
-               ",\"retried\":%" PRIu64 ",\"throttled\":%" PRIu64 ",\"connection_errors\":%" PRIu64,
-               r.run_id.c_str(), o.protocol == "grpc" ? "grpc" : "http", endpoint.c_str(),
-               o.connections, r.elapsed_s, r.requests, r.requests_ok, r.spans_sent,
-               r.spans_accepted, r.traces_sent, r.traces_accepted, r.error_traces,
-               r.error_traces_accepted, r.slow_traces, r.slow_traces_accepted, o.slow_ms,
-               r.spans_per_s, r.bytes_sent, r.latency_p50_ms, r.latency_p99_ms, r.latency_max_ms,
-               r.rejected_requests, r.rejected_spans, r.retried, r.throttled, r.connection_errors);
+  std::fprintf(
+      f,
+      "{\"run_id\":\"%s\",\"protocol\":\"%s\",\"endpoint\":%s,\"connections\":%d,"
+      "\"elapsed_s\":%.3f,"
+      "\"requests\":%" PRIu64 ",\"requests_ok\":%" PRIu64 ",\"spans_sent\":%" PRIu64
+      ",\"spans_accepted\":%" PRIu64 ",\"traces_sent\":%" PRIu64 ",\"traces_accepted\":%" PRIu64
+      ",\"error_traces\":%" PRIu64 ",\"error_traces_accepted\":%" PRIu64 ",\"slow_traces\":%" PRIu64
+      ",\"slow_traces_accepted\":%" PRIu64 ",\"slow_ms\":%" PRIu64
+      ",\"fresh_values\":%s"
+      ",\"spans_per_s\":%.1f,\"bytes_sent\":%" PRIu64
+      ",\"latency_p50_ms\":%.3f,\"latency_p99_ms\":%.3f,\"latency_max_ms\":%.3f,"
+      "\"rejected_requests\":%" PRIu64 ",\"rejected_spans\":%" PRIu64 ",\"retried\":%" PRIu64
+      ",\"throttled\":%" PRIu64 ",\"connection_errors\":%" PRIu64,
+      r.run_id.c_str(), o.protocol == "grpc" ? "grpc" : "http", endpoint.c_str(), o.connections,
+      r.elapsed_s, r.requests, r.requests_ok, r.spans_sent, r.spans_accepted, r.traces_sent,
+      r.traces_accepted, r.error_traces, r.error_traces_accepted, r.slow_traces,
+      r.slow_traces_accepted, o.slow_ms, o.fresh_values ? "true" : "false", r.spans_per_s,
+      r.bytes_sent, r.latency_p50_ms, r.latency_p99_ms, r.latency_max_ms, r.rejected_requests,
+      r.rejected_spans, r.retried, r.throttled, r.connection_errors);
   if (r.verified) {
     std::fprintf(f, ",\"verify\":{\"stored\":%lld,\"ok\":%s,\"seconds\":%.1f}",
                  static_cast<long long>(r.stored), r.verify_ok ? "true" : "false", r.verify_s);
@@ -730,6 +732,10 @@ void AddLoadgenCommand(CLI::App& app, std::function<int()>* run) {
                   "Requests pre-generated and sent round-robin with fresh ids and times; 0 "
                   "generates every request afresh (more CPU, more distinct attribute values)")
       ->capture_default_str();
+  cmd->add_flag("--fresh-values", o->fresh_values,
+                "Give the pre-generated requests fresh digits per send in the values real "
+                "traffic rarely repeats (ids and numbers in log lines, exception messages, URLs "
+                "and SQL; message ids and keys; search queries), at a few random draws per span");
   cmd->add_option("--compression", o->compression, "Request body compression: none, gzip or zstd")
       ->capture_default_str();
   cmd->add_option("--max-retries", o->max_retries,

@@ -48,6 +48,9 @@ struct LoadgenOptions {
   size_t spans_per_request = 500;
   uint64_t seed = 1;
   size_t payloads = 64;  // 0 = generate every request afresh
+  // Fresh digits per send in the values real traffic rarely repeats
+  // (payload.h: fresh values).
+  bool fresh_values = false;
   std::string compression = "none";
   int max_retries = 5;
   double timeout_s = 10;

@@ -1,7 +1,9 @@
 #include "tools/loadgen/payload.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
+#include <iterator>
 #include <unordered_map>
 #include <utility>
 
@@ -15,6 +17,69 @@ using codec::wire::kFixed64;
 using codec::wire::kLen;
 using codec::wire::kVarint;
 using codec::wire::Step;
+
+// Attribute keys whose values real traffic rarely repeats (fresh values).
+constexpr std::string_view kFreshKeys[] = {"url.full",
+                                           "url.path",
+                                           "url.query",
+                                           "db.statement",
+                                           "exception.message",
+                                           "exception.stacktrace",
+                                           "log.message",
+                                           "messaging.message.id",
+                                           "messaging.kafka.message.key",
+                                           "app.search.query"};
+
+bool IsHex(char c) {
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+bool IsDigit(char c) {
+  return c >= '0' && c <= '9';
+}
+
+// The runs of `value` (at `offset` in the body) that fresh values rewrite:
+// 8+ hex digits mixing letters and digits, else 3+ decimal digits.
+void FindValueSites(std::string_view value, uint32_t offset, std::vector<ValueSite>* out) {
+  size_t i = 0;
+  while (i < value.size()) {
+    if (!IsHex(value[i])) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    bool letter = false, digit = false, upper = false;
+    while (j < value.size() && IsHex(value[j])) {
+      digit |= IsDigit(value[j]);
+      letter |= !IsDigit(value[j]);
+      upper |= value[j] >= 'A' && value[j] <= 'F';
+      ++j;
+    }
+    // A word ending in a letter that is not a hex digit ("Chrome") is no id.
+    const bool word = j < value.size() && std::isalpha(static_cast<unsigned char>(value[j])) != 0;
+    if (j - i >= 8 && letter && digit && !word && j - i <= UINT16_MAX) {
+      out->push_back({offset + static_cast<uint32_t>(i), static_cast<uint16_t>(j - i),
+                      upper ? ValueSite::kHexUpper : ValueSite::kHexLower});
+    } else {
+      for (size_t k = i; k < j;) {  // the decimal runs inside
+        if (!IsDigit(value[k])) {
+          ++k;
+          continue;
+        }
+        size_t e = k;
+        while (e < j && IsDigit(value[e])) ++e;
+        // After ':' a number is a port or a source line: the same in every
+        // request.
+        const bool fixed = k > 0 && value[k - 1] == ':';
+        if (e - k >= 3 && e - k <= UINT16_MAX && !fixed) {
+          out->push_back({offset + static_cast<uint32_t>(k), static_cast<uint16_t>(e - k),
+                          ValueSite::kDecimal});
+        }
+        k = e;
+      }
+    }
+    i = j;
+  }
+}
 
 // Walks an encoded ExportTraceServiceRequest for what TraceSite holds.
 class SiteWalker : public codec::wire::Reader {
@@ -85,6 +150,14 @@ class SiteWalker : public codec::wire::Reader {
         end = f.num;
       } else if (f.number == 15 && f.wire == kLen) {
         if (!Status(f.bytes, &status, &error)) return false;
+      } else if (f.number == 9 && f.wire == kLen) {
+        if (!KeyValue(f.bytes)) return false;
+      } else if (f.number == 11 && f.wire == kLen) {  // an event: its attributes
+        if (!Fields(f.bytes, "Event", [&](const Field& e) {
+              return e.number != 3 || e.wire != kLen || KeyValue(e.bytes);
+            })) {
+          return false;
+        }
       }
     }
     if (!have_id) return true;
@@ -102,6 +175,33 @@ class SiteWalker : public codec::wire::Reader {
       site.root_ns = end > start ? end - start : 0;
     }
     if (error) found_.emplace_back(it->second, status);
+    return true;
+  }
+
+  // A string attribute of a fresh-values key: its value's sites.
+  bool KeyValue(std::string_view in) {
+    std::string_view key, value;
+    bool text = false;
+    if (!Fields(in, "KeyValue", [&](const Field& f) {
+          if (f.number == 1 && f.wire == kLen) key = f.bytes;
+          if (f.number == 2 && f.wire == kLen) {
+            return Fields(f.bytes, "AnyValue", [&](const Field& v) {
+              if (v.number == 1 && v.wire == kLen) {
+                value = v.bytes;
+                text = true;
+              }
+              return true;
+            });
+          }
+          return true;
+        })) {
+      return false;
+    }
+    if (!text ||
+        std::find(std::begin(kFreshKeys), std::end(kFreshKeys), key) == std::end(kFreshKeys)) {
+      return true;
+    }
+    FindValueSites(value, static_cast<uint32_t>(Offset(value)), &p_->values);
     return true;
   }
 
@@ -154,6 +254,7 @@ inline void AddLe64(char* at, int64_t delta) {
 bool IndexTraces(Payload* p) {
   p->traces.clear();
   p->statuses.clear();
+  p->values.clear();
   SiteWalker w(p);
   if (!w.Run()) {
     p->traces.clear();
@@ -211,9 +312,44 @@ void ApplyPatchInPlace(const codec::IdOffsets& offsets, const Patch& patch, std:
   }
 }
 
+void FreshValues(const Payload& p, uint64_t seed, std::string* body) {
+  static constexpr char kLower[] = "0123456789abcdef";
+  static constexpr char kUpper[] = "0123456789ABCDEF";
+  char* b = body->data();
+  uint64_t state = seed;
+  uint64_t bits = 0;
+  int left = 0;  // 4-bit draws left in `bits`
+  auto draw4 = [&] {
+    if (left == 0) {
+      bits = SplitMix64(state);
+      left = 16;
+    }
+    const auto v = static_cast<unsigned>(bits & 0xf);
+    bits >>= 4;
+    --left;
+    return v;
+  };
+  for (const ValueSite& s : p.values) {
+    char* at = b + s.offset;
+    for (uint16_t k = 0; k < s.length; ++k) {
+      const unsigned v = draw4();
+      if (s.kind == ValueSite::kDecimal) {
+        // 16 values onto 10 digits: a slight bias, no loop; a number keeps
+        // a leading non-zero digit.
+        unsigned d = v % 10;
+        if (k == 0 && at[0] != '0' && d == 0) d = 1 + v % 9;
+        at[k] = static_cast<char>('0' + d);
+      } else {
+        at[k] = (s.kind == ValueSite::kHexUpper ? kUpper : kLower)[v];
+      }
+    }
+  }
+}
+
 void ApplyPatch(const Payload& p, const Patch& patch, std::string* out) {
   out->assign(p.body);
   ApplyPatchInPlace(p.offsets, patch, out);
+  if (patch.value_seed != 0) FreshValues(p, patch.value_seed, out);
 }
 
 void ApplyPatch(const Payload& p, const Patch& patch, const TraceMarks& marks, std::string* out,

@@ -21,6 +21,16 @@
 // all. A trace chosen to be slow has its root's start moved `slow_ns`
 // earlier (its children keep their times, so they stay inside it, and the
 // whole trace still ends in the past).
+//
+// Fresh values (`loadgen --fresh-values`): the values real traffic rarely
+// repeats (ids and numbers in URLs, SQL literals, exception messages, log
+// lines, message ids and keys, search queries) get fresh digits per send.
+// Each payload knows where, inside the string values of span and event
+// attributes with such keys (kFreshKeys in payload.cc), the runs of 3 or
+// more decimal digits (not after ':': ports and source lines stay) and of 8
+// or more hex digits (letters and digits mixed) lie (ValueSite); the patch
+// writes new digits of the same kind over each, same length, so the body's
+// encoding does not change and the cost is a few random draws per span.
 #pragma once
 
 #include <array>
@@ -56,6 +66,15 @@ struct TraceSite {
   uint32_t status_end = 0;
 };
 
+// A run of digits inside an attribute's string value that fresh values
+// rewrite.
+struct ValueSite {
+  enum Kind : uint8_t { kDecimal, kHexLower, kHexUpper };
+  uint32_t offset = 0;
+  uint16_t length = 0;
+  Kind kind = kDecimal;
+};
+
 struct Payload {
   std::string body;  // ExportTraceServiceRequest
   codec::IdOffsets offsets;
@@ -63,6 +82,7 @@ struct Payload {
   uint32_t spans = 0;
   std::vector<TraceSite> traces;  // in order of first span
   std::vector<StatusSite> statuses;
+  std::vector<ValueSite> values;  // for fresh values
 };
 
 // Fills p->traces and p->statuses from p->body (EncodeOtlpProto's output).
@@ -126,6 +146,8 @@ struct Patch {
   uint64_t trace_mask[2] = {0, 0};
   uint64_t span_mask = 0;
   int64_t time_delta_ns = 0;
+  // Not 0: the value sites get digits drawn from this seed (fresh values).
+  uint64_t value_seed = 0;
 
   // Fresh random masks (never all zero).
   static Patch Random(Rng& rng, int64_t time_delta_ns);
@@ -137,6 +159,9 @@ void ApplyPatch(const Payload& p, const Patch& patch, std::string* out);
 // request's traces, failed and slow ones counted.
 void ApplyPatch(const Payload& p, const Patch& patch, const TraceMarks& marks, std::string* out,
                 TraceCounts* counts);
+// Writes fresh digits over `p`'s value sites in `body` (a copy of p.body),
+// drawn from `seed`.
+void FreshValues(const Payload& p, uint64_t seed, std::string* body);
 // Applies `patch` in place to an encoded body whose offsets are `offsets`.
 void ApplyPatchInPlace(const codec::IdOffsets& offsets, const Patch& patch, std::string* body);
 
