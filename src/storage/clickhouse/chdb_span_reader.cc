@@ -335,15 +335,18 @@ Status ChdbSpanReader::GetTrace(const TraceId& id, SpanBatch* out) {
   return Status::Ok();
 }
 
-Status ChdbSpanReader::TraceSeconds(const std::string& ids_param, std::string* condition) {
+Status ChdbSpanReader::TraceSeconds(const std::vector<TraceId>& ids, std::string* ids_param,
+                                    std::string* condition) {
   // The trace index says which seconds hold each trace, so the spans table
   // is read only in those, where its key (second, trace id) finds the
   // traces' granules (an older layout's (hour, trace id) too: the engine
   // takes a range of seconds as one of hours).
   condition->clear();
+  *ids_param = HexArray(ids);
+  if (ids.empty()) return Status::Ok();
   QueryResult r;
   Status st = Run(TraceRangeQuery(layout_, database_, caps_.simple_aggregate), "TSV", &r,
-                  {{"ids", ids_param}}, limits_.max_rows);
+                  {{"ids", *ids_param}}, limits_.max_rows);
   if (!st.ok()) return st;
   std::vector<std::pair<uint64_t, uint64_t>> seconds;
   for (const auto& row : TsvRows(r.data)) {
@@ -354,10 +357,8 @@ Status ChdbSpanReader::TraceSeconds(const std::string& ids_param, std::string* c
 }
 
 Status ChdbSpanReader::GetTraces(const std::vector<TraceId>& ids, SpanBatch* out) {
-  if (ids.empty()) return Status::Ok();
-  const std::string ids_param = HexArray(ids);
-  std::string seconds;
-  Status st = TraceSeconds(ids_param, &seconds);
+  std::string ids_param, seconds;
+  Status st = TraceSeconds(ids, &ids_param, &seconds);
   if (!st.ok() || seconds.empty()) return st;
   QueryResult r;
   st = Run(SpanReadQuery(caps_, layout_, fmt::format("{} AND trace_id IN ({})", seconds, kIdSet),
@@ -373,10 +374,8 @@ Status ChdbSpanReader::GetTraces(const std::vector<TraceId>& ids, SpanBatch* out
 
 Status ChdbSpanReader::SpanKeysOfTraces(const std::vector<TraceId>& ids,
                                         std::vector<query::SpanKey>* out) {
-  if (ids.empty()) return Status::Ok();
-  const std::string ids_param = HexArray(ids);
-  std::string seconds;
-  Status st = TraceSeconds(ids_param, &seconds);
+  std::string ids_param, seconds;
+  Status st = TraceSeconds(ids, &ids_param, &seconds);
   if (!st.ok() || seconds.empty()) return st;
   QueryResult r;
   st = Run(fmt::format("SELECT lower(hex(trace_id)), lower(hex(span_id)) FROM {}.spans WHERE {} "

@@ -97,8 +97,10 @@ class ChdbSpanReader : public query::SpanReader {
              const std::vector<QueryParam>& params, uint64_t max_rows);
 
   // The condition on the spans table's timestamp that covers the traces
-  // `ids_param` names (the trace index's seconds); "" when none is indexed.
-  Status TraceSeconds(const std::string& ids_param, std::string* condition);
+  // `ids` (the trace index's seconds; "" when none is indexed), and `ids` as
+  // the queries' {ids} parameter.
+  Status TraceSeconds(const std::vector<TraceId>& ids, std::string* ids_param,
+                      std::string* condition);
 
   // Gives the spans of `out` from `first` on the resources `ids` name (one id
   // per span), from the cache or the resources table.

@@ -197,10 +197,7 @@ class SiteWalker : public codec::wire::Reader {
         })) {
       return false;
     }
-    if (!text ||
-        std::find(std::begin(kFreshKeys), std::end(kFreshKeys), key) == std::end(kFreshKeys)) {
-      return true;
-    }
+    if (!text || !IsFreshValueKey(key)) return true;
     FindValueSites(value, static_cast<uint32_t>(Offset(value)), &p_->values);
     return true;
   }
@@ -310,6 +307,10 @@ void ApplyPatchInPlace(const codec::IdOffsets& offsets, const Patch& patch, std:
   if (patch.time_delta_ns != 0) {
     for (uint32_t off : offsets.times) AddLe64(b + off, patch.time_delta_ns);
   }
+}
+
+bool IsFreshValueKey(std::string_view key) {
+  return std::find(std::begin(kFreshKeys), std::end(kFreshKeys), key) != std::end(kFreshKeys);
 }
 
 void FreshValues(const Payload& p, uint64_t seed, std::string* body) {

@@ -159,6 +159,8 @@ void ApplyPatch(const Payload& p, const Patch& patch, std::string* out);
 // request's traces, failed and slow ones counted.
 void ApplyPatch(const Payload& p, const Patch& patch, const TraceMarks& marks, std::string* out,
                 TraceCounts* counts);
+// Whether fresh values rewrite the values of attributes named `key`.
+bool IsFreshValueKey(std::string_view key);
 // Writes fresh digits over `p`'s value sites in `body` (a copy of p.body),
 // drawn from `seed`.
 void FreshValues(const Payload& p, uint64_t seed, std::string* body);
