@@ -174,11 +174,19 @@ def test_jaeger_reads_what_spanhouse_wrote(opensearch, spanhouse_factory, jaeger
                 f"spanhouse: {json.dumps(ours[span_id], sort_keys=True)}\n"
                 f"jaeger:    {json.dumps(doc, sort_keys=True)}")
     # Service documents: the same ids (Jaeger's hash of service and operation) and contents.
+    # Both writers send service documents in bulks of their own after the spans', so wait for
+    # them to be searchable (a refresh per look) before comparing.
     def services(prefix):
+        opensearch.refresh(f"{prefix}-jaeger-service-*")
         answer = opensearch.search(f"{prefix}-jaeger-service-*", {"size": 100})
         return {h["_id"]: h["_source"] for h in answer["hits"]["hits"]}
 
-    ours, theirs = services("sh"), services("jg")
+    deadline = time.time() + DEADLINE_S
+    while True:
+        ours, theirs = services("sh"), services("jg")
+        if (ours and ours == theirs) or time.time() > deadline:
+            break
+        time.sleep(0.5)
     assert ours == theirs
 
     reader = jaeger_factory("jaeger-reader", storage="opensearch", opensearch_url=opensearch.url,
