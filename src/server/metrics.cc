@@ -83,31 +83,29 @@ void AppendSamplingMetrics(const pipeline::HeadSampler* head, const pipeline::Ta
   const auto labels = [](std::string_view policy, const char* decision) {
     return PromText::Label("policy", policy) + "," + PromText::Label("decision", decision);
   };
+  // A policy's kept and dropped samples of `family`.
+  const auto pair = [&](const char* family, std::string_view policy, uint64_t kept,
+                        uint64_t dropped) {
+    out.Sample(family, labels(policy, "kept"), kept);
+    out.Sample(family, labels(policy, "dropped"), dropped);
+  };
   out.Family("spanhouse_sampling_spans_total", "counter",
              "Spans by sampling decision: kept (stored) or dropped (counted in the metrics only); "
              "policy head_probability or tail.");
   if (head != nullptr) {
-    const pipeline::HeadSamplingStats& st = head->stats();
-    out.Sample("spanhouse_sampling_spans_total", labels("head_probability", "kept"),
-               st.kept_spans.load());
-    out.Sample("spanhouse_sampling_spans_total", labels("head_probability", "dropped"),
-               st.dropped_spans.load());
+    pair("spanhouse_sampling_spans_total", "head_probability", head->stats().kept_spans.load(),
+         head->stats().dropped_spans.load());
   }
   if (tail != nullptr) {
-    out.Sample("spanhouse_sampling_spans_total", labels("tail", "kept"),
-               tail->stats().kept_spans.load());
-    out.Sample("spanhouse_sampling_spans_total", labels("tail", "dropped"),
-               tail->stats().dropped_spans.load());
+    pair("spanhouse_sampling_spans_total", "tail", tail->stats().kept_spans.load(),
+         tail->stats().dropped_spans.load());
   }
   out.Family("spanhouse_sampling_traces_total", "counter",
              "Traces by sampling decision: head sampling's counted by their root spans, tail "
              "sampling's by the policy that kept them (policy tail: dropped).");
   if (head != nullptr) {
-    const pipeline::HeadSamplingStats& st = head->stats();
-    out.Sample("spanhouse_sampling_traces_total", labels("head_probability", "kept"),
-               st.kept_traces.load());
-    out.Sample("spanhouse_sampling_traces_total", labels("head_probability", "dropped"),
-               st.dropped_traces.load());
+    pair("spanhouse_sampling_traces_total", "head_probability", head->stats().kept_traces.load(),
+         head->stats().dropped_traces.load());
   }
   if (tail != nullptr) {
     const pipeline::TailPolicies& p = tail->policies();

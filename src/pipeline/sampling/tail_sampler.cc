@@ -110,11 +110,16 @@ bool TailSampler::Observe(const SpanBatch& batch, uint64_t now_ns, bool* decided
   return true;
 }
 
-size_t TailSampler::Open(const SpanBatch& batch, uint64_t now_ns, uint64_t* late) {
-  std::vector<uint32_t> res_service(batch.resources.service_name.size());
-  for (size_t r = 0; r < res_service.size(); ++r) {
-    res_service[r] = ServiceIndex(batch.Str(batch.resources.service_name[r]));
+std::vector<uint32_t> TailSampler::ServicesOf(const SpanBatch& batch) {
+  std::vector<uint32_t> out(batch.resources.service_name.size());
+  for (size_t r = 0; r < out.size(); ++r) {
+    out[r] = ServiceIndex(batch.Str(batch.resources.service_name[r]));
   }
+  return out;
+}
+
+size_t TailSampler::Open(const SpanBatch& batch, uint64_t now_ns, uint64_t* late) {
+  const std::vector<uint32_t> res_service = ServicesOf(batch);
   const auto& s = batch.spans;
   size_t created = 0;
   for (uint32_t i = 0; i < batch.span_count(); ++i) {
@@ -203,10 +208,7 @@ size_t TailSampler::Apply(SpanBatch& batch, uint64_t record_lsn, uint64_t now_ns
   std::vector<uint8_t> flags(n, 0);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    std::vector<uint32_t> res_service(batch.resources.service_name.size());
-    for (size_t r = 0; r < res_service.size(); ++r) {
-      res_service[r] = ServiceIndex(batch.Str(batch.resources.service_name[r]));
-    }
+    std::vector<uint32_t> res_service;  // looked up once a trace needs deciding here
     // A trace not decided yet (a record spilled, or read back after a
     // restart) is decided now with what is known of it; one open in the
     // live window too gets these spans' evidence first.
@@ -225,6 +227,7 @@ size_t TailSampler::Apply(SpanBatch& batch, uint64_t record_lsn, uint64_t now_ns
       }
       if (e.decision != kOpen) continue;
       if (listed.insert(&e).second) undecided.emplace_back(it->first, &e);
+      if (res_service.empty()) res_service = ServicesOf(batch);
       Note(batch, i, &e, res_service[s.resource[i]]);
     }
     if (created > 0) {

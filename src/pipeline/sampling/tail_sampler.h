@@ -132,6 +132,8 @@ class TailSampler {
 
   // Under mu_.
   uint32_t ServiceIndex(std::string_view service);
+  // ServiceIndex of each resource of `batch`.
+  std::vector<uint32_t> ServicesOf(const SpanBatch& batch);
   // Opens the traces of `batch`'s spans not known yet and notes the spans
   // of open ones; spans of decided traces are counted in `late`. Returns
   // the traces opened.

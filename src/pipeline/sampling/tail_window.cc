@@ -39,19 +39,33 @@ bool TailWindow::Hold(std::unique_ptr<SpanBatch>& batch, Reservation& reservatio
   if (!sampler_.Observe(*batch, now_ns, &decided)) return false;
   // Late spans only (their traces decided) need not wait; after Flush
   // nothing does.
+  Held h{now_ns + sampler_.options().decision_wait_ns,
+         std::move(batch),
+         std::move(reservation),
+         std::move(ticket),
+         bytes,
+         spans};
   if (flushed_ || decided) {
     const bool flushed = flushed_;
     lock.unlock();
     std::lock_guard<std::mutex> tick(tick_mu_);
     if (flushed) sampler_.DecideDue(now_ns, /*all=*/true);
-    sampler_.Apply(*batch, ticket.lsn(), now_ns, /*count=*/true);
-    (void)queue_.Deliver(std::move(batch), std::move(reservation), std::move(ticket), bytes, spans);
+    HandOn(h, now_ns);
     return true;
   }
-  held_.push_back(Held{now_ns + sampler_.options().decision_wait_ns, std::move(batch),
-                       std::move(reservation), std::move(ticket), bytes, spans});
+  held_.push_back(std::move(h));
   held_spans_ += spans;
   return true;
+}
+
+void TailWindow::HandOn(Held& h, uint64_t now_ns) {
+  sampler_.Apply(*h.batch, h.ticket.lsn(), now_ns, /*count=*/true);
+  if (Status st = queue_.Deliver(std::move(h.batch), std::move(h.reservation), std::move(h.ticket),
+                                 h.bytes, h.spans);
+      !st.ok()) {
+    // Only while shutting down; the record is replayed at the next start.
+    spdlog::warn("tail sampling: a held request was not handed on: {}", st.message());
+  }
 }
 
 void TailWindow::Tick(uint64_t now_ns, bool all) {
@@ -66,15 +80,7 @@ void TailWindow::Tick(uint64_t now_ns, bool all) {
       held_.pop_front();
     }
   }
-  for (Held& h : due) {
-    sampler_.Apply(*h.batch, h.ticket.lsn(), now_ns, /*count=*/true);
-    if (Status st = queue_.Deliver(std::move(h.batch), std::move(h.reservation),
-                                   std::move(h.ticket), h.bytes, h.spans);
-        !st.ok()) {
-      // Only while shutting down; the record is replayed at the next start.
-      spdlog::warn("tail sampling: a held request was not handed on: {}", st.message());
-    }
-  }
+  for (Held& h : due) HandOn(h, now_ns);
   // A sink behind reads records back later: their decisions are kept until
   // it has caught up, so that it marks them as the others did.
   if (!queue_.AnyBacklogged()) sampler_.Forget(now_ns);

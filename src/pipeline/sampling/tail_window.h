@@ -55,6 +55,8 @@ class TailWindow {
     size_t spans;
   };
   void Loop();
+  // Marks `h`'s spans by their traces' decisions and delivers it.
+  void HandOn(Held& h, uint64_t now_ns);
   // Decides, hands on what is due (everything when `all`), forgets.
   void Tick(uint64_t now_ns, bool all);
 
