@@ -10,6 +10,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -238,6 +239,18 @@ std::string_view JaegerRefType(const SpanBatch& b, uint32_t l);
 bool LinksToParent(const SpanBatch& b, uint32_t s, uint32_t l);
 
 // Hex helpers for ids at the API edge.
+// For hash tables keyed by trace id: a mix of the whole id, so ids whose
+// random part is short (a 64-bit id padded with zeros) spread too.
+struct TraceIdHash {
+  size_t operator()(const TraceId& id) const {
+    uint64_t a;
+    uint64_t b;
+    std::memcpy(&a, id.data(), 8);
+    std::memcpy(&b, id.data() + 8, 8);
+    return static_cast<size_t>(a ^ (b * 0x9E3779B97F4A7C15ull));
+  }
+};
+
 std::string ToHex(const uint8_t* data, size_t n);
 template <size_t N>
 std::string ToHex(const std::array<uint8_t, N>& id) {

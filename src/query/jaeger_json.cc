@@ -18,16 +18,6 @@ namespace {
 
 using codec::Commas;
 
-struct TraceIdHash {
-  size_t operator()(const TraceId& id) const {
-    uint64_t a;
-    uint64_t b;
-    std::memcpy(&a, id.data(), 8);
-    std::memcpy(&b, id.data() + 8, 8);
-    return static_cast<size_t>(a ^ (b * 0x9E3779B97F4A7C15ull));
-  }
-};
-
 void AppendStringTag(std::string& out, std::string_view key, std::string_view value) {
   codec::AppendKeyValueHead(out, key, "string");
   codec::AppendJsonString(out, value);

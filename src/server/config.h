@@ -56,6 +56,11 @@ struct Config {
     // X-Spanhouse-Read-Source header names the store that answered.
     bool fallback = true;
     uint64_t fallback_after_ms = 5000;
+    // The recent-traces index: the spans of the last recent_max_age_s held in
+    // memory (at most recent_max_bytes, part of queue.max_bytes), so a trace
+    // is readable the moment it is accepted. 0 bytes: off.
+    uint64_t recent_max_bytes = 64ull << 20;
+    uint64_t recent_max_age_s = 300;
   } query;
   struct {
     // Comma-separated bearer tokens; a request needs one of its listener's

@@ -10,10 +10,12 @@
 #include <spdlog/spdlog.h>
 
 #include "codec/value_text.h"
+#include "common/clock.h"
 #include "query/jaeger_json.h"
 #include "server/debug_endpoints.h"
 #include "server/metrics.h"
 #include "sink/null_sink.h"
+#include "sink/observed_sink.h"
 #include "storage/clickhouse/deduplication.h"
 #include "storage/clickhouse/embedded_sink.h"
 #include "storage/clickhouse/engine_config.h"
@@ -459,6 +461,19 @@ Status Server::MakeSinks() {
     spdlog::info("dual-write: every accepted span also goes to OpenSearch {} (index prefix '{}')",
                  cfg_.opensearch.urls, cfg_.opensearch.index_prefix);
   }
+  if (cfg_.query.recent_max_bytes != 0 && cfg_.writer.sink != "null") {
+    // At most a quarter of the budget: the rest is for requests in flight.
+    query::RecentTracesOptions o{
+        .max_bytes = std::min<size_t>(cfg_.query.recent_max_bytes, cfg_.queue.max_bytes / 4),
+        .max_age = std::chrono::seconds(cfg_.query.recent_max_age_s)};
+    recent_ = std::make_unique<query::RecentTraces>(o, &budget_, WallClockNs());
+    // The primary sees every span (on a cluster, each shard's sink is handed
+    // all of them and keeps its own).
+    sinks_.front() = std::make_unique<sink::ObservedSink>(
+        std::move(sinks_.front()), [this](std::unique_ptr<SpanBatch> batch) {
+          recent_->Add(std::move(batch), WallClockNs());
+        });
+  }
   for (auto& s : sinks_) queue_->AddSink(*s);
   return Status::Ok();
 }
@@ -559,10 +574,19 @@ void Server::MakeQueryApi() {
     };
   }
   hooks.ui = ui::ServeUi;
+  query::SpanReader* api_reader = read_switch_.get();
+  if (recent_ != nullptr) {
+    // The store is this process's alone when it is embedded and nothing
+    // else answers reads (imports are shown to the index too).
+    query::RecentReaderOptions o{.sole_writer = !remote() && opensearch_reader_ == nullptr &&
+                                                read_database_ == database_};
+    recent_reader_ = std::make_unique<query::RecentReader>(*read_switch_, *recent_, o);
+    api_reader = recent_reader_.get();
+  }
   query_api_ = std::make_unique<query::QueryApi>(
       query::QueryApiOptions{cfg_.query.listen, 2, security_.query->Authorizer(),
                              security_.query_tls},
-      *read_switch_, std::move(hooks));
+      *api_reader, std::move(hooks));
 }
 
 void Server::MakeReceivers() {
@@ -751,6 +775,7 @@ std::string Server::Metrics() {
   m.queue = queue_.get();
   AppendPipelineMetrics(m, out);
   if (read_switch_ != nullptr) read_switch_->AppendMetrics(out);
+  if (recent_reader_ != nullptr) recent_reader_->AppendMetrics(out);
   security_.AppendMetrics(out.trailer());
   AppendStorageMetrics(*read_conn_, database_, caps_.ttl_moves, out);
   return out.Render();

@@ -21,6 +21,8 @@
 #include "pipeline/sampling/tail_window.h"
 #include "query/query_api.h"
 #include "query/read_switch.h"
+#include "query/recent_reader.h"
+#include "query/recent_traces.h"
 #include "receivers/otlp_grpc/otlp_grpc_receiver.h"
 #include "receivers/otlp_http/otlp_http_receiver.h"
 #include "receivers/zipkin/zipkin_receiver.h"
@@ -141,8 +143,13 @@ class Server {
   std::unique_ptr<storage::ChdbSpanReader> reader_;
   std::shared_ptr<storage::opensearch::OpenSearchClient> opensearch_;
   std::unique_ptr<query::SpanReader> opensearch_reader_;
-  std::unique_ptr<query::ReadSwitch> read_switch_;  // what the query API reads
-  std::mutex import_mu_;                            // one import at a time
+  std::unique_ptr<query::ReadSwitch> read_switch_;
+  // Recent spans in memory (null: query.recent_max_bytes 0), fed by the
+  // primary sink (sink::ObservedSink) and merged in front of read_switch_:
+  // what the query API reads.
+  std::unique_ptr<query::RecentTraces> recent_;
+  std::unique_ptr<query::RecentReader> recent_reader_;
+  std::mutex import_mu_;  // one import at a time
   std::unique_ptr<query::QueryApi> query_api_;
   std::unique_ptr<receivers::OtlpHttpReceiver> otlp_http_;
   std::unique_ptr<receivers::ZipkinReceiver> zipkin_;

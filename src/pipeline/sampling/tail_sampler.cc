@@ -44,12 +44,6 @@ void AddSpanAttribute(SpanBatch& b, uint32_t i, std::string_view key, std::strin
 
 }  // namespace
 
-size_t TailSampler::IdHash::operator()(const TraceId& id) const {
-  uint64_t v;
-  std::memcpy(&v, id.data() + 8, 8);  // random in every id generator worth the name
-  return static_cast<size_t>(v * 0x9e3779b97f4a7c15ull);
-}
-
 TailSampler::TailSampler(TailSamplingOptions options, std::unique_ptr<TailPolicies> policies,
                          MemoryBudget* budget)
     : opts_(options), policies_(std::move(policies)), budget_(budget) {}

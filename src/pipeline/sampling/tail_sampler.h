@@ -125,10 +125,7 @@ class TailSampler {
     int8_t decision = kOpen;
     uint8_t flags = 0;
   };
-  struct IdHash {
-    size_t operator()(const TraceId& id) const;
-  };
-  using Table = std::unordered_map<TraceId, Entry, IdHash>;
+  using Table = std::unordered_map<TraceId, Entry, TraceIdHash>;
 
   // Under mu_.
   uint32_t ServiceIndex(std::string_view service);

@@ -1,0 +1,88 @@
+#include "query/recent_reader.h"
+
+#include <algorithm>
+#include <set>
+#include <unordered_set>
+#include <utility>
+
+#include "common/clock.h"
+
+namespace spanhouse::query {
+
+namespace {
+
+// Appends to `out` the spans of `recent` that `out` does not hold yet
+// (by trace and span id); returns how many.
+size_t MergeMissing(const SpanBatch& recent, SpanBatch* out) {
+  std::set<SpanKey> have;
+  for (size_t s = 0; s < out->span_count(); ++s) {
+    have.insert({out->spans.trace_id[s], out->spans.span_id[s]});
+  }
+  std::vector<uint32_t> which;
+  for (uint32_t s = 0; s < recent.span_count(); ++s) {
+    if (!have.contains({recent.spans.trace_id[s], recent.spans.span_id[s]})) which.push_back(s);
+  }
+  out->AppendSpans(recent, which.data(), which.size());
+  return which.size();
+}
+
+}  // namespace
+
+RecentReader::RecentReader(SpanReader& store, RecentTraces& recent, RecentReaderOptions options)
+    : store_(store), recent_(recent), opts_(options) {}
+
+Status RecentReader::GetTrace(const TraceId& id, SpanBatch* out) {
+  const uint64_t now = WallClockNs();
+  recent_.Expire(now);
+  SpanBatch held;
+  const RecentHit hit = recent_.Collect(id, &held);
+  const auto skew_ns = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(opts_.clock_skew).count());
+  if (opts_.sole_writer && hit.root_start_ns != 0 &&
+      hit.root_start_ns > recent_.horizon_ns() + skew_ns) {
+    // Every span of the trace starts after its root, so was received after
+    // the horizon, so is held: the store has nothing more.
+    from_memory_.fetch_add(1, std::memory_order_relaxed);
+    out->Append(held);
+    return Status::Ok();
+  }
+  Status st = store_.GetTrace(id, out);
+  if (st.code() == StatusCode::kNotFound && hit.spans != 0) st = Status::Ok();
+  if (!st.ok()) return st;
+  merged_spans_.fetch_add(MergeMissing(held, out), std::memory_order_relaxed);
+  return Status::Ok();
+}
+
+Status RecentReader::GetTraces(const std::vector<TraceId>& ids, SpanBatch* out) {
+  SH_RETURN_IF_ERROR(store_.GetTraces(ids, out));
+  SpanBatch held;
+  for (const TraceId& id : ids) recent_.Collect(id, &held);
+  merged_spans_.fetch_add(MergeMissing(held, out), std::memory_order_relaxed);
+  return Status::Ok();
+}
+
+Status RecentReader::FindTraceIds(const TraceQuery& query, std::vector<TraceId>* out) {
+  std::vector<TraceId> stored;
+  SH_RETURN_IF_ERROR(store_.FindTraceIds(query, &stored));
+  // The recent ones first: they are the newest, and the store may not have
+  // them yet.
+  recent_.Find(query, out);
+  std::unordered_set<TraceId, TraceIdHash> have(out->begin(), out->end());
+  for (const TraceId& id : stored) {
+    if (out->size() >= query.limit) break;
+    if (have.insert(id).second) out->push_back(id);
+  }
+  return Status::Ok();
+}
+
+void RecentReader::AppendMetrics(PromText& out) const {
+  recent_.AppendMetrics(out);
+  out.One("spanhouse_recent_answered_from_memory_total", "counter",
+          "Trace lookups answered from the recent-traces index alone (every span of the trace "
+          "received since the index's horizon).",
+          "", from_memory_.load());
+  out.One("spanhouse_recent_merged_spans_total", "counter",
+          "Spans answered from memory that the store did not have yet.", "", merged_spans_.load());
+}
+
+}  // namespace spanhouse::query

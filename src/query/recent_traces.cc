@@ -1,0 +1,237 @@
+#include "query/recent_traces.h"
+
+#include <algorithm>
+#include <set>
+#include <string_view>
+#include <utility>
+
+#include "common/clock.h"
+
+namespace spanhouse::query {
+
+namespace {
+
+// What a held span costs beside its batch: its place in the trace's list
+// and a share of the table's node.
+constexpr size_t kPerSpanBytes = sizeof(uint64_t) * 2 + 32;
+
+bool AttrIn(const SpanBatch& b, const AttrColumns& cols, Range r, std::string_view key,
+            std::string_view value) {
+  for (uint32_t a = r.begin; a < r.end; ++a) {
+    if (b.Str(cols.key[a]) == key && b.Str(cols.value[a]) == value) return true;
+  }
+  return false;
+}
+
+// One tag filter on span `s`, as the stores read it (storage/clickhouse's
+// TagCondition): the span's or its resource's attribute, or the span field
+// Jaeger shows under that key. user_fields.<key> is the attribute <key>.
+bool TagMatches(const SpanBatch& b, uint32_t s, const TagFilter& tag) {
+  constexpr std::string_view kUserFields = "user_fields.";
+  std::string_view key = tag.key;
+  if (key.size() > kUserFields.size() && key.starts_with(kUserFields)) {
+    key.remove_prefix(kUserFields.size());
+  }
+  const SpanBatch::Spans& sp = b.spans;
+  if (AttrIn(b, b.span_attrs, sp.attrs[s], key, tag.value) ||
+      AttrIn(b, b.resource_attrs, b.resources.attrs[sp.resource[s]], key, tag.value)) {
+    return true;
+  }
+  const uint8_t status = sp.status_code[s];
+  if (key == "error") {
+    return (tag.value == "true" && status == 2) || (tag.value == "false" && status != 2);
+  }
+  if (key == "otel.status_code") {
+    return (tag.value == "ERROR" && status == 2) || (tag.value == "OK" && status == 1) ||
+           (tag.value == "UNSET" && status == 0);
+  }
+  if (key == "span.kind") {
+    uint8_t kind = 0;
+    return !tag.value.empty() && ParseSpanKind(tag.value, &kind) && kind == sp.kind[s];
+  }
+  if (key == "otel.status_description") return b.Str(sp.status_message[s]) == tag.value;
+  if (key == "otel.scope.name") return b.Str(b.scopes.name[sp.scope[s]]) == tag.value;
+  if (key == "otel.scope.version") return b.Str(b.scopes.version[sp.scope[s]]) == tag.value;
+  return false;
+}
+
+bool SpanMatches(const SpanBatch& b, uint32_t s, const TraceQuery& q) {
+  const SpanBatch::Spans& sp = b.spans;
+  if (sp.metrics_only[s] != 0) return false;
+  if (sp.start_ns[s] < q.start_ns || sp.start_ns[s] > q.end_ns) return false;
+  if (b.Str(b.resources.service_name[sp.resource[s]]) != q.service) return false;
+  if (!q.operation.empty() && b.Str(sp.name[s]) != q.operation) return false;
+  const uint64_t duration = sp.end_ns[s] > sp.start_ns[s] ? sp.end_ns[s] - sp.start_ns[s] : 0;
+  if (q.min_duration_ns != 0 && duration < q.min_duration_ns) return false;
+  if (q.max_duration_ns != 0 && duration > q.max_duration_ns) return false;
+  return std::all_of(q.tags.begin(), q.tags.end(),
+                     [&](const TagFilter& tag) { return TagMatches(b, s, tag); });
+}
+
+}  // namespace
+
+RecentTraces::RecentTraces(RecentTracesOptions options, pipeline::MemoryBudget* budget,
+                           uint64_t start_ns)
+    : opts_(options), budget_(budget), start_ns_(start_ns) {}
+
+RecentTraces::~RecentTraces() {
+  if (budget_ != nullptr && bytes_ != 0) budget_->Release(bytes_);
+}
+
+void RecentTraces::Add(std::unique_ptr<SpanBatch> batch, uint64_t now_ns) {
+  if (opts_.max_bytes == 0 || batch == nullptr) return;
+  const SpanBatch::Spans& sp = batch->spans;
+  const auto n = static_cast<uint32_t>(batch->span_count());
+  uint32_t kept = 0;
+  for (uint32_t s = 0; s < n; ++s) kept += sp.metrics_only[s] == 0 ? 1 : 0;
+  if (kept == 0) return;
+  const size_t bytes = batch->MemoryBytes() + static_cast<size_t>(kept) * kPerSpanBytes;
+
+  std::lock_guard<std::mutex> lock(mu_);
+  ExpireLocked(now_ns);
+  ++batches_total_;
+  while (!held_.empty() && bytes_ + bytes > opts_.max_bytes) {
+    DropOldest();
+    ++dropped_batches_total_;
+  }
+  bool room = bytes <= opts_.max_bytes;
+  if (room && budget_ != nullptr) {
+    // The budget is shared with the requests being received: the index
+    // gives back its oldest before it takes from them.
+    while (!(room = budget_->TryReserve(bytes)) && !held_.empty()) {
+      DropOldest();
+      ++dropped_batches_total_;
+    }
+  }
+  if (!room) {
+    ++refused_batches_total_;
+    let_go_ns_ = std::max(let_go_ns_, now_ns);
+    return;
+  }
+  const uint64_t seq = first_seq_ + held_.size();
+  for (uint32_t s = 0; s < n; ++s) {
+    if (sp.metrics_only[s] == 0) traces_[sp.trace_id[s]].push_back({seq, s});
+  }
+  bytes_ += bytes;
+  spans_ += kept;
+  held_.push_back({std::move(batch), now_ns, bytes});
+}
+
+void RecentTraces::DropOldest() {
+  Held& h = held_.front();
+  const SpanBatch::Spans& sp = h.batch->spans;
+  for (uint32_t s = 0; s < sp.trace_id.size(); ++s) {
+    if (sp.metrics_only[s] != 0) continue;
+    auto it = traces_.find(sp.trace_id[s]);
+    if (it == traces_.end()) continue;
+    // This batch is the oldest held, so its places lead each list.
+    std::vector<Place>& places = it->second;
+    size_t k = 0;
+    while (k < places.size() && places[k].seq == first_seq_) ++k;
+    places.erase(places.begin(), places.begin() + static_cast<std::ptrdiff_t>(k));
+    if (places.empty()) traces_.erase(it);
+    spans_ -= k;
+  }
+  bytes_ -= h.bytes;
+  if (budget_ != nullptr) budget_->Release(h.bytes);
+  let_go_ns_ = std::max(let_go_ns_, h.received_ns);
+  held_.pop_front();
+  ++first_seq_;
+}
+
+void RecentTraces::Expire(uint64_t now_ns) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ExpireLocked(now_ns);
+}
+
+void RecentTraces::ExpireLocked(uint64_t now_ns) {
+  const auto max_age_ns = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(opts_.max_age).count());
+  while (!held_.empty() && held_.front().received_ns + max_age_ns < now_ns) DropOldest();
+}
+
+RecentHit RecentTraces::Collect(const TraceId& id, SpanBatch* out) {
+  RecentHit hit;
+  std::lock_guard<std::mutex> lock(mu_);
+  ++lookups_total_;
+  auto it = traces_.find(id);
+  if (it == traces_.end()) return hit;
+  ++lookup_hits_total_;
+  std::set<SpanId> seen;
+  std::vector<uint32_t> which;
+  const std::vector<Place>& places = it->second;
+  for (size_t i = 0; i < places.size();) {
+    const uint64_t seq = places[i].seq;
+    const SpanBatch& b = *At(seq).batch;
+    which.clear();
+    for (; i < places.size() && places[i].seq == seq; ++i) {
+      const uint32_t s = places[i].span;
+      if (!seen.insert(b.spans.span_id[s]).second) continue;
+      which.push_back(s);
+      if (IsZero(b.spans.parent_span_id[s]) &&
+          (hit.root_start_ns == 0 || b.spans.start_ns[s] < hit.root_start_ns)) {
+        hit.root_start_ns = b.spans.start_ns[s];
+      }
+    }
+    out->AppendSpans(b, which.data(), which.size());
+    hit.spans += which.size();
+  }
+  return hit;
+}
+
+uint64_t RecentTraces::horizon_ns() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::max(start_ns_, let_go_ns_);
+}
+
+void RecentTraces::Find(const TraceQuery& q, std::vector<TraceId>* out) {
+  std::unordered_map<TraceId, uint64_t, TraceIdHash> newest;  // trace -> its latest start
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const Held& h : held_) {
+      const SpanBatch& b = *h.batch;
+      for (uint32_t s = 0; s < b.span_count(); ++s) {
+        if (!SpanMatches(b, s, q)) continue;
+        uint64_t& latest = newest[b.spans.trace_id[s]];
+        latest = std::max(latest, b.spans.start_ns[s]);
+      }
+    }
+  }
+  std::vector<std::pair<uint64_t, TraceId>> order;
+  order.reserve(newest.size());
+  for (const auto& [id, start] : newest) order.emplace_back(start, id);
+  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
+  if (order.size() > q.limit) order.resize(q.limit);
+  for (const auto& entry : order) out->push_back(entry.second);
+}
+
+void RecentTraces::AppendMetrics(PromText& out) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  out.One("spanhouse_recent_bytes", "gauge",
+          "Bytes of recent spans held in memory for reads by trace id (query.recent).", "", bytes_);
+  out.One("spanhouse_recent_spans", "gauge", "Spans held in the recent-traces index.", "", spans_);
+  out.One("spanhouse_recent_traces", "gauge", "Traces with a span in the recent-traces index.", "",
+          traces_.size());
+  const uint64_t now = WallClockNs();
+  const uint64_t horizon = std::max(start_ns_, let_go_ns_);
+  out.One("spanhouse_recent_covered_seconds", "gauge",
+          "Seconds since the recent-traces index's horizon: every span the primary sink took "
+          "since is held (the process's uptime until a batch is let go).",
+          "", now > horizon ? (now - horizon) / 1'000'000'000ull : 0);
+  out.One("spanhouse_recent_batches_total", "counter", "Batches handed to the recent-traces index.",
+          "", batches_total_);
+  out.One("spanhouse_recent_evicted_batches_total", "counter",
+          "Batches let go before query.recent.max_age_s for want of room (oldest first).", "",
+          dropped_batches_total_);
+  out.One("spanhouse_recent_refused_batches_total", "counter",
+          "Batches not held: no room in query.recent.max_bytes or the memory budget.", "",
+          refused_batches_total_);
+  out.One("spanhouse_recent_lookups_total", "counter",
+          "Trace lookups that asked the recent-traces index.", "", lookups_total_);
+  out.One("spanhouse_recent_lookup_hits_total", "counter",
+          "Trace lookups that found spans in the recent-traces index.", "", lookup_hits_total_);
+}
+
+}  // namespace spanhouse::query

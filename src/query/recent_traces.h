@@ -1,0 +1,110 @@
+// The spans of the last seconds or minutes, indexed by trace id in memory,
+// so a trace is readable the moment its request is answered: the writer
+// stores spans seconds later (writer.max_age_ms), and a lookup of a fresh
+// trace need not ask the store at all.
+//
+// Fed with a copy of every batch the primary sink takes (ObservedSink:
+// live requests, read-backs and the replay after a restart alike), so it
+// holds at least every span accepted and not yet stored. Bounded in bytes
+// (counted against the memory budget too) and in age; the oldest batches go
+// first.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "common/prom_text.h"
+#include "model/span_batch.h"
+#include "pipeline/memory_budget.h"
+#include "query/span_reader.h"
+
+namespace spanhouse::query {
+
+struct RecentTracesOptions {
+  size_t max_bytes = 64u << 20;  // 0: the index is off
+  std::chrono::milliseconds max_age{std::chrono::minutes(5)};
+};
+
+// What the index holds of one trace.
+struct RecentHit {
+  size_t spans = 0;
+  // The trace's root span (no parent) is held: its start time, else 0.
+  uint64_t root_start_ns = 0;
+};
+
+class RecentTraces {
+ public:
+  // `budget` (may be null): each batch held is charged to it as well; a
+  // batch that finds no room there after the oldest went is not held.
+  // `start_ns`: the process's start; nothing received before it is held
+  // (except what the durable queue replays), so it bounds horizon_ns().
+  RecentTraces(RecentTracesOptions options, pipeline::MemoryBudget* budget, uint64_t start_ns);
+  ~RecentTraces();
+  RecentTraces(const RecentTraces&) = delete;
+  RecentTraces& operator=(const RecentTraces&) = delete;
+
+  // Holds `batch` (its spans not sampled out), received at `now_ns`.
+  void Add(std::unique_ptr<SpanBatch> batch, uint64_t now_ns);
+
+  // Appends the trace's held spans to `out` (each span once, however often
+  // it was received).
+  RecentHit Collect(const TraceId& id, SpanBatch* out);
+
+  // Every span received after this time is held: the latest of the
+  // process's start and the receive time of the newest batch let go (or
+  // not taken for want of room).
+  uint64_t horizon_ns() const;
+
+  // The traces with a held span matching every condition of `q` (as the
+  // stores match them: the span's or its resource's attributes, and the
+  // tags Jaeger derives from span fields), newest first, at most q.limit.
+  void Find(const TraceQuery& q, std::vector<TraceId>* out);
+
+  // Drops what is older than max_age (also done by Add).
+  void Expire(uint64_t now_ns);
+
+  void AppendMetrics(PromText& out) const;
+
+ private:
+  struct Held {
+    std::unique_ptr<SpanBatch> batch;
+    uint64_t received_ns = 0;
+    size_t bytes = 0;
+  };
+  struct Place {
+    uint64_t seq = 0;  // the batch's number: held_[seq - first_seq_]
+    uint32_t span = 0;
+  };
+
+  // Under mu_.
+  void DropOldest();
+  void ExpireLocked(uint64_t now_ns);
+  const Held& At(uint64_t seq) const { return held_[seq - first_seq_]; }
+
+  const RecentTracesOptions opts_;
+  pipeline::MemoryBudget* const budget_;
+  const uint64_t start_ns_;
+
+  mutable std::mutex mu_;
+  std::deque<Held> held_;  // oldest first
+  uint64_t first_seq_ = 0;
+  std::unordered_map<TraceId, std::vector<Place>, TraceIdHash> traces_;
+  size_t bytes_ = 0;
+  size_t spans_ = 0;
+  uint64_t let_go_ns_ = 0;  // received time of the newest batch let go or not taken
+
+  // Counters for /metrics (under mu_).
+  uint64_t batches_total_ = 0;
+  uint64_t dropped_batches_total_ = 0;  // let go before max_age: no room
+  uint64_t refused_batches_total_ = 0;  // not taken: no room in the budget
+  uint64_t lookups_total_ = 0;
+  uint64_t lookup_hits_total_ = 0;
+};
+
+}  // namespace spanhouse::query

@@ -1,0 +1,40 @@
+// A sink in front of another that shows a copy of every batch the other
+// took to an observer: how the recent-traces index (query/recent_traces.h)
+// sees what the primary store is about to hold, live requests, read-backs
+// and the replay after a restart alike. Everything else is the inner sink's.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "model/span_batch.h"
+#include "sink/sink.h"
+
+namespace spanhouse::sink {
+
+class ObservedSink final : public Sink {
+ public:
+  // Called from the pushing thread, after the inner sink took the batch.
+  using Observer = std::function<void(std::unique_ptr<SpanBatch>)>;
+
+  ObservedSink(std::unique_ptr<Sink> inner, Observer observer)
+      : inner_(std::move(inner)), observer_(std::move(observer)) {}
+
+  const std::string& name() const override { return inner_->name(); }
+  void Attach(pipeline::durable::SinkCursor& cursor) override { inner_->Attach(cursor); }
+  Status Start() override { return inner_->Start(); }
+  Status Push(pipeline::QueuedBatch& item) override;
+  void Drain() override { inner_->Drain(); }
+  const SinkStats& stats() const override { return inner_->stats(); }
+  size_t queued_bytes() const override { return inner_->queued_bytes(); }
+  void AppendMetrics(PromText& out) const override { inner_->AppendMetrics(out); }
+
+  Sink& inner() { return *inner_; }
+
+ private:
+  std::unique_ptr<Sink> inner_;
+  Observer observer_;
+};
+
+}  // namespace spanhouse::sink

@@ -1,0 +1,105 @@
+"""A trace is readable the moment its request is answered (issue 28, recent traces).
+
+The writer is told to hold its spans for ten minutes (writer.max_age_ms), so nothing reaches the
+store during a test: whatever the query API answers comes from the recent-traces index. The spans
+come from the real OpenTelemetry SDK (emit_trace.py, one export per span, each answered before the
+emitter exits).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+from conftest import E2E_DIR, Spanhouse
+from test_sampling import config, get, span_keys
+from test_tail_sampling import counter
+
+HOLD = """
+writer:
+  max_age_ms: 600000
+  max_rows: 10000000
+  insert_rows: 10000000
+  threads: {threads}
+"""
+
+
+def emit(sh: Spanhouse) -> dict:
+    proc = subprocess.run([sys.executable, str(E2E_DIR / "emit_trace.py"), "--endpoint",
+                           sh.traces_url], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, f"emit_trace.py: {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    return json.loads(proc.stdout)
+
+
+def spans_by_id(answer: dict) -> dict[str, dict]:
+    """The one trace of a Jaeger answer: span id -> span, its process inlined."""
+    (trace,) = answer["data"]
+    out = {}
+    for span in trace["spans"]:
+        span = dict(span)
+        span["process"] = trace["processes"][span.pop("processID")]
+        assert span["spanID"] not in out, f"span {span['spanID']} answered twice"
+        out[span["spanID"]] = span
+    return out
+
+
+def read_now(sh: Spanhouse, trace_id: str) -> dict:
+    r = sh.get_trace(trace_id)
+    assert r.status_code == 200, f"{r.status_code} {r.text}\n{sh.diagnostics()}"
+    return spans_by_id(r.json())
+
+
+def time_range(sent: dict) -> tuple[int, int]:
+    return (min(s["start_ns"] for s in sent["spans"]) - 10**9,
+            max(s["end_ns"] for s in sent["spans"]) + 10**9)
+
+
+def test_a_trace_is_readable_once_answered_and_after_a_crash_and_the_same_once_stored(
+        spanhouse_factory, tmp_path):
+    sh = spanhouse_factory(config=config(tmp_path, "hold", HOLD.format(threads=2)))
+    sent = emit(sh)
+    want = {s["span_id"] for s in sent["spans"]}
+    trace_id = sent["trace_id"]
+    # At once, with nothing stored yet.
+    fresh = read_now(sh, trace_id)
+    assert set(fresh) == want
+    lo, hi = time_range(sent)
+    services = sorted({s["service"] for s in sent["spans"]})
+    assert all(span_keys(sh, service, lo, hi) == [] for service in services), \
+        "the writer stored spans: this test reads nothing from memory"
+    assert counter(sh, "spanhouse_recent_lookup_hits_total") >= 1
+    # A search finds it too, with every span.
+    found = get(sh, "/api/traces", {"service": services[0], "start": lo // 1000,
+                                    "end": hi // 1000, "limit": 20})
+    assert [t["traceID"] for t in found["data"]] == [trace_id]
+    assert {s["spanID"] for s in found["data"][0]["spans"]} == want
+
+    # Killed with the spans still queued: the replay shows them to the index again.
+    sh.stop(signal.SIGKILL)
+    sh.start(keep_ports=True)
+    assert read_now(sh, trace_id) == fresh
+
+    # Stored (a clean stop writes everything), then read from the store alone after a restart:
+    # the same answer, field for field.
+    sh.restart()
+    assert {k[1] for service in services for k in span_keys(sh, service, lo, hi)} == want
+    stored = read_now(sh, trace_id)
+    assert counter(sh, "spanhouse_recent_lookup_hits_total") == 0
+    assert stored == fresh
+
+
+def test_stored_and_held_spans_are_merged_once(spanhouse_factory, tmp_path):
+    # The writer stores within a second; the index holds the spans for minutes: both have them.
+    sh = spanhouse_factory(config=config(tmp_path, "quick", "writer:\n  max_age_ms: 200\n"))
+    sent = emit(sh)
+    want = {s["span_id"] for s in sent["spans"]}
+    lo, hi = time_range(sent)
+    deadline = time.monotonic() + 60
+    while sum(len(span_keys(sh, s, lo, hi)) for s in {x["service"] for x in sent["spans"]}) < 6:
+        assert time.monotonic() < deadline, "not stored within 60 s"
+        time.sleep(0.2)
+    assert set(read_now(sh, sent["trace_id"])) == want  # spans_by_id fails on a repeat
+    assert counter(sh, "spanhouse_recent_merged_spans_total") == 0

@@ -1,0 +1,303 @@
+#include "query/recent_traces.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <set>
+#include <string>
+
+#include "query/recent_reader.h"
+
+namespace spanhouse::query {
+namespace {
+
+constexpr uint64_t kS = 1'000'000'000ull;
+constexpr uint64_t kT0 = 1'800'000'000ull * kS;  // receive times and span starts
+
+TraceId Trace(uint8_t n) {
+  TraceId id{};
+  id[0] = 0xab;
+  id[15] = n;
+  return id;
+}
+
+SpanId Span(uint8_t trace, uint8_t n) {
+  SpanId id{};
+  id[0] = trace;
+  id[7] = n;
+  return id;
+}
+
+struct SpanSpec {
+  uint8_t trace = 1;
+  uint8_t span = 1;
+  uint8_t parent = 0;  // 0: a root
+  uint64_t start_ns = kT0;
+  uint64_t duration_ns = 1000;
+  std::string service = "cart";
+  std::string name = "GET /cart";
+  std::string attr_key = "http.route";
+  std::string attr_value = "/cart";
+  uint8_t status = 0;
+  bool metrics_only = false;
+};
+
+std::unique_ptr<SpanBatch> Batch(const std::vector<SpanSpec>& specs) {
+  auto b = std::make_unique<SpanBatch>();
+  const uint32_t scope = b->AddScope();
+  for (const SpanSpec& sp : specs) {
+    const uint32_t r = b->AddResource();
+    const auto rbegin = static_cast<uint32_t>(b->resource_attrs.size());
+    SpanBatch::AddAttr(b->resource_attrs, b->AddString("service.name"), ValueType::kString,
+                       b->AddString(sp.service));
+    b->resources.attrs[r] = {rbegin, static_cast<uint32_t>(b->resource_attrs.size())};
+    b->ResolveServiceName(r);
+    const uint32_t s = b->AddSpan(r, scope);
+    b->spans.trace_id[s] = Trace(sp.trace);
+    b->spans.span_id[s] = Span(sp.trace, sp.span);
+    if (sp.parent != 0) b->spans.parent_span_id[s] = Span(sp.trace, sp.parent);
+    b->spans.name[s] = b->AddString(sp.name);
+    b->spans.start_ns[s] = sp.start_ns;
+    b->spans.end_ns[s] = sp.start_ns + sp.duration_ns;
+    b->spans.status_code[s] = sp.status;
+    b->spans.metrics_only[s] = sp.metrics_only ? 1 : 0;
+    const auto abegin = static_cast<uint32_t>(b->span_attrs.size());
+    SpanBatch::AddAttr(b->span_attrs, b->AddString(sp.attr_key), ValueType::kString,
+                       b->AddString(sp.attr_value));
+    b->spans.attrs[s] = {abegin, static_cast<uint32_t>(b->span_attrs.size())};
+  }
+  return b;
+}
+
+std::set<SpanId> SpanIds(const SpanBatch& b) {
+  return {b.spans.span_id.begin(), b.spans.span_id.end()};
+}
+
+RecentTracesOptions Options(size_t max_bytes = 1 << 20) {
+  return {.max_bytes = max_bytes, .max_age = std::chrono::seconds(60)};
+}
+
+TEST(RecentTraces, HoldsEachSpanOnceAndNotTheSampledOut) {
+  RecentTraces recent(Options(), nullptr, kT0);
+  recent.Add(Batch({{.span = 1},
+                    {.span = 2, .parent = 1},
+                    {.span = 3, .parent = 1, .metrics_only = true},
+                    {.trace = 2, .span = 1}}),
+             kT0 + kS);
+  // The same span received again (a retried request): answered once.
+  recent.Add(Batch({{.span = 2, .parent = 1}, {.span = 4, .parent = 2, .start_ns = kT0 + 5}}),
+             kT0 + 2 * kS);
+  SpanBatch out;
+  const RecentHit hit = recent.Collect(Trace(1), &out);
+  EXPECT_EQ(hit.spans, 3u);
+  EXPECT_EQ(hit.root_start_ns, kT0);
+  EXPECT_EQ(SpanIds(out), (std::set<SpanId>{Span(1, 1), Span(1, 2), Span(1, 4)}));
+  EXPECT_EQ(out.Str(out.resources.service_name[out.spans.resource[0]]), "cart");
+
+  SpanBatch none;
+  EXPECT_EQ(recent.Collect(Trace(9), &none).spans, 0u);
+  EXPECT_TRUE(none.empty());
+  // A trace without its root: no root start, so never answered from memory alone.
+  recent.Add(Batch({{.trace = 3, .span = 2, .parent = 1}}), kT0 + 3 * kS);
+  EXPECT_EQ(recent.Collect(Trace(3), &none).root_start_ns, 0u);
+}
+
+TEST(RecentTraces, LetsTheOldestGoAndMovesTheHorizon) {
+  const size_t one = Batch({{}})->MemoryBytes() + 64;
+  RecentTraces recent(Options(3 * one), nullptr, kT0);
+  EXPECT_EQ(recent.horizon_ns(), kT0);
+  for (uint8_t t = 1; t <= 6; ++t) recent.Add(Batch({{.trace = t}}), kT0 + t * kS);
+  SpanBatch out;
+  EXPECT_EQ(recent.Collect(Trace(1), &out).spans, 0u);  // let go
+  EXPECT_EQ(recent.Collect(Trace(6), &out).spans, 1u);
+  // Everything received after the newest batch let go is held.
+  const uint64_t horizon = recent.horizon_ns();
+  EXPECT_GT(horizon, kT0 + kS);
+  EXPECT_LT(horizon, kT0 + 6 * kS);
+  for (uint8_t t = 1; t <= 6; ++t) {
+    SpanBatch one_trace;
+    const bool held = recent.Collect(Trace(t), &one_trace).spans == 1;
+    EXPECT_EQ(held, kT0 + t * kS > horizon) << int(t);
+  }
+  // Past max_age everything goes, and the horizon follows.
+  recent.Expire(kT0 + 120 * kS);
+  EXPECT_EQ(recent.Collect(Trace(6), &out).spans, 0u);
+  EXPECT_EQ(recent.horizon_ns(), kT0 + 6 * kS);
+}
+
+TEST(RecentTraces, ChargesTheMemoryBudgetAndGivesWayWhenItIsFull) {
+  pipeline::MemoryBudget budget(1 << 20);
+  {
+    RecentTraces recent(Options(), &budget, kT0);
+    recent.Add(Batch({{.trace = 1}, {.trace = 2}}), kT0 + kS);
+    const size_t held = budget.used();
+    EXPECT_GT(held, 0u);
+    // Requests in flight take the rest: the index lets its oldest go for the
+    // new batch, and with nothing left to give, holds nothing more.
+    budget.ForceReserve(budget.limit() - held);
+    recent.Add(Batch({{.trace = 3}}), kT0 + 2 * kS);
+    SpanBatch out;
+    EXPECT_EQ(recent.Collect(Trace(1), &out).spans, 0u);
+    EXPECT_EQ(recent.Collect(Trace(3), &out).spans, 1u);
+    budget.ForceReserve(held);
+    recent.Add(Batch({{.trace = 4}}), kT0 + 3 * kS);
+    EXPECT_EQ(recent.Collect(Trace(4), &out).spans, 0u);
+    EXPECT_EQ(recent.horizon_ns(), kT0 + 3 * kS);
+    PromText m;
+    recent.AppendMetrics(m);
+    EXPECT_NE(m.Render().find("spanhouse_recent_refused_batches_total 1"), std::string::npos)
+        << m.Render();
+    budget.Release(budget.limit());
+  }
+  EXPECT_EQ(budget.used(), 0u);  // all given back
+}
+
+TEST(RecentTraces, FindsTracesAsTheStoresDo) {
+  RecentTraces recent(Options(), nullptr, kT0);
+  recent.Add(Batch({{.trace = 1, .start_ns = kT0 + 1, .name = "GET /cart"},
+                    {.trace = 2, .start_ns = kT0 + 2, .duration_ns = 5000, .status = 2},
+                    {.trace = 3, .start_ns = kT0 + 3, .service = "checkout"},
+                    {.trace = 4, .start_ns = kT0 + 4, .attr_value = "/cart/{id}"},
+                    {.trace = 5, .start_ns = kT0 + 5, .metrics_only = true}}),
+             kT0 + kS);
+  // A search of service `service` over the first second, changed by `with`.
+  auto find = [&](std::string service, auto with) {
+    TraceQuery q;
+    q.service = std::move(service);
+    q.start_ns = kT0;
+    q.end_ns = kT0 + kS;
+    with(q);
+    std::vector<TraceId> ids;
+    recent.Find(q, &ids);
+    return ids;
+  };
+  auto as_is = [](TraceQuery&) {};
+  using Ids = std::vector<TraceId>;
+  // Newest first; the sampled-out span is not a trace to find.
+  EXPECT_EQ(find("cart", as_is), (Ids{Trace(4), Trace(2), Trace(1)}));
+  EXPECT_EQ(find("cart", [](TraceQuery& q) { q.limit = 1; }), (Ids{Trace(4)}));
+  EXPECT_EQ(find("checkout", as_is), (Ids{Trace(3)}));
+  EXPECT_EQ(find("cart", [](TraceQuery& q) { q.tags = {{"error", "true"}}; }), (Ids{Trace(2)}));
+  EXPECT_EQ(find("cart",
+                 [](TraceQuery& q) {
+                   q.tags = {{"http.route", "/cart/{id}"}};
+                 }),
+            (Ids{Trace(4)}));
+  EXPECT_EQ(find("cart", [](TraceQuery& q) { q.tags = {{"service.name", "cart"}}; }).size(), 3u);
+  EXPECT_EQ(find("cart",
+                 [](TraceQuery& q) {
+                   q.tags = {{"service.name", "cart"}, {"span.kind", "server"}};
+                 }),
+            Ids{});
+  EXPECT_EQ(find("cart", [](TraceQuery& q) { q.min_duration_ns = 2000; }), (Ids{Trace(2)}));
+  EXPECT_EQ(find("cart",
+                 [](TraceQuery& q) {
+                   q.start_ns = kT0 + 2;
+                   q.end_ns = kT0 + 3;
+                 }),
+            (Ids{Trace(2)}));
+  EXPECT_EQ(find("cart", [](TraceQuery& q) { q.operation = "nope"; }), Ids{});
+}
+
+// The store's side of a RecentReader: what it holds, and how often it was asked.
+class Store final : public SpanReader {
+ public:
+  SpanBatch stored;
+  std::vector<TraceId> found;
+  int lookups = 0;
+
+  Status GetTrace(const TraceId& id, SpanBatch* out) override {
+    ++lookups;
+    return GetTraces({id}, out).ok() && !out->empty() ? Status::Ok()
+                                                      : Status{StatusCode::kNotFound, "none"};
+  }
+  Status GetTraces(const std::vector<TraceId>& ids, SpanBatch* out) override {
+    std::vector<uint32_t> which;
+    for (uint32_t s = 0; s < stored.span_count(); ++s) {
+      if (std::find(ids.begin(), ids.end(), stored.spans.trace_id[s]) != ids.end()) {
+        which.push_back(s);
+      }
+    }
+    out->AppendSpans(stored, which.data(), which.size());
+    return Status::Ok();
+  }
+  Status FindTraceIds(const TraceQuery&, std::vector<TraceId>* out) override {
+    *out = found;
+    return Status::Ok();
+  }
+  Status GetServices(std::vector<std::string>*) override { return Status::Ok(); }
+  Status GetOperations(const std::string&, bool, uint8_t, std::vector<OperationInfo>*) override {
+    return Status::Ok();
+  }
+  Status GetDependencies(uint64_t, uint64_t, std::vector<DependencyLink>*) override {
+    return Status::Ok();
+  }
+  Status GetRedSeries(const RedQuery&, std::vector<RedSeries>*) override { return Status::Ok(); }
+  Status GetRedSummary(const RedSummaryQuery&, std::vector<RedSummaryRow>*) override {
+    return Status::Ok();
+  }
+  Status CountSpansWithAttr(AttrOwner, const std::string&, const std::string&, uint64_t*) override {
+    return Status::Ok();
+  }
+};
+
+TEST(RecentReader, MergesTheStoredAndTheHeldSpansOnce) {
+  Store store;
+  store.stored.Append(*Batch({{.span = 1}, {.span = 2, .parent = 1}}));
+  // Started long ago: the trace's root is older than the horizon, so the
+  // store is asked and its spans merged with the held ones.
+  RecentTraces recent(Options(), nullptr, kT0 + 3600 * kS);
+  RecentReader reader(store, recent, {.sole_writer = true});
+  recent.Add(Batch({{.span = 2, .parent = 1}, {.span = 3, .parent = 2}}), kT0 + 3600 * kS);
+  SpanBatch out;
+  ASSERT_TRUE(reader.GetTrace(Trace(1), &out).ok());
+  EXPECT_EQ(store.lookups, 1);
+  EXPECT_EQ(out.span_count(), 3u);
+  EXPECT_EQ(SpanIds(out), (std::set<SpanId>{Span(1, 1), Span(1, 2), Span(1, 3)}));
+
+  // Held only (the store has not written it yet): found, not a 404.
+  recent.Add(Batch({{.trace = 7, .start_ns = kT0 + 3601 * kS}}), kT0 + 3601 * kS);
+  SpanBatch fresh;
+  ASSERT_TRUE(reader.GetTrace(Trace(7), &fresh).ok());
+  EXPECT_EQ(fresh.span_count(), 1u);
+  // Neither: not found.
+  SpanBatch none;
+  EXPECT_EQ(reader.GetTrace(Trace(8), &none).code(), StatusCode::kNotFound);
+
+  // Searches put the held traces first, then the stored ones, each once.
+  store.found = {Trace(1), Trace(5)};
+  std::vector<TraceId> ids;
+  TraceQuery q;
+  q.service = "cart";
+  q.start_ns = kT0;
+  q.end_ns = kT0 + 8000 * kS;
+  q.limit = 3;
+  ASSERT_TRUE(reader.FindTraceIds(q, &ids).ok());
+  EXPECT_EQ(ids, (std::vector<TraceId>{Trace(7), Trace(1), Trace(5)}));
+  SpanBatch many;
+  ASSERT_TRUE(reader.GetTraces({Trace(1), Trace(7)}, &many).ok());
+  EXPECT_EQ(many.span_count(), 4u);
+}
+
+TEST(RecentReader, AnswersFromMemoryOnlyWhenTheWholeTraceMustBeHeld) {
+  Store store;
+  RecentTraces recent(Options(), nullptr, kT0);
+  RecentReader reader(store, recent, {.sole_writer = true, .clock_skew = std::chrono::seconds(60)});
+  // Its root started two minutes after the process: every span of the trace
+  // was received since, so the store is not asked.
+  recent.Add(Batch({{.span = 1, .start_ns = kT0 + 120 * kS}}), kT0 + 121 * kS);
+  SpanBatch out;
+  ASSERT_TRUE(reader.GetTrace(Trace(1), &out).ok());
+  EXPECT_EQ(store.lookups, 0);
+  // Within the clock skew of the horizon: the store is asked.
+  recent.Add(Batch({{.trace = 2, .start_ns = kT0 + 30 * kS}}), kT0 + 122 * kS);
+  ASSERT_TRUE(reader.GetTrace(Trace(2), &out).ok());
+  EXPECT_EQ(store.lookups, 1);
+  // A store shared with other writers is always asked.
+  RecentReader shared(store, recent, {.sole_writer = false});
+  ASSERT_TRUE(shared.GetTrace(Trace(1), &out).ok());
+  EXPECT_EQ(store.lookups, 2);
+}
+
+}  // namespace
+}  // namespace spanhouse::query
