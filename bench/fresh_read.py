@@ -86,9 +86,14 @@ class Server:
         self.log = open(os.path.join(root, tag + ".log"), "w")
         self.proc = subprocess.Popen(
             [binary, "serve", "--data-dir", self.dir, "--otlp-http-listen", self.otlp,
-             "--query-listen", self.query, "--otlp-grpc-listen", "", "--zipkin-listen", ""],
+             "--query-listen", self.query, "--otlp-grpc-listen", f"127.0.0.1:{free_port()}",
+             "--zipkin-listen", f"127.0.0.1:{free_port()}"],
             stdout=self.log, stderr=subprocess.STDOUT)
-        wait_ready(f"http://{self.query}", self.proc)
+        try:
+            wait_ready(f"http://{self.query}", self.proc)
+        except BaseException:
+            self.proc.kill()
+            raise
         self.first_whole = 0
         self.to_whole_ms: list[float] = []
         self.first_lookup_ms: list[float] = []
@@ -136,7 +141,8 @@ def main() -> int:
     root = tempfile.mkdtemp(prefix="fresh-read-")
     servers = []
     try:
-        servers = [Server(b, root, f"bin{i}") for i, b in enumerate(bins)]
+        for i, b in enumerate(bins):
+            servers.append(Server(b, root, f"bin{i}"))
         rng = random.Random(args.seed)
         traces = []
         for _ in range(args.traces):

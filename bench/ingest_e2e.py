@@ -35,6 +35,8 @@ within a run):
      the CPU ratio, the share kept, and the tail window's memory: the most
      open traces seen (every 5 s), the budget they were counted at, and the
      held spans.
+  7. recent: the recent-traces index (query.recent_max_bytes) on against
+     off, side by side like sampling: the CPU ratio and peak RSS.
 and prints per run: accepted spans/s, stored spans/s (accepted spans over
 the time until all of them were queryable), spanhouse CPU-seconds per million
 spans (user+system of the server process, chDB included), peak RSS, the RSS
@@ -47,7 +49,7 @@ Usage: bench/ingest_e2e.py [--bin build/spanhouse] [--loadgen BIN] [--duration 6
                            [--durable KEY=VALUE ...] [--set SECTION.KEY=VALUE ...]
                            [--keep DIR] [--side-by-side BIN ... --rate N]
                            [--runs dual --rate N [--opensearch-url URL [--opensearch-pid PID]]]
-                           [--runs sampling --rate N] [--runs tail --rate N]
+                           [--runs sampling --rate N] [--runs tail --rate N] [--runs recent --rate N]
 With --side-by-side, --bin and each BIN serve at the same time, each fed by
 its own loadgen at --rate spans/s: the fairest comparison of two builds on a
 machine whose speed drifts by 15% from one minute to the next.
@@ -414,6 +416,26 @@ def run_tail(args, protocol: str) -> list[dict]:
     return pair
 
 
+def run_recent(args, protocol: str) -> list[dict]:
+    """The recent-traces index on (the default) and off, at the same time, one binary."""
+    off = {"query": {"recent_max_bytes": "0"}}
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        on_run = pool.submit(run, args, "chdb", False, protocol, None, " recent on", False)
+        off_run = pool.submit(run, args, "chdb", False, protocol, None, " recent off", False,
+                              None, False, None, off)
+        pair = [on_run.result(), off_run.result()]
+    return pair
+
+
+def print_recent(pair: list[dict]) -> None:
+    on, off = pair
+    print(f"\nrecent-traces index on vs off, side by side ({on['report'].get('spans_per_s', 0):.0f}"
+          f" vs {off['report'].get('spans_per_s', 0):.0f} spans/s): CPU-s per million accepted "
+          f"spans: on {on['cpu_s_per_m']:.2f}, off {off['cpu_s_per_m']:.2f}, ratio on / off "
+          f"{on['cpu_s_per_m'] / off['cpu_s_per_m']:.3f}; peak RSS {on['peak_rss_mib']} vs "
+          f"{off['peak_rss_mib']} MiB")
+
+
 def print_tail(pair: list[dict]) -> None:
     sampled, off = pair
     kept = sampled.get("sampling_kept_share", float("nan"))
@@ -496,7 +518,8 @@ def main() -> int:
     ap.add_argument("--runs", default="chdb,chdb+query,null",
                     help="comma-separated subset of chdb, chdb+query, null, sampling (head "
                          "sampling at 10%% against off, side by side), tail (tail sampling "
-                         "against off, side by side), dual (dual-write to "
+                         "against off, side by side), recent (the recent-traces index on against off, "
+                         "side by side), dual (dual-write to "
                          "OpenSearch and ClickHouse alone, side by side: needs --rate)")
     ap.add_argument("--opensearch-url", default="", metavar="URL",
                     help="dual: the OpenSearch node to dual-write to (default: start one from "
@@ -512,7 +535,7 @@ def main() -> int:
     args = ap.parse_args()
 
     wanted = args.runs.split(",")
-    unknown = set(wanted) - {"chdb", "chdb+query", "null", "dual", "sampling", "tail"}
+    unknown = set(wanted) - {"chdb", "chdb+query", "null", "dual", "sampling", "tail", "recent"}
     if unknown:
         ap.error(f"unknown run(s): {', '.join(sorted(unknown))}")
     protocols = args.protocol.split(",")
@@ -520,8 +543,8 @@ def main() -> int:
         ap.error(f"unknown protocol(s) in {args.protocol!r}")
     if args.side_by_side and not args.rate:
         ap.error("--side-by-side needs --rate (each server gets its own loadgen at that rate)")
-    if {"sampling", "tail"} & set(wanted) and (not args.rate or args.side_by_side):
-        ap.error("--runs sampling and tail need --rate (each server gets its own loadgen at that "
+    if {"sampling", "tail", "recent"} & set(wanted) and (not args.rate or args.side_by_side):
+        ap.error("--runs sampling, tail and recent need --rate (each server gets its own loadgen at that "
                  "rate) and compare --bin with itself (no --side-by-side)")
     if "dual" in wanted and (not args.rate or args.side_by_side):
         ap.error("--runs dual needs --rate (each server gets its own loadgen at that rate) and "
@@ -531,6 +554,7 @@ def main() -> int:
     duals = []
     samplings = []
     tails = []
+    recents = []
     for name in wanted:
         for protocol in protocols:
             if name == "sampling":
@@ -540,6 +564,10 @@ def main() -> int:
             if name == "tail":
                 tails.append(run_tail(args, protocol))
                 results.extend(tails[-1])
+                continue
+            if name == "recent":
+                recents.append(run_recent(args, protocol))
+                results.extend(recents[-1])
                 continue
             if name == "dual":
                 duals.append(run_dual(args, protocol))
@@ -596,6 +624,8 @@ def main() -> int:
         print_sampling(pair)
     for pair in tails:
         print_tail(pair)
+    for pair in recents:
+        print_recent(pair)
     for r in results:
         print(f"RSS every 5 s ({r['sink']}), MiB: {r['rss_series_mib']}")
     print("\nloadgen reports:")

@@ -209,13 +209,15 @@ SpanBatch::Shape SpanBatch::shape() const {
 }
 
 bool SpanBatch::AdoptSource(std::string& body) {
-  if (!source_.empty() || body.size() >= kSourceBit) return false;
-  source_ = std::move(body);
+  if (!src_.empty() || body.size() >= kSourceBit) return false;
+  auto adopted = std::make_shared<const std::string>(std::move(body));
+  src_ = *adopted;
+  source_ = std::move(adopted);
   return true;
 }
 
 size_t SpanBatch::MemoryBytes() const {
-  size_t n = arena_.capacity() + source_.capacity();
+  size_t n = arena_.capacity() + (source_ != nullptr ? source_->capacity() : 0);
   n += AttrBytes(resource_attrs) + AttrBytes(scope_attrs) + AttrBytes(span_attrs) +
        AttrBytes(event_attrs) + AttrBytes(link_attrs);
   n += Cap(resources.attrs) + Cap(resources.dropped_attributes_count) + Cap(resources.schema_url) +

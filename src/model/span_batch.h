@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -91,18 +92,19 @@ class SpanBatch {
   static constexpr uint32_t kSourceBit = 1u << 31;
   StrRef AddString(std::string_view s);
   std::string_view Str(StrRef r) const {
-    const char* base = (r.off & kSourceBit) != 0 ? source_.data() - kSourceBit : arena_.data();
+    const char* base = (r.off & kSourceBit) != 0 ? src_.data() - kSourceBit : arena_.data();
     return {base + r.off, r.len};
   }
   // Takes `body` (moved from) as the batch's source if the batch has none
   // yet and it is shorter than 2 GiB; otherwise false, `body` untouched.
+  // The source is never changed after, so a copy of the batch shares it.
   bool AdoptSource(std::string& body);
-  std::string_view source() const { return source_; }
+  std::string_view source() const { return src_; }
   // `s` by reference if it lies inside the source, else copied to the arena.
   StrRef RefString(std::string_view s) {
-    const auto b = reinterpret_cast<uintptr_t>(source_.data());
+    const auto b = reinterpret_cast<uintptr_t>(src_.data());
     const auto p = reinterpret_cast<uintptr_t>(s.data());
-    if (p >= b && p - b <= source_.size() - s.size() && s.size() <= source_.size()) {
+    if (!src_.empty() && p >= b && p - b <= src_.size() - s.size() && s.size() <= src_.size()) {
       return {static_cast<uint32_t>(p - b) | kSourceBit, static_cast<uint32_t>(s.size())};
     }
     return AddString(s);
@@ -220,7 +222,8 @@ class SpanBatch {
 
  private:
   std::string arena_;
-  std::string source_;
+  std::shared_ptr<const std::string> source_;  // null: none
+  std::string_view src_;                       // *source_ (stays valid when the batch moves)
 };
 
 // A resource's identity: a 64-bit hash of everything stored about it (its

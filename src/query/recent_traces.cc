@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 
 #include "common/clock.h"
@@ -11,9 +12,8 @@ namespace spanhouse::query {
 
 namespace {
 
-// What a held span costs beside its batch: its place in the trace's list
-// and a share of the table's node.
-constexpr size_t kPerSpanBytes = sizeof(uint64_t) * 2 + 32;
+// What a held span costs beside its batch: its key.
+constexpr size_t kPerSpanBytes = sizeof(std::pair<uint64_t, uint32_t>);
 
 bool AttrIn(const SpanBatch& b, const AttrColumns& cols, Range r, std::string_view key,
             std::string_view value) {
@@ -82,10 +82,14 @@ void RecentTraces::Add(std::unique_ptr<SpanBatch> batch, uint64_t now_ns) {
   if (opts_.max_bytes == 0 || batch == nullptr) return;
   const SpanBatch::Spans& sp = batch->spans;
   const auto n = static_cast<uint32_t>(batch->span_count());
-  uint32_t kept = 0;
-  for (uint32_t s = 0; s < n; ++s) kept += sp.metrics_only[s] == 0 ? 1 : 0;
-  if (kept == 0) return;
-  const size_t bytes = batch->MemoryBytes() + static_cast<size_t>(kept) * kPerSpanBytes;
+  std::vector<std::pair<uint64_t, uint32_t>> keys;
+  keys.reserve(n);
+  for (uint32_t s = 0; s < n; ++s) {
+    if (sp.metrics_only[s] == 0) keys.emplace_back(TraceIdHash{}(sp.trace_id[s]), s);
+  }
+  if (keys.empty()) return;
+  std::sort(keys.begin(), keys.end());
+  const size_t bytes = batch->MemoryBytes() + keys.capacity() * kPerSpanBytes;
 
   std::lock_guard<std::mutex> lock(mu_);
   ExpireLocked(now_ns);
@@ -108,35 +112,22 @@ void RecentTraces::Add(std::unique_ptr<SpanBatch> batch, uint64_t now_ns) {
     let_go_ns_ = std::max(let_go_ns_, now_ns);
     return;
   }
-  const uint64_t seq = first_seq_ + held_.size();
-  for (uint32_t s = 0; s < n; ++s) {
-    if (sp.metrics_only[s] == 0) traces_[sp.trace_id[s]].push_back({seq, s});
-  }
   bytes_ += bytes;
-  spans_ += kept;
-  held_.push_back({std::move(batch), now_ns, bytes});
+  spans_ += keys.size();
+  held_.push_back({std::move(batch), std::move(keys), now_ns, bytes});
 }
 
 void RecentTraces::DropOldest() {
-  Held& h = held_.front();
-  const SpanBatch::Spans& sp = h.batch->spans;
-  for (uint32_t s = 0; s < sp.trace_id.size(); ++s) {
-    if (sp.metrics_only[s] != 0) continue;
-    auto it = traces_.find(sp.trace_id[s]);
-    if (it == traces_.end()) continue;
-    // This batch is the oldest held, so its places lead each list.
-    std::vector<Place>& places = it->second;
-    size_t k = 0;
-    while (k < places.size() && places[k].seq == first_seq_) ++k;
-    places.erase(places.begin(), places.begin() + static_cast<std::ptrdiff_t>(k));
-    if (places.empty()) traces_.erase(it);
-    spans_ -= k;
-  }
+  const Held& h = held_.front();
   bytes_ -= h.bytes;
+  spans_ -= h.keys.size();
   if (budget_ != nullptr) budget_->Release(h.bytes);
   let_go_ns_ = std::max(let_go_ns_, h.received_ns);
   held_.pop_front();
-  ++first_seq_;
+}
+
+void RecentTraces::Observe(std::unique_ptr<SpanBatch> copy) {
+  Add(std::move(copy), WallClockNs());
 }
 
 void RecentTraces::Expire(uint64_t now_ns) {
@@ -152,30 +143,29 @@ void RecentTraces::ExpireLocked(uint64_t now_ns) {
 
 RecentHit RecentTraces::Collect(const TraceId& id, SpanBatch* out) {
   RecentHit hit;
-  std::lock_guard<std::mutex> lock(mu_);
-  ++lookups_total_;
-  auto it = traces_.find(id);
-  if (it == traces_.end()) return hit;
-  ++lookup_hits_total_;
+  const uint64_t hash = TraceIdHash{}(id);
   std::set<SpanId> seen;
   std::vector<uint32_t> which;
-  const std::vector<Place>& places = it->second;
-  for (size_t i = 0; i < places.size();) {
-    const uint64_t seq = places[i].seq;
-    const SpanBatch& b = *At(seq).batch;
+  std::lock_guard<std::mutex> lock(mu_);
+  ++lookups_total_;
+  for (const Held& h : held_) {
+    const SpanBatch& b = *h.batch;
     which.clear();
-    for (; i < places.size() && places[i].seq == seq; ++i) {
-      const uint32_t s = places[i].span;
-      if (!seen.insert(b.spans.span_id[s]).second) continue;
+    auto it = std::lower_bound(h.keys.begin(), h.keys.end(), std::make_pair(hash, 0u));
+    for (; it != h.keys.end() && it->first == hash; ++it) {
+      const uint32_t s = it->second;
+      if (b.spans.trace_id[s] != id || !seen.insert(b.spans.span_id[s]).second) continue;
       which.push_back(s);
       if (IsZero(b.spans.parent_span_id[s]) &&
           (hit.root_start_ns == 0 || b.spans.start_ns[s] < hit.root_start_ns)) {
         hit.root_start_ns = b.spans.start_ns[s];
       }
     }
+    if (which.empty()) continue;
     out->AppendSpans(b, which.data(), which.size());
     hit.spans += which.size();
   }
+  if (hit.spans != 0) ++lookup_hits_total_;
   return hit;
 }
 
@@ -212,8 +202,6 @@ void RecentTraces::AppendMetrics(PromText& out) const {
   out.One("spanhouse_recent_bytes", "gauge",
           "Bytes of recent spans held in memory for reads by trace id (query.recent).", "", bytes_);
   out.One("spanhouse_recent_spans", "gauge", "Spans held in the recent-traces index.", "", spans_);
-  out.One("spanhouse_recent_traces", "gauge", "Traces with a span in the recent-traces index.", "",
-          traces_.size());
   const uint64_t now = WallClockNs();
   const uint64_t horizon = std::max(start_ns_, let_go_ns_);
   out.One("spanhouse_recent_covered_seconds", "gauge",

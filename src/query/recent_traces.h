@@ -16,13 +16,14 @@
 #include <deque>
 #include <memory>
 #include <mutex>
-#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "common/prom_text.h"
 #include "model/span_batch.h"
 #include "pipeline/memory_budget.h"
 #include "query/span_reader.h"
+#include "sink/observed_sink.h"
 
 namespace spanhouse::query {
 
@@ -38,7 +39,7 @@ struct RecentHit {
   uint64_t root_start_ns = 0;
 };
 
-class RecentTraces {
+class RecentTraces final : public sink::BatchObserver {
  public:
   // `budget` (may be null): each batch held is charged to it as well; a
   // batch that finds no room there after the oldest went is not held.
@@ -51,6 +52,9 @@ class RecentTraces {
 
   // Holds `batch` (its spans not sampled out), received at `now_ns`.
   void Add(std::unique_ptr<SpanBatch> batch, uint64_t now_ns);
+
+  // sink::BatchObserver: Add at the wall clock's now.
+  void Observe(std::unique_ptr<SpanBatch> copy) override;
 
   // Appends the trace's held spans to `out` (each span once, however often
   // it was received).
@@ -74,18 +78,17 @@ class RecentTraces {
  private:
   struct Held {
     std::unique_ptr<SpanBatch> batch;
+    // (hash of the trace id, span) of its spans not sampled out, sorted:
+    // a lookup is a binary search per batch held, and holding a batch
+    // costs one sort, no allocation per trace.
+    std::vector<std::pair<uint64_t, uint32_t>> keys;
     uint64_t received_ns = 0;
     size_t bytes = 0;
-  };
-  struct Place {
-    uint64_t seq = 0;  // the batch's number: held_[seq - first_seq_]
-    uint32_t span = 0;
   };
 
   // Under mu_.
   void DropOldest();
   void ExpireLocked(uint64_t now_ns);
-  const Held& At(uint64_t seq) const { return held_[seq - first_seq_]; }
 
   const RecentTracesOptions opts_;
   pipeline::MemoryBudget* const budget_;
@@ -93,8 +96,6 @@ class RecentTraces {
 
   mutable std::mutex mu_;
   std::deque<Held> held_;  // oldest first
-  uint64_t first_seq_ = 0;
-  std::unordered_map<TraceId, std::vector<Place>, TraceIdHash> traces_;
   size_t bytes_ = 0;
   size_t spans_ = 0;
   uint64_t let_go_ns_ = 0;  // received time of the newest batch let go or not taken

@@ -469,10 +469,7 @@ Status Server::MakeSinks() {
     recent_ = std::make_unique<query::RecentTraces>(o, &budget_, WallClockNs());
     // The primary sees every span (on a cluster, each shard's sink is handed
     // all of them and keeps its own).
-    sinks_.front() = std::make_unique<sink::ObservedSink>(
-        std::move(sinks_.front()), [this](std::unique_ptr<SpanBatch> batch) {
-          recent_->Add(std::move(batch), WallClockNs());
-        });
+    sinks_.front() = std::make_unique<sink::ObservedSink>(std::move(sinks_.front()), *recent_);
   }
   for (auto& s : sinks_) queue_->AddSink(*s);
   return Status::Ok();

@@ -17,7 +17,7 @@ Status ObservedSink::Push(pipeline::QueuedBatch& item) {
   }
   Status st = inner_->Push(item);
   if (st.ok()) {
-    for (auto& copy : copies) observer_(std::move(copy));
+    for (auto& c : copies) observer_.Observe(std::move(c));
   }
   return st;
 }

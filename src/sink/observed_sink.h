@@ -4,7 +4,6 @@
 // and the replay after a restart alike. Everything else is the inner sink's.
 #pragma once
 
-#include <functional>
 #include <memory>
 #include <string>
 
@@ -13,13 +12,19 @@
 
 namespace spanhouse::sink {
 
+// What an ObservedSink shows its batches to. Called from the pushing
+// threads.
+class BatchObserver {
+ public:
+  virtual ~BatchObserver() = default;
+  // A copy of a batch the inner sink took (sharing its source: SpanBatch).
+  virtual void Observe(std::unique_ptr<SpanBatch> copy) = 0;
+};
+
 class ObservedSink final : public Sink {
  public:
-  // Called from the pushing thread, after the inner sink took the batch.
-  using Observer = std::function<void(std::unique_ptr<SpanBatch>)>;
-
-  ObservedSink(std::unique_ptr<Sink> inner, Observer observer)
-      : inner_(std::move(inner)), observer_(std::move(observer)) {}
+  ObservedSink(std::unique_ptr<Sink> inner, BatchObserver& observer)
+      : inner_(std::move(inner)), observer_(observer) {}
 
   const std::string& name() const override { return inner_->name(); }
   void Attach(pipeline::durable::SinkCursor& cursor) override { inner_->Attach(cursor); }
@@ -34,7 +39,7 @@ class ObservedSink final : public Sink {
 
  private:
   std::unique_ptr<Sink> inner_;
-  Observer observer_;
+  BatchObserver& observer_;
 };
 
 }  // namespace spanhouse::sink

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -570,6 +571,35 @@ TEST(SpanKindNames, JaegerAndOtlpSpellings) {
   for (std::string_view bad : {"serverx", "span_kind_", "SPAN_KIND_FOO", " server", "1"}) {
     EXPECT_FALSE(ParseSpanKind(bad, &kind)) << bad;
   }
+}
+
+}  // namespace
+}  // namespace spanhouse
+
+namespace spanhouse {
+namespace {
+
+TEST(SpanBatch, ACopySharesTheSourceAndOutlivesTheOriginal) {
+  auto original = std::make_unique<SpanBatch>();
+  std::string body = "service-a/GET /cart";
+  ASSERT_TRUE(original->AdoptSource(body));
+  const std::string_view src = original->source();
+  const StrRef service = original->RefString(src.substr(0, 9));
+  const StrRef route = original->RefString(src.substr(10));
+  const StrRef elsewhere = original->RefString("not in the body");
+  EXPECT_NE(service.off & SpanBatch::kSourceBit, 0u);
+  EXPECT_EQ(elsewhere.off & SpanBatch::kSourceBit, 0u);
+  SpanBatch copy = *original;
+  EXPECT_EQ(copy.source().data(), src.data());  // shared, not copied
+  original.reset();
+  EXPECT_EQ(copy.Str(service), "service-a");
+  EXPECT_EQ(copy.Str(route), "GET /cart");
+  EXPECT_EQ(copy.Str(elsewhere), "not in the body");
+  // A batch without a source refers to nothing in one, an empty string included.
+  SpanBatch none;
+  EXPECT_EQ(none.RefString(std::string_view()).off & SpanBatch::kSourceBit, 0u);
+  std::string second = "x";
+  EXPECT_FALSE(copy.AdoptSource(second));  // one source per batch
 }
 
 }  // namespace
