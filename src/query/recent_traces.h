@@ -46,7 +46,7 @@ class RecentTraces final : public sink::BatchObserver {
   // `start_ns`: the process's start; nothing received before it is held
   // (except what the durable queue replays), so it bounds horizon_ns().
   RecentTraces(RecentTracesOptions options, pipeline::MemoryBudget* budget, uint64_t start_ns);
-  ~RecentTraces();
+  ~RecentTraces() override;
   RecentTraces(const RecentTraces&) = delete;
   RecentTraces& operator=(const RecentTraces&) = delete;
 
