@@ -4,7 +4,8 @@
 //
 // The corpus is the load generator's (same seed, same spans): requests of
 // ~500 spans, traces 100 us apart as loadgen sends them, every span fresh
-// (ids and attribute values drawn anew, not cycled payloads). It goes in the
+// (ids and attribute values drawn anew, not cycled payloads), from the replay
+// corpus or, with --corpus fresh, the fresh one (generator.h). It goes in the
 // writer's way: requests gathered into writer-sized blocks, each block's new
 // resources into `resources` first, its spans sorted by the table key and
 // encoded as one Native block, INSERT ... SELECT * FROM file(..., 'Native').
@@ -88,6 +89,7 @@ struct StorageOptions {
   size_t request_spans = 500;   // loadgen's spans per request
   size_t lookups = 100;
   uint64_t seed = 1;
+  std::string corpus = "replay";  // loadgen's --corpus
   // The engine's part size from which CODEC(Default) columns are ZSTD:
   // serve's default (storage.zstd_min_part_bytes, 32 MiB), so the full
   // merge's part is ZSTD as serve's merged parts of such a day are, and the
@@ -174,7 +176,9 @@ bool IsRoot(const SpanBatch& b, uint32_t i) {
 // traces starting where this one's end, until `spans` spans.
 Corpus BuildCorpus(const StorageOptions& o) {
   Corpus c;
-  loadgen::TraceGenerator gen(loadgen::CorpusOptions{o.seed});
+  loadgen::CorpusOptions corpus{o.seed};
+  loadgen::ParseCorpusKind(o.corpus, &corpus.kind);
+  loadgen::TraceGenerator gen(corpus);
   // From the start of the current hour (UTC): recent enough for the
   // metrics tables' TTL, and the corpus rarely crosses an hour.
   const auto now_s = std::chrono::duration_cast<std::chrono::seconds>(
@@ -1127,8 +1131,8 @@ void PrintOpenSearch(const StorageOptions& o, const Corpus& c, const OpenSearchR
     }
     fmt::print("by segment file, bytes/span: {}\n", line);
   }
-  fmt::print("\n== ClickHouse vs OpenSearch: {} spans, {} traces (loadgen corpus, seed {})\n",
-             c.spans, c.traces, o.seed);
+  fmt::print("\n== ClickHouse vs OpenSearch: {} spans, {} traces (loadgen {} corpus, seed {})\n",
+             c.spans, c.traces, o.corpus, o.seed);
   if (ch == nullptr || !ch->ok) {
     fmt::print("ClickHouse: no result\n");
   } else {
@@ -1203,15 +1207,15 @@ int RunStorage(const StorageOptions& o) {
   std::filesystem::create_directories(dir);
 
   auto t0 = Clock::now();
-  fmt::print(stderr, "generating {} spans (seed {})...\n", o.spans, o.seed);
+  fmt::print(stderr, "generating {} spans (seed {}, {} corpus)...\n", o.spans, o.seed, o.corpus);
   const Corpus corpus = BuildCorpus(o);
   fmt::print(
-      "spanhouse bench storage: {} spans in {} traces (seed {}, requests of ~{} spans, traces "
-      "{} us apart, {:.1f} s of span time), inserted in blocks of ~{} spans, ZSTD from parts of {} "
-      "MiB, {} CPUs\n",
-      corpus.spans, corpus.traces, o.seed, o.request_spans, loadgen::kTraceSpacingNs / 1000,
-      static_cast<double>(corpus.last_ns - corpus.first_ns) / 1e9, o.block_spans,
-      o.zstd_min_part_mib, std::thread::hardware_concurrency());
+      "spanhouse bench storage: {} spans in {} traces (seed {}, {} corpus, requests of ~{} spans, "
+      "traces {} us apart, {:.1f} s of span time), inserted in blocks of ~{} spans, ZSTD from "
+      "parts of {} MiB, {} CPUs\n",
+      corpus.spans, corpus.traces, o.seed, o.corpus, o.request_spans,
+      loadgen::kTraceSpacingNs / 1000, static_cast<double>(corpus.last_ns - corpus.first_ns) / 1e9,
+      o.block_spans, o.zstd_min_part_mib, std::thread::hardware_concurrency());
   fmt::print(stderr, "corpus generated in {:.1f} s\n", Seconds(t0));
 
   // The blocks depend only on the sort order and the encoding: encoded once
@@ -1296,6 +1300,12 @@ void AddStorageCommand(CLI::App& bench, std::function<int()>* run) {
   cmd->add_option("--spans", opts->spans, "Spans loaded into each variant (whole traces)")
       ->default_val(opts->spans);
   cmd->add_option("--seed", opts->seed, "Corpus seed")->default_val(opts->seed);
+  cmd->add_option("--corpus", opts->corpus,
+                  "Loadgen's corpus: replay (the one every figure so far used) or fresh "
+                  "(concrete URLs, SQL literals, exception texts with ids, thousands of user "
+                  "agents)")
+      ->check(CLI::IsMember({"replay", "fresh"}))
+      ->default_val(opts->corpus);
   cmd->add_option("--variant", opts->variants,
                   "Variants to measure, in this order (default: all; see --list)");
   cmd->add_flag("--list", opts->list, "List the variants and exit");

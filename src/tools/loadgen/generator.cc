@@ -9,8 +9,23 @@ namespace spanhouse::loadgen {
 using corpus::kServiceCount;
 using corpus::kServices;
 
+const char* CorpusKindName(CorpusKind kind) {
+  return kind == CorpusKind::kFresh ? "fresh" : "replay";
+}
+
+bool ParseCorpusKind(std::string_view text, CorpusKind* kind) {
+  if (text == "replay") {
+    *kind = CorpusKind::kReplay;
+  } else if (text == "fresh") {
+    *kind = CorpusKind::kFresh;
+  } else {
+    return false;
+  }
+  return true;
+}
+
 TraceGenerator::TraceGenerator(CorpusOptions options)
-    : builder_(std::make_unique<corpus::TraceBuilder>(options.seed)) {}
+    : builder_(std::make_unique<corpus::TraceBuilder>(options)) {}
 
 TraceGenerator::~TraceGenerator() = default;
 

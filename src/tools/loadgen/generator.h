@@ -16,6 +16,15 @@
 // Durations are log-normal with rare 10x outliers; children lie inside their
 // parent's time, except a kafka consumer, which runs after its producer.
 // About 10% of spans have an event.
+//
+// Two corpora (CorpusOptions::kind). kReplay, the default, is the one every
+// benchmark figure so far was measured on: URLs as route templates, SQL with
+// placeholders, fixed exception texts, 12 user agents. kFresh draws, from a
+// random stream of its own (so each trace is the replay corpus's same spans,
+// times and attribute keys), the values real traffic carries there: concrete
+// URLs with skus, order and user ids, SQL with literals, exception messages
+// and stack traces with ids and addresses, log lines with the request id, and
+// user agents from thousands, skewed as a real population is.
 #pragma once
 
 #include <cstddef>
@@ -31,9 +40,16 @@ namespace corpus {
 struct TraceBuilder;
 }  // namespace corpus
 
+enum class CorpusKind : uint8_t { kReplay, kFresh };
+
 struct CorpusOptions {
   uint64_t seed = 1;
+  CorpusKind kind = CorpusKind::kReplay;
 };
+
+// "replay" / "fresh"; ParseCorpusKind is false for any other text.
+const char* CorpusKindName(CorpusKind kind);
+bool ParseCorpusKind(std::string_view text, CorpusKind* kind);
 
 // Traces shaped so that the send patch (payload.h) can mark each one, per
 // send, as failed or slow (`spanhouse loadgen --error-traces / --slow-traces`).

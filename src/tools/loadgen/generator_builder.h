@@ -20,6 +20,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -103,12 +104,20 @@ inline constexpr uint32_t kMaxSpans = 30;
 inline constexpr uint64_t kUs = 1000;
 
 struct TraceBuilder {
-  explicit TraceBuilder(uint64_t seed) : rng(seed), mark_rng(seed ^ 0x6d61726b73686170ull) {}
+  explicit TraceBuilder(const CorpusOptions& o)
+      : rng(o.seed),
+        mark_rng(o.seed ^ 0x6d61726b73686170ull),
+        fresh(o.kind == CorpusKind::kFresh),
+        fresh_rng(o.seed ^ 0x667265736876616cull) {}
 
   Rng rng;
   std::string run_id;
   MarkShape shape;
   Rng mark_rng;  // draws of MarkFailurePath only: the corpus's stream stays as it is
+  // CorpusKind::kFresh: the values it changes are drawn from fresh_rng only,
+  // so `rng` draws as for the replay corpus and the traces keep its shape.
+  const bool fresh;
+  Rng fresh_rng;
 
   // ---- the world ----
   World world;
@@ -126,6 +135,7 @@ struct TraceBuilder {
   std::vector<uint32_t> groups;      // (svc << 16 | pod) in order of first use
   std::vector<uint32_t> span_group;  // per span, index into groups
   std::string stmt;                  // db.statement being built
+  std::string path;                  // fresh: a third party's URL path
 
   // ---- the trace being built ----
   struct Ctx {
@@ -145,6 +155,12 @@ struct TraceBuilder {
     int cart_items;
     double price;
     bool flag;
+    // Fresh corpus only: the user agent's rank in its family, a page of
+    // results, a ship-to zip code, the second sku a call touches.
+    uint32_t ua_rank;
+    uint32_t page;
+    uint32_t zip;
+    uint32_t other_sku;
     const Route* route;
     std::array<int32_t, kServiceCount> pod;
   } ctx{};
@@ -216,7 +232,7 @@ struct TraceBuilder {
   uint64_t Internal(uint32_t parent, std::string_view name, const char* code_fn, uint32_t fields,
                     uint64_t t, double median_us);
   // An HTTP call to a third party (payment provider, mail service).
-  uint64_t External(uint32_t parent, const char* method, const char* host, const char* path,
+  uint64_t External(uint32_t parent, const char* method, const char* host, std::string_view path,
                     int status, uint64_t t, double median_us);
   void KafkaAttrs(bool consumer, uint32_t partition);
   // Publishes the order event from span `parent`; the consumer in `consumer`
@@ -227,6 +243,23 @@ struct TraceBuilder {
   // ---- statements (generator_calls.cc) ----
 
   void Stmt(std::string_view s) { stmt.assign(s); }
+  // The replay corpus's statement, or the fresh corpus's own.
+  void Stmt(std::string_view replay, std::string_view fresh_text) {
+    stmt.assign(fresh ? fresh_text : replay);
+  }
+  // Fresh corpus: each `$n` of stmt becomes the n-th of `lits` and each `?`
+  // the next one in order (those past the end stay), as a driver's logged
+  // statement shows them. Nothing in the replay corpus.
+  void Bind(std::initializer_list<std::string_view> lits);
+  // Literals for Bind (temporaries: they live until Bind returns).
+  static std::string LitSku(uint32_t sku, bool quoted);
+  static std::string LitInt(int64_t v);
+  static std::string LitPadded(uint64_t v, int width);
+  static std::string LitText(std::string_view v);
+  // The trace's start, `days` before, as a timestamp literal.
+  std::string LitTime(uint32_t days) const;
+  // The trace's search words, separated by `sep`.
+  std::string Words(char sep) const;
   void RedisKey(const char* cmd, const char* prefix, uint64_t id, int width);
 
   // ---- flows: the frontend's work for each route, under its SERVER span
@@ -266,6 +299,10 @@ struct TraceBuilder {
   void NewContext();
   uint32_t GatewayClient(uint32_t root, uint64_t t);
   void HttpServerAttrs(uint32_t i, bool gateway);
+  // The route's path with the trace's sku, order id or category in it.
+  void AppendPath();
+  // Fresh corpus: the route's query string (no '?'), empty for none.
+  void AppendQuery();
   // Fails one leaf span of the trace just built and carries the failure up
   // to the root, stopping at an async (kafka consumer) boundary.
   void InjectError();

@@ -2,6 +2,9 @@
 // third-party HTTP and kafka spans, and the statements of database calls.
 #include "tools/loadgen/generator_builder.h"
 
+#include <cstdio>
+#include <ctime>
+
 namespace spanhouse::loadgen::corpus {
 
 void TraceBuilder::ThreadAttrs(Svc s) {
@@ -78,7 +81,7 @@ uint64_t TraceBuilder::Internal(uint32_t parent, std::string_view name, const ch
 }
 
 uint64_t TraceBuilder::External(uint32_t parent, const char* method, const char* host,
-                                const char* path, int status, uint64_t t, double median_us) {
+                                std::string_view path, int status, uint64_t t, double median_us) {
   const Svc svc = static_cast<Svc>(spans[parent].svc);
   const uint32_t d = Open(svc, SpanKind::kClient, method, static_cast<int32_t>(parent), t);
   AStr("http.request.method", method);
@@ -123,6 +126,82 @@ void TraceBuilder::KafkaAttrs(bool consumer, uint32_t partition) {
   }
   AStr("server.address", "kafka.shop.svc.cluster.local");
   AInt("server.port", 9092);
+}
+
+void TraceBuilder::Bind(std::initializer_list<std::string_view> lits) {
+  if (!fresh) return;
+  const std::string_view* v = lits.begin();
+  const size_t n = lits.size();
+  std::string out;
+  out.reserve(stmt.size() + 64);
+  size_t next = 0;  // the next `?`'s literal
+  for (size_t i = 0; i < stmt.size();) {
+    const char c = stmt[i];
+    if (c == '$' && i + 1 < stmt.size() && stmt[i + 1] >= '1' && stmt[i + 1] <= '9') {
+      const size_t k = static_cast<size_t>(stmt[i + 1] - '1');
+      if (k < n) {
+        out += v[k];
+        i += 2;
+        continue;
+      }
+    } else if (c == '?' && next < n) {
+      out += v[next++];
+      ++i;
+      continue;
+    }
+    out += c;
+    ++i;
+  }
+  stmt.swap(out);
+}
+
+std::string TraceBuilder::LitSku(uint32_t sku, bool quoted) {
+  std::string s = quoted ? "'SKU-" : "SKU-";
+  AppendPadded(s, sku, 5);
+  if (quoted) s += '\'';
+  return s;
+}
+
+std::string TraceBuilder::LitInt(int64_t v) {
+  std::string s;
+  codec::AppendInt(s, v);
+  return s;
+}
+
+std::string TraceBuilder::LitPadded(uint64_t v, int width) {
+  std::string s;
+  AppendPadded(s, v, width);
+  return s;
+}
+
+std::string TraceBuilder::LitText(std::string_view v) {
+  std::string s = "'";
+  s += v;
+  s += '\'';
+  return s;
+}
+
+std::string TraceBuilder::LitTime(uint32_t days) const {
+  const uint64_t ns = spans[ctx.first].start - static_cast<uint64_t>(days) * 86400'000'000'000ull;
+  const auto secs = static_cast<time_t>(ns / 1'000'000'000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[48];
+  std::snprintf(buf, sizeof(buf), "'%04d-%02d-%02d %02d:%02d:%02d.%06u+00'", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<unsigned>(ns / 1000 % 1'000'000));
+  return buf;
+}
+
+std::string TraceBuilder::Words(char sep) const {
+  std::string s;
+  uint32_t x = ctx.sku * 2654435761u;
+  const int n = 1 + static_cast<int>(ctx.sku % 3);
+  for (int i = 0; i < n; ++i) {
+    if (i > 0) s += sep;
+    s += kWords[(x >> (8 * i)) % std::size(kWords)];
+  }
+  return s;
 }
 
 void TraceBuilder::RedisKey(const char* cmd, const char* prefix, uint64_t id, int width) {

@@ -78,9 +78,12 @@ uint64_t TraceBuilder::CachedProduct(uint32_t s, uint64_t t, double miss) {
     Stmt(
         "SELECT id, sku, name, description, price_cents, currency, category_id FROM products "
         "WHERE sku = $1");
+    Bind({LitSku(ctx.sku, true)});
     t = Db(s, kCatalogDb, "SELECT catalog.products", "SELECT", "products", "findBySku", t);
     RedisKey("SETEX", "product:SKU-", ctx.sku, 5);
     stmt += " 300 ?";
+    Bind({"{\"sku\":\"" + LitSku(ctx.sku, false) +
+          "\",\"price_cents\":" + LitInt(static_cast<int64_t>(ctx.price * 100)) + "}"});
     t = Db(s, kCacheRedis, "SETEX", "SETEX", "", "cacheProduct", t);
   }
   return t;
@@ -92,9 +95,11 @@ uint64_t TraceBuilder::GetProducts(uint32_t parent, uint64_t t) {
     stmt.assign("MGET product:SKU-");
     AppendPadded(stmt, ctx.sku, 5);
     stmt += " ?";
+    Bind({"product:" + LitSku(ctx.other_sku, false)});
     t1 = Db(s, kCacheRedis, "MGET", "MGET", "", "getCachedProducts", t1);
     if (rng.Chance(0.2) && Room(1)) {
       Stmt("SELECT id, sku, name, price_cents FROM products WHERE sku = ANY($1)");
+      Bind({"ARRAY[" + LitSku(ctx.sku, true) + "," + LitSku(ctx.other_sku, true) + "]"});
       t1 = Db(s, kCatalogDb, "SELECT catalog.products", "SELECT", "products", "findAllBySku", t1);
     }
     return t1;
@@ -222,6 +227,7 @@ uint64_t TraceBuilder::Product(uint32_t fe, uint64_t t) {
   if (Room(3)) {
     t = Rpc(fe, kInventory, kGetStock, kFSku, t, [&](uint32_t s, uint64_t t1) {
       Stmt("SELECT sum(available) FROM stock WHERE sku = $1");
+      Bind({LitSku(ctx.sku, true)});
       return Db(s, kInventoryDb, "SELECT inventory.stock", "SELECT", "stock", "getStock", t1);
     });
   }
@@ -235,6 +241,7 @@ uint64_t TraceBuilder::Browse(uint32_t fe, uint64_t t) {
     Stmt(
         "SELECT p.id, p.sku, p.name, p.price_cents FROM products p JOIN categories c ON "
         "c.id = p.category_id WHERE c.slug = $1 ORDER BY p.rank LIMIT $2 OFFSET $3");
+    Bind({LitText(kCategories[ctx.category]), "24", LitInt((ctx.page - 1) * 24)});
     return Db(s, kCatalogDb, "SELECT catalog.products", "SELECT", "products", "findByCategory", t1);
   });
   return Internal(fe, "render listing", "renderListing", kFCategory, t, 1400);
@@ -244,6 +251,7 @@ uint64_t TraceBuilder::Search(uint32_t fe, uint64_t t) {
   t = Rpc(fe, kSearch, kSearchMethod, kFQuery, t, [&](uint32_t s, uint64_t t1) {
     stmt.assign("{\"find\":\"products\",\"filter\":{\"$text\":{\"$search\":\"?\"}},");
     stmt += "\"limit\":48}";
+    Bind({Words(' ')});
     t1 = Db(s, kSearchMongo, "find search.products", "find", "products", "search", t1);
     return Internal(s, "rank results", "rankResults", kFQuery, t1, 3000);
   });
@@ -252,7 +260,11 @@ uint64_t TraceBuilder::Search(uint32_t fe, uint64_t t) {
 
 uint64_t TraceBuilder::Suggest(uint32_t fe, uint64_t t) {
   return Rpc(fe, kSearch, kSuggest, kFQuery, t, [&](uint32_t s, uint64_t t1) {
-    Stmt("ZRANGEBYLEX suggest:prefix [? [?\xff LIMIT 0 10");
+    // The fresh corpus's values are valid UTF-8: U+00FF for the byte 0xff.
+    Stmt("ZRANGEBYLEX suggest:prefix [? [?\xff LIMIT 0 10",
+         "ZRANGEBYLEX suggest:prefix [? [?\xc3\xbf LIMIT 0 10");
+    const std::string words = Words(' ');
+    Bind({words, words});
     return Db(s, kCacheRedis, "ZRANGEBYLEX", "ZRANGEBYLEX", "", "suggest", t1);
   });
 }
@@ -270,11 +282,14 @@ uint64_t TraceBuilder::CartView(uint32_t fe, uint64_t t) {
 uint64_t TraceBuilder::CartAdd(uint32_t fe, uint64_t t) {
   t = Rpc(fe, kInventory, kGetStock, kFSku | kFQty, t, [&](uint32_t s, uint64_t t1) {
     Stmt("SELECT available FROM stock WHERE sku = $1 AND warehouse_id = ANY($2)");
+    Bind({LitSku(ctx.sku, true), "ARRAY[" + LitInt(1 + fresh_rng.Below(40)) + "," +
+                                     LitInt(41 + fresh_rng.Below(40)) + "]"});
     return Db(s, kInventoryDb, "SELECT inventory.stock", "SELECT", "stock", "getStock", t1);
   });
   return Rpc(fe, kCart, kAddItem, kFSku | kFQty | kFPrice, t, [&](uint32_t s, uint64_t t1) {
     RedisKey("HSET", "cart:user-", ctx.user, 6);
     stmt += " SKU-? ?";
+    Bind({LitPadded(ctx.sku, 5), LitInt(ctx.cart_items)});
     t1 = Db(s, kCartRedis, "HSET", "HSET", "", "AddItemAsync", t1);
     RedisKey("EXPIRE", "cart:user-", ctx.user, 6);
     stmt += " 604800";
@@ -286,6 +301,7 @@ uint64_t TraceBuilder::CartRemove(uint32_t fe, uint64_t t) {
   return Rpc(fe, kCart, kRemoveItem, kFSku, t, [&](uint32_t s, uint64_t t1) {
     RedisKey("HDEL", "cart:user-", ctx.user, 6);
     stmt += " SKU-?";
+    Bind({LitPadded(ctx.sku, 5)});
     return Db(s, kCartRedis, "HDEL", "HDEL", "", "RemoveItemAsync", t1);
   });
 }
@@ -306,20 +322,34 @@ uint64_t TraceBuilder::PlaceOrder(uint32_t s, uint64_t t1) {
       Stmt(
           "UPDATE stock SET available = available - $1, reserved = "
           "reserved + $1 WHERE sku = $2 AND available >= $1");
+      Bind({LitInt(1 + fresh_rng.Below(3)),
+            LitSku(i == 0 ? ctx.sku : (ctx.other_sku + 7919 * static_cast<uint32_t>(i)) % 20000,
+                   true)});
       return Db(r, kInventoryDb, "UPDATE inventory.stock", "UPDATE", "stock", "reserve", t2);
     });
   }
   if (Room(4)) {
     t1 = Rpc(s, kPayment, kCharge, kFOrder | kFPrice, t1, [&](uint32_t p, uint64_t t2) {
       t2 = Internal(p, "fraud check", "fraudCheck", kFPrice, t2, 4000);
-      return External(p, "POST", "api.payments.example.com", "/v1/payment_intents", 200, t2, 90000);
+      path.assign("/v1/payment_intents");
+      if (fresh) {  // the provider's id of the payment, as its API has it
+        path += "/pi_";
+        AppendHex(path, fresh_rng.Next(), 16);
+        AppendHex(path, fresh_rng.Next() >> 32, 8);
+        path += "/confirm";
+      }
+      return External(p, "POST", "api.payments.example.com", path, 200, t2, 90000);
     });
   }
   if (Room(3)) t1 = Leaf(s, kShipping, kGetQuote, kFOrder, t1, 600);
   if (Room(1)) {
     Stmt(
         "INSERT INTO orders (id, user_id, total_cents, currency, status, created_at) "
-        "VALUES ($1, $2, $3, $4, 'placed', now())");
+        "VALUES ($1, $2, $3, $4, 'placed', now())",
+        "INSERT INTO orders (id, user_id, total_cents, currency, status, created_at) "
+        "VALUES ($1, $2, $3, $4, 'placed', $5)");
+    Bind({LitInt(ctx.order_id), LitInt(ctx.user),
+          LitInt(static_cast<int64_t>(ctx.price * 100) * ctx.cart_items), "'USD'", LitTime(0)});
     t1 = Db(s, kOrdersDb, "INSERT orders.orders", "INSERT", "orders", "insertOrder", t1);
   }
   if (Room(5)) {
@@ -342,6 +372,7 @@ uint64_t TraceBuilder::OrderStatus(uint32_t fe, uint64_t t) {
     Stmt(
         "SELECT o.id, o.status, o.total_cents, i.sku, i.qty FROM orders o JOIN order_items "
         "i ON i.order_id = o.id WHERE o.id = $1 AND o.user_id = $2");
+    Bind({LitInt(ctx.order_id), LitInt(ctx.user)});
     return Db(s, kOrdersDb, "SELECT orders.orders", "SELECT", "orders", "getOrder", t1);
   });
   if (rng.Chance(0.5)) t = Leaf(fe, kShipping, kTrackOrder, kFOrder, t, 800);
@@ -352,7 +383,10 @@ uint64_t TraceBuilder::OrderList(uint32_t fe, uint64_t t) {
   return Rpc(fe, kCheckout, kListOrders, 0, t, [&](uint32_t s, uint64_t t1) {
     Stmt(
         "SELECT id, status, total_cents, created_at FROM orders WHERE user_id = $1 ORDER BY "
-        "created_at DESC LIMIT 20");
+        "created_at DESC LIMIT 20",
+        "SELECT id, status, total_cents, created_at FROM orders WHERE user_id = $1 AND "
+        "created_at >= $2 ORDER BY created_at DESC LIMIT 20");
+    Bind({LitInt(ctx.user), LitTime(90)});
     return Db(s, kOrdersDb, "SELECT orders.orders", "SELECT", "orders", "listOrders", t1);
   });
 }
@@ -360,11 +394,13 @@ uint64_t TraceBuilder::OrderList(uint32_t fe, uint64_t t) {
 uint64_t TraceBuilder::OrderCancel(uint32_t fe, uint64_t t) {
   return Rpc(fe, kCheckout, kCancelOrder, kFOrder, t, [&](uint32_t s, uint64_t t1) {
     Stmt("UPDATE orders SET status = 'cancelled' WHERE id = $1 AND status = 'placed'");
+    Bind({LitInt(ctx.order_id)});
     t1 = Db(s, kOrdersDb, "UPDATE orders.orders", "UPDATE", "orders", "cancelOrder", t1);
     return Kafka(s, kInventory, t1, [&](uint32_t c, uint64_t t2) {
       Stmt(
           "UPDATE stock SET available = available + r.qty FROM reservations r WHERE "
           "r.order_id = $1");
+      Bind({LitInt(ctx.order_id)});
       return Db(c, kInventoryDb, "UPDATE inventory.stock", "UPDATE", "stock", "release", t2);
     });
   });
@@ -373,12 +409,14 @@ uint64_t TraceBuilder::OrderCancel(uint32_t fe, uint64_t t) {
 uint64_t TraceBuilder::Login(uint32_t fe, uint64_t t) {
   return Rpc(fe, kUser, kLogin, 0, t, [&](uint32_t s, uint64_t t1) {
     Stmt("SELECT id, password_hash, status FROM users WHERE email = $1");
+    Bind({"'u" + LitPadded(ctx.user, 6) + "@mail.example.com'"});
     t1 = Db(s, kUsersDb, "SELECT users.users", "SELECT", "users", "find_by_email", t1);
     t1 = Internal(s, "verify password", "verify_password", 0, t1, 60000);
     stmt.assign("SETEX session:");
     AppendHex(stmt, ctx.session[0], 16);
     AppendHex(stmt, ctx.session[1], 16);
     stmt += " 86400 ?";
+    Bind({"{\"user_id\":" + LitInt(ctx.user) + "}"});
     return Db(s, kCacheRedis, "SETEX", "SETEX", "", "create_session", t1);
   });
 }
@@ -389,6 +427,7 @@ uint64_t TraceBuilder::Profile(uint32_t fe, uint64_t t) {
     t1 = Db(s, kCacheRedis, "GET", "GET", "", "get_cached_user", t1);
     if (rng.Chance(0.3)) {
       Stmt("SELECT id, email, name, created_at, tier FROM users WHERE id = $1");
+      Bind({LitInt(ctx.user)});
       t1 = Db(s, kUsersDb, "SELECT users.users", "SELECT", "users", "get_user", t1);
     }
     return t1;
@@ -398,6 +437,7 @@ uint64_t TraceBuilder::Profile(uint32_t fe, uint64_t t) {
 uint64_t TraceBuilder::ShipQuote(uint32_t fe, uint64_t t) {
   return Rpc(fe, kShipping, kGetQuote, kFQty, t, [&](uint32_t s, uint64_t t1) {
     Stmt("GET rates:zone:?");
+    Bind({LitInt(ctx.zip / 100)});
     t1 = Db(s, kCacheRedis, "GET", "GET", "", "cached_rates", t1);
     return Internal(s, "compute rates", "compute_rates", kFQty, t1, 900);
   });
@@ -409,6 +449,7 @@ uint64_t TraceBuilder::Review(uint32_t fe, uint64_t t) {
     Stmt(
         "{\"insert\":\"reviews\",\"documents\":[{\"sku\":\"?\",\"rating\":\"?\","
         "\"text\":\"?\"}]}");
+    Bind({LitSku(ctx.sku, false), LitInt(1 + fresh_rng.Below(5)), "love the " + Words(' ')});
     return Db(s, kReviewsMongo, "insert reviews.reviews", "insert", "reviews", "addReview", t1);
   });
 }

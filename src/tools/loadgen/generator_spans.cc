@@ -89,12 +89,7 @@ void TraceBuilder::ASku(std::string_view key) {
 void TraceBuilder::AQuery(std::string_view key) {
   // 1-3 words drawn from the trace's sku, so a trace is self-consistent.
   const uint32_t b = Mark();
-  uint32_t x = ctx.sku * 2654435761u;
-  const int n = 1 + static_cast<int>(ctx.sku % 3);
-  for (int i = 0; i < n; ++i) {
-    if (i > 0) text += ' ';
-    text += kWords[(x >> (8 * i)) % std::size(kWords)];
-  }
+  text += Words(' ');
   Push(key, ValueType::kString, b);
 }
 
@@ -203,6 +198,11 @@ void TraceBuilder::Close(uint32_t i, uint64_t end) {
       AStr("log.severity", rng.Chance(0.8) ? "INFO" : "WARN");
       {
         const uint32_t b = Mark();
+        if (fresh) {  // as a request-scoped logger writes it
+          text += "[request_id=";
+          AppendUuid(text, ctx.request[0], ctx.request[1]);
+          text += "] ";
+        }
         text += "handled ";
         text += s.name;
         text += " for user-";

@@ -2,6 +2,7 @@
 // around the route's flow, and the failure injected into ~1% of traces.
 #include "tools/loadgen/generator_builder.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -12,25 +13,92 @@ namespace {
 struct Failure {
   const char* status;  // status message
   const char* type;    // exception.type
+  // The fresh corpus's exception.message, its ids filled in (FillMessage).
+  const char* fresh;
 };
 constexpr Failure kDbFailures[] = {
-    {"ERROR: deadlock detected", "DeadlockDetected"},
-    {"ERROR: canceling statement due to statement timeout", "QueryCanceled"},
-    {"connection refused", "ConnectionRefusedError"},
-    {"too many clients already", "TooManyConnections"},
+    {"ERROR: deadlock detected", "DeadlockDetected",
+     "ERROR: deadlock detected\nDETAIL: Process %p waits for ShareLock on transaction %x; "
+     "blocked by process %p.\nProcess %p waits for ShareLock on transaction %x; blocked by "
+     "process %p."},
+    {"ERROR: canceling statement due to statement timeout", "QueryCanceled",
+     "ERROR: canceling statement due to statement timeout (backend pid %p, query id %q)"},
+    {"connection refused", "ConnectionRefusedError",
+     "connection refused (pool connection 0x%h, %m ms after checkout)"},
+    {"too many clients already", "TooManyConnections",
+     "FATAL: sorry, too many clients already (backend pid %p, session %h)"},
 };
 constexpr Failure kRedisFailures[] = {
-    {"READONLY You can't write against a read only replica.", "RedisReadOnlyError"},
-    {"Timeout performing GET (5000ms)", "RedisTimeoutException"},
-    {"LOADING Redis is loading the dataset in memory", "RedisBusyLoadingError"},
+    {"READONLY You can't write against a read only replica.", "RedisReadOnlyError",
+     "READONLY You can't write against a read only replica. (HSET cart:user-%u, client id %p)"},
+    {"Timeout performing GET (5000ms)", "RedisTimeoutException",
+     "Timeout performing GET (5000ms), next: GET product:SKU-%s, inst: %d, qu: 0, qs: %d, aw: "
+     "False, rs: ReadAsync, ws: Idle, in: %m, async-ops: %x, serverEndpoint: "
+     "redis-cache.shop.svc.cluster.local:6379, mgr: 10 of 10 available, clientName: %h, IOCP: "
+     "(Busy=0,Free=1000,Min=8,Max=1000), WORKER: (Busy=%d,Free=32757,Min=8,Max=32767)"},
+    {"LOADING Redis is loading the dataset in memory", "RedisBusyLoadingError",
+     "LOADING Redis is loading the dataset in memory (%m ms, client id %p)"},
 };
 constexpr Failure kInternalFailures[] = {
-    {"index out of range [3] with length 3", "runtime.Error"},
-    {"Cannot read properties of undefined (reading 'price')", "TypeError"},
-    {"Object reference not set to an instance of an object.", "NullReferenceException"},
-    {"card declined: insufficient funds", "PaymentDeclined"},
-    {"upstream request timeout", "TimeoutError"},
+    {"index out of range [3] with length 3", "runtime.Error",
+     "runtime error: index out of range [%d] with length %d (order %o)"},
+    {"Cannot read properties of undefined (reading 'price')", "TypeError",
+     "Cannot read properties of undefined (reading 'price') for SKU-%s in cart user-%u"},
+    {"Object reference not set to an instance of an object.", "NullReferenceException",
+     "Object reference not set to an instance of an object. (cart user-%u, item SKU-%s)"},
+    {"card declined: insufficient funds", "PaymentDeclined",
+     "card declined: insufficient funds (charge ch_%h%h, order %o)"},
+    {"upstream request timeout", "TimeoutError",
+     "upstream request timeout after %m ms (request %r)"},
 };
+
+// Appends `tmpl` with its ids filled in: %p a process id, %x a transaction
+// id, %q a query id, %h 12 hex digits, %m milliseconds, %d a small number,
+// %s the trace's sku, %u its user, %o its order id, %r its request id.
+void FillMessage(TraceBuilder& m, const char* tmpl, std::string& out) {
+  Rng& r = m.fresh_rng;
+  for (const char* c = tmpl; *c != 0; ++c) {
+    if (*c != '%' || c[1] == 0) {
+      out += *c;
+      continue;
+    }
+    switch (*++c) {
+      case 'p':
+        codec::AppendInt(out, 1000 + r.Below(64000));
+        break;
+      case 'x':
+        codec::AppendInt(out, 10'000'000 + r.Below(900'000'000));
+        break;
+      case 'q':
+        codec::AppendInt(out, static_cast<int64_t>(r.Next()));
+        break;
+      case 'h':
+        AppendHex(out, r.Next(), 12);
+        break;
+      case 'm':
+        codec::AppendInt(out, 100 + r.Below(9900));
+        break;
+      case 'd':
+        codec::AppendInt(out, r.Below(64));
+        break;
+      case 's':
+        AppendPadded(out, m.ctx.sku, 5);
+        break;
+      case 'u':
+        AppendPadded(out, m.ctx.user, 6);
+        break;
+      case 'o':
+        codec::AppendInt(out, m.ctx.order_id);
+        break;
+      case 'r':
+        AppendUuid(out, m.ctx.request[0], m.ctx.request[1]);
+        break;
+      default:
+        out += '%';
+        out += *c;
+    }
+  }
+}
 
 // A leaf span of the trace being built, drawn from `r`; its first span (the
 // root) if it has none.
@@ -133,6 +201,91 @@ void TraceBuilder::NewContext() {
   ctx.flag = rng.Chance(0.3);
   ctx.pod.fill(-1);
   ctx.route = &PickRoute();
+  if (fresh) {
+    // Log-uniform ranks: a few agents common, a long tail of rare ones.
+    const double rank = std::exp(fresh_rng.Uniform() * std::log(double{kAgentsPerFamily}));
+    ctx.ua_rank = std::min(static_cast<uint32_t>(rank) - 1, kAgentsPerFamily - 1);
+    ctx.page = fresh_rng.Chance(0.6) ? 1 : 2 + fresh_rng.Below(8);
+    ctx.zip = 10000 + fresh_rng.Below(90000);
+    ctx.other_sku = static_cast<uint32_t>(20000.0 * fresh_rng.Uniform() * fresh_rng.Uniform());
+  }
+}
+
+void TraceBuilder::AppendPath() {
+  const std::string_view tmpl = ctx.route->route;
+  for (size_t p = 0; p < tmpl.size();) {
+    if (tmpl[p] != '{') {
+      text += tmpl[p++];
+      continue;
+    }
+    const size_t close = tmpl.find('}', p);
+    const std::string_view var = tmpl.substr(p + 1, close - p - 1);
+    if (var == "sku") {
+      text += "SKU-";
+      AppendPadded(text, ctx.sku, 5);
+    } else if (var == "order_id") {
+      codec::AppendInt(text, ctx.order_id);
+    } else {
+      text += kCategories[ctx.category];
+    }
+    p = close + 1;
+  }
+}
+
+void TraceBuilder::AppendQuery() {
+  static constexpr const char* kRefs[] = {"home", "search", "recs", "cart", "email", "ads"};
+  static constexpr const char* kSorts[] = {"relevance", "price_asc", "price_desc", "newest",
+                                           "rating"};
+  switch (ctx.route->base->flow) {
+    case Flow::kHome:  // a client's cache buster, in ms
+      text += "_=";
+      codec::AppendInt(text, static_cast<int64_t>(spans[ctx.first].start / 1'000'000));
+      break;
+    case Flow::kProduct:
+      text += "ref=";
+      text += kRefs[fresh_rng.Below(std::size(kRefs))];
+      text += "&pos=";
+      codec::AppendInt(text, 1 + fresh_rng.Below(48));
+      break;
+    case Flow::kBrowse:
+      text += "page=";
+      codec::AppendInt(text, ctx.page);
+      text += "&sort=";
+      text += kSorts[fresh_rng.Below(std::size(kSorts))];
+      break;
+    case Flow::kSearch:
+      text += "q=";
+      text += Words('+');
+      text += "&page=";
+      codec::AppendInt(text, ctx.page);
+      break;
+    case Flow::kSuggest:
+      text += "q=";
+      text += Words('+');
+      text += "&limit=10";
+      break;
+    case Flow::kCartView:
+    case Flow::kRecs:
+    case Flow::kOrderList:
+      text += "user_id=";
+      AppendPadded(text, ctx.user, 6);
+      if (ctx.route->base->flow == Flow::kOrderList) {
+        text += "&page=";
+        codec::AppendInt(text, ctx.page);
+      }
+      break;
+    case Flow::kShipQuote:
+      text += "zip=";
+      codec::AppendInt(text, ctx.zip);
+      text += "&weight_g=";
+      codec::AppendInt(text, 100 + fresh_rng.Below(20000));
+      break;
+    case Flow::kOrderStatus:
+      text += "include=items,shipping";
+      break;
+    default:
+      break;
+  }
 }
 
 // The gateway's HTTP CLIENT span to the frontend, opened at `t`.
@@ -144,7 +297,15 @@ uint32_t TraceBuilder::GatewayClient(uint32_t root, uint64_t t) {
   {
     const uint32_t b = Mark();
     text += "http://frontend:8080";
-    text += r.route;
+    if (fresh) {
+      AppendPath();
+      text += '?';
+      const size_t q = text.size();
+      AppendQuery();
+      if (text.size() == q) text.pop_back();
+    } else {
+      text += r.route;
+    }
     Push("url.full", ValueType::kString, b);
   }
   AStr("server.address", "frontend");
@@ -163,34 +324,16 @@ void TraceBuilder::HttpServerAttrs(uint32_t i, bool gateway) {
   AStr("http.route", r.route);
   {
     const uint32_t b = Mark();
-    std::string_view tmpl = r.route;
-    for (size_t p = 0; p < tmpl.size();) {
-      if (tmpl[p] != '{') {
-        text += tmpl[p++];
-        continue;
-      }
-      const size_t close = tmpl.find('}', p);
-      const std::string_view var = tmpl.substr(p + 1, close - p - 1);
-      if (var == "sku") {
-        text += "SKU-";
-        AppendPadded(text, ctx.sku, 5);
-      } else if (var == "order_id") {
-        codec::AppendInt(text, ctx.order_id);
-      } else {
-        text += kCategories[ctx.category];
-      }
-      p = close + 1;
-    }
+    AppendPath();
     Push("url.path", ValueType::kString, b);
   }
   if (r.base->flow == Flow::kSearch || r.base->flow == Flow::kSuggest) {
     const uint32_t b = Mark();
-    text += "q=";
-    const uint32_t words = Mark();
-    AQuery("tmp");
-    target->pop_back();
-    for (uint32_t k = words; k < text.size(); ++k) {
-      if (text[k] == ' ') text[k] = '+';
+    if (fresh) {
+      AppendQuery();
+    } else {
+      text += "q=";
+      text += Words('+');
     }
     Push("url.query", ValueType::kString, b);
   }
@@ -205,7 +348,13 @@ void TraceBuilder::HttpServerAttrs(uint32_t i, bool gateway) {
   }
   AInt("network.peer.port", 32768 + rng.Below(28000));
   AIp("client.address", ctx.client_ip);
-  AStr("user_agent.original", kUserAgents[ctx.ua]);
+  if (fresh) {
+    const uint32_t b = Mark();
+    AppendUserAgent(text, ctx.ua, ctx.ua_rank);
+    Push("user_agent.original", ValueType::kString, b);
+  } else {
+    AStr("user_agent.original", kUserAgents[ctx.ua]);
+  }
   AInt("http.response.status_code", r.base->ok_status);
   AInt("http.response.body.size", static_cast<int64_t>(rng.LogNormal(4000, 1.0)));
   if (std::string_view(r.base->method) != "GET") {
@@ -236,12 +385,15 @@ void TraceBuilder::InjectError() {
   target = &event_attrs;
   ev.attr_begin = static_cast<uint32_t>(event_attrs.size());
   AStr("exception.type", fail.type);
-  AStr("exception.message", fail.status);
+  std::string filled;
+  if (fresh) FillMessage(*this, fail.fresh, filled);
+  const std::string_view message = fresh ? std::string_view(filled) : fail.status;
+  AStr("exception.message", message);
   {
     const uint32_t b = Mark();
     text += fail.type;
     text += ": ";
-    text += fail.status;
+    text += message;
     for (int k = 0; k < 6; ++k) {
       text += "\n\tat ";
       text += kServices[svc].code_namespace;
@@ -251,6 +403,14 @@ void TraceBuilder::InjectError() {
       text += ".src:";
       codec::AppendInt(text, 10 + rng.Below(900));
       text += ')';
+      if (fresh) {
+        // The frame's address: the same in one pod's process, another in the next.
+        uint64_t x = static_cast<uint64_t>(svc) << 40 | static_cast<uint64_t>(s.pod) << 8 |
+                     static_cast<uint64_t>(k);
+        text += " [0x7f";
+        AppendHex(text, SplitMix64(x), 10);
+        text += ']';
+      }
     }
     Push("exception.stacktrace", ValueType::kString, b);
   }

@@ -162,6 +162,14 @@ inline constexpr const char* kUserAgents[] = {
     "ShopApp/4.10.5 (Android 12; SM-A525F)",
     "curl/8.5.0",
 };
+// The fresh corpus's user agents: per family (an index into kUserAgents, whose
+// channel and client version they keep) kAgentsPerFamily strings made of
+// browser, OS, device and version parts, so a real population's thousands of
+// distinct strings. Rank 0 is the family's most common; the same (family,
+// rank) gives the same string.
+inline constexpr uint32_t kAgentsPerFamily = 4096;
+void AppendUserAgent(std::string& out, uint32_t family, uint32_t rank);
+
 inline constexpr const char* kChannels[] = {"web", "web", "web", "web",     "web",     "web",
                                             "web", "ios", "ios", "android", "android", "api"};
 

@@ -212,8 +212,8 @@ class Run {
   void Prepare() {
     if (o_.payloads == 0) return;
     const auto t0 = Clock::now();
-    payloads_ = BuildPayloads(o_.seed, run_id_, o_.payloads, o_.spans_per_request,
-                              WallNs() - kLagNs, shape_);
+    payloads_ = BuildPayloads(CorpusOptions{o_.seed, o_.corpus}, run_id_, o_.payloads,
+                              o_.spans_per_request, WallNs() - kLagNs, shape_);
     uint64_t spans = 0, bytes = 0;
     for (const Payload& p : payloads_) {
       spans += p.spans;
@@ -221,9 +221,10 @@ class Run {
     }
     if (!o_.quiet) {
       std::fprintf(stderr,
-                   "loadgen: %zu payloads pre-generated: %" PRIu64 " spans, %.1f MB, %.2f s\n",
-                   payloads_.size(), spans, static_cast<double>(bytes) / 1e6,
-                   duration<double>(Clock::now() - t0).count());
+                   "loadgen: %zu payloads pre-generated (%s corpus): %" PRIu64
+                   " spans, %.1f MB, %.2f s\n",
+                   payloads_.size(), CorpusKindName(o_.corpus), spans,
+                   static_cast<double>(bytes) / 1e6, duration<double>(Clock::now() - t0).count());
     }
   }
 
@@ -346,7 +347,7 @@ class Run {
     Payload fresh;
     if (payloads_.empty()) {
       uint64_t x = o_.seed + static_cast<uint64_t>(index);
-      gen = std::make_unique<TraceGenerator>(CorpusOptions{SplitMix64(x)});
+      gen = std::make_unique<TraceGenerator>(CorpusOptions{SplitMix64(x), o_.corpus});
       gen->SetRunId(run_id_);
       gen->SetMarkShape(shape_);
     }
@@ -579,25 +580,26 @@ void PrintText(FILE* f, const LoadgenOptions& o, const LoadgenReport& r) {
 void PrintJson(FILE* f, const LoadgenOptions& o, const LoadgenReport& r) {
   std::string endpoint;
   codec::AppendJsonString(endpoint, o.endpoint);
-  std::fprintf(
-      f,
-      "{\"run_id\":\"%s\",\"protocol\":\"%s\",\"endpoint\":%s,\"connections\":%d,"
-      "\"elapsed_s\":%.3f,"
-      "\"requests\":%" PRIu64 ",\"requests_ok\":%" PRIu64 ",\"spans_sent\":%" PRIu64
-      ",\"spans_accepted\":%" PRIu64 ",\"traces_sent\":%" PRIu64 ",\"traces_accepted\":%" PRIu64
-      ",\"error_traces\":%" PRIu64 ",\"error_traces_accepted\":%" PRIu64 ",\"slow_traces\":%" PRIu64
-      ",\"slow_traces_accepted\":%" PRIu64 ",\"slow_ms\":%" PRIu64
-      ",\"fresh_values\":%s"
-      ",\"spans_per_s\":%.1f,\"bytes_sent\":%" PRIu64
-      ",\"latency_p50_ms\":%.3f,\"latency_p99_ms\":%.3f,\"latency_max_ms\":%.3f,"
-      "\"rejected_requests\":%" PRIu64 ",\"rejected_spans\":%" PRIu64 ",\"retried\":%" PRIu64
-      ",\"throttled\":%" PRIu64 ",\"connection_errors\":%" PRIu64,
-      r.run_id.c_str(), o.protocol == "grpc" ? "grpc" : "http", endpoint.c_str(), o.connections,
-      r.elapsed_s, r.requests, r.requests_ok, r.spans_sent, r.spans_accepted, r.traces_sent,
-      r.traces_accepted, r.error_traces, r.error_traces_accepted, r.slow_traces,
-      r.slow_traces_accepted, o.slow_ms, o.fresh_values ? "true" : "false", r.spans_per_s,
-      r.bytes_sent, r.latency_p50_ms, r.latency_p99_ms, r.latency_max_ms, r.rejected_requests,
-      r.rejected_spans, r.retried, r.throttled, r.connection_errors);
+  std::fprintf(f,
+               "{\"run_id\":\"%s\",\"protocol\":\"%s\",\"endpoint\":%s,\"connections\":%d,"
+               "\"elapsed_s\":%.3f,"
+               "\"requests\":%" PRIu64 ",\"requests_ok\":%" PRIu64 ",\"spans_sent\":%" PRIu64
+               ",\"spans_accepted\":%" PRIu64 ",\"traces_sent\":%" PRIu64
+               ",\"traces_accepted\":%" PRIu64 ",\"error_traces\":%" PRIu64
+               ",\"error_traces_accepted\":%" PRIu64 ",\"slow_traces\":%" PRIu64
+               ",\"slow_traces_accepted\":%" PRIu64 ",\"slow_ms\":%" PRIu64
+               ",\"corpus\":\"%s\",\"fresh_values\":%s"
+               ",\"spans_per_s\":%.1f,\"bytes_sent\":%" PRIu64
+               ",\"latency_p50_ms\":%.3f,\"latency_p99_ms\":%.3f,\"latency_max_ms\":%.3f,"
+               "\"rejected_requests\":%" PRIu64 ",\"rejected_spans\":%" PRIu64
+               ",\"retried\":%" PRIu64 ",\"throttled\":%" PRIu64 ",\"connection_errors\":%" PRIu64,
+               r.run_id.c_str(), o.protocol == "grpc" ? "grpc" : "http", endpoint.c_str(),
+               o.connections, r.elapsed_s, r.requests, r.requests_ok, r.spans_sent,
+               r.spans_accepted, r.traces_sent, r.traces_accepted, r.error_traces,
+               r.error_traces_accepted, r.slow_traces, r.slow_traces_accepted, o.slow_ms,
+               CorpusKindName(o.corpus), o.fresh_values ? "true" : "false", r.spans_per_s,
+               r.bytes_sent, r.latency_p50_ms, r.latency_p99_ms, r.latency_max_ms,
+               r.rejected_requests, r.rejected_spans, r.retried, r.throttled, r.connection_errors);
   if (r.verified) {
     std::fprintf(f, ",\"verify\":{\"stored\":%lld,\"ok\":%s,\"seconds\":%.1f}",
                  static_cast<long long>(r.stored), r.verify_ok ? "true" : "false", r.verify_s);
@@ -618,7 +620,10 @@ int BadFlag(const std::string& message) {
 
 }  // namespace
 
-int RunLoadgen(const LoadgenOptions& o, LoadgenReport* report) {
+int RunLoadgen(const LoadgenOptions& options, LoadgenReport* report) {
+  LoadgenOptions o = options;
+  // The fresh corpus's replayed payloads would repeat its ids send after send.
+  if (o.corpus == CorpusKind::kFresh) o.fresh_values = true;
   HttpUrl url, query;
   std::string err;
   if (o.protocol != "http" && o.protocol != "grpc") {
@@ -732,6 +737,14 @@ void AddLoadgenCommand(CLI::App& app, std::function<int()>* run) {
                   "Requests pre-generated and sent round-robin with fresh ids and times; 0 "
                   "generates every request afresh (more CPU, more distinct attribute values)")
       ->capture_default_str();
+  auto corpus = std::make_shared<std::string>("replay");
+  cmd->add_option("--corpus", *corpus,
+                  "replay: the corpus every benchmark so far used (templated URLs, "
+                  "parameterised SQL, fixed exception texts, 12 user agents); fresh: concrete "
+                  "URLs, SQL literals, exception texts and log lines with ids, thousands of user "
+                  "agents, and --fresh-values on")
+      ->check(CLI::IsMember({"replay", "fresh"}))
+      ->capture_default_str();
   cmd->add_flag("--fresh-values", o->fresh_values,
                 "Give the pre-generated requests fresh digits per send in the values real "
                 "traffic rarely repeats (ids and numbers in log lines, exception messages, URLs "
@@ -766,7 +779,8 @@ void AddLoadgenCommand(CLI::App& app, std::function<int()>* run) {
   cmd->add_flag("--json", o->json,
                 "Print the report as one JSON line on stdout (the text report goes to stderr)");
   cmd->add_flag("-q,--quiet", o->quiet, "No progress lines on stderr");
-  cmd->callback([o, dur, endpoint, run] {
+  cmd->callback([o, dur, endpoint, corpus, run] {
+    ParseCorpusKind(*corpus, &o->corpus);
     if (dur->count() == 0 && o->spans > 0) o->duration_s = 0;
     if (endpoint->count() == 0 && o->protocol == "grpc") o->endpoint = "127.0.0.1:4317";
     *run = [o] { return RunLoadgen(*o); };

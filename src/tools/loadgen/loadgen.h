@@ -12,6 +12,10 @@
 // API's span count for this run's loadgen.run_id resource attribute until it
 // equals the accepted count.
 //
+// --corpus fresh generates the payloads from the fresh corpus (generator.h:
+// concrete URLs, SQL literals, exception texts with ids, thousands of user
+// agents) and implies --fresh-values, so replayed payloads stay fresh.
+//
 // --error-traces F makes exactly the share F of the traces sent (within
 // rounding; per trace, from a hash of its fresh id, so also for replayed
 // payloads) carry a failure: spans in status ERROR, one with a message; the
@@ -27,6 +31,8 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+
+#include "tools/loadgen/generator.h"
 
 namespace CLI {  // NOLINT(readability-identifier-naming): CLI11's namespace
 class App;
@@ -48,6 +54,9 @@ struct LoadgenOptions {
   size_t spans_per_request = 500;
   uint64_t seed = 1;
   size_t payloads = 64;  // 0 = generate every request afresh
+  // Which corpus the payloads come from (generator.h); kFresh turns
+  // fresh_values on too.
+  CorpusKind corpus = CorpusKind::kReplay;
   // Fresh digits per send in the values real traffic rarely repeats
   // (payload.h: fresh values).
   bool fresh_values = false;

@@ -273,7 +273,13 @@ void BuildPayload(TraceGenerator& gen, size_t min_spans, uint64_t base_ns, Paylo
 
 std::vector<Payload> BuildPayloads(uint64_t seed, std::string_view run_id, size_t count,
                                    size_t min_spans, uint64_t base_ns, const MarkShape& shape) {
-  TraceGenerator gen(CorpusOptions{seed});
+  return BuildPayloads(CorpusOptions{seed}, run_id, count, min_spans, base_ns, shape);
+}
+
+std::vector<Payload> BuildPayloads(const CorpusOptions& corpus, std::string_view run_id,
+                                   size_t count, size_t min_spans, uint64_t base_ns,
+                                   const MarkShape& shape) {
+  TraceGenerator gen(corpus);
   gen.SetRunId(run_id);
   gen.SetMarkShape(shape);
   std::vector<Payload> out(count);

@@ -141,6 +141,10 @@ void BuildPayload(TraceGenerator& gen, size_t min_spans, uint64_t base_ns, Paylo
 // covers a stretch of time.
 std::vector<Payload> BuildPayloads(uint64_t seed, std::string_view run_id, size_t count,
                                    size_t min_spans, uint64_t base_ns, const MarkShape& shape = {});
+// The same from the corpus `corpus` names.
+std::vector<Payload> BuildPayloads(const CorpusOptions& corpus, std::string_view run_id,
+                                   size_t count, size_t min_spans, uint64_t base_ns,
+                                   const MarkShape& shape = {});
 
 struct Patch {
   uint64_t trace_mask[2] = {0, 0};

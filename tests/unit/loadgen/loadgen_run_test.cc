@@ -6,6 +6,7 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include "codec/compression.h"
@@ -41,6 +42,11 @@ class FakeBackend {
   std::map<std::string, std::string> encodings() {
     std::lock_guard<std::mutex> lock(mu_);
     return encodings_;
+  }
+  // The distinct db.statement values received, and those of the first request.
+  std::pair<size_t, size_t> statements() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return {statements_.size(), first_statements_};
   }
 
  private:
@@ -93,6 +99,12 @@ class FakeBackend {
       }
       ++by_run_[run];
     }
+    for (size_t a = 0; a < b.span_attrs.size(); ++a) {
+      if (b.Str(b.span_attrs.key[a]) == "db.statement") {
+        statements_.emplace(b.Str(b.span_attrs.value[a]));
+      }
+    }
+    if (first_statements_ == 0) first_statements_ = statements_.size();
     resp.content_type = "application/x-protobuf";
   }
 
@@ -101,6 +113,8 @@ class FakeBackend {
   std::mutex mu_;
   std::map<std::string, uint64_t> by_run_;
   std::map<std::string, std::string> encodings_;
+  std::set<std::string> statements_;
+  size_t first_statements_ = 0;
 };
 
 LoadgenOptions Options(const FakeBackend& fake) {
@@ -209,6 +223,31 @@ TEST(LoadgenRunTest, CompressesAndGeneratesAfresh) {
     EXPECT_EQ(RunLoadgen(o, &r), 0) << enc;
     EXPECT_EQ(r.spans_accepted, fake.spans()) << enc;
     EXPECT_EQ(fake.encodings().count(enc), 1u) << enc;
+  }
+}
+
+// One payload sent over and over: the replay corpus sends the same
+// statements each time; the fresh corpus turns fresh values on, so its
+// literals change send after send.
+TEST(LoadgenRunTest, FreshCorpusImpliesFreshValues) {
+  for (const CorpusKind kind : {CorpusKind::kReplay, CorpusKind::kFresh}) {
+    FakeBackend fake;
+    fake.Start();
+    LoadgenOptions o = Options(fake);
+    o.connections = 1;
+    o.payloads = 1;
+    o.spans = 1000;
+    o.corpus = kind;
+    LoadgenReport r;
+    EXPECT_EQ(RunLoadgen(o, &r), 0);
+    EXPECT_GE(r.requests_ok, 4u);
+    const auto [all, first] = fake.statements();
+    ASSERT_GT(first, 10u);
+    if (kind == CorpusKind::kReplay) {
+      EXPECT_EQ(all, first) << "the same payload, the same statements";
+    } else {
+      EXPECT_GE(all, 3 * first) << "fresh literals every send";
+    }
   }
 }
 
