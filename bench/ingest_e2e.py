@@ -43,7 +43,7 @@ spans (user+system of the server process, chDB included), peak RSS, the RSS
 series every 5 s, 429s, and stored == accepted.
 
 Usage: bench/ingest_e2e.py [--bin build/spanhouse] [--loadgen BIN] [--duration 60]
-                           [--connections 4] [--writer-threads 1] [--rate 0]
+                           [--connections 4] [--writer-threads 1] [--rate 0] [--corpus replay|fresh]
                            [--protocol http|grpc|http,grpc]
                            [--runs chdb,chdb+query,null] [--writer KEY=VALUE ...]
                            [--durable KEY=VALUE ...] [--set SECTION.KEY=VALUE ...]
@@ -281,7 +281,7 @@ def run(args, sink: str, with_query: bool = False, protocol: str = "http",
         cmd = [args.loadgen or args.bin, "loadgen", "--protocol", protocol, "--endpoint", endpoint,
                "--query-endpoint", f"http://127.0.0.1:{query}",
                "--duration", str(args.duration), "--connections", str(args.connections),
-               "--rate", str(args.rate), "--json"] + (loadgen_args or [])
+               "--rate", str(args.rate), "--corpus", args.corpus, "--json"] + (loadgen_args or [])
         if sink == "chdb" and "sampling" not in (extra or {}):
             cmd.append("--verify")  # a sampled run stores fewer spans than it accepts
         ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -500,6 +500,9 @@ def main() -> int:
     ap.add_argument("--connections", type=int, default=4)
     ap.add_argument("--writer-threads", type=int, default=1)
     ap.add_argument("--rate", type=int, default=0, help="spans/s, 0 = flat out")
+    ap.add_argument("--corpus", default="replay", choices=["replay", "fresh"],
+                    help="loadgen's corpus (fresh: the values real traffic rarely repeats are "
+                         "new in every request)")
     ap.add_argument("--writer", action="append", default=[], metavar="KEY=VALUE",
                     help="extra writer setting for every run, e.g. max_rows=400000 (repeatable)")
     ap.add_argument("--durable", action="append", default=[], metavar="KEY=VALUE",

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <tuple>
 #include <unordered_set>
 #include <utility>
 
@@ -72,6 +73,28 @@ Status RecentReader::FindTraceIds(const TraceQuery& query, std::vector<TraceId>*
     if (out->size() >= query.limit) break;
     if (have.insert(id).second) out->push_back(id);
   }
+  return Status::Ok();
+}
+
+Status RecentReader::GetServices(std::vector<std::string>* out) {
+  SH_RETURN_IF_ERROR(store_.GetServices(out));
+  recent_.Services(out);
+  std::sort(out->begin(), out->end());
+  out->erase(std::unique(out->begin(), out->end()), out->end());
+  return Status::Ok();
+}
+
+Status RecentReader::GetOperations(const std::string& service, bool any_kind, uint8_t kind,
+                                   std::vector<OperationInfo>* out) {
+  SH_RETURN_IF_ERROR(store_.GetOperations(service, any_kind, kind, out));
+  recent_.Operations(service, any_kind, kind, out);
+  auto key = [](const OperationInfo& o) { return std::tie(o.name, o.kind); };
+  std::sort(out->begin(), out->end(),
+            [&](const OperationInfo& a, const OperationInfo& b) { return key(a) < key(b); });
+  out->erase(
+      std::unique(out->begin(), out->end(),
+                  [&](const OperationInfo& a, const OperationInfo& b) { return key(a) == key(b); }),
+      out->end());
   return Status::Ok();
 }
 

@@ -36,11 +36,9 @@ class RecentReader final : public SpanReader {
   Status GetTraces(const std::vector<TraceId>& ids, SpanBatch* out) override;
   Status FindTraceIds(const TraceQuery& query, std::vector<TraceId>* out) override;
 
-  Status GetServices(std::vector<std::string>* out) override { return store_.GetServices(out); }
+  Status GetServices(std::vector<std::string>* out) override;
   Status GetOperations(const std::string& service, bool any_kind, uint8_t kind,
-                       std::vector<OperationInfo>* out) override {
-    return store_.GetOperations(service, any_kind, kind, out);
-  }
+                       std::vector<OperationInfo>* out) override;
   Status GetDependencies(uint64_t from_s, uint64_t to_s,
                          std::vector<DependencyLink>* out) override {
     return store_.GetDependencies(from_s, to_s, out);

@@ -197,6 +197,35 @@ void RecentTraces::Find(const TraceQuery& q, std::vector<TraceId>* out) {
   for (const auto& entry : order) out->push_back(entry.second);
 }
 
+void RecentTraces::Services(std::vector<std::string>* out) {
+  std::set<std::string_view> seen;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const Held& h : held_) {
+    const SpanBatch& b = *h.batch;
+    for (const auto& [hash, s] : h.keys) {
+      const std::string_view service = b.Str(b.resources.service_name[b.spans.resource[s]]);
+      // A span without a service name is listed as the store lists it: not.
+      if (!service.empty() && seen.insert(service).second) out->emplace_back(service);
+    }
+  }
+}
+
+void RecentTraces::Operations(const std::string& service, bool any_kind, uint8_t kind,
+                              std::vector<OperationInfo>* out) {
+  std::set<std::pair<std::string_view, uint8_t>> seen;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const Held& h : held_) {
+    const SpanBatch& b = *h.batch;
+    for (const auto& [hash, s] : h.keys) {
+      if (!any_kind && b.spans.kind[s] != kind) continue;
+      if (b.Str(b.resources.service_name[b.spans.resource[s]]) != service) continue;
+      if (seen.emplace(b.Str(b.spans.name[s]), b.spans.kind[s]).second) {
+        out->push_back({std::string(b.Str(b.spans.name[s])), b.spans.kind[s]});
+      }
+    }
+  }
+}
+
 void RecentTraces::AppendMetrics(PromText& out) const {
   std::lock_guard<std::mutex> lock(mu_);
   out.One("spanhouse_recent_bytes", "gauge",

@@ -16,6 +16,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -69,6 +70,13 @@ class RecentTraces final : public sink::BatchObserver {
   // stores match them: the span's or its resource's attributes, and the
   // tags Jaeger derives from span fields), newest first, at most q.limit.
   void Find(const TraceQuery& q, std::vector<TraceId>* out);
+
+  // The services of the spans held (added to `out`, unsorted), and the
+  // operations of `service` (of `kind` only unless `any_kind`), so that a
+  // service is listed the moment its first span is accepted.
+  void Services(std::vector<std::string>* out);
+  void Operations(const std::string& service, bool any_kind, uint8_t kind,
+                  std::vector<OperationInfo>* out);
 
   // Drops what is older than max_age (also done by Add).
   void Expire(uint64_t now_ns);

@@ -42,15 +42,23 @@ def corpus(tmp_path_factory, request, backend):
     spans = json.loads(proc.stdout)["spans"]
     traces = {s["trace_id"] for s in spans}
     assert len(traces) == 16 and len(spans) == 64
-    # Every trace searchable (the writer inserts within a second or so).
+    # Every trace searchable at once (recent spans are answered from memory), and every span
+    # stored (the writer inserts within a second or so: the catalog and RED come from the store).
+    r = sh.session.get(f"{sh.query_url}/api/traces", params={"service": "shop-web", "limit": 100},
+                       timeout=30)
+    assert r.status_code == 200, describe_response(r)
+    assert {t["traceID"] for t in r.json()["data"]} == traces
     deadline = time.monotonic() + POLL_DEADLINE_S
     while True:
-        r = sh.session.get(f"{sh.query_url}/api/traces",
-                           params={"service": "shop-web", "limit": 100}, timeout=30)
-        found = {t["traceID"] for t in r.json().get("data") or []} if r.status_code == 200 else set()
-        if found == traces:
+        stored = 0
+        for service in ("shop-web", "shop-api"):
+            r = sh.session.get(f"{sh.query_url}/api/spans/count",
+                               params={"resource_attr": "service.name", "value": service},
+                               timeout=30)
+            stored += r.json()["count"] if r.status_code == 200 else 0
+        if stored == len(spans):
             break
-        assert time.monotonic() < deadline, f"stored traces {len(found)}/16: {describe_response(r)}"
+        assert time.monotonic() < deadline, f"stored spans {stored}/{len(spans)}"
         time.sleep(0.2)
     yield sh, spans
     factory.teardown()

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <set>
 #include <string>
@@ -197,6 +198,22 @@ TEST(RecentTraces, FindsTracesAsTheStoresDo) {
                  }),
             (Ids{Trace(2)}));
   EXPECT_EQ(find("cart", [](TraceQuery& q) { q.operation = "nope"; }), Ids{});
+
+  // The catalog of what is held.
+  std::vector<std::string> services{"search"};
+  recent.Services(&services);
+  std::sort(services.begin(), services.end());
+  EXPECT_EQ(services, (std::vector<std::string>{"cart", "checkout", "search"}));
+  recent.Add(Batch({{.trace = 6, .name = "POST /cart"}}), kT0 + 2 * kS);
+  std::vector<OperationInfo> ops;
+  recent.Operations("cart", true, 0, &ops);
+  std::vector<std::string> names;
+  for (const auto& op : ops) names.push_back(op.name);
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"GET /cart", "POST /cart"}));
+  ops.clear();
+  recent.Operations("cart", false, 2, &ops);  // no server spans held
+  EXPECT_TRUE(ops.empty());
 }
 
 // The store's side of a RecentReader: what it holds, and how often it was asked.
