@@ -25,7 +25,7 @@ struct RecentReaderOptions {
   // How far a client's clock may run ahead of this machine's: a trace's
   // root must start this much after the horizon to be answered from memory
   // alone.
-  std::chrono::milliseconds clock_skew{std::chrono::minutes(1)};
+  std::chrono::milliseconds clock_skew{std::chrono::seconds(10)};
 };
 
 class RecentReader final : public SpanReader {

@@ -24,7 +24,7 @@ def test_bench_storage_compare_opensearch(opensearch):
     assert float(clickhouse.group(1)) > 0
     assert float(opensearch_bytes.group(1)) > 0
     assert float(ratio.group(1)) > 0
-    assert re.search(r"loadgen corpus, seed 1\)", text), text[-3000:]
+    assert re.search(r"loadgen replay corpus, seed 1\)", text), text[-3000:]
     spans = int(re.search(r"the same (\d+) spans as Jaeger documents", text).group(1))
     assert f"{spans} span documents (counted)" in text
     # Nothing of the bench's is left in the cluster.

@@ -362,8 +362,16 @@ def test_zstd_window_over_the_cap_is_413(small):
 # ---- /metrics as a whole ----
 
 def test_metrics_are_valid_exposition_text_with_a_real_histogram(small):
-    r = requests.get(f"{small.query_url}/metrics", timeout=30)
-    families = {f.name: f for f in text_string_to_metric_families(r.text)}
+    # The module's spans are readable from memory at once; their insert comes within seconds.
+    deadline = time.monotonic() + 60
+    while True:
+        r = requests.get(f"{small.query_url}/metrics", timeout=30)
+        families = {f.name: f for f in text_string_to_metric_families(r.text)}
+        inserts = [s.value for s in families["spanhouse_sink_insert_seconds"].samples
+                   if s.name.endswith("_count")]
+        if inserts and inserts[0] > 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     for name in ("spanhouse_receiver_requests", "spanhouse_receiver_received_spans",
                  "spanhouse_receiver_accepted_spans", "spanhouse_receiver_rejected_requests",
                  "spanhouse_filter_rejected_spans", "spanhouse_filter_trimmed",
