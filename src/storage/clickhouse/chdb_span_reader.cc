@@ -345,8 +345,10 @@ Status ChdbSpanReader::TraceSeconds(const std::vector<TraceId>& ids, std::string
   *ids_param = HexArray(ids);
   if (ids.empty()) return Status::Ok();
   QueryResult r;
-  Status st = Run(TraceRangeQuery(layout_, database_, caps_.simple_aggregate), "TSV", &r,
-                  {{"ids", *ids_param}}, limits_.max_rows);
+  const bool one = ids.size() == 1;
+  Status st = Run(TraceRangeQuery(layout_, database_, caps_.simple_aggregate, one), "TSV", &r,
+                  {one ? QueryParam{"id", ToHex(ids[0])} : QueryParam{"ids", *ids_param}},
+                  limits_.max_rows);
   if (!st.ok()) return st;
   std::vector<std::pair<uint64_t, uint64_t>> seconds;
   for (const auto& row : TsvRows(r.data)) {
@@ -361,15 +363,44 @@ Status ChdbSpanReader::GetTraces(const std::vector<TraceId>& ids, SpanBatch* out
   Status st = TraceSeconds(ids, &ids_param, &seconds);
   if (!st.ok() || seconds.empty()) return st;
   QueryResult r;
-  st = Run(SpanReadQuery(caps_, layout_, fmt::format("{} AND trace_id IN ({})", seconds, kIdSet),
-                         "indexOf({ids:Array(String)}, lower(hex(trace_id))), start_time, span_id",
-                         database_),
-           "Native", &r, {{"ids", ids_param}}, limits_.max_spans);
+  // One id: compared without a set and ordered without indexOf (~1 ms less
+  // planning of a ~10 ms lookup).
+  const bool one = ids.size() == 1;
+  st = Run(
+      SpanReadQuery(
+          caps_, layout_,
+          one ? fmt::format("{} AND trace_id = toFixedString(unhex({{id:String}}), 16)", seconds)
+              : fmt::format("{} AND trace_id IN ({})", seconds, kIdSet),
+          one ? "start_time, span_id"
+              : "indexOf({ids:Array(String)}, lower(hex(trace_id))), start_time, span_id",
+          database_, SpanColumnTypes()),
+      "Native", &r, {one ? QueryParam{"id", ToHex(ids[0])} : QueryParam{"ids", ids_param}},
+      limits_.max_spans);
   if (!st.ok()) return st;
   const auto first = static_cast<uint32_t>(out->span_count());
   std::vector<uint64_t> resource_ids;
   if (st = DecodeSpanBlocks(r.data, out, &resource_ids); !st.ok()) return st;
   return AttachResources(resource_ids, first, out);
+}
+
+std::unordered_map<std::string, std::string> ChdbSpanReader::SpanColumnTypes() {
+  std::lock_guard<std::mutex> lock(types_mu_);
+  if (types_read_) return span_types_;
+  QueryResult r;
+  // Failing, every column is CAST (as before) and the types are asked again.
+  Status st =
+      Run("SELECT name, type FROM system.columns WHERE database = {db:String} AND table = "
+          "'spans'",
+          "TSV", &r, {{"db", database_}}, limits_.max_rows);
+  if (!st.ok()) {
+    spdlog::warn("span reader: the spans table's column types: {}", st.message());
+    return span_types_;
+  }
+  for (const auto& row : TsvRows(r.data)) {
+    if (row.size() == 2) span_types_.emplace(row[0], row[1]);
+  }
+  types_read_ = true;
+  return span_types_;
 }
 
 Status ChdbSpanReader::SpanKeysOfTraces(const std::vector<TraceId>& ids,

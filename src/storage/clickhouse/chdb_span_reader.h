@@ -102,6 +102,10 @@ class ChdbSpanReader : public query::SpanReader {
   Status TraceSeconds(const std::vector<TraceId>& ids, std::string* ids_param,
                       std::string* condition);
 
+  // The spans table's column types (name -> type), read once: the span read
+  // CASTs only the columns stored in another type than it reads.
+  std::unordered_map<std::string, std::string> SpanColumnTypes();
+
   // Gives the spans of `out` from `first` on the resources `ids` name (one id
   // per span), from the cache or the resources table.
   Status AttachResources(const std::vector<uint64_t>& ids, uint32_t first, SpanBatch* out);
@@ -125,6 +129,9 @@ class ChdbSpanReader : public query::SpanReader {
   // cache starts over past limits_.max_cached_resources. Reading them here,
   // not joined into each lookup, saves reading the trace's spans a second
   // time (a third of a lookup).
+  std::mutex types_mu_;
+  bool types_read_ = false;
+  std::unordered_map<std::string, std::string> span_types_;
   std::mutex resources_mu_;
   SpanBatch resources_;                              // one span and resource a row
   std::unordered_map<uint64_t, uint32_t> resource_;  // id -> resource index in resources_

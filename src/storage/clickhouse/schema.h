@@ -19,6 +19,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -404,9 +405,10 @@ std::vector<std::string> DistributedDdl(std::string_view cluster, std::string_vi
 // ranges is the trace's; with trace_index_short_id, rows of every id with
 // the same 8-byte prefix: a shared prefix widens the union, never narrows it).
 // `simple_aggregate`: the server's trace_index holds plain values (else
-// aggregate states, merged per day and id).
+// aggregate states, merged per day and id). `one_id`: the one id is bound as
+// {id:String} instead.
 std::string TraceRangeQuery(const StorageLayout& layout = {}, std::string_view database = kDatabase,
-                            bool simple_aggregate = true);
+                            bool simple_aggregate = true, bool one_id = false);
 
 // The setting under which a Native result carries JSON columns in the
 // layout DecodeSpanBlocks reads (set it to 1 on a query of SpanSelectList).
@@ -422,10 +424,13 @@ std::string SpanSelectList(const Capabilities& caps);
 // table, which may use {name:Type} parameters) as Native blocks in
 // ReadColumns() layout without the resource columns (resource_id says which;
 // ResourceReadQuery reads them), ordered by `order_by`. Columns keep the
-// types `layout` stores them in. The read queries read `database`'s tables.
+// types `layout` stores them in (a CAST, left out for a column whose type in
+// `stored_types`, name -> the table's type, is that type already). The read
+// queries read `database`'s tables.
 std::string SpanReadQuery(const Capabilities& caps, const StorageLayout& layout,
                           std::string_view where, std::string_view order_by,
-                          std::string_view database = kDatabase);
+                          std::string_view database = kDatabase,
+                          const std::unordered_map<std::string, std::string>& stored_types = {});
 
 // The resources whose ids are bound as {resource_ids:Array(UInt64)}, one row
 // each, as Native blocks of ReadColumns()' resource columns and resource_id

@@ -2,6 +2,8 @@
 // messages a client can act on, never the engine's text.
 #include "storage/clickhouse/chdb_span_reader.h"
 
+#include "storage/clickhouse/schema.h"
+
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -36,6 +38,31 @@ TEST(ReaderError, OtherErrorsKeepTheirTextForTheLog) {
 
 // A lookup's seconds: ranges in any order, overlapping or adjacent ones
 // joined, a range cut to 48 hours.
+// A column already stored in the type the reader reads is read without a
+// CAST; one stored otherwise (or of unknown type) keeps it.
+TEST(SpanReadQuery, CastsOnlyColumnsStoredInAnotherType) {
+  const Capabilities caps = Capabilities::FromVersion("26.5.1.1");
+  const std::string all = SpanReadQuery(caps, {}, "1", "start_time");
+  EXPECT_NE(all.find("CAST(span_id AS FixedString(8)) AS span_id"), std::string::npos) << all;
+  EXPECT_NE(all.find("CAST(kind AS UInt8) AS kind"), std::string::npos) << all;
+  const std::string some = SpanReadQuery(caps, {}, "1", "start_time", kDatabase,
+                                         {{"span_id", "FixedString(8)"}, {"kind", "UInt16"}});
+  EXPECT_EQ(some.find("CAST(span_id"), std::string::npos) << some;
+  EXPECT_NE(some.find("SELECT CAST(timestamp AS DateTime) AS timestamp"), std::string::npos)
+      << some;  // a type not given: CAST
+  EXPECT_NE(some.find(", span_id, "), std::string::npos) << some;
+  EXPECT_NE(some.find("CAST(kind AS UInt8) AS kind"), std::string::npos) << some;
+}
+
+TEST(TraceRangeQuery, OneIdIsComparedWithoutASet) {
+  const std::string one = TraceRangeQuery({}, kDatabase, true, /*one_id=*/true);
+  EXPECT_NE(one.find("= toFixedString(substring(unhex({id:String}), 1, 8), 8)"), std::string::npos)
+      << one;
+  EXPECT_EQ(one.find("arrayJoin"), std::string::npos) << one;
+  const std::string many = TraceRangeQuery({}, kDatabase, true);
+  EXPECT_NE(many.find("IN (SELECT"), std::string::npos) << many;
+}
+
 TEST(TraceSecondsCondition, JoinsOverlappingAndAdjacentRanges) {
   EXPECT_EQ(TraceSecondsCondition({}), "0");
   EXPECT_EQ(TraceSecondsCondition({{100, 102}}), "(timestamp BETWEEN 100 AND 102)");
