@@ -3,6 +3,7 @@
 #include "storage/clickhouse/embedded_writer.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <mutex>
 #include <string>
@@ -51,7 +52,9 @@ class FakeEngine final : public SqlConnection {
 
 WriterOptions NullSink() {
   WriterOptions o;
-  o.spool_dir = ::testing::TempDir() + "/writer-test";
+  // One directory per test process: ctest runs these tests in parallel, and
+  // every writer names its spool files alike.
+  o.spool_dir = ::testing::TempDir() + "/writer-test-" + std::to_string(getpid());
   o.max_backoff = 10ms;
   o.insert_rows = 0;  // every encoded block an insert of its own
   return o;

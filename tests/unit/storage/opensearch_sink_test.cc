@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 #include <simdjson.h>
+#include <unistd.h>
 
 #include <memory>
 #include <set>
@@ -62,7 +63,7 @@ TEST(OpenSearchSink, SpansSampledOutAreNoDocument) {
   });
   OpenSearchSinkOptions o;
   o.workers = 1;
-  o.dead_letter_dir = ::testing::TempDir() + "/opensearch-sink-test";
+  o.dead_letter_dir = ::testing::TempDir() + "/opensearch-sink-test-" + std::to_string(getpid());
   OpenSearchSink sink(ClientFor(server.url()), o);
   ASSERT_TRUE(sink.Start().ok());
   // Two traces of three spans: the "db" service's spans (the third of
