@@ -174,8 +174,8 @@ uint32_t RequestMapper::Resource(std::string_view service) {
       SpanBatch::AddAttr(out_.resource_attrs, Interned(kServiceName), ValueType::kString,
                          out_.RefString(service));
       out_.resources.attrs[r].end = static_cast<uint32_t>(out_.resource_attrs.size());
-      out_.ResolveServiceName(r);
     }
+    out_.ResolveServiceName(r);
     it->second = r;
   }
   last_resource_set_ = true;

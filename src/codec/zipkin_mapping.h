@@ -16,7 +16,8 @@
 //   > 0). An address is its canonical text; ipv4 is preferred when both are
 //   sent. A tag with the same key wins over the endpoint's value.
 // - no localEndpoint.serviceName: the spans share a resource without
-//   attributes (the collector does the same; queries show "unknown_service").
+//   attributes (the collector does the same), named "missing-service-name" as
+//   Jaeger names it.
 // - tags stay on the span, even those that name resource attributes (the
 //   collector moves those to the resource).
 // - error: any value but "false" means ERROR (Zipkin treats every error tag

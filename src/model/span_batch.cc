@@ -3,6 +3,8 @@
 #include <cstring>
 #include <string>
 
+#include "model/service_name.h"
+
 namespace spanhouse {
 
 StrRef SpanBatch::AddString(std::string_view s) {
@@ -88,15 +90,29 @@ void SpanBatch::AddAttr(AttrColumns& cols, StrRef key, ValueType type, StrRef va
   cols.value.push_back(value);
 }
 
+std::string_view JaegerServiceName(const SpanBatch& b, uint32_t r) {
+  const Range range = r < b.resources.attrs.size() ? b.resources.attrs[r] : Range{};
+  for (uint32_t i = range.begin; i < range.end && i < b.resource_attrs.size(); ++i) {
+    if (b.Str(b.resource_attrs.key[i]) != "service.name") continue;
+    if (b.resource_attrs.type[i] != ValueType::kString) return kWrongTypeServiceName;
+    std::string_view name = b.Str(b.resource_attrs.value[i]);
+    return name.empty() ? kEmptyServiceName : name;
+  }
+  return kMissingServiceName;
+}
+
 void SpanBatch::ResolveServiceName(uint32_t r) {
+  // The first service.name decides, as in JaegerServiceName.
   const Range range = resources.attrs[r];
   for (uint32_t i = range.begin; i < range.end; ++i) {
-    if (resource_attrs.type[i] == ValueType::kString &&
-        Str(resource_attrs.key[i]) == "service.name") {
+    if (Str(resource_attrs.key[i]) != "service.name") continue;
+    if (resource_attrs.type[i] == ValueType::kString && resource_attrs.value[i].len != 0) {
       resources.service_name[r] = resource_attrs.value[i];
       return;
     }
+    break;
   }
+  resources.service_name[r] = AddString(JaegerServiceName(*this, r));
 }
 
 namespace {
@@ -399,7 +415,16 @@ bool SpanBatch::LogicallyEquals(const SpanBatch& o, std::string* why) const {
     c.Eq(resources.dropped_attributes_count[r], o.resources.dropped_attributes_count[ro],
          at + " resource dropped");
     c.Str(resources.schema_url[r], o.resources.schema_url[ro], at + " resource schema_url");
-    c.Str(resources.service_name[r], o.resources.service_name[ro], at + " service name");
+    // A batch built without ResolveServiceName has "" where a decoded one
+    // has Jaeger's name: both mean the service its attributes give.
+    auto service = [](const SpanBatch& sb, uint32_t res) {
+      std::string_view name = sb.Str(sb.resources.service_name[res]);
+      return name.empty() ? JaegerServiceName(sb, res) : name;
+    };
+    if (service(*this, r) != service(o, ro)) {
+      c.Fail(at + " service name: '" + std::string(service(*this, r)) + "' != '" +
+             std::string(service(o, ro)) + "'");
+    }
     uint32_t s = x.scope[i];
     uint32_t so = y.scope[i];
     c.Str(scopes.name[s], o.scopes.name[so], at + " scope name");

@@ -121,7 +121,7 @@ class SpanBatch {
     std::vector<Range> attrs;  // into resource_attrs
     std::vector<uint32_t> dropped_attributes_count;
     std::vector<StrRef> schema_url;
-    std::vector<StrRef> service_name;  // copy of the service.name attribute, "" if none
+    std::vector<StrRef> service_name;  // service.name, or Jaeger's name (service_name.h)
   } resources;
   AttrColumns resource_attrs;
 
@@ -201,7 +201,7 @@ class SpanBatch {
   void Reserve(const Shape& shape);
   Shape shape() const;
 
-  // Copies the service.name attribute of resource `r` into resources.service_name.
+  // Sets resources.service_name[r]: service.name or JaegerServiceName (service_name.h).
   void ResolveServiceName(uint32_t r);
 
   size_t span_count() const { return spans.trace_id.size(); }

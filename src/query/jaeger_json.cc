@@ -11,6 +11,7 @@
 
 #include "codec/json_writer.h"
 #include "codec/value_text.h"
+#include "model/service_name.h"
 
 namespace spanhouse::query {
 
@@ -128,7 +129,8 @@ std::string RenderProcessBody(const SpanBatch& b, uint32_t r) {
     service = b.Str(b.resources.service_name[r]);
     attrs = b.resources.attrs[r];
   }
-  if (service.empty()) service = "unknown_service";
+  // Spans stored before the service was named at intake keep "".
+  if (service.empty()) service = JaegerServiceName(b, r);
   out += "\"serviceName\":";
   codec::AppendJsonString(out, service);
   out += ",\"tags\":[";
@@ -254,9 +256,11 @@ void AppendSpan(std::string& out, const SpanBatch& b, uint32_t s, uint32_t proce
   codec::AppendHexString(out, sp.span_id[s]);
   // Jaeger's flags are the W3C trace flags (bit 0: sampled); OTLP keeps
   // more in the upper bits (e.g. 0x100: the parent's remoteness), which
-  // Jaeger would misread.
-  out += ",\"flags\":";
-  codec::AppendUint(out, sp.flags[s] & 0xffu);
+  // Jaeger would misread. Left out when 0, as Jaeger does.
+  if (const uint32_t flags = sp.flags[s] & 0xffu; flags != 0) {
+    out += ",\"flags\":";
+    codec::AppendUint(out, flags);
+  }
   out += ",\"operationName\":";
   codec::AppendJsonString(out, b.Str(sp.name[s]));
   out += ',';

@@ -87,7 +87,14 @@ Status RecentReader::GetServices(std::vector<std::string>* out) {
 Status RecentReader::GetOperations(const std::string& service, bool any_kind, uint8_t kind,
                                    std::vector<OperationInfo>* out) {
   SH_RETURN_IF_ERROR(store_.GetOperations(service, any_kind, kind, out));
+  const bool kinds_known =
+      std::all_of(out->begin(), out->end(), [](const OperationInfo& o) { return o.kind_known; });
   recent_.Operations(service, any_kind, kind, out);
+  // A store that keeps no kinds lists each name once, kind unknown: the
+  // names held in memory are listed the same way, not beside them.
+  if (!kinds_known) {
+    for (OperationInfo& o : *out) o = {std::move(o.name), 0, false};
+  }
   auto key = [](const OperationInfo& o) { return std::tie(o.name, o.kind); };
   std::sort(out->begin(), out->end(),
             [&](const OperationInfo& a, const OperationInfo& b) { return key(a) < key(b); });

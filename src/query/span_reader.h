@@ -45,6 +45,9 @@ struct TraceQuery {
 struct OperationInfo {
   std::string name;
   uint8_t kind = 0;  // SpanKind
+  // False where the store keeps no kinds (OpenSearch's service documents,
+  // asked for every kind): kind is then 0, as Jaeger's own reader answers.
+  bool kind_known = true;
 };
 
 struct DependencyLink {

@@ -31,6 +31,7 @@
 
 #include "integration/engine.h"
 #include "integration/span_counts_corpus.h"
+#include "model/service_name.h"
 #include "storage/clickhouse/chdb_span_reader.h"
 #include "storage/opensearch/index_templates.h"
 #include "storage/opensearch/jaeger_document.h"
@@ -488,7 +489,7 @@ class OpenSearchReaderIT : public ::testing::Test {
       }
       bulk += R"({"create":{"_index":")" + DailyIndex(SpanIndexBase(prefix), b.spans.start_ns[s]) +
               R"(","_id":")" + SpanDocumentId(b, s) + "\"}}\n" + doc + "\n";
-      const std::string_view service = DocumentServiceName(b, b.spans.resource[s]);
+      const std::string_view service = JaegerServiceName(b, b.spans.resource[s]);
       const std::string_view op = b.Str(b.spans.name[s]);
       bulk += R"({"index":{"_index":")" +
               DailyIndex(ServiceIndexBase(prefix), b.spans.start_ns[s]) + R"(","_id":")" +

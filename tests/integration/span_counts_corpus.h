@@ -1,7 +1,7 @@
 // The spans of the CountSpans / ListSpans tests, written to ClickHouse and to
 // OpenSearch alike, and what both readers must answer for them: the
 // answers computed here from the batch, the service as Jaeger's documents
-// name it (DocumentServiceName).
+// name it (JaegerServiceName).
 #pragma once
 
 #include <algorithm>
@@ -12,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "model/service_name.h"
 #include "model/span_batch.h"
 #include "query/span_reader.h"
 #include "storage/opensearch/jaeger_document.h"
@@ -110,8 +111,7 @@ inline std::vector<query::SpanCountRow> ExpectedCounts(const SpanBatch& b,
     const uint64_t start = b.spans.start_ns[s];
     if (start < q.start_ns || start >= q.end_ns) continue;
     const uint64_t bucket = start / kCountsS / q.bucket_s * q.bucket_s;
-    ++cells[{bucket, std::string(storage::opensearch::DocumentServiceName(b, b.spans.resource[s])),
-             b.spans.kind[s]}];
+    ++cells[{bucket, std::string(JaegerServiceName(b, b.spans.resource[s])), b.spans.kind[s]}];
   }
   std::vector<query::SpanCountRow> out;
   for (const auto& [k, n] : cells)
@@ -124,7 +124,7 @@ inline std::vector<query::SpanKey> ExpectedKeys(const SpanBatch& b, const query:
   for (uint32_t s = 0; s < b.span_count(); ++s) {
     const uint64_t start = b.spans.start_ns[s];
     if (start < q.start_ns || start >= q.end_ns) continue;
-    if (storage::opensearch::DocumentServiceName(b, b.spans.resource[s]) != q.service) continue;
+    if (JaegerServiceName(b, b.spans.resource[s]) != q.service) continue;
     if (!q.any_kind && b.spans.kind[s] != q.kind) continue;
     out.push_back({b.spans.trace_id[s], b.spans.span_id[s]});
   }

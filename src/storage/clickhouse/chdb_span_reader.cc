@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "model/service_name.h"
 #include "storage/clickhouse/insert_errors.h"
 #include "storage/clickhouse/span_block.h"
 
@@ -700,11 +701,6 @@ Status ChdbSpanReader::CountSpansWithAttr(AttrOwner owner, const std::string& ke
   return Status::Ok();
 }
 
-// Jaeger's names for a resource without a usable service.name
-// (jaeger_document.h DocumentServiceName).
-constexpr std::string_view kMissingService = "missing-service-name";
-constexpr std::string_view kEmptyService = "empty-service-name";
-constexpr std::string_view kWrongTypeService = "service-name-wrong-type";
 // Buckets longer than a century would overflow bucket_s * 1e9.
 constexpr uint64_t kMaxBucketS = 100ull * 366 * 86400;
 
@@ -737,7 +733,7 @@ std::string ChdbSpanReader::ServiceExpr() const {
   return fmt::format(
       "if(service_name != '', CAST(service_name AS String), multiIf({0} != 1), '{1}', {0} = 1), "
       "'{2}', '{3}'))",
-      of, kWrongTypeService, kEmptyService, kMissingService);
+      of, kWrongTypeServiceName, kEmptyServiceName, kMissingServiceName);
 }
 
 Status ChdbSpanReader::CountSpans(const query::SpanCountQuery& q,
@@ -785,8 +781,8 @@ Status ChdbSpanReader::ListSpans(const query::SpanIdQuery& q, std::vector<query:
   params.emplace_back("service", q.service);
   params.emplace_back("kind", std::to_string(q.kind));
   params.emplace_back("limit", std::to_string(uint64_t{q.limit} + 1));
-  const bool jaeger_name =
-      q.service == kMissingService || q.service == kEmptyService || q.service == kWrongTypeService;
+  const bool jaeger_name = q.service == kMissingServiceName || q.service == kEmptyServiceName ||
+                           q.service == kWrongTypeServiceName;
   where += jaeger_name ? fmt::format(
                              " AND (service_name = {{service:String}} OR (service_name = '' AND "
                              "{} = {{service:String}}))",

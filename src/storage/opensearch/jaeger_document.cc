@@ -10,6 +10,7 @@
 
 #include "codec/json_writer.h"
 #include "codec/value_text.h"
+#include "model/service_name.h"
 
 namespace spanhouse::storage::opensearch {
 
@@ -246,7 +247,7 @@ void AppendLogs(std::string& out, const SpanBatch& b, uint32_t s) {
 
 std::string RenderProcess(const SpanBatch& b, uint32_t r) {
   std::string out = "{\"serviceName\":";
-  codec::AppendJsonString(out, DocumentServiceName(b, r));
+  codec::AppendJsonString(out, JaegerServiceName(b, r));
   out += ',';
   TagList tags;
   const Range attrs = r < b.resources.attrs.size() ? b.resources.attrs[r] : Range{};
@@ -302,17 +303,6 @@ std::string ServiceDocumentId(std::string_view service, std::string_view operati
   char buf[17];
   auto res = std::to_chars(buf, buf + sizeof(buf), h, 16);
   return std::string(buf, res.ptr);
-}
-
-std::string_view DocumentServiceName(const SpanBatch& b, uint32_t r) {
-  const Range attrs = r < b.resources.attrs.size() ? b.resources.attrs[r] : Range{};
-  for (uint32_t i = attrs.begin; i < attrs.end && i < b.resource_attrs.size(); ++i) {
-    if (b.Str(b.resource_attrs.key[i]) != "service.name") continue;
-    if (b.resource_attrs.type[i] != ValueType::kString) return "service-name-wrong-type";
-    std::string_view name = b.Str(b.resource_attrs.value[i]);
-    return name.empty() ? "empty-service-name" : name;
-  }
-  return "missing-service-name";
 }
 
 DocumentWriter::DocumentWriter(const SpanBatch& batch)

@@ -51,9 +51,6 @@ std::string SpanDocumentId(const SpanBatch& b, uint32_t span);
 // name then the operation name, in lowercase hex without leading zeros.
 std::string ServiceDocumentId(std::string_view service, std::string_view operation);
 
-// The process's serviceName for resource `r` of `b`, as the document carries it.
-std::string_view DocumentServiceName(const SpanBatch& b, uint32_t r);
-
 // Renders span documents. Processes are rendered once per resource of the
 // batch it was built for.
 class DocumentWriter {

@@ -634,7 +634,9 @@ Status OpenSearchReader::GetOperations(const std::string& service, bool any_kind
   std::vector<std::string> names;
   SH_RETURN_IF_ERROR(BucketKeys(answer, "operations", opts_.max_rows, &names));
   std::sort(names.begin(), names.end());
-  for (std::string& name : names) out->push_back({std::move(name), any_kind ? uint8_t{0} : kind});
+  for (std::string& name : names) {
+    out->push_back({std::move(name), any_kind ? uint8_t{0} : kind, !any_kind});
+  }
   return Status::Ok();
 }
 

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "codec/value_text.h"
+#include "model/service_name.h"
 #include "pipeline/durable/sink_cursor.h"
 #include "storage/opensearch/jaeger_document.h"
 
@@ -207,7 +208,7 @@ void OpenSearchSink::Loop(size_t me) {
         AppendAction(d.action, "create", DailyIndex(span_base, start), SpanDocumentId(b, s));
         writer.AppendSpan(d.source, s);
         work.docs.push_back(std::move(d));
-        const std::string_view service = DocumentServiceName(b, b.spans.resource[s]);
+        const std::string_view service = JaegerServiceName(b, b.spans.resource[s]);
         const std::string_view op = b.Str(b.spans.name[s]);
         const std::string index = DailyIndex(service_base, start);
         std::string id = ServiceDocumentId(service, op);

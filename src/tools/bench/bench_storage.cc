@@ -63,6 +63,7 @@
 #include <CLI/CLI.hpp>
 
 #include "codec/value_text.h"
+#include "model/service_name.h"
 #include "model/span_batch.h"
 #include "net/http_client.h"
 #include "storage/clickhouse/chdb.h"
@@ -854,7 +855,7 @@ Status BulkLoad(const Corpus& c, const StorageOptions& o, os::OpenSearchClient& 
           AppendAction(body, "create", os::DailyIndex(span_base, start), os::SpanDocumentId(b, s));
           writer.AppendSpan(body, s);
           body += '\n';
-          const std::string_view service = os::DocumentServiceName(b, b.spans.resource[s]);
+          const std::string_view service = JaegerServiceName(b, b.spans.resource[s]);
           const std::string_view op = b.Str(b.spans.name[s]);
           const std::string index = os::DailyIndex(service_base, start);
           const std::string id = os::ServiceDocumentId(service, op);

@@ -359,7 +359,7 @@ TEST(OtlpJsonDecode, MinimalSpanDefaults) {
   EXPECT_EQ(b.spans.attrs[0].size(), 0u);
   EXPECT_EQ(b.spans.events[0].size(), 0u);
   EXPECT_EQ(b.spans.links[0].size(), 0u);
-  EXPECT_EQ(Str(b, b.resources.service_name[0]), "");
+  EXPECT_EQ(Str(b, b.resources.service_name[0]), "missing-service-name");
 }
 
 TEST(OtlpJsonDecode, ParentSpanIdEmptyNullOrAbsentIsRoot) {
@@ -794,7 +794,7 @@ TEST(OtlpJsonDecode, MultipleResourcesAndScopesGetTheRightIndices) {
   EXPECT_EQ(Str(b, b.scopes.version[3]), "9");
   EXPECT_EQ(Str(b, b.scopes.name[4]), "");
   EXPECT_EQ(Str(b, b.resources.service_name[0]), "svc-a");
-  EXPECT_EQ(Str(b, b.resources.service_name[1]), "");  // not a string
+  EXPECT_EQ(Str(b, b.resources.service_name[1]), "service-name-wrong-type");
   EXPECT_EQ(Str(b, b.resources.service_name[2]), "svc-c");
   EXPECT_EQ(b.resources.attrs[0].begin, 0u);
   EXPECT_EQ(b.resources.attrs[0].end, 2u);

@@ -252,7 +252,7 @@ TEST(OtlpProtoDecode, DefaultsForAbsentFields) {
   EXPECT_EQ(s.status_code[0], 0);
   EXPECT_EQ(s.flags[0], 0u);
   EXPECT_EQ(s.start_ns[0], 0u);
-  EXPECT_EQ(b.Str(b.resources.service_name[0]), "");
+  EXPECT_EQ(b.Str(b.resources.service_name[0]), "missing-service-name");
 }
 
 TEST(OtlpProtoDecode, EmptyParentSpanIdIsARoot) {

@@ -254,10 +254,10 @@ TEST_P(ZipkinBoth, OneResourcePerServiceName) {
   EXPECT_EQ(b.spans.resource[1], b.spans.resource[4]);
   EXPECT_EQ(b.spans.resource[3], b.spans.resource[5]);
   EXPECT_NE(b.spans.resource[0], b.spans.resource[1]);
-  // No service name: a resource without attributes (queries show "unknown_service").
+  // No service name: a resource without attributes, stored and listed as Jaeger names it.
   const uint32_t none = b.spans.resource[3];
   EXPECT_EQ(b.resources.attrs[none].size(), 0u);
-  EXPECT_EQ(b.Str(b.resources.service_name[none]), "");
+  EXPECT_EQ(b.Str(b.resources.service_name[none]), "missing-service-name");
   EXPECT_EQ(b.Str(b.resources.service_name[b.spans.resource[1]]), "b");
 }
 

@@ -189,7 +189,7 @@ TEST(SpanBatch, NewRowsAreDefaulted) {
   EXPECT_EQ(b.spans.events[sp].size(), 0u);
   EXPECT_EQ(b.spans.links[sp].size(), 0u);
   EXPECT_EQ(b.Str(b.spans.name[sp]), "");
-  EXPECT_EQ(b.Str(b.resources.service_name[r]), "");
+  EXPECT_EQ(b.Str(b.resources.service_name[r]), "");  // until ResolveServiceName
   EXPECT_EQ(b.AddSpan(r, s), 1u);
   EXPECT_EQ(b.AddEvent(), 0u);
   EXPECT_EQ(b.AddLink(), 0u);
@@ -442,10 +442,11 @@ TEST(SpanBatch, ResolveServiceName) {
 
   for (uint32_t r : {r0, r1, r2, r3, r4}) b.ResolveServiceName(r);
   EXPECT_EQ(b.Str(b.resources.service_name[r0]), "checkout");
-  EXPECT_EQ(b.Str(b.resources.service_name[r1]), "");
-  EXPECT_EQ(b.Str(b.resources.service_name[r2]), "second");
-  EXPECT_EQ(b.Str(b.resources.service_name[r3]), "");
-  EXPECT_EQ(b.Str(b.resources.service_name[r4]), "");
+  // Without a usable service.name, Jaeger's names; the first service.name decides.
+  EXPECT_EQ(b.Str(b.resources.service_name[r1]), "missing-service-name");
+  EXPECT_EQ(b.Str(b.resources.service_name[r2]), "service-name-wrong-type");
+  EXPECT_EQ(b.Str(b.resources.service_name[r3]), "service-name-wrong-type");
+  EXPECT_EQ(b.Str(b.resources.service_name[r4]), "missing-service-name");
 }
 
 TEST(SpanBatch, SampleBatchServiceNames) {
