@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets everything up, then runs every test: unit and integration (ctest, real
 # chDB), the web UI's logic (node), end to end (pytest: real spanhouse processes,
-# real OpenTelemetry SDK, the web UI in Chromium),
+# real OpenTelemetry SDK, the web UI in Chromium), the Jaeger API's conformance with
+# Jaeger v2 itself (tests/conformance),
 # the decoders' fuzz targets (tests/fuzz), and the format/lint checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,3 +37,6 @@ scripts/fuzz.sh all 60
 
 echo "== end-to-end tests (pytest) ($(date -u +%T), ${SECONDS}s)"
 SPANHOUSE_BIN="$PWD/$BUILD_DIR/spanhouse" .venv/bin/python -m pytest -q tests/e2e
+
+echo "== the Jaeger API against Jaeger v2 itself (tests/conformance) ($(date -u +%T), ${SECONDS}s)"
+SPANHOUSE_BIN="$PWD/$BUILD_DIR/spanhouse" .venv/bin/python -m pytest -q tests/conformance

@@ -8,6 +8,7 @@ of any failing test that used the process.
 
 from __future__ import annotations
 
+import base64
 import ctypes
 import json
 import os
@@ -509,3 +510,29 @@ def otlp_json_request(spans: list, service: str = "e2e-service") -> bytes:
         "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": service}}]},
         "scopeSpans": [{"scope": {"name": "e2e"}, "spans": spans}],
     }]}).encode()
+
+
+def otlp_value(v) -> dict:
+    """An OTLP/JSON AnyValue for a Python value: bool, int, float, bytes, list, dict, None (an
+    empty value) or str."""
+    if v is None:
+        return {}
+    if isinstance(v, bool):
+        return {"boolValue": v}
+    if isinstance(v, int):
+        return {"intValue": str(v)}
+    if isinstance(v, float):
+        return {"doubleValue": v}
+    if isinstance(v, bytes):
+        return {"bytesValue": base64.b64encode(v).decode()}
+    if isinstance(v, list):
+        return {"arrayValue": {"values": [otlp_value(x) for x in v]}}
+    if isinstance(v, dict):
+        return {"kvlistValue": {"values": [{"key": k, "value": otlp_value(x)}
+                                           for k, x in v.items()]}}
+    return {"stringValue": v}
+
+
+def otlp_attrs(d: dict) -> list:
+    """OTLP/JSON attributes (KeyValue list) of a dict, in its order."""
+    return [{"key": k, "value": otlp_value(v)} for k, v in d.items()]

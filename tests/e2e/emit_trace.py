@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Emits one trace to spanhouse with the real OpenTelemetry Python SDK.
 
-Usage: emit_trace.py --endpoint http://127.0.0.1:PORT/v1/traces
+Usage: emit_trace.py --endpoint http://127.0.0.1:PORT/v1/traces [--age-s 60]
        emit_trace.py --protocol grpc --endpoint http://127.0.0.1:PORT
 
 Two services (two TracerProviders with different Resources) produce six spans
@@ -148,6 +148,8 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--endpoint", required=True)
     ap.add_argument("--protocol", choices=["http", "grpc"], default="http")
+    ap.add_argument("--age-s", type=float, default=60.0,
+                    help="how long before now the trace starts (default 60)")
     args = ap.parse_args()
 
     frontend_resource = Resource.create({
@@ -183,7 +185,7 @@ def main() -> int:
 
     # Whole microseconds plus a sub-microsecond part: +100 ns on starts,
     # +900 ns on ends, so µs truncation is visible and unambiguous.
-    base = (time.time_ns() // 1000) * 1000 - 60_000_000_000
+    base = (time.time_ns() // 1000) * 1000 - int(args.age_s * 1e9) // 1000 * 1000
 
     def at(ms: float, frac_ns: int) -> int:
         return base + int(ms * 1_000_000) + frac_ns

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from conftest import otlp_attrs as attrs
 from jaeger_server import jaeger_factory  # noqa: F401  (a fixture)
 
 DEADLINE_S = 90.0
@@ -32,25 +33,6 @@ def write_config(path: Path, opensearch_url: str, prefix: str, extra: str = "") 
         "  shards: 1\n  replicas: 0\n"
         "writer:\n  max_age_ms: 300\n" + extra)
     return path
-
-
-def any_value(v):
-    if isinstance(v, bool):
-        return {"boolValue": v}
-    if isinstance(v, int):
-        return {"intValue": str(v)}
-    if isinstance(v, float):
-        return {"doubleValue": v}
-    if isinstance(v, bytes):
-        import base64
-        return {"bytesValue": base64.b64encode(v).decode()}
-    if isinstance(v, list):
-        return {"arrayValue": {"values": [any_value(x) for x in v]}}
-    return {"stringValue": v}
-
-
-def attrs(d: dict) -> list:
-    return [{"key": k, "value": any_value(v)} for k, v in d.items()]
 
 
 def rich_request(n_traces: int, seed: int) -> tuple[bytes, dict[str, int]]:
