@@ -385,3 +385,13 @@ def test_dependencies(world, source):
         time.sleep(1)
     assert j["data"], "Jaeger found no edges (the test tests nothing)"
     assert not problems, report(problems)
+
+
+def test_traces_by_ids(world, source):
+    """/api/traces?traceID=a&traceID=b: the traces of several ids at once, one of them unknown."""
+    ids = list(world.sent)[:5] + [traces.trace_id()]
+    jr, sr = both(world, source, "/api/traces", {"traceID": ids})
+    j, s = ok_json(jr, "jaeger"), ok_json(sr, "spanhouse")
+    problems = compare_traces(j, s, "traceID=")
+    problems += [f"envelope: {d}" for d in diff(differences.envelope(j), differences.envelope(s))]
+    assert not problems, report(problems)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import time
@@ -32,6 +31,7 @@ import pytest
 import requests
 
 from conftest import _die_with_parent, clean_env, free_ports, tail
+from managed_process import ManagedProcess
 # The fixtures live in conftest.py; also importable from here (`from jaeger_server import
 # jaeger_factory`), as the first version of this module had them.
 from conftest import jaeger, jaeger_factory  # noqa: F401
@@ -71,8 +71,10 @@ def _merge(base: dict, extra: dict) -> dict:
     return out
 
 
-class Jaeger:
+class Jaeger(ManagedProcess):
     """One Jaeger v2 process (and its restarts, on the same ports and the same data)."""
+
+    stop_deadline_s = STOP_DEADLINE_S
 
     def __init__(self, root: Path, storage: str = "memory", opensearch_url: Optional[str] = None,
                  index_prefix: str = "", create_mappings: bool = True, start: bool = True,
@@ -221,9 +223,6 @@ class Jaeger:
         return [str(self.binary), "--config", f"file:{self.config_path}"]
 
     # ---- lifecycle ----
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
     def start(self, deadline_s: float = READY_DEADLINE_S) -> "Jaeger":
         """Starts Jaeger and waits until GET /api/services answers 200 and both OTLP ports
         accept connections (the receivers bind after the query API); raises with the log's
@@ -283,45 +282,11 @@ class Jaeger:
         except OSError:
             return False
 
-    def stop(self, timeout: float = STOP_DEADLINE_S) -> Optional[int]:
-        """SIGTERM and wait (SIGKILL after `timeout`); the exit code, None if never started."""
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=30)
-            self.exit_codes.append(self.proc.returncode)
-            with open(self.log_path, "ab") as log:
-                log.write(f"===== exited with {self.proc.returncode}\n".encode())
-        return self.proc.returncode
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(timeout=30)
-            self.exit_codes.append(self.proc.returncode)
-
-    def restart(self) -> "Jaeger":
-        self.stop()
-        return self.start()
-
     # ---- logs ----
-    def log_text(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return "(no log)"
-
     def diagnostics(self) -> str:
-        state = "not started" if self.proc is None else (
-            f"pid {self.proc.pid} " + ("running" if self.proc.poll() is None
-                                       else f"exited with {self.proc.returncode}"))
         return (f"--- {self.name} stderr ({self.log_path}): Jaeger {JAEGER_VERSION}, "
-                f"{self.storage} store, {state}, ports {self.ports}, config {self.config_path}, "
+                f"{self.storage} store, {self.state()}, ports {self.ports}, "
+                f"config {self.config_path}, "
                 f"exit codes so far {self.exit_codes}\n{tail(self.log_text())}")
 
     # ---- HTTP helpers ----

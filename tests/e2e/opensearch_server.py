@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import time
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Iterable, Optional, Union
 import requests
 
 from conftest import REPO_ROOT, _die_with_parent, describe_response, free_ports, tail
+from managed_process import ManagedProcess
 
 LAUNCHER_DIR = REPO_ROOT / "tests" / "opensearch" / "target"
 LAUNCHER_JAR = LAUNCHER_DIR / "opensearch-launcher.jar"
@@ -69,8 +69,10 @@ class OpenSearchError(RuntimeError):
         self.response = resp
 
 
-class OpenSearch:
+class OpenSearch(ManagedProcess):
     """One OpenSearch node on one data directory (root/name), restartable on the same ports."""
+
+    stop_deadline_s = STOP_DEADLINE_S
 
     def __init__(self, root: Path, start: bool = True, name: str = "opensearch",
                  http_port: Optional[int] = None, transport_port: Optional[int] = None):
@@ -82,7 +84,7 @@ class OpenSearch:
         self.root = Path(root) / name
         self.root.mkdir(parents=True, exist_ok=True)
         (self.root / "tmp").mkdir(exist_ok=True)
-        self.log = self.root / "opensearch.log"
+        self.log_path = self.root / "opensearch.log"
         self._fixed_ports = http_port is not None or transport_port is not None
         if http_port is None or transport_port is None:
             ports = free_ports(2)
@@ -104,13 +106,6 @@ class OpenSearch:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.http_port}"
 
-    @property
-    def pid(self) -> Optional[int]:
-        return self.proc.pid if self.proc else None
-
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
     # ---- lifecycle ----
     def command(self) -> list[str]:
         classpath = f"{LAUNCHER_JAR}:{LAUNCHER_LIB}/*"
@@ -126,7 +121,7 @@ class OpenSearch:
         for attempt in range(3):
             self.starts += 1
             began = time.monotonic()
-            with open(self.log, "ab") as out:
+            with open(self.log_path, "ab") as out:
                 out.write(f"\n===== start #{self.starts}: {' '.join(self.command())}\n".encode())
                 out.flush()
                 log_offset = out.tell()
@@ -163,7 +158,7 @@ class OpenSearch:
         """Whether this start's process has printed that its node serves HTTP: another node
         on the same port would otherwise pass for it."""
         try:
-            with open(self.log, "rb") as f:
+            with open(self.log_path, "rb") as f:
                 f.seek(log_offset)
                 return b"\nOPENSEARCH STARTED " in b"\n" + f.read()
         except OSError:
@@ -189,50 +184,11 @@ class OpenSearch:
             time.sleep(0.2)
         return "timeout"
 
-    def stop(self, timeout: float = STOP_DEADLINE_S) -> Optional[int]:
-        """SIGTERM, then SIGKILL if it has not exited after `timeout`; returns the exit code
-        (0 after a clean close), or None when it was not running."""
-        if not self.running():
-            return None
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=30)
-        rc = self.proc.returncode
-        self.exit_codes.append(rc)
-        with open(self.log, "ab") as out:
-            out.write(f"===== exited with {rc}\n".encode())
-        return rc
-
-    def kill(self) -> None:
-        """SIGKILL: no flush, no close; what was acknowledged is in the translog."""
-        if self.running():
-            self.proc.kill()
-            self.proc.wait(timeout=30)
-            self.exit_codes.append(self.proc.returncode)
-            with open(self.log, "ab") as out:
-                out.write(f"===== killed ({self.proc.returncode})\n".encode())
-
-    def restart(self) -> "OpenSearch":
-        self.stop()
-        return self.start()
-
     # ---- logs ----
-    def log_text(self) -> str:
-        try:
-            return self.log.read_text(errors="replace")
-        except FileNotFoundError:
-            return "(no log)"
-
     def diagnostics(self) -> str:
-        state = "not started" if self.proc is None else (
-            f"pid {self.proc.pid} " + ("running" if self.proc.poll() is None
-                                       else f"exited with {self.proc.returncode}"))
-        return (f"--- OpenSearch {self.url} (transport {self.transport_port}): {state}, "
+        return (f"--- OpenSearch {self.url} (transport {self.transport_port}): {self.state()}, "
                 f"dir {self.root}, exit codes so far {self.exit_codes}\n"
-                f"--- its log ({self.log}):\n{tail(self.log_text())}")
+                f"--- its log ({self.log_path}):\n{tail(self.log_text())}")
 
     # ---- REST ----
     def request(self, method: str, path: str, body: Union[None, dict, list, str, bytes] = None,
