@@ -489,31 +489,24 @@ Status OpenSearchReader::GetTrace(const TraceId& id, SpanBatch* out) {
   return Status::Ok();
 }
 
-Status OpenSearchReader::GetTraces(const std::vector<TraceId>& ids, SpanBatch* out) {
-  if (ids.empty()) return Status::Ok();
-  const std::string indices = UndatedIndices(span_base_);
-  const std::string query = TraceIdsQuery(ids);
-  const uint64_t page = std::min(PlusOne(opts_.max_spans), std::max<uint64_t>(opts_.page_size, 1));
-  const uint64_t track = std::min(PlusOne(opts_.max_spans), kMaxTrackedHits);
-  SpanBatch found;
-  std::string search_after;
+Status OpenSearchReader::SearchPages(const std::string& indices, const PagedSearch& s,
+                                     const std::function<Status(element hit)>& each) {
   simdjson::dom::parser parser;
+  std::string search_after;
   for (bool first = true;; first = false) {
     std::string body = R"({"size":)";
-    codec::AppendUint(body, page);
+    codec::AppendUint(body, s.page);
     body += R"(,"track_total_hits":)";
-    if (first) {
-      codec::AppendUint(body, track);
+    if (first && s.max_hits != 0) {
+      codec::AppendUint(body, std::min(PlusOne(s.max_hits), kMaxTrackedHits));
     } else {
       body += "false";
     }
+    if (!s.source) body += R"(,"_source":false)";
     body += R"(,"query":)";
-    body += query;
-    // Spans by start time; the trace and span ids make each position unique
-    // for search_after.
-    body += R"(,"sort":[{"startTime":{"order":"asc","unmapped_type":"long"}},)"
-            R"({"traceID":{"order":"asc","unmapped_type":"keyword"}},)"
-            R"({"spanID":{"order":"asc","unmapped_type":"keyword"}}])";
+    body += s.query;
+    body += R"(,"sort":)";
+    body += s.sort;
     if (!search_after.empty()) {
       body += R"(,"search_after":)";
       body += search_after;
@@ -522,37 +515,58 @@ Status OpenSearchReader::GetTraces(const std::vector<TraceId>& ids, SpanBatch* o
     std::string answer;
     SH_RETURN_IF_ERROR(Search(indices, std::move(body), &answer));
     element doc;
-    if (parser.parse(answer).get(doc) != simdjson::SUCCESS) return NotASearchAnswer("a trace");
+    if (parser.parse(answer).get(doc) != simdjson::SUCCESS) return NotASearchAnswer(s.what);
     uint64_t total = 0;
-    if (first && doc["hits"]["total"]["value"].get_uint64().get(total) == simdjson::SUCCESS &&
-        total > opts_.max_spans) {
-      return Status::Invalid(RowLimitMessage(opts_.max_spans));
+    if (first && s.max_hits != 0 &&
+        doc["hits"]["total"]["value"].get_uint64().get(total) == simdjson::SUCCESS &&
+        total > s.max_hits) {
+      return Status::Invalid(RowLimitMessage(s.max_hits));
     }
     simdjson::dom::array hits;
     if (doc["hits"]["hits"].get_array().get(hits) != simdjson::SUCCESS) break;  // no index
     size_t n = 0;
     element last;
     for (element hit : hits) {
-      element source;
-      if (hit["_source"].get(source) != simdjson::SUCCESS) return NotASearchAnswer("a trace");
-      if (Status st = AppendSpanFromDocument(simdjson::minify(source), &found); !st.ok()) {
-        std::string_view index, id;
-        if (hit["_index"].get_string().get(index) != simdjson::SUCCESS) index = "?";
-        if (hit["_id"].get_string().get(id) != simdjson::SUCCESS) id = "?";
-        return Status::Internal(
-            fmt::format("opensearch: document {} of {}: {}", id, index, st.message()));
-      }
+      SH_RETURN_IF_ERROR(each(hit));
       last = hit;
       ++n;
+    }
+    if (n < s.page) break;
+    element sort;
+    if (last["sort"].get(sort) != simdjson::SUCCESS) return NotASearchAnswer(s.what);
+    search_after = simdjson::minify(sort);
+  }
+  return Status::Ok();
+}
+
+Status OpenSearchReader::GetTraces(const std::vector<TraceId>& ids, SpanBatch* out) {
+  if (ids.empty()) return Status::Ok();
+  const std::string query = TraceIdsQuery(ids);
+  PagedSearch search;
+  search.query = query;
+  // Spans by start time; the trace and span ids make each position unique.
+  search.sort = R"([{"startTime":{"order":"asc","unmapped_type":"long"}},)"
+                R"({"traceID":{"order":"asc","unmapped_type":"keyword"}},)"
+                R"({"spanID":{"order":"asc","unmapped_type":"keyword"}}])";
+  search.page = std::min(PlusOne(opts_.max_spans), std::max<uint64_t>(opts_.page_size, 1));
+  search.max_hits = opts_.max_spans;
+  search.what = "a trace";
+  SpanBatch found;
+  SH_RETURN_IF_ERROR(SearchPages(UndatedIndices(span_base_), search, [&](element hit) {
+    element source;
+    if (hit["_source"].get(source) != simdjson::SUCCESS) return NotASearchAnswer("a trace");
+    if (Status st = AppendSpanFromDocument(simdjson::minify(source), &found); !st.ok()) {
+      std::string_view index, id;
+      if (hit["_index"].get_string().get(index) != simdjson::SUCCESS) index = "?";
+      if (hit["_id"].get_string().get(id) != simdjson::SUCCESS) id = "?";
+      return Status::Internal(
+          fmt::format("opensearch: document {} of {}: {}", id, index, st.message()));
     }
     if (found.span_count() > opts_.max_spans) {
       return Status::Invalid(RowLimitMessage(opts_.max_spans));
     }
-    if (n < page) break;
-    element sort;
-    if (last["sort"].get(sort) != simdjson::SUCCESS) return NotASearchAnswer("a trace");
-    search_after = simdjson::minify(sort);
-  }
+    return Status::Ok();
+  }));
   // Traces in the order of `ids`, each one's spans by start time (the order
   // they came in).
   std::map<TraceId, size_t> position;
@@ -822,57 +836,36 @@ Status OpenSearchReader::ListSpans(const query::SpanIdQuery& q, std::vector<quer
     query += kind;
   }
   query += "]}}";
-  const std::string indices = DailyIndices(span_base_, q.start_ns, q.end_ns - 1);
-  const uint64_t wanted = uint64_t{q.limit} + 1;
-  const uint64_t page = std::clamp<uint64_t>(opts_.page_size, 1, wanted);
-  simdjson::dom::parser parser;
-  std::string search_after;
-  for (;;) {
-    // The ids are the sort values: no document is read.
-    std::string body = R"({"size":)";
-    codec::AppendUint(body, page);
-    body += R"(,"track_total_hits":false,"_source":false,"query":)";
-    body += query;
-    body += R"(,"sort":[{"traceID":{"order":"asc","unmapped_type":"keyword"}},)"
-            R"({"spanID":{"order":"asc","unmapped_type":"keyword"}},)"
-            R"({"startTime":{"order":"asc","unmapped_type":"long"}}])";
-    if (!search_after.empty()) {
-      body += R"(,"search_after":)";
-      body += search_after;
-    }
-    body += '}';
-    std::string answer;
-    SH_RETURN_IF_ERROR(Search(indices, std::move(body), &answer));
-    element doc;
-    if (parser.parse(answer).get(doc) != simdjson::SUCCESS) return NotASearchAnswer("a span list");
-    simdjson::dom::array hits;
-    if (doc["hits"]["hits"].get_array().get(hits) != simdjson::SUCCESS) break;  // no index
-    size_t n = 0;
-    element last;
-    for (element hit : hits) {
-      ++n;
-      std::string_view trace;
-      std::string_view span;
-      query::SpanKey key;
-      if (hit["sort"].at(0).get_string().get(trace) != simdjson::SUCCESS ||
-          hit["sort"].at(1).get_string().get(span) != simdjson::SUCCESS ||
-          !ParseTraceIdHex(trace, &key.trace_id) || !ParseSpanIdHex(span, &key.span_id)) {
-        return NotASearchAnswer("a span list");
-      }
-      out->push_back(key);
-      last = hit;
-    }
-    if (out->size() > q.limit) {
-      out->clear();
-      return Status::Invalid(fmt::format(
-          "more than {} spans of service {} in the range: ask for a shorter range or a higher "
-          "limit",
-          q.limit, q.service));
-    }
-    if (n < page) break;
-    element sort;
-    if (last["sort"].get(sort) != simdjson::SUCCESS) return NotASearchAnswer("a span list");
-    search_after = simdjson::minify(sort);
+  PagedSearch search;
+  search.query = query;
+  search.sort = R"([{"traceID":{"order":"asc","unmapped_type":"keyword"}},)"
+                R"({"spanID":{"order":"asc","unmapped_type":"keyword"}},)"
+                R"({"startTime":{"order":"asc","unmapped_type":"long"}}])";
+  search.page = std::clamp<uint64_t>(opts_.page_size, 1, uint64_t{q.limit} + 1);
+  search.source = false;  // the ids are the sort values: no document is read
+  search.what = "a span list";
+  Status st =
+      SearchPages(DailyIndices(span_base_, q.start_ns, q.end_ns - 1), search, [&](element hit) {
+        std::string_view trace;
+        std::string_view span;
+        query::SpanKey key;
+        if (hit["sort"].at(0).get_string().get(trace) != simdjson::SUCCESS ||
+            hit["sort"].at(1).get_string().get(span) != simdjson::SUCCESS ||
+            !ParseTraceIdHex(trace, &key.trace_id) || !ParseSpanIdHex(span, &key.span_id)) {
+          return NotASearchAnswer("a span list");
+        }
+        out->push_back(key);
+        if (out->size() > q.limit) {
+          return Status::Invalid(
+              fmt::format("more than {} spans of service {} in the range: ask for a "
+                          "shorter range or a higher limit",
+                          q.limit, q.service));
+        }
+        return Status::Ok();
+      });
+  if (!st.ok()) {
+    out->clear();
+    return st;
   }
   // Legacy ids (no leading zeros) sort apart from full ones in the index.
   std::sort(out->begin(), out->end());

@@ -52,10 +52,13 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <simdjson.h>
 
 #include "query/span_reader.h"
 #include "storage/opensearch/opensearch_client.h"
@@ -110,6 +113,21 @@ class OpenSearchReader final : public query::SpanReader {
   // POSTs a search `body` to <indices>/_search; the answer's text in
   // `answer`. Maps the cluster's errors and a timed-out answer as above.
   Status Search(const std::string& indices, std::string body, std::string* answer);
+  // One search read page after page of `page` hits, each page from where
+  // the last ended (search_after on `sort`, whose fields must make a
+  // position unique). `each` sees every hit in order; an error it returns
+  // ends the search. With `max_hits`, more hits than that (counted on the
+  // first page) is the row limit's error before any is read.
+  struct PagedSearch {
+    std::string_view query;  // the "query" object
+    std::string_view sort;   // the "sort" array
+    uint64_t page = 1;
+    uint64_t max_hits = 0;  // 0: not counted
+    bool source = true;     // false: the sort values are all that is read
+    std::string_view what;  // names the search in errors: "a trace"
+  };
+  Status SearchPages(const std::string& indices, const PagedSearch& search,
+                     const std::function<Status(simdjson::dom::element hit)>& each);
   // The daily indices of `base` a read without a time range names.
   std::string UndatedIndices(std::string_view base) const;
   uint64_t max_buckets() const;
