@@ -29,7 +29,7 @@ instrumentation grouped them and what the web UI shows (the Jaeger UI sorts them
 
 FLAGS = """spanhouse answers a span's W3C trace flags (`flags`, bit 0: sampled) as the client sent
 them; Jaeger v2's OTLP translator does not carry them over, so its spans have none (`flags`
-left out). Only spanhouse's side has them removed."""
+left out). Flags that are not 0 are removed from spanhouse's side (both leave out 0)."""
 
 DROPPED_COUNTS = """OTLP's dropped counts (of a span's attributes, events and links, and of an
 event's attributes) are tags in spanhouse (`otel.dropped_attributes_count`,
@@ -98,7 +98,8 @@ def _jaeger_side(trace: dict) -> dict:
 
 def _spanhouse_side(trace: dict) -> dict:
     for s in trace.get("spans", []):
-        s.pop("flags", None)
+        if s.get("flags"):  # 0 is left out by both, so a 0 here still differs
+            del s["flags"]
         s["tags"] = [t for t in s.get("tags") or [] if t.get("key") not in _DROPPED_KEYS]
         for log in s.get("logs") or []:
             fields = [f for f in log.get("fields") or [] if f.get("key") not in _DROPPED_KEYS]
