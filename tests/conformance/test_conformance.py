@@ -1,8 +1,8 @@
 """Conformance of spanhouse's Jaeger API with Jaeger v2 itself (v1.75.0, memory store).
 
 The same spans go to both through one OTLP/HTTP fan-out: the rich traces of traces.py, the
-real OpenTelemetry Python SDK's traces (tests/e2e/emit_trace.py), and loadgen's (the fresh
-corpus). Then every read path of the Jaeger API is asked of both and the answers compared field
+real OpenTelemetry SDKs' traces of the client tests (Python, Node.js, Java), and loadgen's (the
+fresh corpus). Then every read path of the Jaeger API is asked of both and the answers compared field
 by field: /api/traces/{id}, searches (service, operation, tags, durations, limits, time ranges),
 /api/services, /api/services/{s}/operations, /api/operations, /api/dependencies. Only the
 deliberate differences of differences.py are normalised away; anything else that differs fails
@@ -49,7 +49,7 @@ class World:
     jaeger: Jaeger
     sh: object  # conftest.Spanhouse
     opensearch: object
-    # trace id -> spans sent in it (None: not known up front, loadgen's)
+    # trace id -> its span count (loadgen's: as spanhouse stored them)
     sent: dict[str, int] = field(default_factory=dict)
     loadgen_run: str = ""
     loadgen_spans: int = 0
