@@ -55,6 +55,17 @@ def traces(n: int, now_ns: int, seed: int, straddlers: int) -> list[dict]:
     return out
 
 
+QUANTILE_RANK_ERROR = 0.02
+
+
+def rank_band(sorted_values: list[float], q: float) -> tuple[float, float]:
+    """The values whose rank is within QUANTILE_RANK_ERROR of quantile q (inclusive)."""
+    n = len(sorted_values)
+    lo = max(0, int((q - QUANTILE_RANK_ERROR) * n))
+    hi = min(n - 1, int((q + QUANTILE_RANK_ERROR) * n))
+    return sorted_values[lo], sorted_values[hi]
+
+
 def counter(sh: Spanhouse, name: str) -> float:
     """An unlabelled sample of /metrics."""
     for line in sh.session.get(f"{sh.query_url}/metrics", timeout=30).text.splitlines():
@@ -203,11 +214,19 @@ def test_tail_sampling_keeps_errors_and_slow_traces_whole_and_the_rest_within_th
             break
         assert time.monotonic() < deadline, unsampled
         time.sleep(0.5)
+    # A t-digest's error is in rank, not in value: both runs' quantiles must lie within
+    # QUANTILE_RANK_ERROR of the quantile's rank among the durations sent (where durations are
+    # sparse, a 3% relative bound on values failed for one merge order against another).
     for service in SERVICES:
         assert rows[service]["errors"] == unsampled[service]["errors"]
-        for q in ("p50_ms", "p95_ms", "p99_ms"):
-            assert rows[service][q] == pytest.approx(unsampled[service][q], rel=0.03), \
-                (service, q, rows[service][q], unsampled[service][q])
+        durations = sorted((s["end"] - s["start"]) / 1e6 for t in corpus for s in t["spans"]
+                           if s["service"] == service)
+        for q, name in ((0.5, "p50_ms"), (0.95, "p95_ms"), (0.99, "p99_ms")):
+            lo, hi = rank_band(durations, q)
+            for who, got in (("sampled", rows[service][name]), ("unsampled",
+                                                                unsampled[service][name])):
+                assert lo <= got <= hi, (service, name, who, got, (lo, hi),
+                                         rows[service][name], unsampled[service][name])
     sh.stop_ok()
     off.stop_ok()
 
