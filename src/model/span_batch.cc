@@ -90,29 +90,34 @@ void SpanBatch::AddAttr(AttrColumns& cols, StrRef key, ValueType type, StrRef va
   cols.value.push_back(value);
 }
 
-std::string_view JaegerServiceName(const SpanBatch& b, uint32_t r) {
+namespace {
+
+// The index in resource_attrs of resource `r`'s first service.name, or -1.
+int64_t FirstServiceNameAttr(const SpanBatch& b, uint32_t r) {
   const Range range = r < b.resources.attrs.size() ? b.resources.attrs[r] : Range{};
   for (uint32_t i = range.begin; i < range.end && i < b.resource_attrs.size(); ++i) {
-    if (b.Str(b.resource_attrs.key[i]) != "service.name") continue;
-    if (b.resource_attrs.type[i] != ValueType::kString) return kWrongTypeServiceName;
-    std::string_view name = b.Str(b.resource_attrs.value[i]);
-    return name.empty() ? kEmptyServiceName : name;
+    if (b.Str(b.resource_attrs.key[i]) == "service.name") return i;
   }
-  return kMissingServiceName;
+  return -1;
+}
+
+}  // namespace
+
+std::string_view JaegerServiceName(const SpanBatch& b, uint32_t r) {
+  const int64_t i = FirstServiceNameAttr(b, r);
+  if (i < 0) return kMissingServiceName;
+  if (b.resource_attrs.type[i] != ValueType::kString) return kWrongTypeServiceName;
+  const std::string_view name = b.Str(b.resource_attrs.value[i]);
+  return name.empty() ? kEmptyServiceName : name;
 }
 
 void SpanBatch::ResolveServiceName(uint32_t r) {
-  // The first service.name decides, as in JaegerServiceName.
-  const Range range = resources.attrs[r];
-  for (uint32_t i = range.begin; i < range.end; ++i) {
-    if (Str(resource_attrs.key[i]) != "service.name") continue;
-    if (resource_attrs.type[i] == ValueType::kString && resource_attrs.value[i].len != 0) {
-      resources.service_name[r] = resource_attrs.value[i];
-      return;
-    }
-    break;
+  const int64_t i = FirstServiceNameAttr(*this, r);
+  if (i >= 0 && resource_attrs.type[i] == ValueType::kString && resource_attrs.value[i].len != 0) {
+    resources.service_name[r] = resource_attrs.value[i];  // no copy: the attribute's text
+  } else {
+    resources.service_name[r] = AddString(JaegerServiceName(*this, r));
   }
-  resources.service_name[r] = AddString(JaegerServiceName(*this, r));
 }
 
 namespace {
