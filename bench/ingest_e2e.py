@@ -36,7 +36,9 @@ within a run):
      open traces seen (every 5 s), the budget they were counted at, and the
      held spans.
   7. recent: the recent-traces index (query.recent_max_bytes) on against
-     off, side by side like sampling: the CPU ratio and peak RSS.
+     off, side by side like sampling: the CPU ratio and peak RSS. With
+     --recent-off disk, the index's disk tier on against off
+     (query.recent_disk_bytes 0), the memory tier on in both.
 and prints per run: accepted spans/s, stored spans/s (accepted spans over
 the time until all of them were queryable), spanhouse CPU-seconds per million
 spans (user+system of the server process, chDB included), peak RSS, the RSS
@@ -417,19 +419,27 @@ def run_tail(args, protocol: str) -> list[dict]:
 
 
 def run_recent(args, protocol: str) -> list[dict]:
-    """The recent-traces index on (the default) and off, at the same time, one binary."""
-    off = {"query": {"recent_max_bytes": "0"}}
+    """The recent-traces index (or its disk tier) on, the default, and off, at the same time,
+    one binary."""
+    off = ({"query": {"recent_disk_bytes": "0"}} if args.recent_off == "disk"
+           else {"query": {"recent_max_bytes": "0"}})
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        on_run = pool.submit(run, args, "chdb", False, protocol, None, " recent on", False)
+        on = {"query": {"recent_disk_bytes": args.recent_disk_bytes}} \
+            if args.recent_disk_bytes else None
+        on_run = pool.submit(run, args, "chdb", False, protocol, None, " recent on", False,
+                             None, False, None, on)
         off_run = pool.submit(run, args, "chdb", False, protocol, None, " recent off", False,
                               None, False, None, off)
         pair = [on_run.result(), off_run.result()]
+    pair[0]["recent_off"] = args.recent_off
     return pair
 
 
 def print_recent(pair: list[dict]) -> None:
     on, off = pair
-    print(f"\nrecent-traces index on vs off, side by side ({on['report'].get('spans_per_s', 0):.0f}"
+    what = "recent-traces index's disk tier" if on.get("recent_off") == "disk" else \
+        "recent-traces index"
+    print(f"\n{what} on vs off, side by side ({on['report'].get('spans_per_s', 0):.0f}"
           f" vs {off['report'].get('spans_per_s', 0):.0f} spans/s): CPU-s per million accepted "
           f"spans: on {on['cpu_s_per_m']:.2f}, off {off['cpu_s_per_m']:.2f}, ratio on / off "
           f"{on['cpu_s_per_m'] / off['cpu_s_per_m']:.3f}; peak RSS {on['peak_rss_mib']} vs "
@@ -524,6 +534,12 @@ def main() -> int:
                          "against off, side by side), recent (the recent-traces index on against off, "
                          "side by side), dual (dual-write to "
                          "OpenSearch and ClickHouse alone, side by side: needs --rate)")
+    ap.add_argument("--recent-off", default="memory", choices=("memory", "disk"),
+                    help="recent: what the second server turns off, the whole index (memory) "
+                         "or its disk tier (disk)")
+    ap.add_argument("--recent-disk-bytes", default="", metavar="SIZE",
+                    help="recent: the first server's query.recent_disk_bytes (default: the "
+                         "default, 2GiB)")
     ap.add_argument("--opensearch-url", default="", metavar="URL",
                     help="dual: the OpenSearch node to dual-write to (default: start one from "
                          "tests/opensearch's launcher)")

@@ -6,6 +6,9 @@ p99 <= 15 ms, and ahead of Jaeger Badger).
 1. Starts `spanhouse serve` (fresh data directory, default configuration; one per --bin) and
    Jaeger (tests/e2e/jaeger_server.py: Badger under a temporary directory; the binary that
    scripts/setup.sh --tests builds, or $JAEGER_BIN), all on free loopback ports.
+   Then waits --settle seconds, as a server that has been up a while: spanhouse answers a
+   trace from its recent-traces index alone only when its root started after the index's
+   horizon (here the process's start) plus the clock skew it allows a client (10 s).
 2. One `spanhouse loadgen` (--rate spans/s for --duration s, --corpus, --seed) sends to a small
    forwarding proxy in this process, which posts every request, unchanged, to each store's
    OTLP/HTTP receiver (429/503 retried per store). loadgen draws fresh trace ids on every run,
@@ -23,6 +26,7 @@ traces and lookups: three columns.
 
 Usage: bench/lookup_vs_jaeger.py [--bin build/spanhouse [--bin OLD]] [--rate 20000]
                                  [--duration 30] [--lookups 200] [--corpus fresh] [--seed 1]
+                                 [--settle 12]
 Needs `requests` and `pytest` (tests/e2e's modules): run it with .venv/bin/python.
 Only loopback addresses are used; every process is stopped and the temporary directory
 removed at the end, on errors too.
@@ -172,6 +176,8 @@ def main() -> int:
     ap.add_argument("--warmup", type=int, default=10,
                     help="untimed lookups per store first (the first requests of a fresh "
                          "process pay for lazy set-up, which is not what is measured)")
+    ap.add_argument("--settle", type=float, default=12,
+                    help="seconds between the stores' start and the send (0: none)")
     ap.add_argument("--wait", type=float, default=300,
                     help="seconds to wait at most for the stores to hold every span")
     args = ap.parse_args()
@@ -197,6 +203,7 @@ def main() -> int:
 
         # CPU of each process over the send, to tell which one held the rate back on a
         # small machine (this process is the proxy then).
+        time.sleep(args.settle)
         pids = {s.name: s.proc.pid for s in shs} | {"jaeger badger": jaeger.proc.pid}
         cpu0 = {n: cpu_seconds(p) for n, p in pids.items()} | {"proxy": time.process_time()}
         t0_us = time.time_ns() // 1000

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "common/clock.h"
+#include "pipeline/durable/records.h"
 
 namespace spanhouse::query {
 
@@ -75,11 +76,17 @@ RecentTraces::RecentTraces(RecentTracesOptions options, pipeline::MemoryBudget* 
     : opts_(options), budget_(budget), start_ns_(start_ns) {}
 
 RecentTraces::~RecentTraces() {
-  if (budget_ != nullptr && bytes_ != 0) budget_->Release(bytes_);
+  if (budget_ != nullptr && bytes_ + kept_bytes_ != 0) budget_->Release(bytes_ + kept_bytes_);
+  for (Held& h : held_) h.keep.Ack();
+  for (Kept& k : kept_) k.keep.Ack();
 }
 
-void RecentTraces::Add(std::unique_ptr<SpanBatch> batch, uint64_t now_ns) {
-  if (opts_.max_bytes == 0 || batch == nullptr) return;
+void RecentTraces::Add(std::unique_ptr<SpanBatch> batch, uint64_t now_ns,
+                       pipeline::durable::Ticket keep) {
+  if (opts_.max_bytes == 0 || batch == nullptr) {
+    keep.Ack();
+    return;
+  }
   const SpanBatch::Spans& sp = batch->spans;
   const auto n = static_cast<uint32_t>(batch->span_count());
   std::vector<std::pair<uint64_t, uint32_t>> keys;
@@ -87,7 +94,10 @@ void RecentTraces::Add(std::unique_ptr<SpanBatch> batch, uint64_t now_ns) {
   for (uint32_t s = 0; s < n; ++s) {
     if (sp.metrics_only[s] == 0) keys.emplace_back(TraceIdHash{}(sp.trace_id[s]), s);
   }
-  if (keys.empty()) return;
+  if (keys.empty()) {
+    keep.Ack();
+    return;
+  }
   std::sort(keys.begin(), keys.end());
   const size_t bytes = batch->MemoryBytes() + keys.capacity() * kPerSpanBytes;
 
@@ -96,7 +106,6 @@ void RecentTraces::Add(std::unique_ptr<SpanBatch> batch, uint64_t now_ns) {
   ++batches_total_;
   while (!held_.empty() && bytes_ + bytes > opts_.max_bytes) {
     DropOldest();
-    ++dropped_batches_total_;
   }
   bool room = bytes <= opts_.max_bytes;
   if (room && budget_ != nullptr) {
@@ -104,30 +113,72 @@ void RecentTraces::Add(std::unique_ptr<SpanBatch> batch, uint64_t now_ns) {
     // gives back its oldest before it takes from them.
     while (!(room = budget_->TryReserve(bytes)) && !held_.empty()) {
       DropOldest();
-      ++dropped_batches_total_;
     }
   }
   if (!room) {
     ++refused_batches_total_;
-    let_go_ns_ = std::max(let_go_ns_, now_ns);
+    LetGo(now_ns);
+    keep.Ack();
     return;
   }
   bytes_ += bytes;
   spans_ += keys.size();
-  held_.push_back({std::move(batch), std::move(keys), now_ns, bytes});
+  held_.push_back({std::move(batch), std::move(keys), now_ns, bytes, std::move(keep)});
+  // The kept segments are counted once they leave the log, which the sinks'
+  // acks decide: checked on every batch taken.
+  while (!kept_.empty() && opts_.log != nullptr && opts_.log->kept_bytes() > opts_.disk_max_bytes) {
+    DropOldestKept();
+    ++dropped_batches_total_;
+  }
 }
 
-void RecentTraces::DropOldest() {
-  const Held& h = held_.front();
+void RecentTraces::LetGo(uint64_t received_ns) {
+  let_go_ns_ = std::max(let_go_ns_, received_ns);
+}
+
+void RecentTraces::DropOldest(bool to_disk) {
+  Held& h = held_.front();
   bytes_ -= h.bytes;
   spans_ -= h.keys.size();
   if (budget_ != nullptr) budget_->Release(h.bytes);
-  let_go_ns_ = std::max(let_go_ns_, h.received_ns);
+  if (to_disk && h.keep.valid() && opts_.log != nullptr && opts_.disk_max_bytes != 0) {
+    Kept k;
+    k.traces.reserve(h.keys.size());
+    for (const auto& [hash, s] : h.keys) {
+      if (k.traces.empty() || k.traces.back() != hash) k.traces.push_back(hash);
+    }
+    k.traces.shrink_to_fit();
+    k.bytes = sizeof(Kept) + k.traces.capacity() * sizeof(uint64_t);
+    if (budget_ == nullptr || budget_->TryReserve(k.bytes)) {
+      k.keep = std::move(h.keep);
+      k.received_ns = h.received_ns;
+      k.spans = h.keys.size();
+      kept_bytes_ += k.bytes;
+      kept_spans_ += k.spans;
+      ++kept_batches_total_;
+      kept_.push_back(std::move(k));
+      held_.pop_front();
+      return;
+    }
+  }
+  if (to_disk) ++dropped_batches_total_;
+  h.keep.Ack();
+  LetGo(h.received_ns);
   held_.pop_front();
 }
 
-void RecentTraces::Observe(std::unique_ptr<SpanBatch> copy) {
-  Add(std::move(copy), WallClockNs());
+void RecentTraces::DropOldestKept() {
+  Kept& k = kept_.front();
+  kept_bytes_ -= k.bytes;
+  kept_spans_ -= k.spans;
+  if (budget_ != nullptr) budget_->Release(k.bytes);
+  k.keep.Ack();
+  LetGo(k.received_ns);
+  kept_.pop_front();
+}
+
+void RecentTraces::Observe(std::unique_ptr<SpanBatch> copy, pipeline::durable::Ticket keep) {
+  Add(std::move(copy), WallClockNs(), std::move(keep));
 }
 
 void RecentTraces::Expire(uint64_t now_ns) {
@@ -138,7 +189,10 @@ void RecentTraces::Expire(uint64_t now_ns) {
 void RecentTraces::ExpireLocked(uint64_t now_ns) {
   const auto max_age_ns = static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(opts_.max_age).count());
-  while (!held_.empty() && held_.front().received_ns + max_age_ns < now_ns) DropOldest();
+  while (!kept_.empty() && kept_.front().received_ns + max_age_ns < now_ns) DropOldestKept();
+  while (!held_.empty() && held_.front().received_ns + max_age_ns < now_ns) {
+    DropOldest(/*to_disk=*/false);
+  }
 }
 
 RecentHit RecentTraces::Collect(const TraceId& id, SpanBatch* out) {
@@ -146,25 +200,68 @@ RecentHit RecentTraces::Collect(const TraceId& id, SpanBatch* out) {
   const uint64_t hash = TraceIdHash{}(id);
   std::set<SpanId> seen;
   std::vector<uint32_t> which;
-  std::lock_guard<std::mutex> lock(mu_);
-  ++lookups_total_;
-  for (const Held& h : held_) {
-    const SpanBatch& b = *h.batch;
-    which.clear();
-    auto it = std::lower_bound(h.keys.begin(), h.keys.end(), std::make_pair(hash, 0u));
-    for (; it != h.keys.end() && it->first == hash; ++it) {
-      const uint32_t s = it->second;
-      if (b.spans.trace_id[s] != id || !seen.insert(b.spans.span_id[s]).second) continue;
-      which.push_back(s);
-      if (IsZero(b.spans.parent_span_id[s]) &&
-          (hit.root_start_ns == 0 || b.spans.start_ns[s] < hit.root_start_ns)) {
-        hit.root_start_ns = b.spans.start_ns[s];
+  // Span `s` of `b` joins the answer unless seen already.
+  auto take = [&](const SpanBatch& b, uint32_t s) {
+    if (b.spans.trace_id[s] != id || b.spans.metrics_only[s] != 0 ||
+        !seen.insert(b.spans.span_id[s]).second) {
+      return;
+    }
+    which.push_back(s);
+    if (IsZero(b.spans.parent_span_id[s]) &&
+        (hit.root_start_ns == 0 || b.spans.start_ns[s] < hit.root_start_ns)) {
+      hit.root_start_ns = b.spans.start_ns[s];
+    }
+  };
+  struct Record {
+    pipeline::durable::RecordKind kind{};
+    std::string payload;
+    uint64_t lsn = 0;
+  };
+  std::vector<Record> records;
+  uint64_t read_errors = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++lookups_total_;
+    for (const Held& h : held_) {
+      const SpanBatch& b = *h.batch;
+      which.clear();
+      auto it = std::lower_bound(h.keys.begin(), h.keys.end(), std::make_pair(hash, 0u));
+      for (; it != h.keys.end() && it->first == hash; ++it) take(b, it->second);
+      if (which.empty()) continue;
+      out->AppendSpans(b, which.data(), which.size());
+      hit.spans += which.size();
+    }
+    // Read under the lock, which keeps the keeps; decoded after it.
+    for (const Kept& k : kept_) {
+      if (!std::binary_search(k.traces.begin(), k.traces.end(), hash)) continue;
+      Record r;
+      r.lsn = k.keep.lsn();
+      ++record_reads_total_;
+      if (opts_.log->Read(k.keep, &r.kind, &r.payload).ok()) {
+        records.push_back(std::move(r));
+      } else {
+        ++record_read_errors_total_;
       }
     }
+  }
+  for (Record& r : records) {
+    // As the durable queue reads its records back: the same spans, filtered
+    // and sampled as when they were accepted.
+    SpanBatch b;
+    if (!pipeline::durable::DecodeRequestRecord(r.kind, std::move(r.payload), opts_.filter, &b,
+                                                r.lsn)
+             .ok()) {
+      ++read_errors;
+      continue;
+    }
+    which.clear();
+    for (uint32_t s = 0; s < b.span_count(); ++s) take(b, s);
     if (which.empty()) continue;
     out->AppendSpans(b, which.data(), which.size());
     hit.spans += which.size();
   }
+  std::lock_guard<std::mutex> lock(mu_);
+  record_read_errors_total_ += read_errors;
   if (hit.spans != 0) ++lookup_hits_total_;
   return hit;
 }
@@ -240,11 +337,31 @@ void RecentTraces::AppendMetrics(PromText& out) const {
   out.One("spanhouse_recent_batches_total", "counter", "Batches handed to the recent-traces index.",
           "", batches_total_);
   out.One("spanhouse_recent_evicted_batches_total", "counter",
-          "Batches let go before query.recent.max_age_s for want of room (oldest first).", "",
-          dropped_batches_total_);
+          "Batches let go before query.recent_max_age_s for want of room in memory or on disk "
+          "(oldest first).",
+          "", dropped_batches_total_);
   out.One("spanhouse_recent_refused_batches_total", "counter",
           "Batches not held: no room in query.recent.max_bytes or the memory budget.", "",
           refused_batches_total_);
+  out.One("spanhouse_recent_disk_spans", "gauge",
+          "Spans of the recent-traces index's disk tier: their traces' ids in memory, their "
+          "requests in kept segments of the durable queue.",
+          "", kept_spans_);
+  out.One("spanhouse_recent_disk_index_bytes", "gauge",
+          "Memory of the recent-traces index's disk tier (trace id hashes).", "", kept_bytes_);
+  out.One("spanhouse_recent_disk_bytes", "gauge",
+          "Bytes of durable queue segments kept after every sink stored them, for the "
+          "recent-traces index (query.recent_disk_bytes).",
+          "", opts_.log != nullptr ? opts_.log->kept_bytes() : 0);
+  out.One("spanhouse_recent_kept_batches_total", "counter",
+          "Batches moved from the recent-traces index's memory to its disk tier.", "",
+          kept_batches_total_);
+  out.One("spanhouse_recent_record_reads_total", "counter",
+          "Request records read back from the durable queue by trace lookups.", "",
+          record_reads_total_);
+  out.One("spanhouse_recent_record_read_errors_total", "counter",
+          "Request records of the disk tier that could not be read back or decoded.", "",
+          record_read_errors_total_);
   out.One("spanhouse_recent_lookups_total", "counter",
           "Trace lookups that asked the recent-traces index.", "", lookups_total_);
   out.One("spanhouse_recent_lookup_hits_total", "counter",

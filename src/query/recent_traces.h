@@ -8,6 +8,15 @@
 // holds at least every span accepted and not yet stored. Bounded in bytes
 // (counted against the memory budget too) and in age; the oldest batches go
 // first.
+//
+// Two tiers. The newest batches are held whole in memory (max_bytes). One
+// let go for want of room keeps, with a durable queue, only its traces' id
+// hashes in memory and a keep on its request record (segment_log.h: kept
+// segments, at most disk_max_bytes of them): a lookup that finds the hash
+// reads the record back and decodes it as the queue's read-back does, the
+// same spans filtered and sampled the same. So the index covers minutes of
+// traffic for ~8 bytes of memory per trace and batch, on disk the log
+// already wrote. Searches, services and operations see the memory tier.
 #pragma once
 
 #include <chrono>
@@ -22,6 +31,8 @@
 
 #include "common/prom_text.h"
 #include "model/span_batch.h"
+#include "pipeline/durable/segment_log.h"
+#include "pipeline/filter/span_filter.h"
 #include "pipeline/memory_budget.h"
 #include "query/span_reader.h"
 #include "sink/observed_sink.h"
@@ -30,7 +41,12 @@ namespace spanhouse::query {
 
 struct RecentTracesOptions {
   size_t max_bytes = 64u << 20;  // 0: the index is off
-  std::chrono::milliseconds max_age{std::chrono::minutes(5)};
+  std::chrono::milliseconds max_age{std::chrono::minutes(15)};
+  // The disk tier: the durable queue's log (null: none) and its filter (as
+  // DurableQueue::filter()), and the most bytes of kept segments.
+  pipeline::durable::SegmentLog* log = nullptr;
+  pipeline::SpanFilter* filter = nullptr;
+  uint64_t disk_max_bytes = 2ull << 30;
 };
 
 // What the index holds of one trace.
@@ -51,14 +67,15 @@ class RecentTraces final : public sink::BatchObserver {
   RecentTraces(const RecentTraces&) = delete;
   RecentTraces& operator=(const RecentTraces&) = delete;
 
-  // Holds `batch` (its spans not sampled out), received at `now_ns`.
-  void Add(std::unique_ptr<SpanBatch> batch, uint64_t now_ns);
+  // Holds `batch` (its spans not sampled out), received at `now_ns`;
+  // `keep`: its record's keep, for the disk tier (may be empty).
+  void Add(std::unique_ptr<SpanBatch> batch, uint64_t now_ns, pipeline::durable::Ticket keep = {});
 
   // sink::BatchObserver: Add at the wall clock's now.
-  void Observe(std::unique_ptr<SpanBatch> copy) override;
+  void Observe(std::unique_ptr<SpanBatch> copy, pipeline::durable::Ticket keep) override;
 
   // Appends the trace's held spans to `out` (each span once, however often
-  // it was received).
+  // it was received), from memory and from the records of the disk tier.
   RecentHit Collect(const TraceId& id, SpanBatch* out);
 
   // Every span received after this time is held: the latest of the
@@ -92,10 +109,23 @@ class RecentTraces final : public sink::BatchObserver {
     std::vector<std::pair<uint64_t, uint32_t>> keys;
     uint64_t received_ns = 0;
     size_t bytes = 0;
+    pipeline::durable::Ticket keep;
+  };
+  // A batch of the disk tier: its record, and its traces' id hashes
+  // (sorted, each once; of its spans not sampled out).
+  struct Kept {
+    std::vector<uint64_t> traces;
+    pipeline::durable::Ticket keep;
+    uint64_t received_ns = 0;
+    size_t bytes = 0;  // memory
+    size_t spans = 0;
   };
 
   // Under mu_.
-  void DropOldest();
+  // Of the memory tier: to the disk tier (when `to_disk` and it can), or let go.
+  void DropOldest(bool to_disk = true);
+  void DropOldestKept();  // of the disk tier: let go
+  void LetGo(uint64_t received_ns);
   void ExpireLocked(uint64_t now_ns);
 
   const RecentTracesOptions opts_;
@@ -104,8 +134,11 @@ class RecentTraces final : public sink::BatchObserver {
 
   mutable std::mutex mu_;
   std::deque<Held> held_;  // oldest first
+  std::deque<Kept> kept_;  // oldest first, all older than held_
   size_t bytes_ = 0;
   size_t spans_ = 0;
+  size_t kept_bytes_ = 0;  // memory of kept_
+  size_t kept_spans_ = 0;
   uint64_t let_go_ns_ = 0;  // received time of the newest batch let go or not taken
 
   // Counters for /metrics (under mu_).
@@ -114,6 +147,9 @@ class RecentTraces final : public sink::BatchObserver {
   uint64_t refused_batches_total_ = 0;  // not taken: no room in the budget
   uint64_t lookups_total_ = 0;
   uint64_t lookup_hits_total_ = 0;
+  uint64_t kept_batches_total_ = 0;  // moved to the disk tier
+  uint64_t record_reads_total_ = 0;  // records read back by lookups
+  uint64_t record_read_errors_total_ = 0;
 };
 
 }  // namespace spanhouse::query

@@ -216,6 +216,8 @@ const std::vector<Key>& Keys() {
                   "milliseconds, 1 to 3600000"),
       SH_UINT_KEY("query.recent_max_bytes", query.recent_max_bytes, ParseBytes, 0, 1ull << 40,
                   "a size, e.g. 64MiB, or 0 (off)"),
+      SH_UINT_KEY("query.recent_disk_bytes", query.recent_disk_bytes, ParseBytes, 0, 1ull << 44,
+                  "a size, e.g. 2GiB, or 0 (memory only)"),
       SH_UINT_KEY("query.recent_max_age_s", query.recent_max_age_s, ParseUint, 1, 86400,
                   "seconds, 1 to 86400"),
       SH_TOKENS_KEY("auth.ingest_tokens", auth.ingest_tokens),

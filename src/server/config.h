@@ -56,11 +56,15 @@ struct Config {
     // X-Spanhouse-Read-Source header names the store that answered.
     bool fallback = true;
     uint64_t fallback_after_ms = 5000;
-    // The recent-traces index: the spans of the last recent_max_age_s held in
-    // memory (at most recent_max_bytes, part of queue.max_bytes), so a trace
-    // is readable the moment it is accepted. 0 bytes: off.
+    // The recent-traces index: the spans of the last recent_max_age_s, so a
+    // trace is readable the moment it is accepted and read fast for minutes
+    // after. The newest held in memory (at most recent_max_bytes, part of
+    // queue.max_bytes; 0: the index is off); older ones, with the durable
+    // queue, by their trace ids in memory and their requests in segments the
+    // queue keeps after storing them (at most recent_disk_bytes; 0: none).
     uint64_t recent_max_bytes = 64ull << 20;
-    uint64_t recent_max_age_s = 300;
+    uint64_t recent_disk_bytes = 2ull << 30;
+    uint64_t recent_max_age_s = 900;
   } query;
   struct {
     // Comma-separated bearer tokens; a request needs one of its listener's

@@ -467,7 +467,10 @@ Status Server::MakeSinks() {
         .max_bytes = std::min<size_t>(cfg_.query.recent_max_bytes, cfg_.queue.max_bytes / 4),
         .max_age = std::chrono::seconds(
             // Nothing is answered from memory past the retention that deleted it from the store.
-            std::min(cfg_.query.recent_max_age_s, cfg_.storage.retention_s))};
+            std::min(cfg_.query.recent_max_age_s, cfg_.storage.retention_s)),
+        .log = queue_->log(),
+        .filter = queue_->filter(),
+        .disk_max_bytes = cfg_.query.recent_disk_bytes};
     recent_ = std::make_unique<query::RecentTraces>(o, &budget_, WallClockNs());
     // The primary sees every span (on a cluster, each shard's sink is handed
     // all of them and keeps its own).

@@ -10,14 +10,24 @@ namespace spanhouse::sink {
 Status ObservedSink::Push(pipeline::QueuedBatch& item) {
   // Copied before the push, which moves the item away; shown only once
   // taken, so a refused push that is tried again is shown once.
-  std::vector<std::unique_ptr<SpanBatch>> copies;
-  if (item.batch != nullptr) copies.push_back(std::make_unique<SpanBatch>(*item.batch));
+  // A block's part is a piece of its record: only a whole request is kept
+  // to be decoded again.
+  std::vector<std::pair<std::unique_ptr<SpanBatch>, pipeline::durable::Ticket>> copies;
+  if (item.batch != nullptr) {
+    copies.emplace_back(std::make_unique<SpanBatch>(*item.batch), item.ticket.Keep());
+  }
   if (item.block != nullptr) {
-    for (const auto& part : item.block->parts) copies.push_back(std::make_unique<SpanBatch>(*part));
+    for (const auto& part : item.block->parts) {
+      copies.emplace_back(std::make_unique<SpanBatch>(*part), pipeline::durable::Ticket());
+    }
   }
   Status st = inner_->Push(item);
-  if (st.ok()) {
-    for (auto& c : copies) observer_.Observe(std::move(c));
+  for (auto& [copy, keep] : copies) {
+    if (st.ok()) {
+      observer_.Observe(std::move(copy), std::move(keep));
+    } else {
+      keep.Ack();
+    }
   }
   return st;
 }

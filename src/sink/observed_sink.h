@@ -8,6 +8,7 @@
 #include <string>
 
 #include "model/span_batch.h"
+#include "pipeline/durable/segment_log.h"
 #include "sink/sink.h"
 
 namespace spanhouse::sink {
@@ -17,8 +18,11 @@ namespace spanhouse::sink {
 class BatchObserver {
  public:
   virtual ~BatchObserver() = default;
-  // A copy of a batch the inner sink took (sharing its source: SpanBatch).
-  virtual void Observe(std::unique_ptr<SpanBatch> copy) = 0;
+  // A copy of a batch the inner sink took (sharing its source: SpanBatch),
+  // and a keep on its record in the durable queue (segment_log.h; empty
+  // without the queue, or for a part of a replayed block), so that the
+  // observer can read the batch again once it let the copy go.
+  virtual void Observe(std::unique_ptr<SpanBatch> copy, pipeline::durable::Ticket keep) = 0;
 };
 
 class ObservedSink final : public Sink {

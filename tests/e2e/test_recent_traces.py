@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 
-from conftest import E2E_DIR, Spanhouse
+from conftest import E2E_DIR, Spanhouse, spanhouse_bin
 from test_sampling import config, get, span_keys
 from test_tail_sampling import counter
 
@@ -103,3 +103,41 @@ def test_stored_and_held_spans_are_merged_once(spanhouse_factory, tmp_path):
         time.sleep(0.2)
     assert set(read_now(sh, sent["trace_id"])) == want  # spans_by_id fails on a repeat
     assert counter(sh, "spanhouse_recent_merged_spans_total") == 0
+
+
+def test_a_trace_memory_let_go_is_read_back_from_the_durable_queue(spanhouse_factory, tmp_path):
+    # 1 MiB of memory for the index: the load after the SDK's trace pushes its batches out to the
+    # disk tier (trace ids in memory, the requests kept in the durable queue's files), whence a
+    # lookup reads and decodes them again. The writer stores within a second, so the answer can
+    # be compared with the store's own once the index is gone.
+    sh = spanhouse_factory(config=config(
+        tmp_path, "disk", "writer:\n  max_age_ms: 200\nquery:\n  recent_max_bytes: 1MiB\n"))
+    sent = emit(sh)
+    trace_id = sent["trace_id"]
+    want = {s["span_id"] for s in sent["spans"]}
+    lo, hi = time_range(sent)
+    load = subprocess.run(
+        [spanhouse_bin(), "loadgen", "--endpoint", sh.traces_url, "--connections", "1", "--quiet",
+         "--json", "--rate", "3000", "--duration", "3"],
+        capture_output=True, text=True, timeout=300)
+    assert load.returncode == 0, f"loadgen: {load.stdout}\n{load.stderr}"
+    assert counter(sh, "spanhouse_recent_kept_batches_total") > 0, sh.diagnostics()
+    services = sorted({s["service"] for s in sent["spans"]})
+    deadline = time.monotonic() + 60
+    while {k[1] for svc in services for k in span_keys(sh, svc, lo, hi)} != want:
+        assert time.monotonic() < deadline, "the SDK's trace not stored within 60 s"
+        time.sleep(0.2)
+
+    reads = counter(sh, "spanhouse_recent_record_reads_total")
+    from_disk = read_now(sh, trace_id)
+    assert set(from_disk) == want
+    assert counter(sh, "spanhouse_recent_record_reads_total") > reads, \
+        "the trace was not read back from the durable queue"
+    assert counter(sh, "spanhouse_recent_record_read_errors_total") == 0
+
+    # The same answer, field for field, as the store's alone after a restart (which empties the
+    # index and removes the kept files).
+    sh.restart()
+    assert not list((sh.data_dir / "queue").glob("*.kept"))
+    assert read_now(sh, trace_id) == from_disk
+    assert counter(sh, "spanhouse_recent_lookup_hits_total") == 0

@@ -68,8 +68,9 @@ std::string SegmentPath(const std::string& dir, uint64_t number) {
   return dir + "/" + name;
 }
 
-std::string FreePath(const std::string& segment_path) {
-  return segment_path.substr(0, segment_path.size() - 4) + ".free";
+// The same file name with another extension (".free", ".kept").
+std::string Renamed(const std::string& path, const char* extension) {
+  return path.substr(0, path.rfind('.')) + extension;
 }
 
 bool ParseSegmentName(const std::string& name, uint64_t* number) {
@@ -207,11 +208,23 @@ Status WriteFailed() {
 
 Ticket Ticket::Clone() const {
   if (log_ == nullptr) return Ticket();
+  if (keep_) return log_->KeepRecord(segment_, lsn_, offset_);
   return log_->Hold(segment_, lsn_, offset_);
 }
 
+Ticket Ticket::Keep() const {
+  if (log_ == nullptr) return Ticket();
+  return log_->KeepRecord(segment_, lsn_, offset_);
+}
+
 void Ticket::Ack() {
-  if (log_ != nullptr) std::exchange(log_, nullptr)->Release(segment_);
+  if (log_ == nullptr) return;
+  SegmentLog* log = std::exchange(log_, nullptr);
+  if (keep_) {
+    log->ReleaseKeep(segment_);
+  } else {
+    log->Release(segment_);
+  }
 }
 
 SegmentLog::SegmentLog(LogOptions options, LogTestHooks hooks)
@@ -245,8 +258,10 @@ Status SegmentLog::Scan() {
     uint64_t n = 0;
     if (e.is_regular_file() && ParseSegmentName(e.path().filename().string(), &n)) {
       found.emplace_back(n, e.path().string());
-    } else if (e.is_regular_file() && e.path().extension() == ".free") {
-      stale_free.push_back(e.path().string());  // kept for recycling when the last run ended
+    } else if (e.is_regular_file() &&
+               (e.path().extension() == ".free" || e.path().extension() == ".kept")) {
+      // Kept for recycling, or for reads of stored records, when the last run ended.
+      stale_free.push_back(e.path().string());
     }
   }
   for (const auto& path : stale_free) std::remove(path.c_str());
@@ -414,20 +429,50 @@ Ticket SegmentLog::Hold(uint64_t segment, uint64_t lsn, uint64_t offset) {
   return Ticket(this, segment, lsn, offset);
 }
 
+Ticket SegmentLog::KeepRecord(uint64_t segment, uint64_t lsn, uint64_t offset) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = segments_.find(segment);
+  if (it == segments_.end()) {
+    it = kept_.find(segment);
+    if (it == kept_.end()) return Ticket();
+  }
+  it->second.keeps++;
+  return Ticket(this, segment, lsn, offset, /*keep=*/true);
+}
+
+void SegmentLog::ReleaseKeep(uint64_t segment) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto it = segments_.find(segment); it != segments_.end()) {
+    it->second.keeps--;  // still in the log: it goes with its holds
+    return;
+  }
+  auto it = kept_.find(segment);
+  if (it == kept_.end() || --it->second.keeps > 0) return;
+  kept_bytes_ -= it->second.bytes;
+  Discard(it->second);
+  kept_.erase(it);
+}
+
 Status SegmentLog::Read(const Ticket& ref, RecordKind* kind, std::string* payload) {
   if (ref.log_ != this || ref.offset_ < kHeaderBytesV1) {
     return Status::Invalid("durable queue: not a reference to an appended record");
   }
   std::string path;
   uint32_t key = 0;
+  int fd = -1;
   {
+    // Opened under the lock: a released segment with keeps is renamed
+    // (DeleteReleased), and an open file reads on whatever its name.
     std::lock_guard<std::mutex> lock(mu_);
     auto it = segments_.find(ref.segment_);
-    if (it == segments_.end()) return Status::Internal("durable queue: segment is gone");
+    if (it == segments_.end()) {
+      it = kept_.find(ref.segment_);
+      if (it == kept_.end()) return Status::Internal("durable queue: segment is gone");
+    }
     path = it->second.path;
     key = it->second.key;
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   }
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     return Status::Internal("durable queue: cannot open " + path + ": " + std::strerror(errno));
   auto read_at = [&](char* to, size_t n, uint64_t at) {
@@ -638,19 +683,30 @@ void SegmentLog::DeleteReleased() {
   while (!segments_.empty()) {
     auto it = segments_.begin();
     if (!it->second.sealed || it->second.holds > 0) return;
-    // Kept to be written over if large enough to be worth it (a segment
-    // sealed early, when all its records were stored, may be small).
-    const std::string free = FreePath(it->second.path);
-    if (free_files_.size() >= opts_.recycled_segments ||
-        it->second.bytes < opts_.segment_bytes / 4 ||
-        std::rename(it->second.path.c_str(), free.c_str()) != 0) {
-      std::remove(it->second.path.c_str());
-    } else {
-      free_files_.push_back(free);
-    }
     bytes_ -= it->second.bytes;
     stats_.segments_deleted++;
+    const std::string kept = Renamed(it->second.path, ".kept");
+    if (it->second.keeps > 0 && std::rename(it->second.path.c_str(), kept.c_str()) == 0) {
+      // Out of the log: stored by every consumer, read only through keeps.
+      it->second.path = kept;
+      kept_bytes_ += it->second.bytes;
+      kept_[it->first] = std::move(it->second);
+    } else {
+      Discard(it->second);
+    }
     segments_.erase(it);
+  }
+}
+
+void SegmentLog::Discard(const Segment& s) {
+  // Kept to be written over if large enough to be worth it (a segment
+  // sealed early, when all its records were stored, may be small).
+  const std::string free = Renamed(s.path, ".free");
+  if (free_files_.size() >= opts_.recycled_segments || s.bytes < opts_.segment_bytes / 4 ||
+      std::rename(s.path.c_str(), free.c_str()) != 0) {
+    std::remove(s.path.c_str());
+  } else {
+    free_files_.push_back(free);
   }
 }
 
@@ -666,6 +722,10 @@ void SegmentLog::Close() {
   if (active_ != nullptr) SyncActiveForSeal();
   for (const auto& free : free_files_) std::remove(free.c_str());
   free_files_.clear();
+  // Keeps still held read nothing more: their records are stored.
+  for (const auto& [n, s] : kept_) std::remove(s.path.c_str());
+  kept_.clear();
+  kept_bytes_ = 0;
   durable_cv_.notify_all();
 }
 

@@ -32,6 +32,13 @@
 // after a restart. A ticket dropped without Ack() keeps the segment, for the
 // next start to replay.
 //
+// Kept segments: a consumer that reads records again after they are stored
+// (the recent-traces index, query/recent_traces.h) takes a keep (Keep) on a
+// record. A released segment with keeps is not deleted but renamed
+// `<n>.kept` and leaves the log: it no longer counts in max_bytes, a replay
+// never reads it (nothing in it is unfinished), and it is removed (or
+// recycled) once its last keep is given up, or at the next Open.
+//
 // Recycling: up to `recycled_segments` released segments are not deleted
 // but renamed `<n>.free` and written over by later segments (a new header,
 // then records from its start; the file is cut to its records when sealed
@@ -127,29 +134,37 @@ class Ticket {
       : log_(std::exchange(o.log_, nullptr)),
         segment_(o.segment_),
         lsn_(o.lsn_),
-        offset_(o.offset_) {}
+        offset_(o.offset_),
+        keep_(o.keep_) {}
   Ticket& operator=(Ticket&& o) noexcept {
     log_ = std::exchange(o.log_, nullptr);
     segment_ = o.segment_;
     lsn_ = o.lsn_;
     offset_ = o.offset_;
+    keep_ = o.keep_;
     return *this;
   }
   Ticket(const Ticket&) = delete;
   Ticket& operator=(const Ticket&) = delete;
   Ticket Clone() const;
+  // A keep on the same record (none for an empty ticket): the record stays
+  // readable (SegmentLog::Read) after every consumer is done with it, until
+  // the keep's Ack(). A keep holds back no consumer's claim: its segment
+  // leaves the log when released, as a kept file.
+  Ticket Keep() const;
   void Ack();
   bool valid() const { return log_ != nullptr; }
   uint64_t lsn() const { return lsn_; }
 
  private:
   friend class SegmentLog;
-  Ticket(SegmentLog* log, uint64_t segment, uint64_t lsn, uint64_t offset = 0)
-      : log_(log), segment_(segment), lsn_(lsn), offset_(offset) {}
+  Ticket(SegmentLog* log, uint64_t segment, uint64_t lsn, uint64_t offset = 0, bool keep = false)
+      : log_(log), segment_(segment), lsn_(lsn), offset_(offset), keep_(keep) {}
   SegmentLog* log_ = nullptr;
   uint64_t segment_ = 0;
   uint64_t lsn_ = 0;
   uint64_t offset_ = 0;  // where the record starts in its segment; 0: unknown (Hold)
+  bool keep_ = false;    // a keep (Keep()), not a consumer's claim
 };
 
 // Test hooks, apart from the options a deployment sets.
@@ -216,6 +231,8 @@ class SegmentLog {
 
   uint64_t epoch() const { return epoch_; }
   uint64_t bytes() const { return bytes_.load(std::memory_order_relaxed); }
+  // Bytes of the released segments still kept (not in bytes()).
+  uint64_t kept_bytes() const { return kept_bytes_.load(std::memory_order_relaxed); }
   const LogOptions& options() const { return opts_; }
   const LogStats& stats() const { return stats_; }
 
@@ -227,6 +244,7 @@ class SegmentLog {
     uint64_t first_lsn = 0;
     uint64_t bytes = 0;
     int64_t holds = 0;
+    int64_t keeps = 0;  // Ticket::Keep
     bool sealed = false;
     uint32_t key = 0;  // XORed into its records' CRCs (format 2; 0 in format 1)
   };
@@ -238,7 +256,11 @@ class SegmentLog {
   // A released file to write the next segment over, or -1; under mu_.
   int TakeFreeFile(const std::string& path, const char* header);
   void Release(uint64_t segment);
+  Ticket KeepRecord(uint64_t segment, uint64_t lsn, uint64_t offset);
+  void ReleaseKeep(uint64_t segment);
   void DeleteReleased();  // under mu_
+  // Removes a released file, or keeps it to be written over; under mu_.
+  void Discard(const Segment& s);
   void SyncLoop();
   void FailWaiters();
 
@@ -247,10 +269,12 @@ class SegmentLog {
   LogStats stats_;
   uint64_t epoch_ = 0;
   std::atomic<uint64_t> bytes_{0};
+  std::atomic<uint64_t> kept_bytes_{0};
 
   std::mutex mu_;
   std::map<uint64_t, Segment> segments_;                // guarded by mu_; by number, oldest first
   uint64_t next_segment_ = 1;                           // guarded by mu_
+  std::map<uint64_t, Segment> kept_;                    // guarded by mu_: released, with keeps
   std::vector<std::string> free_files_;                 // guarded by mu_: released, to write over
   uint64_t next_lsn_ = 1;                               // guarded by mu_
   std::shared_ptr<File> active_;                        // guarded by mu_

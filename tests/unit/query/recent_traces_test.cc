@@ -2,11 +2,19 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
+#include <filesystem>
 #include <memory>
 #include <set>
 #include <string>
 
+#include "codec/otlp_encode.h"
+#include "pipeline/durable/records.h"
+#include "pipeline/durable/segment_log.h"
+#include "pipeline/filter/span_filter.h"
 #include "query/recent_reader.h"
 
 namespace spanhouse::query {
@@ -151,6 +159,125 @@ TEST(RecentTraces, ChargesTheMemoryBudgetAndGivesWayWhenItIsFull) {
     budget.Release(budget.limit());
   }
   EXPECT_EQ(budget.used(), 0u);  // all given back
+}
+
+// The disk tier: a real durable queue log whose records the index reads back.
+class RecentTracesOnDisk : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("recent_traces_test_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    pipeline::durable::LogOptions o;
+    o.dir = dir_.string();
+    o.segment_bytes = 1 << 20;
+    o.early_seal_age = std::chrono::milliseconds(0);  // sealed once its records are stored
+    o.fsync_always = false;
+    ASSERT_TRUE(pipeline::durable::SegmentLog::Open(o, &log_).ok());
+  }
+  void TearDown() override {
+    log_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  RecentTracesOptions DiskOptions(size_t memory_batches, uint64_t disk_max_bytes) {
+    RecentTracesOptions o = Options(memory_batches * (One()->MemoryBytes() + 64));
+    o.log = log_.get();
+    o.filter = &filter_;
+    o.disk_max_bytes = disk_max_bytes;
+    return o;
+  }
+  static std::unique_ptr<SpanBatch> One(uint8_t trace = 1) {
+    return Batch({{.trace = trace, .span = 1, .attr_value = "/cart/items"},
+                  {.trace = trace, .span = 2, .parent = 1}});
+  }
+  // Accepts trace `t` as the intake and a sink do: filtered, appended to the
+  // log, shown to the index with a keep, stored (acked).
+  void Accept(RecentTraces& recent, uint8_t t) {
+    auto b = One(t);
+    const uint64_t received = kT0 + t * kS;
+    pipeline::FilterReport report;
+    filter_.Apply(*b, received, &report, /*count=*/false);
+    pipeline::durable::Ticket ticket;
+    ASSERT_TRUE(
+        log_->Append(pipeline::durable::RecordKind::kEncodedRequest,
+                     pipeline::durable::EncodedRequestHead(received, codec::BodyFormat::kOtlpProto),
+                     codec::EncodeOtlpProto(*b), &ticket)
+            .ok());
+    recent.Add(std::move(b), received, ticket.Keep());
+    ticket.Ack();
+  }
+  static std::string Route(const SpanBatch& b, const SpanId& span) {
+    for (uint32_t s = 0; s < b.span_count(); ++s) {
+      if (b.spans.span_id[s] != span) continue;
+      const Range r = b.spans.attrs[s];
+      for (uint32_t a = r.begin; a < r.end; ++a) {
+        if (b.Str(b.span_attrs.key[a]) == "http.route")
+          return std::string(b.Str(b.span_attrs.value[a]));
+      }
+    }
+    return "(none)";
+  }
+
+  std::filesystem::path dir_;
+  std::unique_ptr<pipeline::durable::SegmentLog> log_;
+  // Trims values to 4 bytes: a span read back from disk must be trimmed as
+  // when it was accepted.
+  pipeline::SpanFilter filter_{pipeline::FilterLimits{.max_value_bytes = 4}};
+};
+
+TEST_F(RecentTracesOnDisk, KeepsWhatMemoryLetsGoAndReadsItBackAsAccepted) {
+  {
+    RecentTraces recent(DiskOptions(2, 1ull << 30), nullptr, kT0);
+    for (uint8_t t = 1; t <= 6; ++t) Accept(recent, t);
+    // Two batches in memory, four on disk: nothing let go.
+    EXPECT_EQ(recent.horizon_ns(), kT0);
+    EXPECT_GT(log_->kept_bytes(), 0u);
+    for (uint8_t t = 1; t <= 6; ++t) {
+      SpanBatch out;
+      const RecentHit hit = recent.Collect(Trace(t), &out);
+      EXPECT_EQ(hit.spans, 2u) << int(t);
+      EXPECT_EQ(hit.root_start_ns, kT0) << int(t);
+      EXPECT_EQ(SpanIds(out), (std::set<SpanId>{Span(t, 1), Span(t, 2)})) << int(t);
+      EXPECT_EQ(Route(out, Span(t, 1)), "/car") << int(t);
+      EXPECT_EQ(out.Str(out.resources.service_name[out.spans.resource[0]]), "cart");
+    }
+    SpanBatch none;
+    EXPECT_EQ(recent.Collect(Trace(9), &none).spans, 0u);
+    PromText m;
+    recent.AppendMetrics(m);
+    const std::string text = m.Render();
+    EXPECT_NE(text.find("spanhouse_recent_kept_batches_total 4"), std::string::npos) << text;
+    EXPECT_NE(text.find("spanhouse_recent_disk_spans 8"), std::string::npos) << text;
+    EXPECT_NE(text.find("spanhouse_recent_record_reads_total 4"), std::string::npos) << text;
+    EXPECT_NE(text.find("spanhouse_recent_record_read_errors_total 0"), std::string::npos) << text;
+  }
+  // Gone with the index: every keep given up, every kept segment removed.
+  EXPECT_EQ(log_->kept_bytes(), 0u);
+}
+
+TEST_F(RecentTracesOnDisk, IsBoundedOnDiskAndInAgeAndTheHorizonFollows) {
+  // One byte of disk: a batch moved there goes at the next one taken.
+  RecentTraces recent(DiskOptions(2, 1), nullptr, kT0);
+  for (uint8_t t = 1; t <= 6; ++t) Accept(recent, t);
+  SpanBatch out;
+  EXPECT_EQ(recent.Collect(Trace(1), &out).spans, 0u);
+  EXPECT_EQ(recent.Collect(Trace(6), &out).spans, 2u);
+  EXPECT_GE(recent.horizon_ns(), kT0 + 3 * kS);
+  // Without a keep (no durable queue), what memory lets go is gone.
+  RecentTraces no_log(DiskOptions(2, 1ull << 30), nullptr, kT0);
+  for (uint8_t t = 1; t <= 3; ++t) no_log.Add(One(t), kT0 + t * kS);
+  EXPECT_EQ(no_log.Collect(Trace(1), &out).spans, 0u);
+  EXPECT_EQ(no_log.horizon_ns(), kT0 + kS);
+  // Past max_age the disk tier goes too.
+  RecentTraces aged(DiskOptions(1, 1ull << 30), nullptr, kT0);
+  for (uint8_t t = 1; t <= 3; ++t) Accept(aged, t);
+  EXPECT_EQ(aged.Collect(Trace(1), &out).spans, 2u);
+  aged.Expire(kT0 + 2 * kS + 61 * kS);
+  EXPECT_EQ(aged.Collect(Trace(1), &out).spans, 0u);
+  EXPECT_EQ(aged.Collect(Trace(2), &out).spans, 0u);
+  EXPECT_EQ(aged.Collect(Trace(3), &out).spans, 2u);
+  EXPECT_EQ(aged.horizon_ns(), kT0 + 2 * kS);
 }
 
 TEST(RecentTraces, FindsTracesAsTheStoresDo) {

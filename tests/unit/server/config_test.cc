@@ -153,6 +153,7 @@ const std::map<std::string, std::string>& ValidValues() {
       {"query.fallback", "false"},
       {"query.fallback_after_ms", "750"},
       {"query.recent_max_bytes", "16MiB"},
+      {"query.recent_disk_bytes", "512MiB"},
       {"query.recent_max_age_s", "90"},
       {"opensearch.urls", "http://os1:9200, https://os2:9200"},
       {"opensearch.index_prefix", "team-a"},
