@@ -253,6 +253,12 @@ void AddChosenVariants(Variants& b) {
          with_codecs({{"span_id", "ZSTD(3)"}, {"parent_span_id", "ZSTD(3)"}}));
   b.add5("chosen+uf-default-codec", "chosen, user_fields with the part-size codec, not ZSTD(3)",
          with_codecs({{"user_fields", "Default"}}));
+  b.add5(
+      "chosen+strings-zstd9", "chosen, ZSTD(9) on attr_values, user_fields and extras",
+      with_codecs({{"attr_values", "ZSTD(9)"}, {"user_fields", "ZSTD(9)"}, {"extras", "ZSTD(9)"}}));
+  b.add5("chosen+strings-zstd15", "chosen, ZSTD(15) on attr_values, user_fields and extras",
+         with_codecs(
+             {{"attr_values", "ZSTD(15)"}, {"user_fields", "ZSTD(15)"}, {"extras", "ZSTD(15)"}}));
   {
     StorageVariant z{"chosen+large-parts-zstd3",
                      "chosen, ZSTD(3) (not 1) for CODEC(Default) columns of large parts",
