@@ -141,7 +141,7 @@ void RecentTraces::DropOldest(bool to_disk) {
   bytes_ -= h.bytes;
   spans_ -= h.keys.size();
   if (budget_ != nullptr) budget_->Release(h.bytes);
-  if (to_disk && h.keep.valid() && opts_.log != nullptr && opts_.disk_max_bytes != 0) {
+  if (to_disk && h.keep.valid() && wants_keeps()) {
     Kept k;
     k.traces.reserve(h.keys.size());
     for (const auto& [hash, s] : h.keys) {

@@ -73,6 +73,10 @@ class RecentTraces final : public sink::BatchObserver {
 
   // sink::BatchObserver: Add at the wall clock's now.
   void Observe(std::unique_ptr<SpanBatch> copy, pipeline::durable::Ticket keep) override;
+  // Only with a disk tier.
+  bool wants_keeps() const override {
+    return opts_.max_bytes != 0 && opts_.log != nullptr && opts_.disk_max_bytes != 0;
+  }
 
   // Appends the trace's held spans to `out` (each span once, however often
   // it was received), from memory and from the records of the disk tier.

@@ -14,7 +14,8 @@ Status ObservedSink::Push(pipeline::QueuedBatch& item) {
   // to be decoded again.
   std::vector<std::pair<std::unique_ptr<SpanBatch>, pipeline::durable::Ticket>> copies;
   if (item.batch != nullptr) {
-    copies.emplace_back(std::make_unique<SpanBatch>(*item.batch), item.ticket.Keep());
+    copies.emplace_back(std::make_unique<SpanBatch>(*item.batch),
+                        observer_.wants_keeps() ? item.ticket.Keep() : pipeline::durable::Ticket());
   }
   if (item.block != nullptr) {
     for (const auto& part : item.block->parts) {

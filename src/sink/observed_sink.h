@@ -23,6 +23,9 @@ class BatchObserver {
   // without the queue, or for a part of a replayed block), so that the
   // observer can read the batch again once it let the copy go.
   virtual void Observe(std::unique_ptr<SpanBatch> copy, pipeline::durable::Ticket keep) = 0;
+  // Whether Observe is handed keeps at all: one not used would hold its
+  // segment on disk for nothing.
+  virtual bool wants_keeps() const { return false; }
 };
 
 class ObservedSink final : public Sink {
