@@ -345,6 +345,9 @@ Status Server::EnsureRemoteStore() {
       schema.metrics_retention_days = static_cast<uint32_t>(cfg_.metrics.retention_days);
       schema.retention_s = cfg_.storage.retention_s;
       if (replicated) schema.replicated_path = "/clickhouse/tables/{shard}";
+      // No copy across servers: a spans table made before schema 11 keeps
+      // its two id columns, and the shard's writers write those.
+      schema.copy_spans = false;
       storage::Capabilities caps;
       if (st = storage::EnsureSchema(*conn, &caps, schema); !st.ok()) {
         return {st.code(), fmt::format("ClickHouse {}: {}", url, st.message())};
@@ -428,9 +431,20 @@ Status Server::AddRemoteSinks() {
     o.writer.database = database_;
     o.cluster_shard = static_cast<uint32_t>(s);
     o.cluster_shards = static_cast<uint32_t>(shards_.size());
+    // The shard's span ids as its spans table stores them (a cluster's
+    // store made before schema 11 keeps two columns).
+    storage::LegacyLayout layout;
+    SH_RETURN_IF_ERROR(
+        storage::SpansHaveSpanIds(*conns.front(), database_, &layout.span_ids_column));
+    if (!layout.span_ids_column) {
+      spdlog::info(
+          "ClickHouse shard {}: spans stores span_id and parent_span_id in columns of "
+          "their own (made before schema 11)",
+          s + 1);
+    }
     faults_.push_back({o.name, std::make_unique<storage::SinkFaults>()});
     sinks_.push_back(std::make_unique<storage::EmbeddedSink>(std::move(conns), caps_, o,
-                                                             faults_.back().faults.get()));
+                                                             faults_.back().faults.get(), layout));
   }
   return Status::Ok();
 }

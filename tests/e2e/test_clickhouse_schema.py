@@ -74,11 +74,15 @@ def test_the_views_are_fed_by_an_insert_into_spans(server):
             ("a102030405060708090a0b0c0d0e0f10", "3333333333333333", "cart", "SELECT", 3, 0)]
     for trace, span, service, name, kind, status in rows:
         server.query(
-            "INSERT INTO spanhouse.spans (timestamp, trace_id, span_id, service_name, name, kind, "
+            "INSERT INTO spanhouse.spans (timestamp, trace_id, span_ids, service_name, name, kind, "
             "start_time, duration_ns, status_code) SELECT toDateTime(1700000000), "
-            f"toFixedString(unhex('{trace}'), 16), toFixedString(unhex('{span}'), 8), "
+            f"toFixedString(unhex('{trace}'), 16), toFixedString(unhex('{span}{span[::-1]}'), 16), "
             f"'{service}', '{name}', {kind}, {start}, 1500000, {status}")
     assert server.query("SELECT count() FROM spanhouse.spans").strip() == "3"
+    # span_ids holds both ids; span_id and parent_span_id are its halves.
+    assert server.query(
+        "SELECT lower(hex(span_id)), lower(hex(parent_span_id)) FROM spanhouse.spans "
+        "ORDER BY span_id").split("\n")[:3] == [f"{r[1]}\t{r[1][::-1]}" for r in rows]
     # trace_index: one row per trace, its first and last second.
     assert server.query(
         "SELECT count(), min(s), max(e) FROM (SELECT trace_id8, minMerge(start_s) AS s, "

@@ -51,7 +51,7 @@ TEST(ChdbSchema, CreationIsIdempotent) {
   EXPECT_EQ(
       Q(fmt::format("SELECT count() FROM system.columns WHERE database = '{}' AND table = 'spans'",
                     kDatabase)),
-      std::to_string(SpanColumns().size()) + "\n");
+      std::to_string(SpanColumns().size() + SpanIdAliases().size()) + "\n");
 }
 
 // The remote generator given a modern server's capabilities (26.5, as a
@@ -199,7 +199,7 @@ TEST(ChdbSchema, OldSpansTableIsUpgradedInPlace) {
   Capabilities caps = Capabilities::FromVersion("26.5");
   std::string cols;
   for (size_t i = 0; i < 12; ++i) {
-    const auto& c = SpanColumns()[i];
+    const auto& c = SpanColumns(true, false)[i];
     cols += fmt::format("{}{} {}", i ? ", " : "", c.name, TableType(c.logical, caps));
   }
   Q(fmt::format("CREATE DATABASE {}", kDatabase));
@@ -217,7 +217,7 @@ TEST(ChdbSchema, OldSpansTableIsUpgradedInPlace) {
   EXPECT_EQ(
       Q(fmt::format("SELECT count() FROM system.columns WHERE database = '{}' AND table = 'spans'",
                     kDatabase)),
-      std::to_string(SpanColumns().size()) + "\n");
+      std::to_string(SpanColumns().size() + SpanIdAliases().size()) + "\n");
   EXPECT_EQ(Q(fmt::format("SELECT name, duration_ns, length(attr_keys) FROM {}.spans", kDatabase)),
             "old\t5\t0\n");
   // New rows still go in next to the old one.
@@ -243,8 +243,8 @@ SpanBatch MakeOlder(Capabilities* caps, size_t traces, const StorageLayout& layo
   for (size_t t = 0; t < traces; ++t) {
     gen.AppendTrace(now - 1800000000000ull + t * 20000000ull, t % 2 == 0 ? &a : &b);
   }
-  WriteAll(a, *caps, values, layout.extras_column);
-  WriteAll(b, *caps, values, layout.extras_column);
+  WriteAll(a, *caps, values, layout.extras_column, layout.span_ids_column);
+  WriteAll(b, *caps, values, layout.extras_column, layout.span_ids_column);
   a.Append(b);
   return a;
 }
@@ -262,7 +262,9 @@ std::string Fingerprint() {
                                   "table = 'spans' AND name = 'event_times'",
                                   kDatabase)) == "1\n";
   std::string cols;
-  for (const auto& c : SpanColumns()) {
+  // Both ids as span_id and parent_span_id: columns before schema 11,
+  // aliases of span_ids since.
+  for (const auto& c : SpanColumns(true, false)) {
     std::string expr = c.name;
     if (c.logical == Logical::kJson) expr = "toString(user_fields)";
     if (c.id == Col::kExtras && rare) expr = ExtrasFromRareColumns();
@@ -317,9 +319,11 @@ void ExpectUpgraded(const SpanBatch& old, const Capabilities& caps, const std::s
                           "'%before_upgrade'",
                           kDatabase)),
             "0\n");
-  // Schema 8's columns: extras, none of the 21 it holds.
+  // Schema 8's columns: extras, none of the 21 it holds; schema 11's
+  // span_ids, the two ids its aliases (last).
   std::string want;
   for (const auto& c : SpanColumns()) want += fmt::format("{}{}", want.empty() ? "" : ",", c.name);
+  want += ",span_id,parent_span_id";
   EXPECT_EQ(Q(fmt::format("SELECT arrayStringConcat(groupArray(name), ',') FROM (SELECT name "
                           "FROM system.columns WHERE database = '{}' AND table = 'spans' ORDER "
                           "BY position)",
@@ -437,6 +441,37 @@ TEST(ChdbSchema, Version8DataDirectoryIsUpgradedKeepingEveryRow) {
   ExpectUpgraded(old, caps, before);
 }
 
+// Schema 10 -> 11: span_id and parent_span_id become span_ids, by a copy;
+// every trace reads back with its parent ids.
+TEST(ChdbSchema, Version10DataDirectoryIsUpgradedKeepingEveryRow) {
+  Reset();
+  Capabilities caps;
+  const SpanBatch old = MakeOlder(&caps, 60, Schema10Layout(), UserFieldValues::kMarked);
+  EXPECT_EQ(Q(fmt::format("SELECT count() FROM system.columns WHERE database = '{}' AND table = "
+                          "'spans' AND name = 'span_ids'",
+                          kDatabase)),
+            "0\n");
+  size_t children = 0;
+  for (uint32_t i = 0; i < old.span_count(); ++i) {
+    children += old.spans.parent_span_id[i] != SpanId{} ? 1 : 0;
+  }
+  ASSERT_GT(children, 0u);
+  const std::string before = Fingerprint();
+  ASSERT_NE(before.substr(0, 2), "0\t");
+  Status st = EnsureSchema(*Engine::conn, &caps);
+  ASSERT_TRUE(st.ok()) << st.message();
+  ExpectUpgraded(old, caps, before);
+  // The aliases are what the table's two id columns were.
+  EXPECT_EQ(Q(fmt::format("SELECT countIf(parent_span_id != toFixedString(unhex("
+                          "'0000000000000000'), 8)), countIf(span_ids = concat(span_id, "
+                          "parent_span_id)) FROM {}.spans",
+                          kDatabase)),
+            fmt::format("{}\t{}\n", children + 2, old.span_count() + 3));
+  bool has = false;
+  ASSERT_TRUE(SpansHaveSpanIds(*Engine::conn, kDatabase, &has).ok());
+  EXPECT_TRUE(has);
+}
+
 // An upgrade stopped part-way (after the renames, the new tables half
 // filled) is finished by the next start, every row there once.
 TEST(ChdbSchema, Version4UpgradeStoppedPartWayIsFinishedByTheNextStart) {
@@ -455,13 +490,16 @@ TEST(ChdbSchema, Version4UpgradeStoppedPartWayIsFinishedByTheNextStart) {
       Q(sql);
     }
   }
-  // Its rows with schema 8's columns (the old table has the rare ones).
+  // Its rows with this schema's columns (the old table has the rare ones
+  // and both ids in columns of their own).
   std::string names;
   std::string exprs;
   for (const auto& c : SpanColumns()) {
     names += fmt::format("{}{}", names.empty() ? "" : ", ", c.name);
-    exprs += fmt::format("{}{}", exprs.empty() ? "" : ", ",
-                         c.id == Col::kExtras ? ExtrasFromRareColumns() : std::string(c.name));
+    std::string expr = c.name;
+    if (c.id == Col::kExtras) expr = ExtrasFromRareColumns();
+    if (c.id == Col::kSpanIds) expr = "concat(span_id, parent_span_id)";
+    exprs += fmt::format("{}{}", exprs.empty() ? "" : ", ", expr);
   }
   Q(fmt::format("INSERT INTO {0}.spans ({1}) SELECT {2} FROM {0}.spans_before_upgrade LIMIT 25",
                 kDatabase, names, exprs));

@@ -92,10 +92,13 @@ inline WriterOptions TestWriter(size_t max_rows = 0, size_t insert_rows = 0) {
 
 // Stores `b` through the real writer path (one EmbeddedWriter, one flush).
 // `values`: the writer's encoding (kInArrays: schema 4's); `extras_column`
-// the table's (false: schema 7's rare columns).
+// the table's (false: schema 7's rare columns); `span_ids_column` too
+// (false: schema 10's two id columns).
 inline void WriteAll(const SpanBatch& b, const Capabilities& caps,
-                     UserFieldValues values = UserFieldValues::kMarked, bool extras_column = true) {
-  WriteOneBatch(Engine::conn.get(), caps, TestWriter(), b, LegacyLayout{values, extras_column});
+                     UserFieldValues values = UserFieldValues::kMarked, bool extras_column = true,
+                     bool span_ids_column = true) {
+  WriteOneBatch(Engine::conn.get(), caps, TestWriter(), b,
+                LegacyLayout{values, extras_column, span_ids_column});
 }
 
 // Runs a DependencyJob with `opts` (interval and lag as the test wants)

@@ -219,14 +219,15 @@ TEST_F(RemoteClickHouse, AnOlderSchemaIsUpgradedKeepingEveryRow) {
     for (uint32_t i = 0; i < b.span_count(); ++i) rows.push_back({&b, i, ids[b.spans.resource[i]]});
     EncodedBlock block;
     EncodeSpanRows(rows, caps, &block, UserFields::Default(), UserFieldValues::kInArrays,
-                   layout.extras_column);
+                   layout.extras_column, layout.span_ids_column);
     std::string data;
     block.AppendTo(&data);
     Status st = c->Insert(fmt::format("INSERT INTO {}.spans FORMAT Native", db), std::move(data));
     ASSERT_TRUE(st.ok()) << st.message();
     const std::string fingerprint = fmt::format(
-        "SELECT count(), uniqExact(trace_id, span_id), sum(cityHash64(trace_id, span_id, name, "
-        "duration_ns, service_name)), (SELECT sumMerge(calls) FROM {0}.red_1m) FROM {0}.spans",
+        "SELECT count(), uniqExact(trace_id, span_id), sum(cityHash64(trace_id, span_id, "
+        "parent_span_id, name, duration_ns, service_name)), (SELECT sumMerge(calls) FROM "
+        "{0}.red_1m) FROM {0}.spans",
         db);
     const std::string before = Q(*c, fingerprint);
     ASSERT_EQ(before.substr(0, before.find('\t')), std::to_string(b.span_count()));
@@ -249,6 +250,64 @@ TEST_F(RemoteClickHouse, AnOlderSchemaIsUpgradedKeepingEveryRow) {
                                 db)),
               std::string(kSpansOrderBy.substr(1, kSpansOrderBy.size() - 2)) + "\n");
   }
+}
+
+// A store of schema 10's two id columns: where copies are off (the servers
+// of a cluster) it keeps them at schema 11 and takes the old layout's
+// inserts; one server's start then copies it to span_ids, every id kept.
+TEST_F(RemoteClickHouse, TwoIdColumnsStayWhereCopiesAreOffAndBecomeSpanIdsByACopy) {
+  auto c = server_->Connect();
+  ASSERT_NE(c, nullptr);
+  const std::string db = "rc_ids10";
+  SchemaOptions older;
+  older.database = db;
+  older.layout = Schema10Layout();
+  Capabilities caps;
+  ASSERT_TRUE(EnsureSchema(*c, &caps, older).ok());
+  auto insert = [&](uint32_t traces, uint64_t start_ns, bool span_ids) {
+    SpanBatch b = testdata::SampleBatch(traces, start_ns);
+    const std::vector<uint64_t> ids = ResourceIds(b);
+    std::vector<SpanRow> rows;
+    for (uint32_t i = 0; i < b.span_count(); ++i) rows.push_back({&b, i, ids[b.spans.resource[i]]});
+    EncodedBlock block;
+    EncodeSpanRows(rows, caps, &block, UserFields::Default(), UserFieldValues::kInArrays, true,
+                   span_ids);
+    std::string data;
+    block.AppendTo(&data);
+    const Status st =
+        c->Insert(fmt::format("INSERT INTO {}.spans FORMAT Native", db), std::move(data));
+    EXPECT_TRUE(st.ok()) << st.message();
+  };
+  insert(20, 1700000000000000000ull, false);
+  SchemaOptions cluster;
+  cluster.database = db;
+  cluster.copy_spans = false;
+  Status st = EnsureSchema(*c, &caps, cluster);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(Q(*c, fmt::format("SELECT max(version) FROM {}.schema_version", db)),
+            std::to_string(kSchemaVersion) + "\n");
+  bool has = true;
+  ASSERT_TRUE(SpansHaveSpanIds(*c, db, &has).ok());
+  EXPECT_FALSE(has);
+  insert(20, 1700000100000000000ull, false);  // the writer's layout there
+  const std::string fingerprint = fmt::format(
+      "SELECT count(), countIf(parent_span_id != toFixedString(unhex('0000000000000000'), 8)), "
+      "sum(cityHash64(trace_id, span_id, parent_span_id, name)) FROM {}.spans",
+      db);
+  const std::string before = Q(*c, fingerprint);
+  EXPECT_EQ(before.substr(0, before.find('\t')), "120");
+  SchemaOptions one_server;
+  one_server.database = db;
+  st = EnsureSchema(*c, &caps, one_server);
+  ASSERT_TRUE(st.ok()) << st.message();
+  ASSERT_TRUE(SpansHaveSpanIds(*c, db, &has).ok());
+  EXPECT_TRUE(has);
+  EXPECT_EQ(Q(*c, fingerprint), before);  // the aliases read what the columns held
+  insert(20, 1700000200000000000ull, true);
+  EXPECT_EQ(Q(*c, fmt::format("SELECT count(), countIf(span_ids = concat(span_id, "
+                              "parent_span_id)) FROM {}.spans",
+                              db)),
+            "180\t180\n");
 }
 
 // Spans sampled out (metrics_only) written by the writer to a server (18.16

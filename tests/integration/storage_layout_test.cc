@@ -24,7 +24,7 @@ namespace {
 void ExpectRoundTrip(const Capabilities& caps, const std::string& label,
                      const StorageLayout& layout = {}) {
   SpanBatch in = testdata::SampleBatch(2);
-  WriteAll(in, caps, UserFieldValues::kMarked, layout.extras_column);
+  WriteAll(in, caps, UserFieldValues::kMarked, layout.extras_column, layout.span_ids_column);
   ChdbSpanReader reader(*Engine::conn, caps, {}, layout);
   SpanBatch out;
   for (uint8_t t = 0; t < 2; ++t) {
@@ -51,15 +51,16 @@ TEST(StorageLayout, ChosenCodecsAndTypesAreTheTables) {
   EXPECT_EQ(Column("spans", "duration_ns"), "UInt64\tCODEC(T64, Default)\n");
   EXPECT_EQ(Column("spans", "attr_keys"), "Array(LowCardinality(String))\tCODEC(ZSTD(6))\n");
   EXPECT_EQ(Column("spans", "resource_id"), "LowCardinality(UInt64)\tCODEC(ZSTD(3))\n");
-  EXPECT_EQ(Column("spans", "parent_span_id"), "FixedString(8)\tCODEC(ZSTD(3))\n");
+  EXPECT_EQ(Column("spans", "span_ids"), "FixedString(16)\tCODEC(ZSTD(3))\n");
+  EXPECT_EQ(Column("spans", "parent_span_id"), "FixedString(8)\t\n");  // an alias
   EXPECT_EQ(Column("trace_index", "start_s"),
             "SimpleAggregateFunction(min, UInt32)\tCODEC(T64, Default)\n");
   EXPECT_EQ(Column("spans", "user_fields"), "JSON\tCODEC(ZSTD(3))\n");
   EXPECT_EQ(Column("resources", "attr_values"), "Array(LowCardinality(String))\tCODEC(Default)\n");
-  // Every column of every table has a codec.
+  // Every stored column of every table has a codec.
   EXPECT_EQ(Q(fmt::format("SELECT groupArray(concat(table, '.', name)) FROM system.columns WHERE "
                           "database = '{}' AND table != 'schema_version' AND table NOT LIKE "
-                          "'%_mv' AND compression_codec = ''",
+                          "'%_mv' AND compression_codec = '' AND default_kind != 'ALIAS'",
                           kDatabase)),
             "[]\n");
   ExpectRoundTrip(caps, "chosen");

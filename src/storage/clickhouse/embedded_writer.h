@@ -110,7 +110,8 @@ struct WriterOptions {
 };
 
 // The layout of older schemas, for the upgrade tests and the storage
-// benchmark: serve always writes the current one.
+// benchmark; serve writes the current one, but for the span ids of a
+// cluster's store made before schema 11 (SpansHaveSpanIds).
 struct LegacyLayout {
   // Where a span's user fields keep their values: schema 5 stores them once
   // (kMarked); kInArrays writes as schema 4 did.
@@ -118,6 +119,10 @@ struct LegacyLayout {
   // The rare fields as the extras column (schema 8); false: as schema 7's
   // 21 columns. StorageLayout::extras_column.
   bool extras_column = true;
+  // Both span ids as span_ids (schema 11); false: as schema 10's two
+  // columns, which a cluster's store made before keeps.
+  // StorageLayout::span_ids_column.
+  bool span_ids_column = true;
 };
 
 // Fault injection for tests (`debug.fault_injection` in the config): set at

@@ -2,6 +2,7 @@
 
 #include <array>
 #include <charconv>
+#include <cstring>
 
 #include <fmt/format.h>
 
@@ -79,6 +80,13 @@ class CellWalker {
       case Col::kParentSpanId:
         out_.Id(s.parent_span_id[i].data(), 8);
         break;
+      case Col::kSpanIds: {
+        uint8_t ids[16];
+        std::memcpy(ids, s.span_id[i].data(), 8);
+        std::memcpy(ids + 8, s.parent_span_id[i].data(), 8);
+        out_.Id(ids, 16);
+        break;
+      }
       case Col::kTraceState:
         out_.Str(b_.Str(s.trace_state[i]));
         break;

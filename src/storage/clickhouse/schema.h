@@ -154,6 +154,11 @@ enum class Col : uint8_t {
   // The 21 rare columns above (kScopeAttrKeys ... kDroppedLinks) as one
   // value (span_extras.h): what the spans table stores in their place.
   kExtras,
+  // span_id then parent_span_id, one FixedString(16) (schema 11): the two
+  // are ALIAS columns of it. A child's parent id is an earlier row's span
+  // id; in one column its codec finds it there, where a column of parent
+  // ids alone never saw it (13.97 -> 8.69 bytes per span).
+  kSpanIds,
   kCount
 };
 
@@ -167,10 +172,20 @@ struct ColumnSpec {
   const char* codec = "";
 };
 
-// Columns of the spans table, in table and block order. `extras_column`
-// (StorageLayout): the rare fields as the one extras column; false: as
-// schema 7's 21 columns.
-const std::vector<ColumnSpec>& SpanColumns(bool extras_column = true);
+// Columns of the spans table that are stored, in table and block order.
+// `extras_column` (StorageLayout): the rare fields as the one extras
+// column; false: as schema 7's 21 columns. `span_ids_column`: span_id and
+// parent_span_id as span_ids (their ALIAS columns are not stored, nor sent);
+// false: as schema 10's two columns.
+const std::vector<ColumnSpec>& SpanColumns(bool extras_column = true, bool span_ids_column = true);
+// The ALIAS columns the span_ids layout gives the spans table (span_id,
+// parent_span_id), with their expressions over span_ids.
+struct AliasColumn {
+  Col id;
+  const char* name;
+  const char* expression;
+};
+const std::vector<AliasColumn>& SpanIdAliases();
 // Columns of a span as read back (SpanReadQuery): the stored ones plus the
 // resource's, joined from the resources table.
 const std::vector<ColumnSpec>& ReadColumns(bool extras_column = true);
@@ -247,6 +262,10 @@ struct StorageLayout {
   // 0.73x of the CPU, the same bytes (BENCHMARKS.md). The writer must
   // agree (WriterOptions::extras_column).
   bool extras_column = true;
+  // span_id and parent_span_id stored as one span_ids column (Col::kSpanIds),
+  // where schema 10 and older kept two. The writer must agree
+  // (LegacyLayout::span_ids_column).
+  bool span_ids_column = true;
 };
 
 // The spans table's sort key: the span's start second first, then a
@@ -267,6 +286,11 @@ inline constexpr std::string_view kSchema8SpansOrderBy =
 // Schema 8's layout, where schema 9 differs: spans sorted by hour first
 // (kSchema8SpansOrderBy). The upgrade test and `bench storage` build it.
 StorageLayout Schema8Layout();
+
+// Schema 10's layout, where schema 11 differs: span_id and parent_span_id in
+// columns of their own. The upgrade test and `bench storage` build it; a
+// cluster's store made before schema 11 keeps it (SchemaOptions::copy_spans).
+StorageLayout Schema10Layout();
 
 // Schema 7's layout, where schema 8 differs: the 21 rare columns in place
 // of extras (and schema 8's sort key). The upgrade test and `bench storage`
@@ -322,11 +346,14 @@ inline constexpr std::string_view kDatabase = "spanhouse";
 // 10: sampled_spans (the spans sampled out: counted in red_1m,
 // red_service_1m and operations by views of their own, and in the
 // dependency edges by the job; not stored as spans). Created in place.
-inline constexpr uint32_t kSchemaVersion = 10;
-// The oldest schema EnsureSchema brings to kSchemaVersion without copying a
-// table (only CREATE ... IF NOT EXISTS and in-place ALTERs): 9 -> 10 adds
-// sampled_spans and its views. A store at this version or later is upgraded
-// the same on one server or on every server of a cluster.
+// 11: span_id and parent_span_id stored as one column, span_ids (the two
+// ALIAS columns of it); copied as for 5 on one server. A cluster's spans
+// tables made before keep their two columns (SchemaOptions::copy_spans).
+inline constexpr uint32_t kSchemaVersion = 11;
+// The oldest schema EnsureSchema brings to kSchemaVersion on a cluster
+// (only CREATE ... IF NOT EXISTS and in-place ALTERs): 9 -> 10 adds
+// sampled_spans and its views; 10 -> 11 leaves a cluster's spans tables
+// their two id columns (SchemaOptions::copy_spans).
 inline constexpr uint32_t kInPlaceFromSchemaVersion = 9;
 
 // Choices the schema takes from the configuration.
@@ -362,7 +389,17 @@ struct SchemaOptions {
   // unfinished blocks here, into the old tables
   // (DurableQueue::ReplaySealedBlocks).
   std::function<Status(const Capabilities&)> before_copy;
+  // Whether a spans table of another layout may be copied into a new one.
+  // False on the servers of a cluster (a copy is not run across them): an
+  // existing spans table without span_ids then keeps its two id columns,
+  // and the writer writes those (SpansHaveSpanIds). The other differences a
+  // copy makes (sort key, granules, extras) predate the clusters' schema 9.
+  bool copy_spans = true;
 };
+
+// Whether `database`'s spans table stores span_ids (schema 11's layout) or
+// span_id and parent_span_id (a cluster's store made before).
+Status SpansHaveSpanIds(SqlConnection& conn, std::string_view database, bool* has);
 // The spans table's TTL ("" for none), as the engine prints it back in
 // system.tables.engine_full (so a start can tell whether it changed).
 std::string SpansTtl(const Capabilities& caps, const SchemaOptions& options);

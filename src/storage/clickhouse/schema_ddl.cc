@@ -96,10 +96,18 @@ std::vector<TableColumn> ColumnsOf(std::string_view table, const Capabilities& c
                                    const StorageLayout& layout) {
   std::vector<TableColumn> cols;
   if (table == "spans") {
-    for (const auto& c : SpanColumns(layout.extras_column)) {
+    for (const auto& c : SpanColumns(layout.extras_column, layout.span_ids_column)) {
       cols.push_back({c.name, TableType(c.logical, caps, layout), c.codec});
       if (c.id == Col::kResourceId && LowCardinalityResourceId(caps, layout)) {
         cols.back().type = "LowCardinality(UInt64)";
+      }
+    }
+    if (layout.span_ids_column) {
+      for (const AliasColumn& a : SpanIdAliases()) {
+        cols.push_back(
+            {a.name,
+             fmt::format("{} ALIAS {}", TableType(Logical::kSpanId, caps, layout), a.expression),
+             "", true});
       }
     }
     return cols;
@@ -165,7 +173,7 @@ std::vector<TableColumn> ColumnsOf(std::string_view table, const Capabilities& c
 
 std::string CodecOf(std::string_view table, const TableColumn& c, const Capabilities& caps,
                     const StorageLayout& layout) {
-  if (!caps.codecs) return "";
+  if (!caps.codecs || c.alias) return "";
   std::string codec =
       layout.codec ? layout.codec(CodecQuery{table, c.name, c.type, c.codec}) : c.codec;
   // Without the Default codec the part-size rule cannot apply: ZSTD(1) on

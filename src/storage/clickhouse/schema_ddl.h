@@ -46,8 +46,9 @@ std::vector<TtlTable> TtlTables(const Capabilities& caps, const SchemaOptions& o
 // A column of a table: its type and the schema's own codec for it.
 struct TableColumn {
   std::string name;
-  std::string type;
+  std::string type;  // with " ALIAS <expression>" for an alias
   std::string codec;
+  bool alias = false;  // computed from other columns, never stored nor sent
 };
 
 // The tables with columns, in creation order.

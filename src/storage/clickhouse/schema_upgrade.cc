@@ -50,8 +50,14 @@ std::string Schema5Codec(const CodecQuery& q) {
 
 }  // namespace
 
-StorageLayout Schema8Layout() {
+StorageLayout Schema10Layout() {
   StorageLayout l;
+  l.span_ids_column = false;
+  return l;
+}
+
+StorageLayout Schema8Layout() {
+  StorageLayout l = Schema10Layout();
   l.spans_order_by = std::string(kSchema8SpansOrderBy);
   return l;
 }
@@ -150,6 +156,9 @@ Status AddMissingColumns(SqlConnection& conn, std::string_view db, const Capabil
   const bool rare_columns = have.count(RareColumns().front().name) != 0;
   for (TableColumn col : ColumnsOf("spans", caps, layout)) {
     if (have.count(col.name) != 0) continue;
+    // A table of schema 10's two id columns: the copy makes span_ids
+    // (RebuildSpansIfChanged), an ALTER would leave old rows without it.
+    if (col.name == "span_ids" && have.count("span_id") != 0) continue;
     if (col.name == "extras" && rare_columns) {
       if (!caps.format_row) {
         // Remote stores start at schema 9: this is a schema 7 store moved
@@ -363,8 +372,8 @@ Status ColumnNames(SqlConnection& conn, std::string_view db, std::string_view ta
 }
 
 // Whether the spans table's sort key and granule size are `options`'.
-Status SpansLayoutIs(SqlConnection& conn, std::string_view db, const StorageLayout& layout,
-                     bool* same) {
+Status SpansLayoutIs(SqlConnection& conn, std::string_view db, const Capabilities& caps,
+                     const StorageLayout& layout, bool* same) {
   QueryResult r;
   if (Status st = conn.Query(fmt::format("SELECT sorting_key, engine_full FROM system.tables "
                                          "WHERE database = '{}' AND name = 'spans'",
@@ -390,7 +399,7 @@ Status SpansLayoutIs(SqlConnection& conn, std::string_view db, const StorageLayo
   std::set<std::string> have;
   SH_RETURN_IF_ERROR(ColumnNames(conn, db, "spans", &have));
   std::set<std::string> want;
-  for (const auto& c : SpanColumns(layout.extras_column)) want.insert(c.name);
+  for (const auto& c : ColumnsOf("spans", caps, layout)) want.insert(c.name);
   *same = key == want_key && granules == want_granules && have == want;
   return Status::Ok();
 }
@@ -429,11 +438,16 @@ Status CopiedColumns(SqlConnection& conn, std::string_view db, const std::string
                      const StorageLayout& layout, std::string* cols, std::string* select) {
   std::set<std::string> old_cols;
   SH_RETURN_IF_ERROR(ColumnNames(conn, db, old, &old_cols));
-  for (const auto& c : SpanColumns(layout.extras_column)) {
+  for (const auto& c : SpanColumns(layout.extras_column, layout.span_ids_column)) {
     std::string expr = c.name;
     if (old_cols.count(c.name) == 0) {
-      if (c.id != Col::kExtras || old_cols.count(RareColumns().front().name) == 0) continue;
-      expr = ExtrasFromRareColumns();
+      if (c.id == Col::kSpanIds) {
+        expr = "toFixedString(concat(span_id, parent_span_id), 16)";
+      } else if (c.id == Col::kExtras && old_cols.count(RareColumns().front().name) != 0) {
+        expr = ExtrasFromRareColumns();
+      } else {
+        continue;
+      }
     }
     *cols += fmt::format("{}{}", cols->empty() ? "" : ", ", c.name);
     *select += fmt::format("{}{}", select->empty() ? "" : ", ", expr);
@@ -446,8 +460,8 @@ Status CopiedColumns(SqlConnection& conn, std::string_view db, const std::string
 // goes one partition (day) at a time, in order, each logged with the rows
 // copied so far; a start that finds a copy stopped part-way keeps the
 // partitions that are complete, empties a partial one and copies the rest.
-Status RebuildSpansIfChanged(SqlConnection& conn, std::string_view db, const StorageLayout& layout,
-                             const std::string& create,
+Status RebuildSpansIfChanged(SqlConnection& conn, std::string_view db, const Capabilities& caps,
+                             const StorageLayout& layout, const std::string& create,
                              const std::function<Status()>& before_copy) {
   const std::string old = BeforeUpgrade("spans");
   bool resume = false;
@@ -458,7 +472,7 @@ Status RebuildSpansIfChanged(SqlConnection& conn, std::string_view db, const Sto
     SH_RETURN_IF_ERROR(PartitionRows(conn, db, "spans", &have));
   } else {
     bool same = true;
-    SH_RETURN_IF_ERROR(SpansLayoutIs(conn, db, layout, &same));
+    SH_RETURN_IF_ERROR(SpansLayoutIs(conn, db, caps, layout, &same));
     if (same) return Status::Ok();
     SH_RETURN_IF_ERROR(before_copy());
     SH_RETURN_IF_ERROR(DropSpansViews(conn, db));
@@ -637,8 +651,8 @@ Status CreateTables(SqlConnection& conn, const Capabilities& caps, const SchemaO
       for_copy.tiered = false;
       for_copy.retention_s = 0;
       for_copy.move_after_s = 0;
-      if (Status st = RebuildSpansIfChanged(conn, db, options.layout, SpansDdl(caps, for_copy),
-                                            before_copy);
+      if (Status st = RebuildSpansIfChanged(conn, db, caps, options.layout,
+                                            SpansDdl(caps, for_copy), before_copy);
           !st.ok()) {
         return st;
       }
@@ -693,13 +707,32 @@ Status BackfillNewViews(SqlConnection& conn, std::string_view db,
 
 }  // namespace
 
-Status EnsureSchema(SqlConnection& conn, Capabilities* caps_out, const SchemaOptions& options) {
-  const std::string& db = options.database;
+Status SpansHaveSpanIds(SqlConnection& conn, std::string_view database, bool* has) {
+  QueryResult r;
+  SH_RETURN_IF_ERROR(conn.Query(fmt::format("SELECT count() FROM system.columns WHERE database = "
+                                            "'{}' AND table = 'spans' AND name = 'span_ids'",
+                                            database),
+                                "TSV", &r));
+  *has = r.data == "1\n";
+  return Status::Ok();
+}
+
+Status EnsureSchema(SqlConnection& conn, Capabilities* caps_out, const SchemaOptions& given) {
+  const std::string& db = given.database;
   if (!PlainIdentifier(db)) {
     return Status::Invalid(fmt::format("schema: database name '{}' is not a plain identifier", db));
   }
   Capabilities caps;
   SH_RETURN_IF_ERROR(ReadCapabilities(conn, &caps));
+  SchemaOptions options = given;
+  if (!options.copy_spans && options.layout.span_ids_column) {
+    // A spans table made before schema 11 keeps its two id columns.
+    bool exists = false;
+    SH_RETURN_IF_ERROR(TableExists(conn, db, "spans", &exists));
+    bool has = true;
+    if (exists) SH_RETURN_IF_ERROR(SpansHaveSpanIds(conn, db, &has));
+    options.layout.span_ids_column = has;
+  }
   // Which tables were there before, to fill views added since from old rows.
   QueryResult r;
   if (Status st = conn.Query(

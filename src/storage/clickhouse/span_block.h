@@ -21,12 +21,13 @@ namespace spanhouse::storage {
 std::vector<uint64_t> ResourceIds(const SpanBatch& batch);
 
 // Appends one Native block holding every span of `batch`, one row each, to
-// `out`, in the spans table's layout (SpanColumns(extras_column)).
-// `resource_ids` are the batch's ResourceIds, computed here when null.
+// `out`, in the spans table's layout (SpanColumns(extras_column,
+// span_ids_column)). `resource_ids` are the batch's ResourceIds, computed
+// here when null.
 void EncodeSpanBlock(const SpanBatch& batch, const Capabilities& caps, std::string* out,
                      const std::vector<uint64_t>* resource_ids = nullptr,
                      const UserFields& user_fields = UserFields::Default(),
-                     bool extras_column = true);
+                     bool extras_column = true, bool span_ids_column = true);
 
 // One row of a spans block: span `index` of `batch`, whose resource has
 // the fingerprint `resource_id`.
@@ -62,13 +63,17 @@ struct EncodedBlock {
 // `values`: where the spans' user fields keep their values (kInArrays where
 // the engine lacks the JSON type). `extras_column`: the rare fields as the
 // extras column (StorageLayout::extras_column); false: schema 7's columns.
+// `span_ids_column`: both ids as span_ids (StorageLayout::span_ids_column);
+// false: schema 10's two columns.
 void EncodeSpanRows(const std::vector<SpanRow>& rows, const Capabilities& caps, EncodedBlock* out,
                     const UserFields& user_fields = UserFields::Default(),
-                    UserFieldValues values = UserFieldValues::kMarked, bool extras_column = true);
+                    UserFieldValues values = UserFieldValues::kMarked, bool extras_column = true,
+                    bool span_ids_column = true);
 // The same, appended to `out`.
 void EncodeSpanRows(const std::vector<SpanRow>& rows, const Capabilities& caps, std::string* out,
                     const UserFields& user_fields = UserFields::Default(),
-                    UserFieldValues values = UserFieldValues::kMarked, bool extras_column = true);
+                    UserFieldValues values = UserFieldValues::kMarked, bool extras_column = true,
+                    bool span_ids_column = true);
 
 // The rows of the sampled_spans table (SampledColumns): spans sampled out
 // (SpanBatch::Spans::metrics_only), gathered from any number of batches

@@ -351,6 +351,11 @@ class Decoder {
         return Each([&](uint32_t i) { return Id(&s.span_id[i]); });
       case Col::kParentSpanId:
         return Each([&](uint32_t i) { return Id(&s.parent_span_id[i]); });
+      case Col::kSpanIds:  // a block in the spans table's layout (schema 11)
+        return Each([&](uint32_t i) {
+          SH_RETURN_IF_ERROR(Id(&s.span_id[i]));
+          return Id(&s.parent_span_id[i]);
+        });
       case Col::kTraceState:
         return Each([&](uint32_t i) { return Str(&s.trace_state[i]); });
       case Col::kFlags:
@@ -549,6 +554,7 @@ Status DecodeSpanBlocks(std::string_view data, SpanBatch* out,
     std::unordered_map<std::string_view, Col> m;
     for (const auto& c : ReadColumns(true)) m.emplace(c.name, c.id);
     for (const auto& c : RareColumns()) m.emplace(c.name, c.id);
+    m.emplace("span_ids", Col::kSpanIds);
     return m;
   }();
   Reader r(data);

@@ -29,13 +29,13 @@ using native::Writer;
 class Encoder {
  public:
   Encoder(const Capabilities& caps, EncodedBlock* out, size_t rows, const UserFields& user_fields,
-          UserFieldValues values, bool extras_column)
+          UserFieldValues values, bool extras_column, bool span_ids_column)
       : out_(out),
         json_type_(caps.json_type),
         values_(caps.json_type ? values : UserFieldValues::kInArrays),
         user_fields_(user_fields),
         user_field_columns_(user_fields) {
-    const auto& cols = SpanColumns(extras_column);
+    const auto& cols = SpanColumns(extras_column, span_ids_column);
     // Pieces: the block header, then per column its header and streams.
     size_t n = 1;
     for (const auto& c : cols) n += 1 + static_cast<size_t>(ArrayDepth(c.logical)) + 1;
@@ -249,6 +249,10 @@ class Encoder {
         w.Bytes(s.span_id[i].data(), 8);
         break;
       case Col::kParentSpanId:
+        w.Bytes(s.parent_span_id[i].data(), 8);
+        break;
+      case Col::kSpanIds:
+        w.Bytes(s.span_id[i].data(), 8);
         w.Bytes(s.parent_span_id[i].data(), 8);
         break;
       case Col::kTraceState:
@@ -476,22 +480,24 @@ void EncodedBlock::AppendTo(std::string* out) const {
 }
 
 void EncodeSpanRows(const std::vector<SpanRow>& rows, const Capabilities& caps, EncodedBlock* out,
-                    const UserFields& user_fields, UserFieldValues values, bool extras_column) {
-  Encoder enc(caps, out, rows.size(), user_fields, values, extras_column);
+                    const UserFields& user_fields, UserFieldValues values, bool extras_column,
+                    bool span_ids_column) {
+  Encoder enc(caps, out, rows.size(), user_fields, values, extras_column, span_ids_column);
   for (const SpanRow& r : rows) enc.Row(r);
   enc.Finish();
 }
 
 void EncodeSpanRows(const std::vector<SpanRow>& rows, const Capabilities& caps, std::string* out,
-                    const UserFields& user_fields, UserFieldValues values, bool extras_column) {
+                    const UserFields& user_fields, UserFieldValues values, bool extras_column,
+                    bool span_ids_column) {
   EncodedBlock block;
-  EncodeSpanRows(rows, caps, &block, user_fields, values, extras_column);
+  EncodeSpanRows(rows, caps, &block, user_fields, values, extras_column, span_ids_column);
   block.AppendTo(out);
 }
 
 void EncodeSpanBlock(const SpanBatch& batch, const Capabilities& caps, std::string* out,
                      const std::vector<uint64_t>* resource_ids, const UserFields& user_fields,
-                     bool extras_column) {
+                     bool extras_column, bool span_ids_column) {
   std::vector<uint64_t> computed;
   if (resource_ids == nullptr) {
     computed = ResourceIds(batch);
@@ -501,7 +507,8 @@ void EncodeSpanBlock(const SpanBatch& batch, const Capabilities& caps, std::stri
   for (uint32_t i = 0; i < rows.size(); ++i) {
     rows[i] = {&batch, i, (*resource_ids)[batch.spans.resource[i]]};
   }
-  EncodeSpanRows(rows, caps, out, user_fields, UserFieldValues::kMarked, extras_column);
+  EncodeSpanRows(rows, caps, out, user_fields, UserFieldValues::kMarked, extras_column,
+                 span_ids_column);
 }
 
 namespace {

@@ -123,9 +123,12 @@ void AddSchemasAndCodecs(Variants& b) {
          "schema 8 as it was: spans sorted by (hour, trace_id, start_time), the rare fields in "
          "extras",
          storage::Schema8Layout());
+  b.add5("schema10",
+         "schema 10 (and 9) as it was: span_id and parent_span_id in columns of their own",
+         storage::Schema10Layout());
   b.add5("chosen",
-         "the project's schema (9): schema.cc's codecs, the default StorageLayout (spans sorted "
-         "by (second, trace_id, start_time)), user-field values once",
+         "the project's schema (11): schema.cc's codecs, the default StorageLayout (spans sorted "
+         "by (second, trace_id, start_time)), user-field values once, both span ids in span_ids",
          StorageLayout{});
   // Codecs alone, on schema 3's types.
   b.add("zstd1", "schema 3, ZSTD(1) on every column of every table", Schema3Types(zstd1));
@@ -249,8 +252,13 @@ void AddChosenVariants(Variants& b) {
          "chosen, a span's scope attributes, events and links in 21 columns as schema 7 had "
          "them, not one extras column",
          Chosen([](StorageLayout& l) { l.extras_column = false; }));
-  b.add5("chosen+ids-zstd3", "chosen, ZSTD(3) on span_id and parent_span_id",
-         with_codecs({{"span_id", "ZSTD(3)"}, {"parent_span_id", "ZSTD(3)"}}));
+  {
+    StorageLayout l = storage::Schema10Layout();
+    l.codec = Override(nullptr, {{"span_id", "ZSTD(3)"}, {"parent_span_id", "ZSTD(3)"}});
+    b.add5("schema10+ids-zstd3", "schema10, ZSTD(3) on span_id and parent_span_id", std::move(l));
+  }
+  b.add5("chosen+ids-zstd1", "chosen, ZSTD(1) on span_ids, not ZSTD(3)",
+         with_codecs({{"span_ids", "ZSTD(1)"}}));
   b.add5("chosen+uf-default-codec", "chosen, user_fields with the part-size codec, not ZSTD(3)",
          with_codecs({{"user_fields", "Default"}}));
   b.add5(

@@ -22,6 +22,14 @@ TEST(SpanBlock, RoundTripsEveryStoredField) {
   ASSERT_TRUE(DecodeSpanBlocks(block, &out).ok());
   std::string why;
   EXPECT_TRUE(testdata::StoredPart(in).LogicallyEquals(out, &why)) << why;
+  // Both ids in span_ids (schema 11) or in two columns (schema 10).
+  EXPECT_NE(block.find("span_ids"), std::string::npos);
+  std::string two;
+  EncodeSpanBlock(in, Modern(), &two, nullptr, UserFields::Default(), true, false);
+  EXPECT_EQ(two.find("span_ids"), std::string::npos);
+  SpanBatch out10;
+  ASSERT_TRUE(DecodeSpanBlocks(two, &out10).ok());
+  EXPECT_TRUE(testdata::StoredPart(in).LogicallyEquals(out10, &why)) << why;
   // Nothing of the resource but the service name went into the block.
   SpanBatch full = testdata::SampleBatch(3);
   ASSERT_FALSE(full.LogicallyEquals(out, &why));
@@ -539,7 +547,7 @@ TEST(Schema, CodecsOnlyWhereTheServerHasThem) {
 TEST(Schema, LayoutChangesCodecsTypesKeyAndSettings) {
   SchemaOptions o;
   o.layout.codec = [](const CodecQuery& q) {
-    if (q.table == "spans" && q.column == "span_id") return std::string("NONE");
+    if (q.table == "spans" && q.column == "span_ids") return std::string("NONE");
     return q.table == "trace_index" ? std::string("ZSTD(3)") : std::string();
   };
   o.layout.low_cardinality_values = false;
@@ -551,7 +559,11 @@ TEST(Schema, LayoutChangesCodecsTypesKeyAndSettings) {
   o.layout.table_settings = "merge_with_ttl_timeout = 3600";
   std::string all;
   for (const auto& sql : SchemaDdl(Modern(), o)) all += sql + "\n";
-  EXPECT_NE(all.find("span_id FixedString(8) CODEC(NONE)"), std::string::npos) << all;
+  EXPECT_NE(all.find("span_ids FixedString(16) CODEC(NONE)"), std::string::npos) << all;
+  // The ids' aliases take no codec, whatever the layout says of them.
+  EXPECT_NE(all.find("span_id FixedString(8) ALIAS toFixedString(substring(span_ids, 1, 8), 8),"),
+            std::string::npos)
+      << all;
   EXPECT_NE(all.find("duration_ns UInt64,"), std::string::npos) << all;
   EXPECT_NE(all.find("start_s SimpleAggregateFunction(min, UInt32) CODEC(ZSTD(3))"),
             std::string::npos)
@@ -581,9 +593,10 @@ TEST(Schema, LayoutChangesCodecsTypesKeyAndSettings) {
 }
 
 TEST(Schema, ColumnListIsInEnumOrder) {
-  // Schema 7's read columns are every column but extras, in enum order.
+  // Schema 7's read columns are every column but extras and span_ids, in
+  // enum order.
   const auto& read = ReadColumns(false);
-  ASSERT_EQ(read.size(), static_cast<size_t>(Col::kCount) - 1);
+  ASSERT_EQ(read.size(), static_cast<size_t>(Col::kCount) - 2);
   for (size_t i = 0; i < read.size(); ++i) EXPECT_EQ(static_cast<size_t>(read[i].id), i);
   // Schema 8's: the same less the 21 rare ones, plus extras.
   const auto& read8 = ReadColumns();
@@ -594,12 +607,22 @@ TEST(Schema, ColumnListIsInEnumOrder) {
   EXPECT_EQ(rare.front().id, Col::kScopeAttrKeys);
   EXPECT_EQ(rare.back().id, Col::kDroppedLinks);
   for (bool extras : {false, true}) {
-    // The stored columns are the read ones less the resource's own.
+    // The stored columns are the read ones less the resource's own; with
+    // span_ids (schema 11), less the two ids it holds, plus it, last.
+    const auto& stored10 = SpanColumns(extras, false);
+    EXPECT_EQ(stored10.size(), ReadColumns(extras).size() - 5);
     const auto& stored = SpanColumns(extras);
-    EXPECT_EQ(stored.size(), ReadColumns(extras).size() - 5);
-    for (size_t i = 1; i < stored.size(); ++i) EXPECT_LT(stored[i - 1].id, stored[i].id);
+    EXPECT_EQ(stored.size(), stored10.size() - 1);
+    EXPECT_EQ(stored.back().id, Col::kSpanIds);
+    for (const auto* cols : {&stored10, &stored}) {
+      for (size_t i = 1; i < cols->size(); ++i) EXPECT_LT((*cols)[i - 1].id, (*cols)[i].id);
+      for (const auto& c : *cols) {
+        EXPECT_EQ(std::string(c.name).rfind("resource_attr", 0), std::string::npos) << c.name;
+      }
+    }
     for (const auto& c : stored) {
-      EXPECT_EQ(std::string(c.name).rfind("resource_attr", 0), std::string::npos) << c.name;
+      EXPECT_NE(c.id, Col::kSpanId);
+      EXPECT_NE(c.id, Col::kParentSpanId);
     }
   }
 }
