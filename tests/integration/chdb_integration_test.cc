@@ -51,7 +51,7 @@ TEST(ChdbSchema, CreationIsIdempotent) {
   EXPECT_EQ(
       Q(fmt::format("SELECT count() FROM system.columns WHERE database = '{}' AND table = 'spans'",
                     kDatabase)),
-      std::to_string(SpanColumns().size() + SpanIdAliases().size()) + "\n");
+      std::to_string(SpanColumns(true, true, true).size() + SpanIdAliases().size()) + "\n");
 }
 
 // The remote generator given a modern server's capabilities (26.5, as a
@@ -217,7 +217,7 @@ TEST(ChdbSchema, OldSpansTableIsUpgradedInPlace) {
   EXPECT_EQ(
       Q(fmt::format("SELECT count() FROM system.columns WHERE database = '{}' AND table = 'spans'",
                     kDatabase)),
-      std::to_string(SpanColumns().size() + SpanIdAliases().size()) + "\n");
+      std::to_string(SpanColumns(true, true, true).size() + SpanIdAliases().size()) + "\n");
   EXPECT_EQ(Q(fmt::format("SELECT name, duration_ns, length(attr_keys) FROM {}.spans", kDatabase)),
             "old\t5\t0\n");
   // New rows still go in next to the old one.
@@ -243,8 +243,8 @@ SpanBatch MakeOlder(Capabilities* caps, size_t traces, const StorageLayout& layo
   for (size_t t = 0; t < traces; ++t) {
     gen.AppendTrace(now - 1800000000000ull + t * 20000000ull, t % 2 == 0 ? &a : &b);
   }
-  WriteAll(a, *caps, values, layout.extras_column, layout.span_ids_column);
-  WriteAll(b, *caps, values, layout.extras_column, layout.span_ids_column);
+  WriteAll(a, *caps, values, layout.extras_column, layout.span_ids_column, layout.attr_columns);
+  WriteAll(b, *caps, values, layout.extras_column, layout.span_ids_column, layout.attr_columns);
   a.Append(b);
   return a;
 }
@@ -320,9 +320,11 @@ void ExpectUpgraded(const SpanBatch& old, const Capabilities& caps, const std::s
                           kDatabase)),
             "0\n");
   // Schema 8's columns: extras, none of the 21 it holds; schema 11's
-  // span_ids, the two ids its aliases (last).
+  // span_ids, the two ids its aliases (last); schema 12's attribute columns.
   std::string want;
-  for (const auto& c : SpanColumns()) want += fmt::format("{}{}", want.empty() ? "" : ",", c.name);
+  for (const auto& c : SpanColumns(true, true, true)) {
+    want += fmt::format("{}{}", want.empty() ? "" : ",", c.name);
+  }
   want += ",span_id,parent_span_id";
   EXPECT_EQ(Q(fmt::format("SELECT arrayStringConcat(groupArray(name), ',') FROM (SELECT name "
                           "FROM system.columns WHERE database = '{}' AND table = 'spans' ORDER "
@@ -811,6 +813,85 @@ TEST(ChdbUserFields, QueryByPathReturnsExactlyTheSpansThatCarryIt) {
   EXPECT_EQ(count("no.such.field", ""), 0u);
   // The path is a bound parameter, not SQL.
   EXPECT_EQ(count("x') OR 1=1 --", ""), 0u);
+}
+
+// The attribute columns (schema 12): fresh-corpus traces stored half as
+// rows before them (every value in attr_values) and half with them read
+// back exactly; a tag search on such a key finds exactly the spans that
+// carry the value, in both kinds of rows.
+TEST(ChdbAttrColumns, ValuesComeBackAndTagsFindThemInOldAndNewRows) {
+  Reset();
+  Capabilities caps;
+  ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
+  ASSERT_TRUE(AttrColumnsStored(caps, {}));
+  loadgen::TraceGenerator gen(loadgen::CorpusOptions{12, loadgen::CorpusKind::kFresh});
+  const auto now = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                             std::chrono::system_clock::now().time_since_epoch())
+                                             .count());
+  SpanBatch before;
+  SpanBatch after;
+  for (size_t t = 0; t < 300; ++t) {
+    gen.AppendTrace(now - 600000000000ull + t * 1000000ull, t % 2 == 0 ? &before : &after);
+  }
+  WriteAll(before, caps, UserFieldValues::kMarked, true, true, /*attr_columns=*/false);
+  WriteAll(after, caps);
+  EXPECT_EQ(Q(fmt::format("SELECT countIf(attr_db_statement != '') > 0, countIf(attr_network_"
+                          "peer_address != '') > 0, countIf(attr_user_agent_original != '') > 0, "
+                          "countIf(attr_network_peer_port != '') > 0 FROM {}.spans",
+                          kDatabase)),
+            "1\t1\t1\t1\n");
+  // Marked values leave attr_values; unmarked ones (the older rows) stay.
+  EXPECT_EQ(Q(fmt::format("SELECT countIf(bitAnd(t, 64) != 0 AND v = '') > 0, countIf(bitAnd(t, "
+                          "64) != 0 AND v != ''), countIf(bitAnd(t, 64) = 0 AND k = "
+                          "'db.statement' AND v != '') > 0 FROM {}.spans ARRAY JOIN attr_keys AS "
+                          "k, attr_types AS t, attr_values AS v",
+                          kDatabase)),
+            "1\t0\t1\n");
+  ChdbSpanReader reader(*Engine::conn, caps);
+  std::string why;
+  for (const SpanBatch* in : {&before, &after}) {
+    std::set<TraceId> ids(in->spans.trace_id.begin(), in->spans.trace_id.end());
+    for (const TraceId& id : ids) {
+      SpanBatch out;
+      ASSERT_TRUE(reader.GetTrace(id, &out).ok());
+      ASSERT_TRUE(TraceAsRead(*in, id).LogicallyEquals(out, &why)) << ToHex(id) << ": " << why;
+    }
+  }
+  // A value of each key from each half, counted by the reader's condition
+  // and in the batches.
+  const auto spans_with = [&](std::string_view key, std::string_view value) {
+    uint64_t n = 0;
+    for (const SpanBatch* in : {&before, &after}) {
+      for (uint32_t i = 0; i < in->span_count(); ++i) {
+        for (uint32_t a = in->spans.attrs[i].begin; a < in->spans.attrs[i].end; ++a) {
+          if (in->Str(in->span_attrs.key[a]) == key) {
+            n += in->Str(in->span_attrs.value[a]) == value ? 1 : 0;
+            break;  // the first of a key, as the condition reads it
+          }
+        }
+      }
+    }
+    return n;
+  };
+  for (const auto& k : AttrColumnKeys()) {
+    for (const SpanBatch* in : {&before, &after}) {
+      std::string value;
+      for (uint32_t i = in->span_count(); i-- > 0 && value.empty();) {
+        for (uint32_t a = in->spans.attrs[i].begin; a < in->spans.attrs[i].end; ++a) {
+          if (in->Str(in->span_attrs.key[a]) == k.key) {
+            value = in->Str(in->span_attrs.value[a]);
+            break;
+          }
+        }
+      }
+      ASSERT_FALSE(value.empty()) << k.key;
+      uint64_t n = 0;
+      const std::string key(k.key);
+      ASSERT_TRUE(reader.CountSpansWithAttr(ChdbSpanReader::AttrOwner::kSpan, key, value, &n).ok());
+      EXPECT_EQ(n, spans_with(k.key, value)) << k.key << " = " << value;
+      EXPECT_GT(n, 0u);
+    }
+  }
 }
 
 // A span's user fields keep their value in user_fields only (the arrays

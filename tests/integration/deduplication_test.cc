@@ -30,9 +30,11 @@ void InsertBlock(std::vector<std::unique_ptr<SpanBatch>> parts, uint32_t day,
                  const Capabilities& caps, const std::string& token, uint32_t chunks = 1,
                  bool extras_column = true) {
   pipeline::SpanQueue queue(64u << 20);
-  EmbeddedWriter writer(Engine::conn.get(), caps, queue, TestWriter(), nullptr, nullptr,
-                        // Schema 7's table (no extras) has schema 10's two id columns too.
-                        LegacyLayout{UserFieldValues::kMarked, extras_column, extras_column});
+  EmbeddedWriter writer(
+      Engine::conn.get(), caps, queue, TestWriter(), nullptr, nullptr,
+      // Schema 7's table (no extras) has schema 10's two id columns and
+      // no attribute columns too.
+      LegacyLayout{UserFieldValues::kMarked, extras_column, extras_column, extras_column});
   writer.Start();
   size_t n = 0;
   for (const auto& p : parts) n += p->span_count();

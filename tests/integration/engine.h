@@ -93,12 +93,13 @@ inline WriterOptions TestWriter(size_t max_rows = 0, size_t insert_rows = 0) {
 // Stores `b` through the real writer path (one EmbeddedWriter, one flush).
 // `values`: the writer's encoding (kInArrays: schema 4's); `extras_column`
 // the table's (false: schema 7's rare columns); `span_ids_column` too
-// (false: schema 10's two id columns).
+// (false: schema 10's two id columns), and `attr_columns` (false: schema
+// 11's, without the attribute columns).
 inline void WriteAll(const SpanBatch& b, const Capabilities& caps,
                      UserFieldValues values = UserFieldValues::kMarked, bool extras_column = true,
-                     bool span_ids_column = true) {
+                     bool span_ids_column = true, bool attr_columns = true) {
   WriteOneBatch(Engine::conn.get(), caps, TestWriter(), b,
-                LegacyLayout{values, extras_column, span_ids_column});
+                LegacyLayout{values, extras_column, span_ids_column, attr_columns});
 }
 
 // Runs a DependencyJob with `opts` (interval and lag as the test wants)

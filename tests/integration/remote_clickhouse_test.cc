@@ -219,7 +219,7 @@ TEST_F(RemoteClickHouse, AnOlderSchemaIsUpgradedKeepingEveryRow) {
     for (uint32_t i = 0; i < b.span_count(); ++i) rows.push_back({&b, i, ids[b.spans.resource[i]]});
     EncodedBlock block;
     EncodeSpanRows(rows, caps, &block, UserFields::Default(), UserFieldValues::kInArrays,
-                   layout.extras_column, layout.span_ids_column);
+                   layout.extras_column, layout.span_ids_column, layout.attr_columns);
     std::string data;
     block.AppendTo(&data);
     Status st = c->Insert(fmt::format("INSERT INTO {}.spans FORMAT Native", db), std::move(data));

@@ -88,15 +88,16 @@ TEST_P(RowFormatsTest, RowsReadBackIdentical) {
   ASSERT_FALSE(data.empty());
   const std::string table = fmt::format("{}.spans", kDatabase);
   if (c.inline_values) {
-    st = Engine::conn->Query(fmt::format("INSERT INTO {} VALUES {}", table, data), "");
+    st = Engine::conn->Query(
+        fmt::format("INSERT INTO {} ({}) VALUES {}", table, RowColumns(), data), "");
   } else {
     const std::string path = Engine::dir + "/rows." + FormatName(c.format);
     FILE* f = std::fopen(path.c_str(), "wb");
     ASSERT_NE(f, nullptr);
     ASSERT_EQ(std::fwrite(data.data(), 1, data.size(), f), data.size());
     ASSERT_EQ(std::fclose(f), 0);
-    st = Engine::conn->Query(InsertFromFileSql(table, c.format, caps, c.structure), "", nullptr,
-                             {{"path", path}});
+    st = Engine::conn->Query(InsertFromFileSql(table, c.format, caps, c.structure, RowColumns()),
+                             "", nullptr, {{"path", path}});
     std::remove(path.c_str());
   }
   ASSERT_TRUE(st.ok()) << st.message();

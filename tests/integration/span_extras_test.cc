@@ -58,7 +58,7 @@ TEST(SpanExtras, EqualTheEnginesRowBinaryOfTheStoredColumns) {
   v7.layout = Schema7Layout();
   ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps, v7).ok());
   const SpanBatch in = testdata::SampleBatch(3);
-  WriteAll(in, caps, UserFieldValues::kMarked, false, false);
+  WriteAll(in, caps, UserFieldValues::kMarked, false, false, false);
 
   std::map<std::string, std::string> ours;  // span id (hex) -> value (hex)
   size_t with_events = 0;

@@ -24,7 +24,8 @@ namespace {
 void ExpectRoundTrip(const Capabilities& caps, const std::string& label,
                      const StorageLayout& layout = {}) {
   SpanBatch in = testdata::SampleBatch(2);
-  WriteAll(in, caps, UserFieldValues::kMarked, layout.extras_column, layout.span_ids_column);
+  WriteAll(in, caps, UserFieldValues::kMarked, layout.extras_column, layout.span_ids_column,
+           layout.attr_columns);
   ChdbSpanReader reader(*Engine::conn, caps, {}, layout);
   SpanBatch out;
   for (uint8_t t = 0; t < 2; ++t) {

@@ -146,7 +146,8 @@ TEST(ChdbTiering, UpgradeCopyOfOldDaysIsMergedBeforeItMovesToCold) {
   const uint64_t old_ns = NowNs() - 2 * 86400ull * 1000000000ull;
   for (int i = 0; i < 3; ++i) {
     WriteAll(testdata::SampleBatch(2, old_ns + static_cast<uint64_t>(i) * 1000000000ull), caps,
-             UserFieldValues::kMarked, v5.layout.extras_column);
+             UserFieldValues::kMarked, v5.layout.extras_column, v5.layout.span_ids_column,
+             v5.layout.attr_columns);
   }
   const std::string parts = fmt::format(
       "SELECT count(), countIf(disk_name = 'cold'), sum(rows) FROM system.parts WHERE database = "

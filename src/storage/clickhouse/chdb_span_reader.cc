@@ -155,6 +155,15 @@ std::string AttrEquals(std::string_view k, std::string_view v) {
 // 133 -> 108 ms in chDB).
 std::string SpanAttrEquals(const Capabilities& caps, std::string_view k, std::string_view v,
                            std::string_view key) {
+  if (const int column = AttrColumnOf(key); column >= 0 && AttrColumnsStored(caps, {})) {
+    // A key with an attribute column (schema 12): its value there where
+    // attr_types marks it, in the arrays in rows stored before.
+    return fmt::format(
+        "(has(attr_keys, {{{0}:String}}) AND if(bitAnd(attr_types[indexOf(attr_keys, "
+        "{{{0}:String}})], {2}) = 0, attr_values[indexOf(attr_keys, {{{0}:String}})], {3}) = "
+        "{{{1}:String}})",
+        k, v, static_cast<int>(kTypeInAttrColumn), AttrColumnKeys()[column].column);
+  }
   if (!caps.json_type || !UserFields::Default().IsUserField(key)) return AttrEquals(k, v);
   return fmt::format(
       "(has(attr_keys, {{{0}:String}}) AND if(bitAnd(attr_types[indexOf(attr_keys, "

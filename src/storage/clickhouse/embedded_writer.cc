@@ -433,7 +433,7 @@ void EmbeddedWriter::Encode(const Pending& p, bool sorted) {
   if (rows_.empty()) return;  // all sampled out
   if (sorted) SortByTableKey(&rows_);
   EncodeSpanRows(rows_, caps_, &block_, user_fields_, layout_.user_field_values,
-                 layout_.extras_column, layout_.span_ids_column);
+                 layout_.extras_column, layout_.span_ids_column, layout_.attr_columns);
 }
 
 Status EmbeddedWriter::InsertOnce(Flight& p) {

@@ -123,6 +123,9 @@ struct LegacyLayout {
   // columns, which a cluster's store made before keeps.
   // StorageLayout::span_ids_column.
   bool span_ids_column = true;
+  // The attribute columns, where the engine has them (schema 12);
+  // StorageLayout::attr_columns.
+  bool attr_columns = true;
 };
 
 // Fault injection for tests (`debug.fault_injection` in the config): set at

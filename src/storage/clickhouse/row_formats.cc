@@ -360,7 +360,8 @@ void EncodeRows(const SpanBatch& batch, const Capabilities& caps, RowFormat f, s
       break;
     }
     case RowFormat::kNative:
-      EncodeSpanBlock(batch, caps, out);
+      // The columns the row formats carry (SpanColumns()).
+      EncodeSpanBlock(batch, caps, out, nullptr, UserFields::Default(), true, true, false);
       break;
   }
 }
@@ -379,7 +380,7 @@ std::string RowStructure(const Capabilities& caps) {
 }
 
 std::string InsertFromFileSql(std::string_view table, RowFormat f, const Capabilities& caps,
-                              FileStructure s) {
+                              FileStructure s, std::string_view columns) {
   std::string structure;
   if (s == FileStructure::kWire) structure = fmt::format(", '{}'", RowStructure(caps));
   // user_fields goes as JSON text; RowBinary read with the table's types
@@ -387,8 +388,15 @@ std::string InsertFromFileSql(std::string_view table, RowFormat f, const Capabil
   const char* settings = f == RowFormat::kRowBinary && caps.json_type
                              ? " SETTINGS input_format_binary_read_json_as_string = 1"
                              : "";
-  return fmt::format("INSERT INTO {} SELECT * FROM file({{path:String}}, '{}'{}){}", table,
-                     FormatName(f), structure, settings);
+  return fmt::format("INSERT INTO {}{} SELECT * FROM file({{path:String}}, '{}'{}){}", table,
+                     columns.empty() ? "" : fmt::format(" ({})", columns), FormatName(f), structure,
+                     settings);
+}
+
+std::string RowColumns() {
+  std::string s;
+  for (const auto& c : SpanColumns()) s += fmt::format("{}{}", s.empty() ? "" : ", ", c.name);
+  return s;
 }
 
 }  // namespace spanhouse::storage

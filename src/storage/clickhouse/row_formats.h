@@ -33,6 +33,10 @@ const char* FormatName(RowFormat f);
 // Appends every span of `batch`, one row each, to `out` in format `f`.
 void EncodeRows(const SpanBatch& batch, const Capabilities& caps, RowFormat f, std::string* out);
 
+// "timestamp, trace_id, ...": the spans table's columns the formats carry,
+// for an INSERT's column list (the table has more: the attribute columns).
+std::string RowColumns();
+
 // "timestamp DateTime, trace_id FixedString(16), ...": the types every
 // encoder here writes (WireType), for the file() table function.
 std::string RowStructure(const Capabilities& caps);
@@ -47,8 +51,10 @@ std::string RowStructure(const Capabilities& caps);
 // 1.3-4x faster (see `spanhouse bench formats`).
 enum class FileStructure { kWire, kTable };
 
-// INSERT INTO <table> SELECT * FROM file({path:String}, '<format>'[, '<structure>']).
+// INSERT INTO <table> [(<columns>)] SELECT * FROM file({path:String}, '<format>'[,
+// '<structure>']).
 std::string InsertFromFileSql(std::string_view table, RowFormat f, const Capabilities& caps,
-                              FileStructure s = FileStructure::kWire);
+                              FileStructure s = FileStructure::kWire,
+                              std::string_view columns = {});
 
 }  // namespace spanhouse::storage

@@ -6,6 +6,7 @@
 #include "storage/clickhouse/schema.h"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <initializer_list>
 
@@ -76,6 +77,7 @@ enum class In : uint8_t {
   kRare,       // one of the 21 rare fields: in extras, or its own column (schema 7)
   kExtras,     // the extras column
   kSpanIds,    // the span_ids column (schema 11), in place of span_id and parent_span_id
+  kAttr,       // an attribute column (schema 12), where AttrColumnsStored
 };
 
 // Every column of a span as read, in block order, and where it is stored.
@@ -144,6 +146,13 @@ const std::vector<MasterColumn>& Master() {
       // ZSTD(3): 8.69 bytes per span for both ids on the fresh corpus,
       // ZSTD(1) 8.86 (`bench storage`).
       {{Col::kSpanIds, "span_ids", L::kTraceId, kZstd3}, In::kSpanIds},
+      // LowCardinality but the port (a plain string compressed 1.83
+      // bytes per span, LowCardinality 2.05: ephemeral ports repeat little
+      // within a granule); ZSTD(3) as attr_values (`bench storage`).
+      {{Col::kAttrNetworkPeerAddress, "attr_network_peer_address", L::kKey, kZstd3}, In::kAttr},
+      {{Col::kAttrNetworkPeerPort, "attr_network_peer_port", L::kString, kZstd3}, In::kAttr},
+      {{Col::kAttrUserAgentOriginal, "attr_user_agent_original", L::kKey, kZstd3}, In::kAttr},
+      {{Col::kAttrDbStatement, "attr_db_statement", L::kKey, kZstd3}, In::kAttr},
   };
   return cols;
 }
@@ -216,15 +225,51 @@ std::vector<ColumnSpec> WithoutIdColumns(std::vector<ColumnSpec> cols) {
 
 }  // namespace
 
-const std::vector<ColumnSpec>& SpanColumns(bool extras_column, bool span_ids_column) {
-  static const std::vector<ColumnSpec> extras = MasterIn({In::kSpans, In::kExtras});
-  static const std::vector<ColumnSpec> rare = MasterIn({In::kSpans, In::kRare});
-  static const std::vector<ColumnSpec> extras_ids =
-      WithoutIdColumns(MasterIn({In::kSpans, In::kExtras, In::kSpanIds}));
-  static const std::vector<ColumnSpec> rare_ids =
-      WithoutIdColumns(MasterIn({In::kSpans, In::kRare, In::kSpanIds}));
-  if (span_ids_column) return extras_column ? extras_ids : rare_ids;
-  return extras_column ? extras : rare;
+const std::vector<ColumnSpec>& SpanColumns(bool extras_column, bool span_ids_column,
+                                           bool attr_columns) {
+  // Every combination, made once: [extras][span_ids][attr].
+  static const auto lists = [] {
+    std::array<std::vector<ColumnSpec>, 8> l;
+    for (int i = 0; i < 8; ++i) {
+      std::vector<In> in = {In::kSpans, (i & 4) != 0 ? In::kExtras : In::kRare};
+      if ((i & 2) != 0) in.push_back(In::kSpanIds);
+      if ((i & 1) != 0) in.push_back(In::kAttr);
+      std::vector<ColumnSpec> cols;
+      for (const auto& m : Master()) {
+        if (std::find(in.begin(), in.end(), m.in) != in.end()) cols.push_back(m.spec);
+      }
+      l[i] = (i & 2) != 0 ? WithoutIdColumns(std::move(cols)) : std::move(cols);
+    }
+    return l;
+  }();
+  return lists[(extras_column ? 4 : 0) + (span_ids_column ? 2 : 0) + (attr_columns ? 1 : 0)];
+}
+
+const std::vector<AttrColumnKey>& AttrColumnKeys() {
+  static const std::vector<AttrColumnKey> keys = {
+      {Col::kAttrNetworkPeerAddress, "network.peer.address", "attr_network_peer_address"},
+      {Col::kAttrNetworkPeerPort, "network.peer.port", "attr_network_peer_port"},
+      {Col::kAttrUserAgentOriginal, "user_agent.original", "attr_user_agent_original"},
+      {Col::kAttrDbStatement, "db.statement", "attr_db_statement"},
+  };
+  static_assert(static_cast<size_t>(Col::kAttrDbStatement) -
+                        static_cast<size_t>(Col::kAttrNetworkPeerAddress) + 1 ==
+                    kAttrColumnCount,
+                "an attribute column for each key, in Col order");
+  return keys;
+}
+
+int AttrColumnOf(std::string_view key) {
+  // Called per span attribute by the encoder: the length first.
+  const auto& keys = AttrColumnKeys();
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (keys[i].key.size() == key.size() && keys[i].key == key) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+bool AttrColumnsStored(const Capabilities& caps, const StorageLayout& layout) {
+  return layout.attr_columns && caps.low_cardinality && caps.codecs;
 }
 
 const std::vector<AliasColumn>& SpanIdAliases() {
@@ -237,9 +282,14 @@ const std::vector<AliasColumn>& SpanIdAliases() {
   return aliases;
 }
 
-const std::vector<ColumnSpec>& ReadColumns(bool extras_column) {
+const std::vector<ColumnSpec>& ReadColumns(bool extras_column, bool attr_columns) {
   static const std::vector<ColumnSpec> extras = MasterIn({In::kSpans, In::kResources, In::kExtras});
   static const std::vector<ColumnSpec> rare = MasterIn({In::kSpans, In::kResources, In::kRare});
+  static const std::vector<ColumnSpec> extras_attr =
+      MasterIn({In::kSpans, In::kResources, In::kExtras, In::kAttr});
+  static const std::vector<ColumnSpec> rare_attr =
+      MasterIn({In::kSpans, In::kResources, In::kRare, In::kAttr});
+  if (attr_columns) return extras_column ? extras_attr : rare_attr;
   return extras_column ? extras : rare;
 }
 

@@ -159,8 +159,31 @@ enum class Col : uint8_t {
   // id; in one column its codec finds it there, where a column of parent
   // ids alone never saw it (13.97 -> 8.69 bytes per span).
   kSpanIds,
+  // Attribute columns (schema 12): the value of one well-known, high-entropy
+  // span attribute, where the engine has LowCardinality and codecs
+  // (AttrColumnsStored). Like values together compress far better than
+  // among every other key's in attr_values (AttrColumnKeys).
+  kAttrNetworkPeerAddress,
+  kAttrNetworkPeerPort,
+  kAttrUserAgentOriginal,
+  kAttrDbStatement,
   kCount
 };
+
+// attr_types of a span attribute whose value is in its attribute column
+// (its attr_values entry is empty): the type | this.
+inline constexpr uint8_t kTypeInAttrColumn = 0x40;
+
+// The attribute columns, in table order: the span attribute each holds.
+inline constexpr size_t kAttrColumnCount = 4;
+struct AttrColumnKey {
+  Col id;
+  std::string_view key;     // the span attribute's key
+  std::string_view column;  // the column's name
+};
+const std::vector<AttrColumnKey>& AttrColumnKeys();
+// The place in AttrColumnKeys of the column holding `key`'s value; -1: none.
+int AttrColumnOf(std::string_view key);
 
 struct ColumnSpec {
   Col id;
@@ -176,8 +199,10 @@ struct ColumnSpec {
 // `extras_column` (StorageLayout): the rare fields as the one extras
 // column; false: as schema 7's 21 columns. `span_ids_column`: span_id and
 // parent_span_id as span_ids (their ALIAS columns are not stored, nor sent);
-// false: as schema 10's two columns.
-const std::vector<ColumnSpec>& SpanColumns(bool extras_column = true, bool span_ids_column = true);
+// false: as schema 10's two columns. `attr_columns`: with the attribute
+// columns (AttrColumnsStored says where).
+const std::vector<ColumnSpec>& SpanColumns(bool extras_column = true, bool span_ids_column = true,
+                                           bool attr_columns = false);
 // The ALIAS columns the span_ids layout gives the spans table (span_id,
 // parent_span_id), with their expressions over span_ids.
 struct AliasColumn {
@@ -187,8 +212,9 @@ struct AliasColumn {
 };
 const std::vector<AliasColumn>& SpanIdAliases();
 // Columns of a span as read back (SpanReadQuery): the stored ones plus the
-// resource's, joined from the resources table.
-const std::vector<ColumnSpec>& ReadColumns(bool extras_column = true);
+// resource's, joined from the resources table; the attribute columns too
+// with `attr_columns`.
+const std::vector<ColumnSpec>& ReadColumns(bool extras_column = true, bool attr_columns = false);
 // The 21 rare columns, in table order: what the extras column holds.
 const std::vector<ColumnSpec>& RareColumns();
 // Columns of the sampled_spans table, in table and block order: the narrow
@@ -266,7 +292,17 @@ struct StorageLayout {
   // where schema 10 and older kept two. The writer must agree
   // (LegacyLayout::span_ids_column).
   bool span_ids_column = true;
+  // The attribute columns (Col::kAttrNetworkPeerAddress ...), where the
+  // engine has LowCardinality and codecs: a span's value of each of those
+  // keys is stored there, its attr_types entry marked kTypeInAttrColumn.
+  // The writer must agree (LegacyLayout::attr_columns).
+  bool attr_columns = true;
 };
+
+// Whether the spans table has the attribute columns: the layout's choice,
+// where the engine has LowCardinality and codecs (older servers keep every
+// value in attr_values).
+bool AttrColumnsStored(const Capabilities& caps, const StorageLayout& layout);
 
 // The spans table's sort key: the span's start second first, then a
 // trace's spans of that second together, in start order. Inserts arrive in
@@ -287,9 +323,9 @@ inline constexpr std::string_view kSchema8SpansOrderBy =
 // (kSchema8SpansOrderBy). The upgrade test and `bench storage` build it.
 StorageLayout Schema8Layout();
 
-// Schema 10's layout, where schema 11 differs: span_id and parent_span_id in
-// columns of their own. The upgrade test and `bench storage` build it; a
-// cluster's store made before schema 11 keeps it (SchemaOptions::copy_spans).
+// Schema 10's layout, where schema 12 differs: span_id and parent_span_id in
+// columns of their own (11), no attribute columns (12). The upgrade test and `bench storage` build
+// it; a cluster's store made before schema 11 keeps it (SchemaOptions::copy_spans).
 StorageLayout Schema10Layout();
 
 // Schema 7's layout, where schema 8 differs: the 21 rare columns in place
@@ -349,7 +385,10 @@ inline constexpr std::string_view kDatabase = "spanhouse";
 // 11: span_id and parent_span_id stored as one column, span_ids (the two
 // ALIAS columns of it); copied as for 5 on one server. A cluster's spans
 // tables made before keep their two columns (SchemaOptions::copy_spans).
-inline constexpr uint32_t kSchemaVersion = 11;
+// 12: the attribute columns (network.peer.address, network.peer.port,
+// user_agent.original, db.statement), added in place; older rows keep their
+// values in attr_values, unmarked.
+inline constexpr uint32_t kSchemaVersion = 12;
 // The oldest schema EnsureSchema brings to kSchemaVersion on a cluster
 // (only CREATE ... IF NOT EXISTS and in-place ALTERs): 9 -> 10 adds
 // sampled_spans and its views; 10 -> 11 leaves a cluster's spans tables

@@ -96,7 +96,8 @@ std::vector<TableColumn> ColumnsOf(std::string_view table, const Capabilities& c
                                    const StorageLayout& layout) {
   std::vector<TableColumn> cols;
   if (table == "spans") {
-    for (const auto& c : SpanColumns(layout.extras_column, layout.span_ids_column)) {
+    for (const auto& c : SpanColumns(layout.extras_column, layout.span_ids_column,
+                                     AttrColumnsStored(caps, layout))) {
       cols.push_back({c.name, TableType(c.logical, caps, layout), c.codec});
       if (c.id == Col::kResourceId && LowCardinalityResourceId(caps, layout)) {
         cols.back().type = "LowCardinality(UInt64)";

@@ -91,7 +91,7 @@ std::string SpanReadQuery(const Capabilities& caps, const StorageLayout& layout,
   // reads both, and turning dictionaries into strings cost ~10 ms of a
   // 32768-row granule); the CAST is a no-op unless an older table differs.
   std::string list;
-  for (const auto& c : ReadColumns(layout.extras_column)) {
+  for (const auto& c : ReadColumns(layout.extras_column, AttrColumnsStored(caps, layout))) {
     if (ResourceSource(c.id) != nullptr) continue;  // ResourceReadQuery
     if (!list.empty()) list += ", ";
     const std::string type = TableType(c.logical, caps, layout);

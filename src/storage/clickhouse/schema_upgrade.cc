@@ -53,6 +53,7 @@ std::string Schema5Codec(const CodecQuery& q) {
 StorageLayout Schema10Layout() {
   StorageLayout l;
   l.span_ids_column = false;
+  l.attr_columns = false;
   return l;
 }
 
@@ -435,10 +436,12 @@ Status PartitionRows(SqlConnection& conn, std::string_view db, std::string_view 
 // lacks it (a copy an older spanhouse began, before extras was added to the
 // table it renamed).
 Status CopiedColumns(SqlConnection& conn, std::string_view db, const std::string& old,
-                     const StorageLayout& layout, std::string* cols, std::string* select) {
+                     const Capabilities& caps, const StorageLayout& layout, std::string* cols,
+                     std::string* select) {
   std::set<std::string> old_cols;
   SH_RETURN_IF_ERROR(ColumnNames(conn, db, old, &old_cols));
-  for (const auto& c : SpanColumns(layout.extras_column, layout.span_ids_column)) {
+  for (const auto& c :
+       SpanColumns(layout.extras_column, layout.span_ids_column, AttrColumnsStored(caps, layout))) {
     std::string expr = c.name;
     if (old_cols.count(c.name) == 0) {
       if (c.id == Col::kSpanIds) {
@@ -487,7 +490,7 @@ Status RebuildSpansIfChanged(SqlConnection& conn, std::string_view db, const Cap
                total, parts.size());
   std::string cols;
   std::string select;
-  SH_RETURN_IF_ERROR(CopiedColumns(conn, db, old, layout, &cols, &select));
+  SH_RETURN_IF_ERROR(CopiedColumns(conn, db, old, caps, layout, &cols, &select));
   const auto t0 = std::chrono::steady_clock::now();
   uint64_t copied = 0;
   for (const auto& [id, rows] : parts) {

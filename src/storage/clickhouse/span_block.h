@@ -27,7 +27,8 @@ std::vector<uint64_t> ResourceIds(const SpanBatch& batch);
 void EncodeSpanBlock(const SpanBatch& batch, const Capabilities& caps, std::string* out,
                      const std::vector<uint64_t>* resource_ids = nullptr,
                      const UserFields& user_fields = UserFields::Default(),
-                     bool extras_column = true, bool span_ids_column = true);
+                     bool extras_column = true, bool span_ids_column = true,
+                     bool attr_columns = true);
 
 // One row of a spans block: span `index` of `batch`, whose resource has
 // the fingerprint `resource_id`.
@@ -64,16 +65,17 @@ struct EncodedBlock {
 // the engine lacks the JSON type). `extras_column`: the rare fields as the
 // extras column (StorageLayout::extras_column); false: schema 7's columns.
 // `span_ids_column`: both ids as span_ids (StorageLayout::span_ids_column);
-// false: schema 10's two columns.
+// false: schema 10's two columns. `attr_columns`: the attribute columns
+// where the engine has them (StorageLayout::attr_columns).
 void EncodeSpanRows(const std::vector<SpanRow>& rows, const Capabilities& caps, EncodedBlock* out,
                     const UserFields& user_fields = UserFields::Default(),
                     UserFieldValues values = UserFieldValues::kMarked, bool extras_column = true,
-                    bool span_ids_column = true);
+                    bool span_ids_column = true, bool attr_columns = true);
 // The same, appended to `out`.
 void EncodeSpanRows(const std::vector<SpanRow>& rows, const Capabilities& caps, std::string* out,
                     const UserFields& user_fields = UserFields::Default(),
                     UserFieldValues values = UserFieldValues::kMarked, bool extras_column = true,
-                    bool span_ids_column = true);
+                    bool span_ids_column = true, bool attr_columns = true);
 
 // The rows of the sampled_spans table (SampledColumns): spans sampled out
 // (SpanBatch::Spans::metrics_only), gathered from any number of batches

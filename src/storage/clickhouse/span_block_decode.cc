@@ -3,6 +3,7 @@
 // fields in the JSON type's flattened layout, LowCardinality columns).
 #include "storage/clickhouse/span_block.h"
 
+#include <array>
 #include <cstring>
 #include <unordered_map>
 
@@ -125,6 +126,8 @@ class Decoder {
   // After the block's last column: span attributes whose value is in
   // user_fields (attr_types marked kTypeInUserFields) get it from there, as
   // the text and type the writer had.
+  // Span attributes whose value is in an attribute column (marked
+  // kTypeInAttrColumn) get it from there too.
   Status ResolveUserFields() {
     std::unordered_map<std::string_view, const JsonPath*> by_name;
     bool indexed = false;
@@ -134,6 +137,17 @@ class Decoder {
       const Range r = b_.spans.attrs[span];
       for (uint32_t a = r.begin; a < r.end; ++a) {
         const auto t = static_cast<uint8_t>(b_.span_attrs.type[a]);
+        if ((t & kTypeInAttrColumn) != 0) {
+          const int k = AttrColumnOf(b_.Str(b_.span_attrs.key[a]));
+          if (k < 0 || column_values_[k].size() != n_) {
+            return Status::Internal("native: attribute " +
+                                    std::string(b_.Str(b_.span_attrs.key[a])) +
+                                    " has its value in an attribute column the block lacks");
+          }
+          b_.span_attrs.type[a] = static_cast<ValueType>(t & ~kTypeInAttrColumn);
+          b_.span_attrs.value[a] = column_values_[k][i];
+          continue;
+        }
         if ((t & kTypeInUserFields) == 0) continue;
         if (!indexed) {
           for (const JsonPath& p : json_paths_) by_name.emplace(p.name, &p);
@@ -351,6 +365,15 @@ class Decoder {
         return Each([&](uint32_t i) { return Id(&s.span_id[i]); });
       case Col::kParentSpanId:
         return Each([&](uint32_t i) { return Id(&s.parent_span_id[i]); });
+      case Col::kAttrNetworkPeerAddress:
+      case Col::kAttrNetworkPeerPort:
+      case Col::kAttrUserAgentOriginal:
+      case Col::kAttrDbStatement: {
+        auto& values = column_values_[static_cast<size_t>(id) -
+                                      static_cast<size_t>(Col::kAttrNetworkPeerAddress)];
+        values.resize(n_);
+        return Each([&](uint32_t i) { return Str(&values[i - base_]); });
+      }
       case Col::kSpanIds:  // a block in the spans table's layout (schema 11)
         return Each([&](uint32_t i) {
           SH_RETURN_IF_ERROR(Id(&s.span_id[i]));
@@ -544,6 +567,8 @@ class Decoder {
   std::vector<std::string_view> lc_keys_;
   std::vector<uint64_t> lc_index_;
   size_t lc_next_ = 0;
+  // Each attribute column's value per row, where the block has it.
+  std::array<std::vector<StrRef>, kAttrColumnCount> column_values_;
 };
 
 }  // namespace
@@ -552,7 +577,7 @@ Status DecodeSpanBlocks(std::string_view data, SpanBatch* out,
                         std::vector<uint64_t>* resource_ids) {
   static const std::unordered_map<std::string_view, Col> by_name = [] {
     std::unordered_map<std::string_view, Col> m;
-    for (const auto& c : ReadColumns(true)) m.emplace(c.name, c.id);
+    for (const auto& c : ReadColumns(true, true)) m.emplace(c.name, c.id);
     for (const auto& c : RareColumns()) m.emplace(c.name, c.id);
     m.emplace("span_ids", Col::kSpanIds);
     return m;

@@ -4,6 +4,7 @@
 #include "storage/clickhouse/span_block.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <memory>
 #include <tuple>
@@ -29,13 +30,14 @@ using native::Writer;
 class Encoder {
  public:
   Encoder(const Capabilities& caps, EncodedBlock* out, size_t rows, const UserFields& user_fields,
-          UserFieldValues values, bool extras_column, bool span_ids_column)
+          UserFieldValues values, bool extras_column, bool span_ids_column, bool attr_columns)
       : out_(out),
         json_type_(caps.json_type),
+        attr_(attr_columns && caps.low_cardinality && caps.codecs),
         values_(caps.json_type ? values : UserFieldValues::kInArrays),
         user_fields_(user_fields),
         user_field_columns_(user_fields) {
-    const auto& cols = SpanColumns(extras_column, span_ids_column);
+    const auto& cols = SpanColumns(extras_column, span_ids_column, attr_);
     // Pieces: the block header, then per column its header and streams.
     size_t n = 1;
     for (const auto& c : cols) n += 1 + static_cast<size_t>(ArrayDepth(c.logical)) + 1;
@@ -87,6 +89,7 @@ class Encoder {
     // the user-field paths (not where attr_keys leaves some out).
     const bool ids = attr_keys_ != nullptr && values_ != UserFieldValues::kDropped;
     if (ids) KeyIds(*r.batch, r.batch->spans.attrs[r.index]);
+    if (attr_) AttrColumnValues(*r.batch, r.batch->spans.attrs[r.index]);
     // user_fields first: it says which attributes' values the arrays leave out.
     if (json_type_) {
       user_field_columns_.Row(*r.batch, r.index,
@@ -174,8 +177,24 @@ class Encoder {
     prev_count_ = r.size();
   }
 
+  // The row's span's values of the attribute columns' keys (the first of a
+  // key twice), and which of its attributes they are.
+  void AttrColumnValues(const SpanBatch& b, Range r) {
+    in_column_.assign(r.size(), 0);
+    for (auto& v : column_value_) v = {};
+    uint32_t taken = 0;  // bit k: column k has its value
+    for (uint32_t a = r.begin; a < r.end; ++a) {
+      const int k = AttrColumnOf(b.Str(b.span_attrs.key[a]));
+      if (k < 0 || (taken & (1u << k)) != 0) continue;
+      taken |= 1u << k;
+      column_value_[k] = b.Str(b.span_attrs.value[a]);
+      in_column_[a - r.begin] = 1;
+    }
+  }
+
   // Array(T) of the span's own attributes: those whose value is in
-  // user_fields (exact_) marked or left out, as values_ says.
+  // user_fields (exact_) marked or left out, as values_ says; those whose
+  // value is in an attribute column (in_column_) marked.
   void SpanAttrs(ColumnOut& c, const SpanBatch& b, Range r, Part p) {
     if (p == Part::kKey && c.dict == attr_keys_ && c.dict != nullptr &&
         values_ != UserFieldValues::kDropped) {
@@ -185,7 +204,8 @@ class Encoder {
       for (uint32_t k : key_ids_) c.dict->AddIndex(k);
       return;
     }
-    if (values_ == UserFieldValues::kInArrays) return Attrs(c, b, b.span_attrs, r, p);
+    const bool arrays = values_ == UserFieldValues::kInArrays;
+    if (arrays && !attr_) return Attrs(c, b, b.span_attrs, r, p);
     const AttrColumns& cols = b.span_attrs;
     const bool drop = values_ == UserFieldValues::kDropped;
     uint64_t n = r.size();
@@ -196,18 +216,20 @@ class Encoder {
     c.w[0]->Fixed<uint64_t>(c.total[0]);
     native::Writer& w = *c.w[1];
     for (uint32_t a = r.begin; a < r.end; ++a) {
-      const bool in_json = exact_[a - r.begin] != 0;
+      const bool in_json = !arrays && exact_[a - r.begin] != 0;
       if (in_json && drop) continue;
+      const bool in_column = attr_ && in_column_[a - r.begin] != 0;
       switch (p) {
         case Part::kKey:
           Key(c, w, b.Str(cols.key[a]));
           break;
         case Part::kType:
           w.Fixed<uint8_t>(static_cast<uint8_t>(static_cast<uint8_t>(cols.type[a]) |
-                                                (in_json ? kTypeInUserFields : 0)));
+                                                (in_json ? kTypeInUserFields : 0) |
+                                                (in_column ? kTypeInAttrColumn : 0)));
           break;
         case Part::kValue:
-          Key(c, w, in_json ? std::string_view() : b.Str(cols.value[a]));
+          Key(c, w, in_json || in_column ? std::string_view() : b.Str(cols.value[a]));
           break;
       }
     }
@@ -254,6 +276,14 @@ class Encoder {
       case Col::kSpanIds:
         w.Bytes(s.span_id[i].data(), 8);
         w.Bytes(s.parent_span_id[i].data(), 8);
+        break;
+      case Col::kAttrNetworkPeerAddress:
+      case Col::kAttrNetworkPeerPort:
+      case Col::kAttrUserAgentOriginal:
+      case Col::kAttrDbStatement:
+        Key(c, w,
+            column_value_[static_cast<size_t>(c.id) -
+                          static_cast<size_t>(Col::kAttrNetworkPeerAddress)]);
         break;
       case Col::kTraceState:
         w.String(b.Str(s.trace_state[i]));
@@ -409,7 +439,12 @@ class Encoder {
 
   EncodedBlock* out_;
   bool json_type_;
+  bool attr_;  // the attribute columns
   UserFieldValues values_;
+  // The current row's: per attribute, 1 where its value is in an attribute
+  // column; each attribute column's value (AttrColumnValues).
+  std::vector<uint8_t> in_column_;
+  std::array<std::string_view, kAttrColumnCount> column_value_{};
   // Per attribute of the current row's span: 1 where user_fields holds its
   // value exactly (UserFieldsColumns::Row).
   std::vector<uint8_t> exact_;
@@ -481,23 +516,25 @@ void EncodedBlock::AppendTo(std::string* out) const {
 
 void EncodeSpanRows(const std::vector<SpanRow>& rows, const Capabilities& caps, EncodedBlock* out,
                     const UserFields& user_fields, UserFieldValues values, bool extras_column,
-                    bool span_ids_column) {
-  Encoder enc(caps, out, rows.size(), user_fields, values, extras_column, span_ids_column);
+                    bool span_ids_column, bool attr_columns) {
+  Encoder enc(caps, out, rows.size(), user_fields, values, extras_column, span_ids_column,
+              attr_columns);
   for (const SpanRow& r : rows) enc.Row(r);
   enc.Finish();
 }
 
 void EncodeSpanRows(const std::vector<SpanRow>& rows, const Capabilities& caps, std::string* out,
                     const UserFields& user_fields, UserFieldValues values, bool extras_column,
-                    bool span_ids_column) {
+                    bool span_ids_column, bool attr_columns) {
   EncodedBlock block;
-  EncodeSpanRows(rows, caps, &block, user_fields, values, extras_column, span_ids_column);
+  EncodeSpanRows(rows, caps, &block, user_fields, values, extras_column, span_ids_column,
+                 attr_columns);
   block.AppendTo(out);
 }
 
 void EncodeSpanBlock(const SpanBatch& batch, const Capabilities& caps, std::string* out,
                      const std::vector<uint64_t>* resource_ids, const UserFields& user_fields,
-                     bool extras_column, bool span_ids_column) {
+                     bool extras_column, bool span_ids_column, bool attr_columns) {
   std::vector<uint64_t> computed;
   if (resource_ids == nullptr) {
     computed = ResourceIds(batch);
@@ -508,7 +545,7 @@ void EncodeSpanBlock(const SpanBatch& batch, const Capabilities& caps, std::stri
     rows[i] = {&batch, i, (*resource_ids)[batch.spans.resource[i]]};
   }
   EncodeSpanRows(rows, caps, out, user_fields, UserFieldValues::kMarked, extras_column,
-                 span_ids_column);
+                 span_ids_column, attr_columns);
 }
 
 namespace {

@@ -122,13 +122,14 @@ Status Prepare(const SpanBatch& batch, const storage::Capabilities& caps, const 
       c.encode_s = encode_s;
       c.bytes = data.size();
       if (c.inline_values) {
-        c.sql = fmt::format("INSERT INTO {} VALUES {}", c.table, data);
+        c.sql = fmt::format("INSERT INTO {} ({}) VALUES {}", c.table, storage::RowColumns(), data);
       } else if (c.body) {
-        c.sql = fmt::format("INSERT INTO {} FORMAT {}", c.table, storage::FormatName(f));
+        c.sql = fmt::format("INSERT INTO {} ({}) FORMAT {}", c.table, storage::RowColumns(),
+                            storage::FormatName(f));
         c.data = data;
       } else {
         c.path = path;
-        c.sql = storage::InsertFromFileSql(c.table, f, caps, c.structure);
+        c.sql = storage::InsertFromFileSql(c.table, f, caps, c.structure, storage::RowColumns());
       }
     }
   }

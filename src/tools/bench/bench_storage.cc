@@ -221,7 +221,7 @@ Corpus BuildCorpus(const StorageOptions& o) {
 
 // The corpus as the writer inserts it, blocks sorted in `order`.
 Status EncodeBlocks(const Corpus& c, const StorageOptions& o, SpanOrder order,
-                    storage::UserFieldValues values, bool extras_column, bool span_ids_column,
+                    storage::UserFieldValues values, const storage::StorageLayout& layout,
                     const storage::Capabilities& caps, const std::string& dir,
                     std::vector<BlockFiles>* out) {
   std::filesystem::create_directories(dir);
@@ -249,7 +249,7 @@ Status EncodeBlocks(const Corpus& c, const StorageOptions& o, SpanOrder order,
     }
     SortRows(order, &rows);
     storage::EncodeSpanRows(rows, caps, &spans, storage::UserFields::Default(), values,
-                            extras_column, span_ids_column);
+                            layout.extras_column, layout.span_ids_column, layout.attr_columns);
     BlockFiles f;
     f.rows = rows.size();
     f.spans = fmt::format("{}/block-{}.spans.native", dir, out->size());
@@ -1222,11 +1222,12 @@ int RunStorage(const StorageOptions& o) {
   // The blocks depend only on the sort order and the encoding: encoded once
   // per pair.
   const auto caps = storage::Capabilities::FromVersion("26.5");
-  using Encoding = std::tuple<SpanOrder, storage::UserFieldValues, bool, bool>;
+  using Encoding = std::tuple<SpanOrder, storage::UserFieldValues, bool, bool, bool>;
   auto encoding_name = [](const Encoding& e) {
-    return fmt::format("{}-{}-{}-{}", static_cast<int>(std::get<0>(e)),
+    return fmt::format("{}-{}-{}-{}-{}", static_cast<int>(std::get<0>(e)),
                        static_cast<int>(std::get<1>(e)), std::get<2>(e) ? "extras" : "rare",
-                       std::get<3>(e) ? "span-ids" : "two-ids");
+                       std::get<3>(e) ? "span-ids" : "two-ids",
+                       std::get<4>(e) ? "attr-columns" : "attr-values");
   };
   std::map<Encoding, std::vector<BlockFiles>> blocks;
   // Rounds take every variant in turn, so machine noise spreads over all.
@@ -1234,12 +1235,12 @@ int RunStorage(const StorageOptions& o) {
   for (int round = 0; round < o.rounds; ++round) {
     for (size_t i = 0; i < chosen.size(); ++i) {
       const StorageVariant& v = *chosen[i];
-      const Encoding enc{v.order, v.values, v.layout.extras_column, v.layout.span_ids_column};
+      const Encoding enc{v.order, v.values, v.layout.extras_column, v.layout.span_ids_column,
+                         v.layout.attr_columns};
       auto& files = blocks[enc];
       if (files.empty()) {
         fmt::print(stderr, "encoding blocks in {}'s order and encoding...\n", v.name);
-        if (Status st = EncodeBlocks(corpus, o, v.order, v.values, v.layout.extras_column,
-                                     v.layout.span_ids_column, caps,
+        if (Status st = EncodeBlocks(corpus, o, v.order, v.values, v.layout, caps,
                                      fmt::format("{}/blocks-{}", dir, encoding_name(enc)), &files);
             !st.ok()) {
           return Fail(st.message());

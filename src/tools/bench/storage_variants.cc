@@ -259,6 +259,15 @@ void AddChosenVariants(Variants& b) {
   }
   b.add5("chosen+ids-zstd1", "chosen, ZSTD(1) on span_ids, not ZSTD(3)",
          with_codecs({{"span_ids", "ZSTD(1)"}}));
+  b.add5("chosen+types-zstd9", "chosen, ZSTD(9) on attr_types, not ZSTD(6)",
+         with_codecs({{"attr_types", "ZSTD(9)"}}));
+  b.add5("chosen+extras-zstd6", "chosen, ZSTD(6) on extras, not ZSTD(3)",
+         with_codecs({{"extras", "ZSTD(6)"}}));
+  b.add5("chosen+start-zstd3", "chosen, ZSTD(3) on start_time, not the part-size codec",
+         with_codecs({{"start_time", "ZSTD(3)"}}));
+  b.add5("chosen+no-attr-columns",
+         "chosen without the attribute columns (schema 11): every value in attr_values",
+         Chosen([](StorageLayout& l) { l.attr_columns = false; }));
   b.add5("chosen+uf-default-codec", "chosen, user_fields with the part-size codec, not ZSTD(3)",
          with_codecs({{"user_fields", "Default"}}));
   b.add5(

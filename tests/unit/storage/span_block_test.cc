@@ -255,13 +255,15 @@ TEST(SpanBlock, UserFieldValuesAreStoredOnceAndComeBackTyped) {
   EXPECT_TRUE(testdata::StoredPart(in).LogicallyEquals(old, &why)) << why;
 }
 
-// Rows of a block repeat their neighbours' keys and values (a trace's
-// spans), and the encoder reuses what it found for the row before (a key's
-// dictionary index by its place, a number's parse by its path). Every row
-// still comes back as it went in: keys repeated, moved, fewer and more, the
-// same text as another type, numbers the JSON type does not give back
-// exactly, a key twice, no attributes; in both encodings.
-TEST(SpanBlock, RowsRepeatingTheirNeighboursKeysAndValuesRoundTrip) {
+// One span attribute as a test writes it.
+struct A {
+  const char* key;
+  ValueType type;
+  const char* value;
+};
+
+// One trace of shop's, a span per row with that row's attributes.
+SpanBatch TraceOfRows(const std::vector<std::vector<A>>& rows) {
   SpanBatch in;
   const uint32_t r = in.AddResource();
   SpanBatch::AddAttr(in.resource_attrs, in.AddString("service.name"), ValueType::kString,
@@ -269,11 +271,28 @@ TEST(SpanBlock, RowsRepeatingTheirNeighboursKeysAndValuesRoundTrip) {
   in.resources.attrs[r] = {0, 1};
   in.ResolveServiceName(r);
   const uint32_t sc = in.AddScope();
-  struct A {
-    const char* key;
-    ValueType type;
-    const char* value;
-  };
+  for (size_t k = 0; k < rows.size(); ++k) {
+    const uint32_t sp = in.AddSpan(r, sc);
+    in.spans.trace_id[sp] = testdata::MakeTraceId(1);
+    in.spans.span_id[sp] = testdata::MakeSpanId(static_cast<uint8_t>(k + 1));
+    in.spans.start_ns[sp] = 1700000000000000000ull + k;
+    in.spans.end_ns[sp] = in.spans.start_ns[sp] + 5;
+    const auto first = static_cast<uint32_t>(in.span_attrs.size());
+    for (const A& a : rows[k]) {
+      SpanBatch::AddAttr(in.span_attrs, in.AddString(a.key), a.type, in.AddString(a.value));
+    }
+    in.spans.attrs[sp] = {first, static_cast<uint32_t>(in.span_attrs.size())};
+  }
+  return in;
+}
+
+// Rows of a block repeat their neighbours' keys and values (a trace's
+// spans), and the encoder reuses what it found for the row before (a key's
+// dictionary index by its place, a number's parse by its path). Every row
+// still comes back as it went in: keys repeated, moved, fewer and more, the
+// same text as another type, numbers the JSON type does not give back
+// exactly, a key twice, no attributes; in both encodings.
+TEST(SpanBlock, RowsRepeatingTheirNeighboursKeysAndValuesRoundTrip) {
   const ValueType kI = ValueType::kInt;
   const ValueType kD = ValueType::kDouble;
   const ValueType kS = ValueType::kString;
@@ -290,18 +309,7 @@ TEST(SpanBlock, RowsRepeatingTheirNeighboursKeysAndValuesRoundTrip) {
       {{"app.n", kI, "-9223372036854775808"}, {"app.d", kD, "7"}},
       {{"app.n", kI, "-9223372036854775808"}, {"app.d", kD, "7"}},
   };
-  for (size_t k = 0; k < rows.size(); ++k) {
-    const uint32_t sp = in.AddSpan(r, sc);
-    in.spans.trace_id[sp] = testdata::MakeTraceId(1);
-    in.spans.span_id[sp] = testdata::MakeSpanId(static_cast<uint8_t>(k + 1));
-    in.spans.start_ns[sp] = 1700000000000000000ull + k;
-    in.spans.end_ns[sp] = in.spans.start_ns[sp] + 5;
-    const auto first = static_cast<uint32_t>(in.span_attrs.size());
-    for (const A& a : rows[k]) {
-      SpanBatch::AddAttr(in.span_attrs, in.AddString(a.key), a.type, in.AddString(a.value));
-    }
-    in.spans.attrs[sp] = {first, static_cast<uint32_t>(in.span_attrs.size())};
-  }
+  const SpanBatch in = TraceOfRows(rows);
   std::vector<SpanRow> order;
   for (uint32_t i = 0; i < in.span_count(); ++i) order.push_back({&in, i, ResourceIds(in)[0]});
   for (const UserFieldValues values : {UserFieldValues::kMarked, UserFieldValues::kInArrays}) {
@@ -593,10 +601,10 @@ TEST(Schema, LayoutChangesCodecsTypesKeyAndSettings) {
 }
 
 TEST(Schema, ColumnListIsInEnumOrder) {
-  // Schema 7's read columns are every column but extras and span_ids, in
-  // enum order.
+  // Schema 7's read columns are every column but extras, span_ids and the
+  // attribute columns, in enum order.
   const auto& read = ReadColumns(false);
-  ASSERT_EQ(read.size(), static_cast<size_t>(Col::kCount) - 2);
+  ASSERT_EQ(read.size(), static_cast<size_t>(Col::kCount) - 2 - kAttrColumnCount);
   for (size_t i = 0; i < read.size(); ++i) EXPECT_EQ(static_cast<size_t>(read[i].id), i);
   // Schema 8's: the same less the 21 rare ones, plus extras.
   const auto& read8 = ReadColumns();
@@ -624,7 +632,82 @@ TEST(Schema, ColumnListIsInEnumOrder) {
       EXPECT_NE(c.id, Col::kSpanId);
       EXPECT_NE(c.id, Col::kParentSpanId);
     }
+    // Schema 12's: the attribute columns last, each named as AttrColumnKeys
+    // says; read back too.
+    const auto& stored12 = SpanColumns(extras, true, true);
+    ASSERT_EQ(stored12.size(), stored.size() + kAttrColumnCount);
+    ASSERT_EQ(ReadColumns(extras, true).size(), ReadColumns(extras).size() + kAttrColumnCount);
+    for (size_t k = 0; k < kAttrColumnCount; ++k) {
+      const ColumnSpec& c = stored12[stored.size() + k];
+      EXPECT_EQ(c.id, AttrColumnKeys()[k].id);
+      EXPECT_EQ(c.name, AttrColumnKeys()[k].column);
+      EXPECT_EQ(AttrColumnOf(AttrColumnKeys()[k].key), static_cast<int>(k));
+    }
   }
+  EXPECT_EQ(AttrColumnOf("network.peer"), -1);
+  EXPECT_EQ(AttrColumnOf("db.statement.x"), -1);
+}
+
+// The attribute columns (schema 12): a span's value of each of their keys
+// goes there, its attr_types entry marked and its attr_values entry empty;
+// a key twice keeps its second value in the arrays; any value type; every
+// span comes back as it went in. Without the columns (older engines, older
+// layouts) nothing is marked.
+TEST(SpanBlock, AttributeColumnValuesRoundTripMarked) {
+  const std::vector<std::vector<A>> rows = {
+      {{"http.route", ValueType::kString, "/a"},
+       {"network.peer.address", ValueType::kString, "10.1.2.3"},
+       {"network.peer.port", ValueType::kInt, "51234"},
+       {"user_agent.original", ValueType::kString, "Mozilla/5.0 (X11; Linux x86_64)"}},
+      {{"db.statement", ValueType::kString, "SELECT * FROM carts WHERE id = 17"},
+       {"db.statement", ValueType::kString, "the second, kept in the arrays"},
+       {"app.user_id", ValueType::kString, "u-1"}},
+      {{"network.peer.port", ValueType::kString, "not a number"},
+       {"user_agent.original", ValueType::kEmpty, ""}},
+      {},
+  };
+  const SpanBatch in = TraceOfRows(rows);
+  std::vector<SpanRow> order;
+  for (uint32_t i = 0; i < in.span_count(); ++i) order.push_back({&in, i, ResourceIds(in)[0]});
+  for (const bool columns : {true, false}) {
+    SCOPED_TRACE(columns);
+    std::string block;
+    EncodeSpanRows(order, Modern(), &block, UserFields::Default(), UserFieldValues::kMarked, true,
+                   true, columns);
+    EXPECT_EQ(block.find("attr_user_agent_original") != std::string::npos, columns);
+    // The values are in the block once: in their columns or in attr_values.
+    const std::string sql = "SELECT * FROM carts WHERE id = 17";
+    const size_t at = block.find(sql);
+    ASSERT_NE(at, std::string::npos);
+    EXPECT_EQ(block.find(sql, at + 1), std::string::npos);
+    SpanBatch out;
+    const Status st = DecodeSpanBlocks(block, &out);
+    ASSERT_TRUE(st.ok()) << st.message();
+    std::string why;
+    EXPECT_TRUE(testdata::StoredPart(in).LogicallyEquals(out, &why)) << why;
+    for (size_t k = 0; k < rows.size(); ++k) {
+      const Range got = out.spans.attrs[k];
+      ASSERT_EQ(got.size(), rows[k].size()) << k;
+      for (size_t j = 0; j < rows[k].size(); ++j) {
+        EXPECT_EQ(out.span_attrs.type[got.begin + j], rows[k][j].type) << k << " " << j;
+        EXPECT_EQ(out.Str(out.span_attrs.value[got.begin + j]), rows[k][j].value) << k;
+      }
+    }
+  }
+  // An engine without LowCardinality or codecs (18.16) gets no such column.
+  std::string old;
+  EncodeSpanRows(order, Capabilities::FromVersion("18.16"), &old);
+  EXPECT_EQ(old.find("attr_network_peer_address"), std::string::npos);
+  // A block whose attribute column is not one the decoder knows is an error,
+  // not spans whose marked values come back empty.
+  std::string lacking;
+  EncodeSpanRows(order, Modern(), &lacking);
+  const std::string name = "attr_db_statement";
+  const size_t at = lacking.find(name);
+  ASSERT_NE(at, std::string::npos);
+  lacking[at + 5] = 'x';  // renamed: an unknown column
+  SpanBatch out;
+  EXPECT_FALSE(DecodeSpanBlocks(lacking, &out).ok());
 }
 
 }  // namespace
