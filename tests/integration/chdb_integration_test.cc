@@ -113,6 +113,50 @@ TEST(ChdbRoundTrip, BatchComesBackExactly) {
             "Compact\n");
 }
 
+// A lookup finds the marks of the parts it reads (spans, trace_index,
+// resources) in the engine's cache from the first: the tables load them when a
+// part is written (and when the table starts). A store made before gets the
+// setting at its next start; without it, the same lookup misses the cache.
+TEST(ChdbSchema, ALookupFindsThePartsMarksCached) {
+  Reset();
+  Capabilities caps;
+  ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
+  ASSERT_TRUE(caps.prewarm_mark_cache);
+  const std::string settings_sql = fmt::format(
+      "SELECT name, extract(engine_full, 'prewarm_mark_cache = \\d') FROM system.tables WHERE "
+      "database = '{}' AND name IN ('resources', 'spans', 'trace_index') ORDER BY name",
+      kDatabase);
+  const std::string on =
+      "resources\tprewarm_mark_cache = 1\nspans\tprewarm_mark_cache = 1\n"
+      "trace_index\tprewarm_mark_cache = 1\n";
+  EXPECT_EQ(Q(settings_sql), on);
+  for (const char* t : {"resources", "spans", "trace_index"}) {
+    Q(fmt::format("ALTER TABLE {}.{} RESET SETTING prewarm_mark_cache", kDatabase, t));
+  }
+  EXPECT_EQ(Q(settings_sql), "resources\t\nspans\t\ntrace_index\t\n");
+  ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());  // the next start
+  EXPECT_EQ(Q(settings_sql), on);
+
+  ChdbSpanReader reader(*Engine::conn, caps);
+  const auto misses_of_lookup = [&](uint8_t trace) {
+    const std::string misses_sql =
+        "SELECT sum(value) FROM system.events WHERE event = 'MarkCacheMisses'";
+    const uint64_t before = std::stoull("0" + Q(misses_sql));
+    SpanBatch out;
+    Status st = reader.GetTrace(testdata::MakeTraceId(trace), &out);
+    EXPECT_TRUE(st.ok()) << st.message();
+    EXPECT_GT(out.span_count(), 0u);
+    return std::stoull("0" + Q(misses_sql)) - before;
+  };
+  WriteAll(testdata::SampleBatch(1), caps);
+  EXPECT_EQ(misses_of_lookup(0), 0u);
+  // The control: a part written without the setting is read from disk.
+  Q(fmt::format("ALTER TABLE {}.spans MODIFY SETTING prewarm_mark_cache = 0", kDatabase));
+  SpanBatch later = testdata::SampleBatch(2);
+  WriteAll(later, caps);
+  EXPECT_GT(misses_of_lookup(1), 0u);
+}
+
 // A reader keeps the resources it has read, up to max_cached_resources.
 // Traces 0 and 1 use resources r0 and r1, trace 2 r0 and a third one: its
 // lookup finds r0 cached, r2 not, and the cache full, so it starts over;

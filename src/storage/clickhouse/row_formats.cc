@@ -170,6 +170,12 @@ class CellWalker {
       case Col::kLinkAttrValues:
       case Col::kLinkDroppedAttrs:
       case Col::kDroppedLinks:
+      // Rows keep every value in the attribute arrays (RowColumns has no
+      // attribute columns).
+      case Col::kAttrNetworkPeerAddress:
+      case Col::kAttrNetworkPeerPort:
+      case Col::kAttrUserAgentOriginal:
+      case Col::kAttrDbStatement:
       case Col::kCount:
         break;
     }

@@ -52,6 +52,8 @@ Capabilities Capabilities::FromVersion(std::string_view version) {
   // "minmax, uniq".
   c.auto_statistics = at_least(26, 3);
   c.merge_selector_base = at_least(24, 11);
+  // Came in 24.12; asked from 25.1, the first release it is sure to be in.
+  c.prewarm_mark_cache = at_least(25, 1);
   // The setting is old; measured on 26.5 with it given in the CREATE's
   // SETTINGS, which older servers read as table settings only.
   c.low_cardinality_numbers = at_least(25, 3);

@@ -42,6 +42,7 @@ struct Capabilities {
   // that table (red_1m's blocks feeding red_service_1m).
   bool cascading_views = false;
   bool merge_selector_base = false;  // MergeTree merge_selector_base (24.11)
+  bool prewarm_mark_cache = false;   // MergeTree prewarm_mark_cache (24.12)
   bool ttl = false;                  // table TTL expressions
   bool json_type = false;            // the JSON column type (production-ready in 25.3)
   // Storage policies, TTL ... TO VOLUME, ttl_only_drop_parts,

@@ -581,14 +581,26 @@ TEST(Schema, LayoutChangesCodecsTypesKeyAndSettings) {
             std::string::npos);
   EXPECT_NE(all.find("SETTINGS min_bytes_for_wide_part = 268435456, index_granularity = 16384, "
                      "index_granularity_bytes = 20971520, merge_max_block_size = 16384, "
-                     "merge_selector_base = 10, auto_statistics_types = '', "
-                     "merge_with_ttl_timeout = 3600"),
+                     "merge_selector_base = 10, prewarm_mark_cache = 1, "
+                     "auto_statistics_types = '', merge_with_ttl_timeout = 3600"),
             std::string::npos)
       << all;
-  EXPECT_NE(all.find("ORDER BY resource_id SETTINGS auto_statistics_types = '', "
-                     "merge_with_ttl_timeout = 3600"),
-            std::string::npos)
+  EXPECT_NE(
+      all.find("ORDER BY resource_id SETTINGS prewarm_mark_cache = 1, auto_statistics_types = '', "
+               "merge_with_ttl_timeout = 3600"),
+      std::string::npos)
       << all;
+  // The marks a lookup reads (spans, trace_index, resources) are loaded ahead
+  // of it, on servers that have the setting.
+  size_t prewarmed = 0;
+  for (size_t at = all.find("prewarm_mark_cache = 1"); at != std::string::npos;
+       at = all.find("prewarm_mark_cache = 1", at + 1)) {
+    ++prewarmed;
+  }
+  EXPECT_EQ(prewarmed, 3u) << all;
+  for (const auto& sql : SchemaDdl(Capabilities::FromVersion("24.8.1"))) {
+    EXPECT_EQ(sql.find("prewarm_mark_cache"), std::string::npos) << sql;
+  }
   // Statistics are turned off only where the server makes them by default,
   // and only unless the layout keeps them.
   for (const auto& sql : SchemaDdl(Capabilities::FromVersion("25.8.1"))) {
