@@ -157,6 +157,39 @@ TEST(ChdbSchema, ALookupFindsThePartsMarksCached) {
   EXPECT_GT(misses_of_lookup(1), 0u);
 }
 
+// The spans columns of small granules get 16 KiB compressed blocks, in a
+// new store and, at its next start, in one made before.
+TEST(ChdbSchema, SmallBlockColumnsAreSetInPlace) {
+  Reset();
+  Capabilities caps;
+  ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
+  ASSERT_TRUE(caps.column_settings);
+  const std::string count_sql = fmt::format(
+      "SELECT countSubstrings(create_table_query, 'SETTINGS (min_compress_block_size = 16384)'), "
+      "position(create_table_query, '`user_fields` JSON CODEC(ZSTD(3)) SETTINGS "
+      "(min_compress_block_size = 16384)') > 0 FROM system.tables WHERE database = '{}' AND "
+      "name = 'spans'",
+      kDatabase);
+  const size_t n = StorageLayout{}.small_block_columns.size();
+  EXPECT_EQ(Q(count_sql), fmt::format("{}\t1\n", n));
+  for (const char* c : {"user_fields", "kind"}) {
+    Q(fmt::format("ALTER TABLE {}.spans MODIFY COLUMN {} RESET SETTING min_compress_block_size",
+                  kDatabase, c));
+  }
+  EXPECT_EQ(Q(count_sql), fmt::format("{}\t0\n", n - 2));
+  ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());  // the next start
+  EXPECT_EQ(Q(count_sql), fmt::format("{}\t1\n", n));
+  // Spans written and merged with them come back whole.
+  SpanBatch in = testdata::SampleBatch(2);
+  WriteAll(in, caps);
+  WriteAll(in, caps);
+  Q(fmt::format("OPTIMIZE TABLE {}.spans FINAL", kDatabase));
+  ChdbSpanReader reader(*Engine::conn, caps);
+  SpanBatch out;
+  ASSERT_TRUE(reader.GetTrace(testdata::MakeTraceId(0), &out).ok());
+  EXPECT_GT(out.span_count(), 0u);
+}
+
 // A reader keeps the resources it has read, up to max_cached_resources.
 // Traces 0 and 1 use resources r0 and r1, trace 2 r0 and a third one: its
 // lookup finds r0 cached, r2 not, and the cache full, so it starts over;

@@ -43,8 +43,11 @@ struct Capabilities {
   bool cascading_views = false;
   bool merge_selector_base = false;  // MergeTree merge_selector_base (24.11)
   bool prewarm_mark_cache = false;   // MergeTree prewarm_mark_cache (24.12)
-  bool ttl = false;                  // table TTL expressions
-  bool json_type = false;            // the JSON column type (production-ready in 25.3)
+  // A column's own SETTINGS (min_compress_block_size ...) in its
+  // definition and by ALTER ... MODIFY COLUMN ... MODIFY SETTING (24.1).
+  bool column_settings = false;
+  bool ttl = false;        // table TTL expressions
+  bool json_type = false;  // the JSON column type (production-ready in 25.3)
   // Storage policies, TTL ... TO VOLUME, ttl_only_drop_parts,
   // materialize_ttl_recalculate_only.
   bool ttl_moves = false;
@@ -298,7 +301,32 @@ struct StorageLayout {
   // keys is stored there, its attr_types entry marked kTypeInAttrColumn.
   // The writer must agree (LegacyLayout::attr_columns).
   bool attr_columns = true;
+  // Spans columns whose compressed blocks start from 16 KiB, not the
+  // table's 64 KiB (a column-level min_compress_block_size, where the server
+  // has column settings): a lookup decompresses, per stream, the block that
+  // holds its granule, and these columns' granules are a few KiB (the JSON
+  // column's ~95 streams, the dictionary-encoded and small columns), so a
+  // 64 KiB block is several granules. Columns of 64 KiB or more per granule
+  // are cut at each granule either way. Decision 0049.
+  std::vector<std::string> small_block_columns = {"user_fields",
+                                                  "timestamp",
+                                                  "trace_state",
+                                                  "flags",
+                                                  "name",
+                                                  "kind",
+                                                  "status_code",
+                                                  "status_message",
+                                                  "service_name",
+                                                  "scope_name",
+                                                  "scope_version",
+                                                  "dropped_attributes_count",
+                                                  "attr_user_agent_original",
+                                                  "attr_db_statement"};
 };
+
+// The column-level setting of the spans columns in
+// StorageLayout::small_block_columns.
+inline constexpr std::string_view kSmallBlockSetting = "min_compress_block_size = 16384";
 
 // Whether the spans table has the attribute columns: the layout's choice,
 // where the engine has LowCardinality and codecs (older servers keep every

@@ -197,11 +197,20 @@ std::string CodecOf(std::string_view table, const TableColumn& c, const Capabili
   return codec;
 }
 
+bool SmallBlocks(std::string_view table, const TableColumn& c, const Capabilities& caps,
+                 const StorageLayout& layout) {
+  return table == "spans" && caps.column_settings && !c.alias &&
+         std::find(layout.small_block_columns.begin(), layout.small_block_columns.end(), c.name) !=
+             layout.small_block_columns.end();
+}
+
 std::string ColumnDef(std::string_view table, const TableColumn& c, const Capabilities& caps,
                       const StorageLayout& layout) {
   const std::string codec = CodecOf(table, c, caps, layout);
-  if (codec.empty()) return fmt::format("{} {}", c.name, c.type);
-  return fmt::format("{} {} CODEC({})", c.name, c.type, codec);
+  std::string def = codec.empty() ? fmt::format("{} {}", c.name, c.type)
+                                  : fmt::format("{} {} CODEC({})", c.name, c.type, codec);
+  if (SmallBlocks(table, c, caps, layout)) def += fmt::format(" SETTINGS ({})", kSmallBlockSetting);
+  return def;
 }
 
 namespace {

@@ -71,6 +71,11 @@ std::string CodecOf(std::string_view table, const TableColumn& c, const Capabili
                     const StorageLayout& layout);
 
 // "name type [CODEC(...)]".
+// Whether column `c` of `table` is made with kSmallBlockSetting
+// (StorageLayout::small_block_columns).
+bool SmallBlocks(std::string_view table, const TableColumn& c, const Capabilities& caps,
+                 const StorageLayout& layout);
+
 std::string ColumnDef(std::string_view table, const TableColumn& c, const Capabilities& caps,
                       const StorageLayout& layout);
 

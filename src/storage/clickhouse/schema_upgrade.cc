@@ -29,6 +29,7 @@ using ddl::kSized;
 using ddl::kSpansDdlIndex;
 using ddl::kTables;
 using ddl::kZstd3;
+using ddl::SmallBlocks;
 using ddl::SpansDdl;
 using ddl::TableColumn;
 using ddl::TtlTable;
@@ -222,6 +223,40 @@ Status SyncCodecs(SqlConnection& conn, std::string_view db, const Capabilities& 
     }
     if (alter.empty()) continue;
     const std::string sql = fmt::format("ALTER TABLE {}.{} {}", db, table, alter);
+    if (Status st = conn.Query(sql, ""); !st.ok()) {
+      return Status::Internal("schema: " + st.message() + "\nin: " + sql);
+    }
+  }
+  return Status::Ok();
+}
+
+// A spans table made before takes the column settings of
+// StorageLayout::small_block_columns: metadata only, as a codec; new parts
+// and merges write the smaller blocks.
+Status SyncColumnSettings(SqlConnection& conn, std::string_view db, const Capabilities& caps,
+                          const StorageLayout& layout) {
+  if (!caps.column_settings) return Status::Ok();
+  QueryResult r;
+  if (Status st = conn.Query(fmt::format("SELECT create_table_query FROM system.tables WHERE "
+                                         "database = '{}' AND name = 'spans'",
+                                         db),
+                             "TSVRaw", &r);
+      !st.ok()) {
+    return st;
+  }
+  const std::string& create = r.data;
+  for (const auto& c : ColumnsOf("spans", caps, layout)) {
+    if (!SmallBlocks("spans", c, caps, layout)) continue;
+    // The column's definition: from its quoted name to the next one's.
+    const size_t at = create.find(fmt::format("`{}` ", c.name));
+    if (at == std::string::npos) continue;
+    const size_t end = create.find(", `", at);
+    const std::string_view def =
+        std::string_view(create).substr(at, end == std::string::npos ? end : end - at);
+    if (def.find(kSmallBlockSetting) != std::string_view::npos) continue;
+    // One column a statement: MODIFY SETTING reads a comma as its list's.
+    const std::string sql = fmt::format("ALTER TABLE {}.spans MODIFY COLUMN {} MODIFY SETTING {}",
+                                        db, c.name, kSmallBlockSetting);
     if (Status st = conn.Query(sql, ""); !st.ok()) {
       return Status::Internal("schema: " + st.message() + "\nin: " + sql);
     }
@@ -747,6 +782,7 @@ Status EnsureSchema(SqlConnection& conn, Capabilities* caps_out, const SchemaOpt
   SH_RETURN_IF_ERROR(CreateTables(conn, caps, options));
   if (Status st = FinishTraceIndexRebuild(conn, db, caps, options.layout); !st.ok()) return st;
   if (Status st = SyncCodecs(conn, db, caps, options.layout); !st.ok()) return st;
+  SH_RETURN_IF_ERROR(SyncColumnSettings(conn, db, caps, options.layout));
   SH_RETURN_IF_ERROR(ApplyRetention(conn, caps, options));
   SH_RETURN_IF_ERROR(BackfillNewViews(conn, db, existed));
   if (Status st =

@@ -268,6 +268,11 @@ void AddChosenVariants(Variants& b) {
   b.add5("chosen+no-attr-columns",
          "chosen without the attribute columns (schema 11): every value in attr_values",
          Chosen([](StorageLayout& l) { l.attr_columns = false; }));
+  b.add5("chosen+no-small-blocks",
+         "chosen without column-level 16 KiB compressed blocks (every column from 64 KiB)",
+         Chosen([](StorageLayout& l) { l.small_block_columns.clear(); }));
+  b.add5("chosen+uf-small-blocks", "chosen, 16 KiB compressed blocks for user_fields only",
+         Chosen([](StorageLayout& l) { l.small_block_columns = {"user_fields"}; }));
   b.add5("chosen+uf-default-codec", "chosen, user_fields with the part-size codec, not ZSTD(3)",
          with_codecs({{"user_fields", "Default"}}));
   b.add5(

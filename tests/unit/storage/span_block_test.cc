@@ -601,6 +601,19 @@ TEST(Schema, LayoutChangesCodecsTypesKeyAndSettings) {
   for (const auto& sql : SchemaDdl(Capabilities::FromVersion("24.8.1"))) {
     EXPECT_EQ(sql.find("prewarm_mark_cache"), std::string::npos) << sql;
   }
+  // Columns of small granules take 16 KiB blocks where columns have
+  // settings of their own; the layout says which.
+  EXPECT_NE(all.find("user_fields JSON SETTINGS (min_compress_block_size = 16384),"),
+            std::string::npos)
+      << all;
+  EXPECT_EQ(all.find("span_ids FixedString(16) CODEC(NONE) SETTINGS"), std::string::npos) << all;
+  for (const auto& sql : SchemaDdl(Capabilities::FromVersion("23.8.1"))) {
+    EXPECT_EQ(sql.find("min_compress_block_size"), std::string::npos) << sql;
+  }
+  o.layout.small_block_columns = {};
+  for (const auto& sql : SchemaDdl(Modern(), o)) {
+    EXPECT_EQ(sql.find("min_compress_block_size"), std::string::npos) << sql;
+  }
   // Statistics are turned off only where the server makes them by default,
   // and only unless the layout keeps them.
   for (const auto& sql : SchemaDdl(Capabilities::FromVersion("25.8.1"))) {
