@@ -70,12 +70,12 @@ std::vector<TableColumn> ColumnsOf(std::string_view table, const Capabilities& c
 std::string CodecOf(std::string_view table, const TableColumn& c, const Capabilities& caps,
                     const StorageLayout& layout);
 
-// "name type [CODEC(...)]".
 // Whether column `c` of `table` is made with kSmallBlockSetting
 // (StorageLayout::small_block_columns).
 bool SmallBlocks(std::string_view table, const TableColumn& c, const Capabilities& caps,
                  const StorageLayout& layout);
 
+// "name type [CODEC(...)] [SETTINGS (...)]".
 std::string ColumnDef(std::string_view table, const TableColumn& c, const Capabilities& caps,
                       const StorageLayout& layout);
 
