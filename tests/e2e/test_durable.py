@@ -152,10 +152,13 @@ def check_stored_once(sh, clients: list[SteadyClient], what: str) -> dict:
         stored_total += len(got)
     # The engine's own counts: every row a distinct span id, and the red_1m
     # view fed once per stored span (its tables deduplicate replays too).
+    # Waited for together: /debug/spans counts each in a subquery of its own,
+    # which may see the parts before or after an insert still landing.
     deadline = time.monotonic() + SETTLE_DEADLINE_S
     while True:
         counts = debug_spans(sh)
-        if counts["rows"] == stored_total or time.monotonic() > deadline:
+        if counts["rows"] == counts["unique_span_ids"] == counts["red_calls"] == stored_total \
+                or time.monotonic() > deadline:
             break
         time.sleep(0.5)
     assert counts["rows"] == counts["unique_span_ids"] == stored_total, \
@@ -211,7 +214,8 @@ def check_second_sink_holds_the_same(sh, primary: dict, what: str) -> None:
     deadline = time.monotonic() + SETTLE_DEADLINE_S
     while True:
         counts = debug_spans(sh, SECOND)
-        if counts["rows"] >= primary["stored"] or time.monotonic() > deadline:
+        if counts["rows"] == counts["unique_span_ids"] == counts["red_calls"] == primary["stored"] \
+                or time.monotonic() > deadline:
             break
         time.sleep(0.5)
     assert counts["rows"] == counts["unique_span_ids"] == primary["stored"], \
