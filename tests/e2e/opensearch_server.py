@@ -240,8 +240,14 @@ class OpenSearch(ManagedProcess):
         if refresh:
             self.refresh(index_pattern)
         body = {"query": query} if query is not None else None
-        resp = self.request("POST", f"{index_pattern}/_count", body, ok=(404,),
-                            params={"ignore_unavailable": "true", "allow_no_indices": "true"})
+        params = {"ignore_unavailable": "true", "allow_no_indices": "true"}
+        resp = self.request("POST", f"{index_pattern}/_count", body, ok=(404, 503), params=params)
+        if resp.status_code == 503:
+            # An index another process has just created answers 503 until its primary shard
+            # is started: wait for that, then count once more (a second 503 is an error).
+            self.request("GET", f"_cluster/health/{index_pattern}",
+                         params={"wait_for_status": "yellow", "timeout": "30s"})
+            resp = self.request("POST", f"{index_pattern}/_count", body, ok=(404,), params=params)
         return 0 if resp.status_code == 404 else int(resp.json()["count"])
 
     def search(self, index_pattern: str, body: Optional[dict] = None,
