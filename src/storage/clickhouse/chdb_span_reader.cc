@@ -292,6 +292,26 @@ Status ChdbSpanReader::Run(const std::string& sql, std::string_view format, Quer
   return st.ok() ? st : ReaderError(st, limits_, max_rows);
 }
 
+std::vector<uint32_t> TraceOrder(const SpanBatch& batch, const std::vector<TraceId>& ids) {
+  std::unordered_map<TraceId, uint32_t, TraceIdHash> rank;
+  for (const TraceId& id : ids) rank.try_emplace(id, static_cast<uint32_t>(rank.size()));
+  const SpanBatch::Spans& sp = batch.spans;
+  std::vector<std::pair<uint32_t, uint32_t>> keyed;  // (rank, span)
+  keyed.reserve(batch.span_count());
+  for (uint32_t i = 0; i < batch.span_count(); ++i) {
+    auto it = rank.find(sp.trace_id[i]);
+    if (it != rank.end()) keyed.emplace_back(it->second, i);
+  }
+  std::sort(keyed.begin(), keyed.end(), [&](const auto& a, const auto& b) {
+    return std::tie(a.first, sp.start_ns[a.second], sp.span_id[a.second]) <
+           std::tie(b.first, sp.start_ns[b.second], sp.span_id[b.second]);
+  });
+  std::vector<uint32_t> order;
+  order.reserve(keyed.size());
+  for (const auto& k : keyed) order.push_back(k.second);
+  return order;
+}
+
 std::string TraceSecondsCondition(std::vector<std::pair<uint64_t, uint64_t>> ranges,
                                   size_t max_ranges) {
   constexpr uint64_t kMaxTraceSeconds = 48 * 3600;
@@ -377,24 +397,24 @@ Status ChdbSpanReader::GetTraces(const std::vector<TraceId>& ids, SpanBatch* out
   Status st = TraceSeconds(ids, &ids_param, &seconds);
   if (!st.ok() || seconds.empty()) return st;
   QueryResult r;
-  // One id: compared without a set and ordered without indexOf (~1 ms less
-  // planning of a ~10 ms lookup).
+  // One id: compared without a set (~1 ms less planning of a ~10 ms lookup).
   const bool one = ids.size() == 1;
   st = Run(
       SpanReadQuery(
           caps_, layout_,
           one ? fmt::format("{} AND trace_id = toFixedString(unhex({{id:String}}), 16)", seconds)
               : fmt::format("{} AND trace_id IN ({})", seconds, kIdSet),
-          one ? "start_time, span_id"
-              : "indexOf({ids:Array(String)}, lower(hex(trace_id))), start_time, span_id",
           database_, SpanColumnTypes()),
       "Native", &r, {one ? QueryParam{"id", ToHex(ids[0])} : QueryParam{"ids", ids_param}},
       limits_.max_spans);
   if (!st.ok()) return st;
-  const auto first = static_cast<uint32_t>(out->span_count());
+  SpanBatch got;
   std::vector<uint64_t> resource_ids;
-  if (st = DecodeSpanBlocks(r.data, out, &resource_ids); !st.ok()) return st;
-  return AttachResources(resource_ids, first, out);
+  if (st = DecodeSpanBlocks(r.data, &got, &resource_ids); !st.ok()) return st;
+  if (st = AttachResources(resource_ids, 0, &got); !st.ok()) return st;
+  const std::vector<uint32_t> order = TraceOrder(got, ids);
+  out->AppendSpans(got, order.data(), order.size());
+  return Status::Ok();
 }
 
 std::unordered_map<std::string, std::string> ChdbSpanReader::SpanColumnTypes() {

@@ -45,6 +45,11 @@ Status ReaderError(const Status& engine_error, const ReaderLimits& limits, uint6
 std::string TraceSecondsCondition(std::vector<std::pair<uint64_t, uint64_t>> ranges,
                                   size_t max_ranges = 32);
 
+// The spans of `batch` whose trace is one of `ids`, as GetTraces answers
+// them: traces in the order of `ids`, each trace's spans by start time, then
+// span id.
+std::vector<uint32_t> TraceOrder(const SpanBatch& batch, const std::vector<TraceId>& ids);
+
 class ChdbSpanReader : public query::SpanReader {
  public:
   // `layout`: the tables' layout (the project's own; `bench storage` reads

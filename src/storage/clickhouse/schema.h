@@ -528,13 +528,14 @@ std::string SpanSelectList(const Capabilities& caps);
 // A query returning the spans that match `where` (a condition on the spans
 // table, which may use {name:Type} parameters) as Native blocks in
 // ReadColumns() layout without the resource columns (resource_id says which;
-// ResourceReadQuery reads them), ordered by `order_by`. Columns keep the
+// ResourceReadQuery reads them), span_ids in place of span_id and
+// parent_span_id where `layout` stores them so, in no order (a sort in the
+// plan cost more than the reader's sort of a few traces). Columns keep the
 // types `layout` stores them in (a CAST, left out for a column whose type in
 // `stored_types`, name -> the table's type, is that type already). The read
 // queries read `database`'s tables.
 std::string SpanReadQuery(const Capabilities& caps, const StorageLayout& layout,
-                          std::string_view where, std::string_view order_by,
-                          std::string_view database = kDatabase,
+                          std::string_view where, std::string_view database = kDatabase,
                           const std::unordered_map<std::string, std::string>& stored_types = {});
 
 // The resources whose ids are bound as {resource_ids:Array(UInt64)}, one row

@@ -84,16 +84,22 @@ std::string SpanSelectList(const Capabilities& caps) {
 }
 
 std::string SpanReadQuery(const Capabilities& caps, const StorageLayout& layout,
-                          std::string_view where, std::string_view order_by,
-                          std::string_view database,
+                          std::string_view where, std::string_view database,
                           const std::unordered_map<std::string, std::string>& stored_types) {
   // Each column as the table stores it (LowCardinality kept: DecodeSpanBlocks
   // reads both, and turning dictionaries into strings cost ~10 ms of a
   // 32768-row granule); the CAST is a no-op unless an older table differs.
+  // The span ids as stored too, one column: the two aliases' expressions
+  // were planned in every lookup.
   std::string list;
   for (const auto& c : ReadColumns(layout.extras_column, AttrColumnsStored(caps, layout))) {
     if (ResourceSource(c.id) != nullptr) continue;  // ResourceReadQuery
+    if (layout.span_ids_column && c.id == Col::kParentSpanId) continue;
     if (!list.empty()) list += ", ";
+    if (layout.span_ids_column && c.id == Col::kSpanId) {
+      list += "span_ids";
+      continue;
+    }
     const std::string type = TableType(c.logical, caps, layout);
     const auto stored = stored_types.find(c.name);
     if ((c.logical == Logical::kJson && caps.json_type) ||
@@ -105,8 +111,7 @@ std::string SpanReadQuery(const Capabilities& caps, const StorageLayout& layout,
       list += fmt::format("CAST({0} AS {1}) AS {0}", c.name, type);
     }
   }
-  return fmt::format("SELECT {} FROM {}.spans WHERE {} ORDER BY {}{}", list, database, where,
-                     order_by,
+  return fmt::format("SELECT {} FROM {}.spans WHERE {}{}", list, database, where,
                      caps.json_type ? fmt::format(" SETTINGS {} = 1", kFlattenedJsonSetting) : "");
 }
 

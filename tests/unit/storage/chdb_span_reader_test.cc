@@ -42,16 +42,52 @@ TEST(ReaderError, OtherErrorsKeepTheirTextForTheLog) {
 // CAST; one stored otherwise (or of unknown type) keeps it.
 TEST(SpanReadQuery, CastsOnlyColumnsStoredInAnotherType) {
   const Capabilities caps = Capabilities::FromVersion("26.5.1.1");
-  const std::string all = SpanReadQuery(caps, {}, "1", "start_time");
+  StorageLayout two_ids;
+  two_ids.span_ids_column = false;
+  const std::string all = SpanReadQuery(caps, two_ids, "1");
   EXPECT_NE(all.find("CAST(span_id AS FixedString(8)) AS span_id"), std::string::npos) << all;
   EXPECT_NE(all.find("CAST(kind AS UInt8) AS kind"), std::string::npos) << all;
-  const std::string some = SpanReadQuery(caps, {}, "1", "start_time", kDatabase,
+  const std::string some = SpanReadQuery(caps, two_ids, "1", kDatabase,
                                          {{"span_id", "FixedString(8)"}, {"kind", "UInt16"}});
   EXPECT_EQ(some.find("CAST(span_id"), std::string::npos) << some;
   EXPECT_NE(some.find("SELECT CAST(timestamp AS DateTime) AS timestamp"), std::string::npos)
       << some;  // a type not given: CAST
   EXPECT_NE(some.find(", span_id, "), std::string::npos) << some;
   EXPECT_NE(some.find("CAST(kind AS UInt8) AS kind"), std::string::npos) << some;
+}
+
+// Where the table keeps both ids in span_ids, that column is read as
+// stored, not its two aliases; and the engine is not asked to sort.
+TEST(SpanReadQuery, ReadsSpanIdsAsStoredAndUnsorted) {
+  const Capabilities caps = Capabilities::FromVersion("26.5.1.1");
+  const std::string q = SpanReadQuery(caps, {}, "1");
+  EXPECT_NE(q.find(", span_ids, "), std::string::npos) << q;
+  EXPECT_EQ(q.find("span_id,"), std::string::npos) << q;
+  EXPECT_EQ(q.find("parent_span_id"), std::string::npos) << q;
+  EXPECT_EQ(q.find("ORDER BY"), std::string::npos) << q;
+}
+
+// GetTraces' order: traces as the ids were asked, spans by start time then
+// span id; a span of another trace is left out.
+TEST(TraceOrder, TracesAsAskedSpansByStartThenId) {
+  SpanBatch b;
+  const uint32_t r = b.AddResource();
+  const uint32_t sc = b.AddScope();
+  auto add = [&](uint8_t trace, uint64_t start, uint8_t id) {
+    const uint32_t i = b.AddSpan(r, sc);
+    b.spans.trace_id[i] = TraceId{trace};
+    b.spans.start_ns[i] = start;
+    b.spans.span_id[i] = SpanId{id};
+  };
+  add(1, 30, 1);  // 0
+  add(2, 10, 2);  // 1
+  add(1, 10, 9);  // 2
+  add(3, 5, 3);   // 3: not asked for
+  add(1, 10, 4);  // 4
+  add(2, 5, 5);   // 5
+  EXPECT_EQ(TraceOrder(b, {TraceId{2}, TraceId{1}}), (std::vector<uint32_t>{5, 1, 4, 2, 0}));
+  EXPECT_EQ(TraceOrder(b, {TraceId{1}}), (std::vector<uint32_t>{4, 2, 0}));
+  EXPECT_TRUE(TraceOrder(b, {}).empty());
 }
 
 TEST(TraceRangeQuery, OneIdIsComparedWithoutASet) {
