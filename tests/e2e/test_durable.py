@@ -152,8 +152,8 @@ def check_stored_once(sh, clients: list[SteadyClient], what: str) -> dict:
         stored_total += len(got)
     # The engine's own counts: every row a distinct span id, and the red_1m
     # view fed once per stored span (its tables deduplicate replays too).
-    # Waited for together: /debug/spans counts each in a subquery of its own,
-    # which may see the parts before or after an insert still landing.
+    # Waited for together: the red_1m sum is a subquery of its own, which may
+    # see the parts before or after an insert still landing.
     deadline = time.monotonic() + SETTLE_DEADLINE_S
     while True:
         counts = debug_spans(sh)
