@@ -230,21 +230,28 @@ Status SyncCodecs(SqlConnection& conn, std::string_view db, const Capabilities& 
   return Status::Ok();
 }
 
+// Columns `fields` of db.table's row in system.tables, as TSVRaw without
+// its last newline ("" when there is no such table).
+Status TableRow(SqlConnection& conn, std::string_view db, std::string_view table,
+                std::string_view fields, std::string* out) {
+  QueryResult r;
+  SH_RETURN_IF_ERROR(conn.Query(fmt::format("SELECT {} FROM system.tables WHERE database = '{}' "
+                                            "AND name = '{}'",
+                                            fields, db, table),
+                                "TSVRaw", &r));
+  *out = std::move(r.data);
+  while (!out->empty() && (out->back() == '\n' || out->back() == '\r')) out->pop_back();
+  return Status::Ok();
+}
+
 // A spans table made before takes the column settings of
 // StorageLayout::small_block_columns: metadata only, as a codec; new parts
 // and merges write the smaller blocks.
 Status SyncColumnSettings(SqlConnection& conn, std::string_view db, const Capabilities& caps,
                           const StorageLayout& layout) {
   if (!caps.column_settings) return Status::Ok();
-  QueryResult r;
-  if (Status st = conn.Query(fmt::format("SELECT create_table_query FROM system.tables WHERE "
-                                         "database = '{}' AND name = 'spans'",
-                                         db),
-                             "TSVRaw", &r);
-      !st.ok()) {
-    return st;
-  }
-  const std::string& create = r.data;
+  std::string create;
+  SH_RETURN_IF_ERROR(TableRow(conn, db, "spans", "create_table_query", &create));
   for (const auto& c : ColumnsOf("spans", caps, layout)) {
     if (!SmallBlocks("spans", c, caps, layout)) continue;
     // The column's definition: from its quoted name to the next one's.
@@ -289,16 +296,8 @@ Status BackfillView(SqlConnection& conn, std::string_view db, std::string_view t
 // policy's hot volume is named "default" and holds the default disk.
 Status ApplyTtlTable(SqlConnection& conn, std::string_view db, const Capabilities& caps,
                      const TtlTable& t) {
-  QueryResult r;
-  if (Status st = conn.Query(fmt::format("SELECT engine_full FROM system.tables WHERE database = "
-                                         "'{}' AND name = '{}'",
-                                         db, t.name),
-                             "TSVRaw", &r);
-      !st.ok()) {
-    return st;
-  }
-  std::string engine = r.data;
-  while (!engine.empty() && (engine.back() == '\n' || engine.back() == '\r')) engine.pop_back();
+  std::string engine;
+  SH_RETURN_IF_ERROR(TableRow(conn, db, t.name, "engine_full", &engine));
   // "k = v" as a whole item of the SETTINGS list.
   auto has_setting = [&](const std::string& kv) {
     for (size_t at = engine.find(kv); at != std::string::npos; at = engine.find(kv, at + 1)) {
@@ -410,25 +409,19 @@ Status ColumnNames(SqlConnection& conn, std::string_view db, std::string_view ta
 // Whether the spans table's sort key and granule size are `options`'.
 Status SpansLayoutIs(SqlConnection& conn, std::string_view db, const Capabilities& caps,
                      const StorageLayout& layout, bool* same) {
-  QueryResult r;
-  if (Status st = conn.Query(fmt::format("SELECT sorting_key, engine_full FROM system.tables "
-                                         "WHERE database = '{}' AND name = 'spans'",
-                                         db),
-                             "TSVRaw", &r);
-      !st.ok()) {
-    return st;
-  }
-  const size_t tab = r.data.find('\t');
+  std::string row;
+  SH_RETURN_IF_ERROR(TableRow(conn, db, "spans", "sorting_key, engine_full", &row));
+  const size_t tab = row.find('\t');
   if (tab == std::string::npos) return Status::Internal("schema upgrade: no spans table");
-  const std::string key = "(" + r.data.substr(0, tab) + ")";
+  const std::string key = "(" + row.substr(0, tab) + ")";
   const std::string want_key =
       layout.spans_order_by.empty() ? std::string(kSpansOrderBy) : layout.spans_order_by;
   // "index_granularity = N" among the settings (the engine prints it always).
   uint32_t granules = 8192;
   const std::string setting = " index_granularity = ";
-  if (const size_t at = r.data.find(setting, tab); at != std::string::npos) {
-    const char* p = r.data.data() + at + setting.size();
-    std::from_chars(p, r.data.data() + r.data.size(), granules);
+  if (const size_t at = row.find(setting, tab); at != std::string::npos) {
+    const char* p = row.data() + at + setting.size();
+    std::from_chars(p, row.data() + row.size(), granules);
   }
   const uint32_t want_granules = layout.index_granularity == 0 ? 8192 : layout.index_granularity;
   // And its columns: the rare ones of schema 7 beside extras go by a copy.
