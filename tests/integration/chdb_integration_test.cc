@@ -23,6 +23,7 @@
 #include "storage/clickhouse/dependencies.h"
 #include "storage/clickhouse/embedded_writer.h"
 #include "storage/clickhouse/schema.h"
+#include "storage/clickhouse/tsv.h"
 #include "tools/loadgen/generator.h"
 
 namespace spanhouse::storage {
@@ -188,6 +189,54 @@ TEST(ChdbSchema, SmallBlockColumnsAreSetInPlace) {
   SpanBatch out;
   ASSERT_TRUE(reader.GetTrace(testdata::MakeTraceId(0), &out).ok());
   EXPECT_GT(out.span_count(), 0u);
+}
+
+// The spans table's Strings are written as one stream each (no `.size`
+// stream), in a new store and, at its next start, in one made before; the
+// parts written meanwhile keep two until merged, and read back the same.
+TEST(ChdbSchema, SpansStringsAreOneStreamEach) {
+  Reset();
+  Capabilities caps;
+  ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
+  ASSERT_TRUE(caps.single_stream_strings);
+  // Per part, how many of its String columns have a sizes stream, fewest first.
+  const std::string parts_sql = fmt::format(
+      "SELECT name, sum(arrayExists(s -> endsWith(s, '.size'), substreams)) AS n FROM "
+      "system.parts_columns WHERE database = '{}' AND table = 'spans' AND active AND type = "
+      "'String' GROUP BY name ORDER BY n, name",
+      kDatabase);
+  const auto size_streams = [&] {
+    std::vector<uint64_t> per_part;
+    for (const auto& row : TsvRows(Q(parts_sql))) per_part.push_back(std::stoull(row.at(1)));
+    return per_part;
+  };
+  WriteAll(testdata::SampleBatch(1), caps);
+  EXPECT_EQ(size_streams(), (std::vector<uint64_t>{0}));
+  // The control: without the setting, the engine writes sizes streams.
+  Q(fmt::format("ALTER TABLE {}.spans RESET SETTING string_serialization_version", kDatabase));
+  SpanBatch second = testdata::SampleBatch(2);
+  for (uint32_t i = 0; i < second.span_count(); ++i) second.spans.trace_id[i][15] ^= 0x5a;
+  WriteAll(second, caps);
+  const std::vector<uint64_t> mixed = size_streams();
+  ASSERT_EQ(mixed.size(), 2u);
+  EXPECT_EQ(mixed[0], 0u);
+  EXPECT_GT(mixed[1], 0u);
+  ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());  // the next start
+  EXPECT_EQ(Q(fmt::format("SELECT position(engine_full, 'string_serialization_version = "
+                          "\\'single_stream\\'') > 0 FROM system.tables WHERE database = '{}' "
+                          "AND name = 'spans'",
+                          kDatabase)),
+            "1\n");
+  ChdbSpanReader reader(*Engine::conn, caps);
+  SpanBatch before;
+  ASSERT_TRUE(reader.GetTrace(second.spans.trace_id[0], &before).ok());
+  Q(fmt::format("OPTIMIZE TABLE {}.spans FINAL", kDatabase));
+  EXPECT_EQ(size_streams(), (std::vector<uint64_t>{0}));
+  SpanBatch after;
+  ASSERT_TRUE(reader.GetTrace(second.spans.trace_id[0], &after).ok());
+  std::string why;
+  EXPECT_TRUE(after.LogicallyEquals(before, &why)) << why;
+  EXPECT_GT(after.span_count(), 0u);
 }
 
 // A reader keeps the resources it has read, up to max_cached_resources.

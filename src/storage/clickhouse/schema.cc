@@ -54,6 +54,8 @@ Capabilities Capabilities::FromVersion(std::string_view version) {
   c.merge_selector_base = at_least(24, 11);
   // Came in 24.12; asked from 25.1, the first release it is sure to be in.
   c.prewarm_mark_cache = at_least(25, 1);
+  // The value got its name in 25.11; before it was 'default'.
+  c.single_stream_strings = at_least(25, 11);
   // Came in 24.1; asked from 24.3, an LTS release.
   c.column_settings = at_least(24, 3);
   // The setting is old; measured on 26.5 with it given in the CREATE's

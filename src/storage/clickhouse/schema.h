@@ -43,6 +43,9 @@ struct Capabilities {
   bool cascading_views = false;
   bool merge_selector_base = false;  // MergeTree merge_selector_base (24.11)
   bool prewarm_mark_cache = false;   // MergeTree prewarm_mark_cache (24.12)
+  // MergeTree string_serialization_version = 'single_stream' (the value's
+  // name since 25.11)
+  bool single_stream_strings = false;
   // A column's own SETTINGS (min_compress_block_size ...) in its
   // definition and by ALTER ... MODIFY COLUMN ... MODIFY SETTING (24.1).
   bool column_settings = false;
@@ -301,6 +304,12 @@ struct StorageLayout {
   // keys is stored there, its attr_types entry marked kTypeInAttrColumn.
   // The writer must agree (LegacyLayout::attr_columns).
   bool attr_columns = true;
+  // Each String of the spans table (a column, or a String path of
+  // user_fields) written as one stream, its sizes inline, where the server
+  // would write a data stream and a sizes stream (its default since 25.11):
+  // a lookup reads ~15 streams fewer, and the table is ~0.5 bytes per span
+  // smaller. Decision 0050.
+  bool single_stream_strings = true;
   // Spans columns whose compressed blocks start from 16 KiB, not the
   // table's 64 KiB (a column-level min_compress_block_size, where the server
   // has column settings): a lookup decompresses, per stream, the block that
@@ -327,6 +336,9 @@ struct StorageLayout {
 // The column-level setting of the spans columns in
 // StorageLayout::small_block_columns.
 inline constexpr std::string_view kSmallBlockSetting = "min_compress_block_size = 16384";
+// The spans table's setting of StorageLayout::single_stream_strings.
+inline constexpr std::string_view kSingleStreamStrings =
+    "string_serialization_version = 'single_stream'";
 
 // Whether the spans table has the attribute columns: the layout's choice,
 // where the engine has LowCardinality and codecs (older servers keep every

@@ -70,6 +70,9 @@ std::vector<TtlTable> TtlTables(const Capabilities& caps, const SchemaOptions& o
       t->settings.emplace_back("prewarm_mark_cache = 1");
     }
   }
+  if (caps.single_stream_strings && options.layout.single_stream_strings) {
+    spans.settings.emplace_back(kSingleStreamStrings);
+  }
   if (caps.ttl && retention > 0) {
     // The dependency job drops a day of sampled spans two days after it has
     // computed it (dependencies.h, DropComputedSampledSpans); where no job

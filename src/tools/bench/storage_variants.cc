@@ -271,6 +271,9 @@ void AddChosenVariants(Variants& b) {
   b.add5("chosen+no-small-blocks",
          "chosen without column-level 16 KiB compressed blocks (every column from 64 KiB)",
          Chosen([](StorageLayout& l) { l.small_block_columns.clear(); }));
+  b.add5("chosen+size-streams",
+         "chosen with each String's sizes in a stream of their own (the engine's default)",
+         Chosen([](StorageLayout& l) { l.single_stream_strings = false; }));
   b.add5("chosen+uf-small-blocks", "chosen, 16 KiB compressed blocks for user_fields only",
          Chosen([](StorageLayout& l) { l.small_block_columns = {"user_fields"}; }));
   b.add5("chosen+uf-default-codec", "chosen, user_fields with the part-size codec, not ZSTD(3)",

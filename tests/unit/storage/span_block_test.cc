@@ -582,6 +582,7 @@ TEST(Schema, LayoutChangesCodecsTypesKeyAndSettings) {
   EXPECT_NE(all.find("SETTINGS min_bytes_for_wide_part = 268435456, index_granularity = 16384, "
                      "index_granularity_bytes = 20971520, merge_max_block_size = 16384, "
                      "merge_selector_base = 10, prewarm_mark_cache = 1, "
+                     "string_serialization_version = 'single_stream', "
                      "auto_statistics_types = '', merge_with_ttl_timeout = 3600"),
             std::string::npos)
       << all;
@@ -600,6 +601,18 @@ TEST(Schema, LayoutChangesCodecsTypesKeyAndSettings) {
   EXPECT_EQ(prewarmed, 3u) << all;
   for (const auto& sql : SchemaDdl(Capabilities::FromVersion("24.8.1"))) {
     EXPECT_EQ(sql.find("prewarm_mark_cache"), std::string::npos) << sql;
+  }
+  // The spans table's Strings in one stream each: where the server names
+  // the setting's value so, and the layout asks for it.
+  EXPECT_EQ(all.find("string_serialization_version"), all.rfind("string_serialization_version"))
+      << all;
+  for (const auto& sql : SchemaDdl(Capabilities::FromVersion("25.10.1"))) {
+    EXPECT_EQ(sql.find("string_serialization_version"), std::string::npos) << sql;
+  }
+  SchemaOptions size_streams = o;
+  size_streams.layout.single_stream_strings = false;
+  for (const auto& sql : SchemaDdl(Modern(), size_streams)) {
+    EXPECT_EQ(sql.find("string_serialization_version"), std::string::npos) << sql;
   }
   // Columns of small granules take 16 KiB blocks where columns have
   // settings of their own; the layout says which.
