@@ -9,7 +9,8 @@
    - search: /api/traces?service=S&tag=...&limit=20 over one hour at a random point of the
      range (a span attribute on api-gateway, a resource attribute (pod) on cart, a user field
      app.channel on frontend), each repetition another hour;
-   - trace by id: /api/traces/{id}, ids taken from the searches' answers;
+   - trace by id: /api/traces/{id}, --lookups ids (default --repeat) taken at random from
+     the searches' answers;
    - 7-day RED for one service: /api/metrics/{calls,errors,latencies} for checkout over
      7 days (step and ratePer 1 h) and /api/spanhouse/services/summary over 7 days.
    Prints p50, p99 and max per query (ms), and one JSON line.
@@ -20,7 +21,8 @@
    two schemas: one store copied and upgraded by the new build).
 
 Usage: bench/query_api.py [--bin build/spanhouse [--bin OTHER]] [--rounds 1] [--spans 1000000]
-                          [--days 7] [--repeat 200] [--settle 30] [--reuse DIR] [--keep]
+                          [--days 7] [--repeat 200] [--lookups N] [--settle 30] [--reuse DIR]
+                          [--keep]
 Only loopback addresses are used; the server is stopped at the end.
 """
 
@@ -64,7 +66,11 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=1, help="turns each binary takes")
     ap.add_argument("--spans", type=int, default=1_000_000)
     ap.add_argument("--days", type=float, default=7)
-    ap.add_argument("--repeat", type=int, default=200)
+    ap.add_argument("--repeat", type=int, default=200,
+                    help="times each search and each RED query (a fifth, at least 20) runs")
+    ap.add_argument("--lookups", type=int, default=0,
+                    help="trace-by-id lookups per round, of ids the searches found (default: "
+                         "--repeat); more make the p99 rest on more than a few samples")
     ap.add_argument("--settle", type=float, default=30)
     ap.add_argument("--reuse", action="append",
                     help="a data directory filled before (skips the fill); once per --bin: "
@@ -178,7 +184,7 @@ def run_suite(binary: str, work: str, args, seed: int, settle: float) -> dict[st
             results[name] = times
         rng.shuffle(ids)
         results["trace by id"] = [timed_get(f"{base}/api/traces/{i}")[0]
-                                  for i in ids[:args.repeat]]
+                                  for i in ids[:args.lookups or args.repeat]]
         week = {"service": "checkout", "endTs": now_ms, "lookback": 7 * 86400_000,
                 "step": 3600_000, "ratePer": 3600_000}
         for metric, extra in (("calls", {}), ("errors", {}), ("latencies", {"quantile": 0.99})):
