@@ -413,7 +413,15 @@ Status ChdbSpanReader::GetTraces(const std::vector<TraceId>& ids, SpanBatch* out
   if (st = DecodeSpanBlocks(r.data, &got, &resource_ids); !st.ok()) return st;
   if (st = AttachResources(resource_ids, 0, &got); !st.ok()) return st;
   const std::vector<uint32_t> order = TraceOrder(got, ids);
-  out->AppendSpans(got, order.data(), order.size());
+  // One trace is nearly always read in its order already (the table's key
+  // after the second is the start time): then the batch is taken whole.
+  bool identity = out->empty() && order.size() == got.span_count();
+  for (uint32_t i = 0; identity && i < order.size(); ++i) identity = order[i] == i;
+  if (identity) {
+    *out = std::move(got);
+  } else {
+    out->AppendSpans(got, order.data(), order.size());
+  }
   return Status::Ok();
 }
 
