@@ -404,7 +404,7 @@ Status ChdbSpanReader::GetTraces(const std::vector<TraceId>& ids, SpanBatch* out
           caps_, layout_,
           one ? fmt::format("{} AND trace_id = toFixedString(unhex({{id:String}}), 16)", seconds)
               : fmt::format("{} AND trace_id IN ({})", seconds, kIdSet),
-          database_, SpanColumnTypes()),
+          database_, SpanColumnTypes(), one),
       "Native", &r, {one ? QueryParam{"id", ToHex(ids[0])} : QueryParam{"ids", ids_param}},
       limits_.max_spans);
   if (!st.ok()) return st;

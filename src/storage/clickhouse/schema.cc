@@ -66,6 +66,7 @@ Capabilities Capabilities::FromVersion(std::string_view version) {
   c.query_params = at_least(20, 1);
   c.jit_settings = at_least(22, 8);
   c.json_functions = at_least(20, 1);
+  c.one_trace_read_settings = at_least(25, 3);
   return c;
 }
 

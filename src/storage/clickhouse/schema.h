@@ -80,6 +80,10 @@ struct Capabilities {
   // JSON text is read with them, before with visitParamHas and
   // visitParamExtractString (a flat object's keys, matched as written).
   bool json_functions = false;
+  // The read settings a one-trace lookup is given (kOneTraceReadSettings:
+  // local_filesystem_read_method, merge_tree_use_prefixes_deserialization_
+  // thread_pool, enable_multiple_prewhere_read_steps; all there by 25.3).
+  bool one_trace_read_settings = false;
 
   static Capabilities FromVersion(std::string_view version);  // e.g. "26.5.1.1"
 };
@@ -546,9 +550,23 @@ std::string SpanSelectList(const Capabilities& caps);
 // types `layout` stores them in (a CAST, left out for a column whose type in
 // `stored_types`, name -> the table's type, is that type already). The read
 // queries read `database`'s tables.
+// `one_trace`: the condition selects one trace, whose spans lie in a granule
+// or two; the read is then made on one thread, reading each stream's block in
+// place (kOneTraceReadSettings, where caps has them).
 std::string SpanReadQuery(const Capabilities& caps, const StorageLayout& layout,
                           std::string_view where, std::string_view database = kDatabase,
-                          const std::unordered_map<std::string, std::string>& stored_types = {});
+                          const std::unordered_map<std::string, std::string>& stored_types = {},
+                          bool one_trace = false);
+
+// The settings of a one-trace read: one thread; each stream's block read by
+// the query's own thread (not handed to the reading pool); the JSON column's
+// per-path prefixes read in turn (not by the prefix pool); the time and id
+// conditions as one PREWHERE step. A lookup reads one granule of ~100
+// streams, and each hand-off between threads cost more than the read.
+inline constexpr std::string_view kOneTraceReadSettings =
+    "max_threads = 1, local_filesystem_read_method = 'pread', "
+    "merge_tree_use_prefixes_deserialization_thread_pool = 0, "
+    "enable_multiple_prewhere_read_steps = 0";
 
 // The resources whose ids are bound as {resource_ids:Array(UInt64)}, one row
 // each, as Native blocks of ReadColumns()' resource columns and resource_id

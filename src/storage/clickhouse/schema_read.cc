@@ -3,6 +3,7 @@
 #include "storage/clickhouse/schema.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace spanhouse::storage {
 namespace {
@@ -85,7 +86,8 @@ std::string SpanSelectList(const Capabilities& caps) {
 
 std::string SpanReadQuery(const Capabilities& caps, const StorageLayout& layout,
                           std::string_view where, std::string_view database,
-                          const std::unordered_map<std::string, std::string>& stored_types) {
+                          const std::unordered_map<std::string, std::string>& stored_types,
+                          bool one_trace) {
   // Each column as the table stores it (LowCardinality kept: DecodeSpanBlocks
   // reads both, and turning dictionaries into strings cost ~10 ms of a
   // 32768-row granule); the CAST is a no-op unless an older table differs.
@@ -111,8 +113,12 @@ std::string SpanReadQuery(const Capabilities& caps, const StorageLayout& layout,
       list += fmt::format("CAST({0} AS {1}) AS {0}", c.name, type);
     }
   }
-  return fmt::format("SELECT {} FROM {}.spans WHERE {}{}", list, database, where,
-                     caps.json_type ? fmt::format(" SETTINGS {} = 1", kFlattenedJsonSetting) : "");
+  std::vector<std::string_view> settings;
+  const std::string flattened = fmt::format("{} = 1", kFlattenedJsonSetting);
+  if (caps.json_type) settings.emplace_back(flattened);
+  if (one_trace && caps.one_trace_read_settings) settings.push_back(kOneTraceReadSettings);
+  return fmt::format("SELECT {} FROM {}.spans WHERE {}{}{}", list, database, where,
+                     settings.empty() ? "" : " SETTINGS ", fmt::join(settings, ", "));
 }
 
 std::string ResourceReadQuery(const Capabilities& caps, std::string_view database) {

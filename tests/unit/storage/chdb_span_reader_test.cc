@@ -67,6 +67,26 @@ TEST(SpanReadQuery, ReadsSpanIdsAsStoredAndUnsorted) {
   EXPECT_EQ(q.find("ORDER BY"), std::string::npos) << q;
 }
 
+// A one-trace read gets the point-read settings where the engine has them;
+// a read of several traces, and an older engine, do not.
+TEST(SpanReadQuery, OneTraceReadOnOneThreadWhereTheEngineHasTheSettings) {
+  const Capabilities now = Capabilities::FromVersion("26.5.1.1");
+  const std::string one = SpanReadQuery(now, {}, "1", kDatabase, {}, true);
+  EXPECT_NE(one.find(std::string(kOneTraceReadSettings)), std::string::npos) << one;
+  EXPECT_NE(one.find(std::string(kFlattenedJsonSetting) + " = 1, max_threads = 1"),
+            std::string::npos)
+      << one;
+  EXPECT_EQ(one.find(" SETTINGS "), one.rfind(" SETTINGS ")) << one;  // one clause
+  const std::string many = SpanReadQuery(now, {}, "1", kDatabase, {}, false);
+  EXPECT_EQ(many.find("max_threads"), std::string::npos) << many;
+  const std::string old =
+      SpanReadQuery(Capabilities::FromVersion("24.8.1.1"), {}, "1", kDatabase, {}, true);
+  EXPECT_EQ(old.find("max_threads"), std::string::npos) << old;
+  EXPECT_EQ(SpanReadQuery(Capabilities::FromVersion("18.16.1"), {}, "1", kDatabase, {}, true)
+                .find(" SETTINGS "),
+            std::string::npos);
+}
+
 // GetTraces' order: traces as the ids were asked, spans by start time then
 // span id; a span of another trace is left out.
 TEST(TraceOrder, TracesAsAskedSpansByStartThenId) {
