@@ -3,7 +3,6 @@
 #include "storage/clickhouse/schema.h"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 namespace spanhouse::storage {
 namespace {
@@ -113,12 +112,13 @@ std::string SpanReadQuery(const Capabilities& caps, const StorageLayout& layout,
       list += fmt::format("CAST({0} AS {1}) AS {0}", c.name, type);
     }
   }
-  std::vector<std::string_view> settings;
-  const std::string flattened = fmt::format("{} = 1", kFlattenedJsonSetting);
-  if (caps.json_type) settings.emplace_back(flattened);
-  if (one_trace && caps.one_trace_read_settings) settings.push_back(kOneTraceReadSettings);
+  std::string settings;
+  if (caps.json_type) settings = fmt::format("{} = 1", kFlattenedJsonSetting);
+  if (one_trace && caps.one_trace_read_settings) {
+    settings += fmt::format("{}{}", settings.empty() ? "" : ", ", kOneTraceReadSettings);
+  }
   return fmt::format("SELECT {} FROM {}.spans WHERE {}{}{}", list, database, where,
-                     settings.empty() ? "" : " SETTINGS ", fmt::join(settings, ", "));
+                     settings.empty() ? "" : " SETTINGS ", settings);
 }
 
 std::string ResourceReadQuery(const Capabilities& caps, std::string_view database) {
