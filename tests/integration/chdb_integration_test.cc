@@ -167,9 +167,9 @@ TEST(ChdbSchema, SmallBlockColumnsAreSetInPlace) {
   ASSERT_TRUE(caps.column_settings);
   const std::string count_sql = fmt::format(
       "SELECT countSubstrings(create_table_query, 'SETTINGS (min_compress_block_size = 16384)'), "
-      "position(create_table_query, '`user_fields` JSON CODEC(ZSTD(3)) SETTINGS "
-      "(min_compress_block_size = 16384)') > 0 FROM system.tables WHERE database = '{}' AND "
-      "name = 'spans'",
+      "position(create_table_query, '`user_fields` Map(LowCardinality(String), String) "
+      "CODEC(ZSTD(9)) SETTINGS (min_compress_block_size = 16384)') > 0 FROM system.tables WHERE "
+      "database = '{}' AND name = 'spans'",
       kDatabase);
   const size_t n = StorageLayout{}.small_block_columns.size();
   EXPECT_EQ(Q(count_sql), fmt::format("{}\t1\n", n));
@@ -612,7 +612,10 @@ TEST(ChdbSchema, Version4UpgradeStoppedPartWayIsFinishedByTheNextStart) {
   }
   Q(fmt::format("RENAME TABLE {0}.spans TO {0}.spans_before_upgrade", kDatabase));
   Q(fmt::format("RENAME TABLE {0}.trace_index TO {0}.trace_index_before_upgrade", kDatabase));
-  for (const std::string& sql : SchemaDdl(caps)) {
+  // As the upgrade makes them: user_fields stays the older table's JSON.
+  SchemaOptions json;
+  json.layout = Schema12Layout();
+  for (const std::string& sql : SchemaDdl(caps, json)) {
     if (sql.find(".spans (") != std::string::npos ||
         sql.find(".trace_index (") != std::string::npos) {
       Q(sql);
@@ -878,10 +881,26 @@ void WriteCorpus(const Capabilities& caps, size_t traces) {
 // The user_fields JSON column: a query by a path returns exactly the spans
 // whose own or resource attributes carry that user-defined key (with that
 // value), and well-known semantic-convention keys are not in it.
-TEST(ChdbUserFields, QueryByPathReturnsExactlyTheSpansThatCarryIt) {
+// In both kinds of store: user_fields a Map (schema 13), and the JSON
+// column of a store made before, which a later start keeps and the writer
+// and reader follow.
+class ChdbUserFields : public ::testing::TestWithParam<bool> {};
+
+TEST_P(ChdbUserFields, QueryByPathReturnsExactlyTheSpansThatCarryIt) {
+  const bool map = GetParam();
   Reset();
   Capabilities caps;
-  ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
+  SchemaOptions made;
+  if (!map) made.layout = Schema12Layout();
+  ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps, made).ok());
+  ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());  // the next start
+  EXPECT_EQ(Q(fmt::format("SELECT type FROM system.columns WHERE database = '{}' AND table = "
+                          "'spans' AND name = 'user_fields'",
+                          kDatabase)),
+            map ? std::string(kUserFieldsMapType) + "\n" : "JSON\n");
+  bool stored_map = !map;
+  ASSERT_TRUE(SpansUserFieldsMap(*Engine::conn, kDatabase, &stored_map).ok());
+  EXPECT_EQ(stored_map, map);
   loadgen::TraceGenerator gen(loadgen::CorpusOptions{11});
   const auto now = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                              std::chrono::system_clock::now().time_since_epoch())
@@ -939,7 +958,37 @@ TEST(ChdbUserFields, QueryByPathReturnsExactlyTheSpansThatCarryIt) {
   EXPECT_EQ(count("no.such.field", ""), 0u);
   // The path is a bound parameter, not SQL.
   EXPECT_EQ(count("x') OR 1=1 --", ""), 0u);
+  // The same key as a span's own attribute: its value is in user_fields
+  // only, the arrays' type marked.
+  uint64_t own = 0;
+  for (uint32_t i = 0; i < in.span_count(); ++i) {
+    for (uint32_t a = in.spans.attrs[i].begin; a < in.spans.attrs[i].end; ++a) {
+      own += in.Str(in.span_attrs.key[a]) == "app.channel" &&
+             in.Str(in.span_attrs.value[a]) == "android";
+    }
+  }
+  EXPECT_GT(own, 0u);
+  uint64_t n = 0;
+  ASSERT_TRUE(
+      reader.CountSpansWithAttr(ChdbSpanReader::AttrOwner::kSpan, "app.channel", "android", &n)
+          .ok());
+  EXPECT_EQ(n, own);
+  // Traces read back whole, their values put back from user_fields.
+  std::set<TraceId> ids(in.spans.trace_id.begin(), in.spans.trace_id.end());
+  std::string why;
+  int read = 0;
+  for (const TraceId& id : ids) {
+    if (++read > 40) break;
+    SpanBatch out;
+    ASSERT_TRUE(reader.GetTrace(id, &out).ok());
+    ASSERT_TRUE(TraceAsRead(in, id).LogicallyEquals(out, &why)) << ToHex(id) << ": " << why;
+  }
 }
+
+INSTANTIATE_TEST_SUITE_P(Layouts, ChdbUserFields, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return p.param ? "Map" : "JsonOfAnOlderStore";
+                         });
 
 // The attribute columns (schema 12): fresh-corpus traces stored half as
 // rows before them (every value in attr_values) and half with them read
@@ -1024,11 +1073,15 @@ TEST(ChdbAttrColumns, ValuesComeBackAndTagsFindThemInOldAndNewRows) {
 // keep key and marked type); a read must give every one back, with its type
 // and in its place: after merges, for keys the engine might treat specially
 // (dots, spaces, quotes, non-ASCII), and for parts with more paths than the
-// JSON type keeps as subcolumns (the rest go to its shared data).
-TEST(ChdbUserFields, SpanAttributesComeBackWithTheirTypesAfterMerges) {
+// JSON type keeps as subcolumns (the rest go to its shared data); in a Map
+// (schema 13) and in the JSON column of a store made before.
+TEST_P(ChdbUserFields, SpanAttributesComeBackWithTheirTypesAfterMerges) {
+  const bool map = GetParam();
   Reset();
   Capabilities caps;
-  ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
+  SchemaOptions made;
+  if (!map) made.layout = Schema12Layout();
+  ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps, made).ok());
   ASSERT_TRUE(caps.json_type);
   const auto now = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                              std::chrono::system_clock::now().time_since_epoch())
@@ -1090,9 +1143,12 @@ TEST(ChdbUserFields, SpanAttributesComeBackWithTheirTypesAfterMerges) {
                           kDatabase)),
             "1\n");
   // Some of the merged part's paths are in the JSON type's shared data.
-  EXPECT_EQ(Q(fmt::format("SELECT max(length(JSONSharedDataPaths(user_fields))) > 0 FROM {}.spans",
-                          kDatabase)),
-            "1\n");
+  if (!map) {
+    EXPECT_EQ(
+        Q(fmt::format("SELECT max(length(JSONSharedDataPaths(user_fields))) > 0 FROM {}.spans",
+                      kDatabase)),
+        "1\n");
+  }
 
   ChdbSpanReader reader(*Engine::conn, caps);
   std::string why;

@@ -56,7 +56,8 @@ TEST(StorageLayout, ChosenCodecsAndTypesAreTheTables) {
   EXPECT_EQ(Column("spans", "parent_span_id"), "FixedString(8)\t\n");  // an alias
   EXPECT_EQ(Column("trace_index", "start_s"),
             "SimpleAggregateFunction(min, UInt32)\tCODEC(T64, Default)\n");
-  EXPECT_EQ(Column("spans", "user_fields"), "JSON\tCODEC(ZSTD(3))\n");
+  EXPECT_EQ(Column("spans", "user_fields"),
+            "Map(LowCardinality(String), String)\tCODEC(ZSTD(9))\n");
   EXPECT_EQ(Column("resources", "attr_values"), "Array(LowCardinality(String))\tCODEC(Default)\n");
   // Every stored column of every table has a codec.
   EXPECT_EQ(Q(fmt::format("SELECT groupArray(concat(table, '.', name)) FROM system.columns WHERE "

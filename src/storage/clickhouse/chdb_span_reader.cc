@@ -113,8 +113,13 @@ std::string UserFieldColumn(const Capabilities& caps, std::string_view key) {
 }
 
 // A user field's value as text, and whether the span has it; `param` names
-// the bound path, `key` is its value.
-std::string UserFieldText(const Capabilities& caps, std::string_view param, std::string_view key) {
+// the bound path, `key` is its value. A map (StorageLayout::user_fields_map)
+// is read whole and looked up by the bound key.
+std::string UserFieldText(const Capabilities& caps, const StorageLayout& layout,
+                          std::string_view param, std::string_view key) {
+  if (caps.json_type && layout.user_fields_map) {
+    return fmt::format("user_fields[{{{}:String}}]", param);
+  }
   if (const std::string column = UserFieldColumn(caps, key); !column.empty()) {
     return fmt::format("toString({})", column);
   }
@@ -125,8 +130,11 @@ std::string UserFieldText(const Capabilities& caps, std::string_view param, std:
   return fmt::format("{}(user_fields, {{{}:String}})",
                      caps.json_functions ? "JSONExtractString" : "visitParamExtractString", param);
 }
-std::string UserFieldPresent(const Capabilities& caps, std::string_view param,
-                             std::string_view key) {
+std::string UserFieldPresent(const Capabilities& caps, const StorageLayout& layout,
+                             std::string_view param, std::string_view key) {
+  if (caps.json_type && layout.user_fields_map) {
+    return fmt::format("mapContains(user_fields, {{{}:String}})", param);
+  }
   if (const std::string column = UserFieldColumn(caps, key); !column.empty()) {
     return fmt::format("isNotNull({})", column);
   }
@@ -172,7 +180,7 @@ std::string SpanAttrEquals(const Capabilities& caps, const StorageLayout& layout
     return MarkedAttrEquals(k, v, kTypeInAttrColumn, AttrColumnKeys()[column].column);
   }
   if (!caps.json_type || !UserFields::Default().IsUserField(key)) return AttrEquals(k, v);
-  return MarkedAttrEquals(k, v, kTypeInUserFields, UserFieldText(caps, k, key));
+  return MarkedAttrEquals(k, v, kTypeInUserFields, UserFieldText(caps, layout, k, key));
 }
 
 // Spans whose resource has attribute {k} = {v}: the resources table first
@@ -196,8 +204,8 @@ std::string TagCondition(const Capabilities& caps, const StorageLayout& layout, 
     const std::string_view path = std::string_view(tag.key).substr(kUserFields.size());
     params->emplace_back(k, std::string(path));
     params->emplace_back(v, tag.value);
-    return fmt::format("({} AND {} = {{{}:String}})", UserFieldPresent(caps, k, path),
-                       UserFieldText(caps, k, path), v);
+    return fmt::format("({} AND {} = {{{}:String}})", UserFieldPresent(caps, layout, k, path),
+                       UserFieldText(caps, layout, k, path), v);
   }
   params->emplace_back(k, tag.key);
   params->emplace_back(v, tag.value);
@@ -425,6 +433,17 @@ Status ChdbSpanReader::GetTraces(const std::vector<TraceId>& ids, SpanBatch* out
   return Status::Ok();
 }
 
+StorageLayout ChdbSpanReader::StoredLayout() {
+  StorageLayout layout = layout_;
+  if (layout.user_fields_map && caps_.json_type) {
+    // A spans table made before schema 13 keeps user_fields as the JSON type.
+    const auto types = SpanColumnTypes();
+    const auto it = types.find("user_fields");
+    if (it != types.end()) layout.user_fields_map = it->second.starts_with("Map(");
+  }
+  return layout;
+}
+
 std::unordered_map<std::string, std::string> ChdbSpanReader::SpanColumnTypes() {
   std::lock_guard<std::mutex> lock(types_mu_);
   if (types_read_) return span_types_;
@@ -544,8 +563,9 @@ Status ChdbSpanReader::FindTraceIds(const query::TraceQuery& q, std::vector<Trac
     where += " AND duration_ns <= {max_duration:UInt64}";
     params.emplace_back("max_duration", std::to_string(q.max_duration_ns));
   }
+  const StorageLayout layout = q.tags.empty() ? layout_ : StoredLayout();
   for (size_t i = 0; i < q.tags.size(); ++i) {
-    where += " AND " + TagCondition(caps_, layout_, database_, in_, q.tags[i], i, &params);
+    where += " AND " + TagCondition(caps_, layout, database_, in_, q.tags[i], i, &params);
   }
   QueryResult r;
   Status st = Run(fmt::format("SELECT lower(hex(trace_id)) FROM {}.spans WHERE {} GROUP BY "
@@ -718,20 +738,21 @@ Status ChdbSpanReader::GetRedSummary(const query::RedSummaryQuery& q,
 
 Status ChdbSpanReader::CountSpansWithAttr(AttrOwner owner, const std::string& key,
                                           const std::string& value, uint64_t* count) {
-  // A user field by its path: the JSON type reads just that path's
-  // subcolumn (UserFieldColumn); on engines without it, the JSON text is
-  // parsed per row.
+  // A user field by its path: the map read whole, or the JSON type's one
+  // path's subcolumn (UserFieldColumn); on engines without either, the JSON
+  // text is parsed per row.
+  const StorageLayout layout = StoredLayout();
   std::string cond;
   switch (owner) {
     case AttrOwner::kUserField:
-      cond = value.empty() ? UserFieldPresent(caps_, "k", key)
-                           : UserFieldText(caps_, "k", key) + " = {v:String}";
+      cond = value.empty() ? UserFieldPresent(caps_, layout, "k", key)
+                           : UserFieldText(caps_, layout, "k", key) + " = {v:String}";
       break;
     case AttrOwner::kResource:
       cond = ResourceAttrEquals(database_, in_, "k", "v");
       break;
     case AttrOwner::kSpan:
-      cond = SpanAttrEquals(caps_, layout_, "k", "v", key);
+      cond = SpanAttrEquals(caps_, layout, "k", "v", key);
       break;
   }
   QueryResult r;

@@ -110,6 +110,9 @@ class ChdbSpanReader : public query::SpanReader {
   // The spans table's column types (name -> type), read once: the span read
   // CASTs only the columns stored in another type than it reads.
   std::unordered_map<std::string, std::string> SpanColumnTypes();
+  // layout_ as the spans table stores it: user_fields a Map or the JSON
+  // type (a table made before schema 13), for the searches' conditions.
+  StorageLayout StoredLayout();
 
   // Gives the spans of `out` from `first` on the resources `ids` name (one id
   // per span), from the cache or the resources table.

@@ -47,6 +47,17 @@ EmbeddedWriter::~EmbeddedWriter() {
 }
 
 void EmbeddedWriter::Start() {
+  user_fields_map_ = layout_.user_fields_map;
+  if (user_fields_map_ && caps_.json_type && conn_ != nullptr) {
+    // A spans table made before schema 13 keeps its JSON column; without an
+    // answer, the Map of a table EnsureSchema made (an insert of the wrong
+    // type fails, is counted and retried, and loses nothing).
+    if (Status st = SpansUserFieldsMap(*conn_, opts_.database, &user_fields_map_); !st.ok()) {
+      spdlog::warn("writer: the type of {}.spans.user_fields is unknown ({}); writing a Map",
+                   opts_.database, st.message());
+      user_fields_map_ = true;
+    }
+  }
   CleanSpool();
   thread_ = std::thread([this] { Run(); });
   inserter_ = std::thread([this] { InsertLoop(); });
@@ -433,7 +444,8 @@ void EmbeddedWriter::Encode(const Pending& p, bool sorted) {
   if (rows_.empty()) return;  // all sampled out
   if (sorted) SortByTableKey(&rows_);
   EncodeSpanRows(rows_, caps_, &block_, user_fields_, layout_.user_field_values,
-                 layout_.extras_column, layout_.span_ids_column, layout_.attr_columns);
+                 layout_.extras_column, layout_.span_ids_column, layout_.attr_columns,
+                 user_fields_map_);
 }
 
 Status EmbeddedWriter::InsertOnce(Flight& p) {

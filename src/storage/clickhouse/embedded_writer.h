@@ -126,6 +126,10 @@ struct LegacyLayout {
   // The attribute columns, where the engine has them (schema 12);
   // StorageLayout::attr_columns.
   bool attr_columns = true;
+  // user_fields as a Map (schema 13) where the spans table has one: the
+  // writer asks the table at Start (SpansUserFieldsMap); false: the JSON
+  // type whatever the table has. StorageLayout::user_fields_map.
+  bool user_fields_map = true;
 };
 
 // Fault injection for tests (`debug.fault_injection` in the config): set at
@@ -258,6 +262,8 @@ class EmbeddedWriter {
   const WriterOptions opts_;
   const SinkFaults* faults_;
   const LegacyLayout layout_;
+  // user_fields as a Map: layout_'s, and the spans table's (Start).
+  bool user_fields_map_ = true;
   std::thread thread_;    // encodes: drains the queue, sorts and encodes blocks
   std::thread inserter_;  // inserts the encoded blocks, one at a time, in order
   WriterStats own_stats_;

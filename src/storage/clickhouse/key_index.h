@@ -117,6 +117,8 @@ class LcDict {
   // same order.
   uint32_t Index(std::string_view s) { return keys_.Find(s); }
   void AddIndex(uint32_t k) { index_.push_back(k); }
+  // Rows added.
+  size_t rows() const { return index_.size(); }
 
   // The column's data after its array offsets, in the engine's layout
   // (keys as "additional keys" of the block, no shared dictionary): flags

@@ -367,7 +367,8 @@ void EncodeRows(const SpanBatch& batch, const Capabilities& caps, RowFormat f, s
     }
     case RowFormat::kNative:
       // The columns the row formats carry (SpanColumns()).
-      EncodeSpanBlock(batch, caps, out, nullptr, UserFields::Default(), true, true, false);
+      EncodeSpanBlock(batch, caps, out, nullptr, UserFields::Default(), true, true, false,
+                      /*user_fields_map=*/false);
       break;
   }
 }
@@ -378,9 +379,9 @@ std::string RowStructure(const Capabilities& caps) {
     if (!s.empty()) s += ", ";
     // user_fields as the table's type: text formats carry JSON text the
     // engine parses, Native the JSON type's own columns.
-    s += fmt::format(
-        "{} {}", c.name,
-        c.logical == Logical::kJson ? TableType(c.logical, caps) : WireType(c.logical, caps));
+    s += fmt::format("{} {}", c.name,
+                     c.logical == Logical::kJson ? TableType(c.logical, caps, Schema12Layout())
+                                                 : WireType(c.logical, caps));
   }
   return s;
 }

@@ -11,6 +11,9 @@
 //                 Array = varint count + elements, numbers little-endian
 //   Native        EncodeSpanBlock
 //
+// user_fields goes as the JSON type (JSON text in the text formats): the
+// formats are compared on tables of schema 12's layout (Schema12Layout).
+//
 // Times in text: DateTime as Unix seconds, DateTime64(9) as seconds with nine
 // fractional digits (UInt64 nanoseconds where the server lacks DateTime64).
 // Bytes outside printable ASCII in ids, and control bytes in strings, are

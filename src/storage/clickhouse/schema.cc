@@ -209,7 +209,9 @@ std::string Scalar(Logical l, const Capabilities& caps, const StorageLayout* lay
     case Logical::kTimeNsArray:
       return caps.datetime64 ? "DateTime64(9)" : "UInt64";
     case Logical::kJson:  // read back as JSON text; the table's type where the engine has it
-      return layout != nullptr && caps.json_type ? "JSON" : "String";
+      if (layout == nullptr || !caps.json_type) return "String";
+      if (!layout->user_fields_map) return "JSON";
+      return lc_keys ? std::string(kUserFieldsMapType) : "Map(String, String)";
   }
   return "String";
 }

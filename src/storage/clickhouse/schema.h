@@ -109,8 +109,15 @@ enum class Logical : uint8_t {
   kKeyArray2,  // Array(Array(key))
   kUInt8Array2,
   kStringArray2,
-  kJson,  // JSON text: the JSON type where the engine has it, else String
+  kJson,  // user_fields: a Map or the JSON type where the engine has it, else JSON text
 };
+
+// user_fields as a map of key to value text (StorageLayout::user_fields_map).
+inline constexpr std::string_view kUserFieldsMapType = "Map(LowCardinality(String), String)";
+// Its codec: the values of different keys interleave in the map's stream, so
+// it needs a stronger level than the JSON column's per-path streams to stay
+// as small (decision 0052).
+inline constexpr std::string_view kUserFieldsMapCodec = "ZSTD(9)";
 
 // Span columns, in table and block order. Never reorder or rename: new
 // columns go at the end (an older data directory gets them by ALTER).
@@ -321,6 +328,13 @@ struct StorageLayout {
   // column's ~95 streams, the dictionary-encoded and small columns), so a
   // 64 KiB block is several granules. Columns of 64 KiB or more per granule
   // are cut at each granule either way. Decision 0049.
+  // user_fields as a Map(LowCardinality(String), String) of each user
+  // field's value text (its type stays in attr_types), where the engine has
+  // the JSON type; false: the JSON type, one subcolumn per path (schema 4 to
+  // 12's tables keep it). A lookup reads the map's 3 streams where the JSON
+  // column's ~15 paths read ~70. The writer and the reader follow the table's
+  // column (SpansUserFieldsMap). Decision 0052.
+  bool user_fields_map = true;
   std::vector<std::string> small_block_columns = {"user_fields",
                                                   "timestamp",
                                                   "trace_state",
@@ -367,6 +381,10 @@ inline constexpr std::string_view kSchema8SpansOrderBy =
 // Schema 8's layout, where schema 9 differs: spans sorted by hour first
 // (kSchema8SpansOrderBy). The upgrade test and `bench storage` build it.
 StorageLayout Schema8Layout();
+
+// Schema 12's layout, where schema 13 differs: user_fields as the JSON type
+// (StorageLayout::user_fields_map false), which a store made before keeps.
+StorageLayout Schema12Layout();
 
 // Schema 10's layout, where schema 12 differs: span_id and parent_span_id in
 // columns of their own (11), no attribute columns (12). The upgrade test and `bench storage` build
@@ -433,7 +451,11 @@ inline constexpr std::string_view kDatabase = "spanhouse";
 // 12: the attribute columns (network.peer.address, network.peer.port,
 // user_agent.original, db.statement), added in place; older rows keep their
 // values in attr_values, unmarked.
-inline constexpr uint32_t kSchemaVersion = 12;
+// 13: user_fields a Map(LowCardinality(String), String) in tables made from
+// now (StorageLayout::user_fields_map); a spans table made before keeps its
+// JSON column, which the writer, the reader and the searches follow
+// (SpansUserFieldsMap).
+inline constexpr uint32_t kSchemaVersion = 13;
 // The oldest schema EnsureSchema brings to kSchemaVersion on a cluster
 // (only CREATE ... IF NOT EXISTS and in-place ALTERs): 9 -> 10 adds
 // sampled_spans and its views; 10 -> 11 leaves a cluster's spans tables
@@ -484,6 +506,12 @@ struct SchemaOptions {
 // Whether `database`'s spans table stores span_ids (schema 11's layout) or
 // span_id and parent_span_id (a cluster's store made before).
 Status SpansHaveSpanIds(SqlConnection& conn, std::string_view database, bool* has);
+// Whether `database`'s spans table keeps user_fields as a Map (schema 13),
+// not the JSON type (nor does a spans_before_upgrade an upgrade's copy was
+// stopped in): true where there is no spans table yet (EnsureSchema makes one
+// with the Map) or the engine lacks the JSON type (the column is then JSON
+// text whatever the layout says).
+Status SpansUserFieldsMap(SqlConnection& conn, std::string_view database, bool* map);
 // The spans table's TTL ("" for none), as the engine prints it back in
 // system.tables.engine_full (so a start can tell whether it changed).
 std::string SpansTtl(const Capabilities& caps, const SchemaOptions& options);

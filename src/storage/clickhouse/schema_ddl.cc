@@ -112,6 +112,9 @@ std::vector<TableColumn> ColumnsOf(std::string_view table, const Capabilities& c
     for (const auto& c : SpanColumns(layout.extras_column, layout.span_ids_column,
                                      AttrColumnsStored(caps, layout))) {
       cols.push_back({c.name, TableType(c.logical, caps, layout), c.codec});
+      if (c.id == Col::kUserFields && caps.json_type && layout.user_fields_map) {
+        cols.back().codec = std::string(kUserFieldsMapCodec);
+      }
       if (c.id == Col::kResourceId && LowCardinalityResourceId(caps, layout)) {
         cols.back().type = "LowCardinality(UInt64)";
       }

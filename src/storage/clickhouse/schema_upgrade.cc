@@ -51,8 +51,14 @@ std::string Schema5Codec(const CodecQuery& q) {
 
 }  // namespace
 
-StorageLayout Schema10Layout() {
+StorageLayout Schema12Layout() {
   StorageLayout l;
+  l.user_fields_map = false;
+  return l;
+}
+
+StorageLayout Schema10Layout() {
+  StorageLayout l = Schema12Layout();
   l.span_ids_column = false;
   l.attr_columns = false;
   return l;
@@ -748,6 +754,19 @@ Status SpansHaveSpanIds(SqlConnection& conn, std::string_view database, bool* ha
   return Status::Ok();
 }
 
+Status SpansUserFieldsMap(SqlConnection& conn, std::string_view database, bool* map) {
+  QueryResult r;
+  // The table an upgrade's copy reads from too: a start stopped after the
+  // rename makes the new table as the old one was.
+  SH_RETURN_IF_ERROR(conn.Query(
+      fmt::format("SELECT countIf(type = 'JSON') FROM system.columns WHERE database = '{}' AND "
+                  "table IN ('spans', 'spans_before_upgrade') AND name = 'user_fields'",
+                  database),
+      "TSV", &r));
+  *map = r.data == "0\n";
+  return Status::Ok();
+}
+
 Status EnsureSchema(SqlConnection& conn, Capabilities* caps_out, const SchemaOptions& given) {
   const std::string& db = given.database;
   if (!PlainIdentifier(db)) {
@@ -763,6 +782,10 @@ Status EnsureSchema(SqlConnection& conn, Capabilities* caps_out, const SchemaOpt
     bool has = true;
     if (exists) SH_RETURN_IF_ERROR(SpansHaveSpanIds(conn, db, &has));
     options.layout.span_ids_column = has;
+  }
+  if (options.layout.user_fields_map && caps.json_type) {
+    // A spans table made before schema 13 keeps its JSON column.
+    SH_RETURN_IF_ERROR(SpansUserFieldsMap(conn, db, &options.layout.user_fields_map));
   }
   // Which tables were there before, to fill views added since from old rows.
   QueryResult r;

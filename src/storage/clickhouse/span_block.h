@@ -28,7 +28,7 @@ void EncodeSpanBlock(const SpanBatch& batch, const Capabilities& caps, std::stri
                      const std::vector<uint64_t>* resource_ids = nullptr,
                      const UserFields& user_fields = UserFields::Default(),
                      bool extras_column = true, bool span_ids_column = true,
-                     bool attr_columns = true);
+                     bool attr_columns = true, bool user_fields_map = true);
 
 // One row of a spans block: span `index` of `batch`, whose resource has
 // the fingerprint `resource_id`.
@@ -67,15 +67,19 @@ struct EncodedBlock {
 // `span_ids_column`: both ids as span_ids (StorageLayout::span_ids_column);
 // false: schema 10's two columns. `attr_columns`: the attribute columns
 // where the engine has them (StorageLayout::attr_columns).
+// `user_fields_map`: user_fields as a Map where the engine has the JSON type
+// (StorageLayout::user_fields_map); false: the JSON type.
 void EncodeSpanRows(const std::vector<SpanRow>& rows, const Capabilities& caps, EncodedBlock* out,
                     const UserFields& user_fields = UserFields::Default(),
                     UserFieldValues values = UserFieldValues::kMarked, bool extras_column = true,
-                    bool span_ids_column = true, bool attr_columns = true);
+                    bool span_ids_column = true, bool attr_columns = true,
+                    bool user_fields_map = true);
 // The same, appended to `out`.
 void EncodeSpanRows(const std::vector<SpanRow>& rows, const Capabilities& caps, std::string* out,
                     const UserFields& user_fields = UserFields::Default(),
                     UserFieldValues values = UserFieldValues::kMarked, bool extras_column = true,
-                    bool span_ids_column = true, bool attr_columns = true);
+                    bool span_ids_column = true, bool attr_columns = true,
+                    bool user_fields_map = true);
 
 // The rows of the sampled_spans table (SampledColumns): spans sampled out
 // (SpanBatch::Spans::metrics_only), gathered from any number of batches

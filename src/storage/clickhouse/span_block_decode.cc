@@ -60,10 +60,35 @@ class Decoder {
     return Status::Ok();
   }
   void SetJson(bool json) { json_ = json; }
+  void SetMap(bool map) { map_ = map; }
   // Where the resource_id column's values go: (*ids)[base + row].
   void SetResourceIds(std::vector<uint64_t>* ids, size_t base) {
     resource_ids_ = ids;
     resource_ids_base_ = base;
+  }
+  // user_fields as a Map(String or LowCardinality(String), String): every
+  // row's keys and values, kept for ResolveUserFields.
+  Status ReadMap() {
+    map_read_ = true;
+    SH_RETURN_IF_ERROR(Offsets(&map_offsets_));
+    const uint64_t total = map_offsets_.empty() ? 0 : map_offsets_.back();
+    if (total > r_.left()) return Status::Internal("native: map entries past the end");
+    map_keys_.resize(total);
+    for (auto& k : map_keys_) SH_RETURN_IF_ERROR(lc_ ? LcNext(&k) : r_.String(&k));
+    map_values_.resize(total);
+    for (auto& v : map_values_) SH_RETURN_IF_ERROR(r_.String(&v));
+    return Status::Ok();
+  }
+  // The value of `key` in row `i`'s map, or false.
+  bool MapValue(uint64_t i, std::string_view key, std::string_view* value) const {
+    const uint64_t end = map_offsets_[i];
+    for (uint64_t e = i == 0 ? 0 : map_offsets_[i - 1]; e < end; ++e) {
+      if (map_keys_[e] == key) {
+        *value = map_values_[e];
+        return true;
+      }
+    }
+    return false;
   }
   // A JSON column in the flattened layout (UserFieldsColumns; a SELECT
   // with output_format_native_use_flattened_dynamic_and_json_serialization):
@@ -149,6 +174,18 @@ class Decoder {
           continue;
         }
         if ((t & kTypeInUserFields) == 0) continue;
+        if (map_read_) {
+          // A map keeps the value's text; attr_types its type.
+          std::string_view value;
+          if (!MapValue(i, b_.Str(b_.span_attrs.key[a]), &value)) {
+            return Status::Internal("native: attribute " +
+                                    std::string(b_.Str(b_.span_attrs.key[a])) +
+                                    " has its value in user_fields, which lacks it");
+          }
+          b_.span_attrs.type[a] = static_cast<ValueType>(t & ~kTypeInUserFields);
+          b_.span_attrs.value[a] = b_.AddString(value);
+          continue;
+        }
         if (!indexed) {
           for (const JsonPath& p : json_paths_) by_name.emplace(p.name, &p);
           indexed = true;
@@ -429,6 +466,7 @@ class Decoder {
       case Col::kUserFields:
         // Read for the values the attribute arrays leave to it; as JSON text
         // (engines without the JSON type) a copy of attributes the span has.
+        if (map_) return ReadMap();
         if (json_) return ReadFlattenedJson();
         return Each([&](uint32_t) {
           std::string_view json;
@@ -547,6 +585,12 @@ class Decoder {
   uint32_t base_;
   uint64_t n_;
   bool json_ = false;  // the current column is of the JSON type
+  bool map_ = false;   // the current column is a Map
+  // The block's user_fields as a Map (ReadMap): offsets per row, entries.
+  bool map_read_ = false;
+  std::vector<uint64_t> map_offsets_;
+  std::vector<std::string_view> map_keys_;
+  std::vector<std::string_view> map_values_;
   std::vector<uint64_t>* resource_ids_ = nullptr;
   size_t resource_ids_base_ = 0;
   // The block's user_fields (ReadFlattenedJson).
@@ -610,6 +654,7 @@ Status DecodeSpanBlocks(std::string_view data, SpanBatch* out,
         return Status::Internal("native: unexpected column " + std::string(name));
       SH_RETURN_IF_ERROR(dec.BeginColumn(type.find("LowCardinality(") != std::string_view::npos));
       dec.SetJson(type.substr(0, 4) == "JSON");
+      dec.SetMap(type.substr(0, 4) == "Map(");
       SH_RETURN_IF_ERROR(dec.Column(it->second));
     }
     SH_RETURN_IF_ERROR(dec.BeginColumn(false));  // checks the last column

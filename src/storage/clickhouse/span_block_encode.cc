@@ -30,13 +30,14 @@ using native::Writer;
 class Encoder {
  public:
   Encoder(const Capabilities& caps, EncodedBlock* out, size_t rows, const UserFields& user_fields,
-          UserFieldValues values, bool extras_column, bool span_ids_column, bool attr_columns)
+          UserFieldValues values, bool extras_column, bool span_ids_column, bool attr_columns,
+          bool user_fields_map)
       : out_(out),
         json_type_(caps.json_type),
         attr_(attr_columns && caps.low_cardinality && caps.codecs),
         values_(caps.json_type ? values : UserFieldValues::kInArrays),
         user_fields_(user_fields),
-        user_field_columns_(user_fields) {
+        user_field_columns_(user_fields, caps.json_type && user_fields_map) {
     const auto& cols = SpanColumns(extras_column, span_ids_column, attr_);
     // Pieces: the block header, then per column its header and streams.
     size_t n = 1;
@@ -56,10 +57,14 @@ class Encoder {
       // them LowCardinality: nearly every value is distinct in a block, and
       // building that dictionary here cost more than the engine's
       // conversion (null sink 4.6 -> 7.8 CPU-s/M spans).
-      // user_fields: the JSON type's own columns where the engine has it.
+      // user_fields: the table's Map or the JSON type's own columns where
+      // the engine has it (UserFieldsColumns).
       const bool values = c.logical == Logical::kString || c.logical == Logical::kStringArray ||
                           c.logical == Logical::kStringArray2;
-      const std::string type = values ? WireType(c.logical, caps) : TableType(c.logical, caps);
+      StorageLayout layout;
+      layout.user_fields_map = user_fields_map;
+      const std::string type =
+          values ? WireType(c.logical, caps) : TableType(c.logical, caps, layout);
       const bool lc = type.find("LowCardinality(") != std::string::npos;
       {
         native::Writer h(&out_->pieces[at]);
@@ -69,7 +74,7 @@ class Encoder {
       ColumnOut co;
       co.id = c.id;
       co.logical = c.logical;
-      if (lc) {
+      if (lc && c.id != Col::kUserFields) {  // a map's keys: UserFieldsColumns'
         dicts_.push_back(std::make_unique<LcDict>());
         co.dict = dicts_.back().get();
         if (c.id == Col::kAttrKeys) attr_keys_ = co.dict;
@@ -516,25 +521,26 @@ void EncodedBlock::AppendTo(std::string* out) const {
 
 void EncodeSpanRows(const std::vector<SpanRow>& rows, const Capabilities& caps, EncodedBlock* out,
                     const UserFields& user_fields, UserFieldValues values, bool extras_column,
-                    bool span_ids_column, bool attr_columns) {
+                    bool span_ids_column, bool attr_columns, bool user_fields_map) {
   Encoder enc(caps, out, rows.size(), user_fields, values, extras_column, span_ids_column,
-              attr_columns);
+              attr_columns, user_fields_map);
   for (const SpanRow& r : rows) enc.Row(r);
   enc.Finish();
 }
 
 void EncodeSpanRows(const std::vector<SpanRow>& rows, const Capabilities& caps, std::string* out,
                     const UserFields& user_fields, UserFieldValues values, bool extras_column,
-                    bool span_ids_column, bool attr_columns) {
+                    bool span_ids_column, bool attr_columns, bool user_fields_map) {
   EncodedBlock block;
   EncodeSpanRows(rows, caps, &block, user_fields, values, extras_column, span_ids_column,
-                 attr_columns);
+                 attr_columns, user_fields_map);
   block.AppendTo(out);
 }
 
 void EncodeSpanBlock(const SpanBatch& batch, const Capabilities& caps, std::string* out,
                      const std::vector<uint64_t>* resource_ids, const UserFields& user_fields,
-                     bool extras_column, bool span_ids_column, bool attr_columns) {
+                     bool extras_column, bool span_ids_column, bool attr_columns,
+                     bool user_fields_map) {
   std::vector<uint64_t> computed;
   if (resource_ids == nullptr) {
     computed = ResourceIds(batch);
@@ -545,7 +551,7 @@ void EncodeSpanBlock(const SpanBatch& batch, const Capabilities& caps, std::stri
     rows[i] = {&batch, i, (*resource_ids)[batch.spans.resource[i]]};
   }
   EncodeSpanRows(rows, caps, out, user_fields, UserFieldValues::kMarked, extras_column,
-                 span_ids_column, attr_columns);
+                 span_ids_column, attr_columns, user_fields_map);
 }
 
 namespace {

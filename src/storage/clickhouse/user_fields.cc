@@ -141,11 +141,14 @@ inline int32_t UserFieldsColumns::PathOf(std::string_view key) {
   bool added = false;
   const uint32_t k = keys_.Find(key, &added);
   if (added) {
-    const bool user = !key.empty() && filter_.IsUserField(key) && paths_.size() < kMaxPaths;
+    // A map has no limit of paths.
+    const bool user =
+        !key.empty() && filter_.IsUserField(key) && (map_ || paths_.size() < kMaxPaths);
     path_of_.push_back(user ? static_cast<int32_t>(paths_.size()) : -1);
     if (user) {
       paths_.emplace_back();
       paths_.back().name = key;
+      if (map_) paths_.back().map_key = map_keys_.Index(key);
     }
   }
   return path_of_[k];
@@ -162,6 +165,12 @@ inline bool UserFieldsColumns::Set(const SpanBatch& b, const AttrColumns& cols, 
                                    int32_t path) {
   if (path < 0 || cols.type[a] == ValueType::kEmpty) return false;
   Path& p = paths_[static_cast<size_t>(path)];
+  if (map_) {
+    if (p.map_row == rows_ + 1) return false;  // already set in this row: the first wins
+    p.map_row = rows_ + 1;
+    map_keys_.AddIndex(p.map_key);
+    return AddText(cols.type[a], b.Str(cols.value[a]));
+  }
   if (p.type.size() > rows_) return false;  // already set in this row: the first wins
   p.type.resize(rows_, kNull);
   return Add(p, cols.type[a], b.Str(cols.value[a]));
@@ -212,6 +221,19 @@ inline bool UserFieldsColumns::Add(Path& p, ValueType t, std::string_view v) {
   return t == ValueType::kString;
 }
 
+inline bool UserFieldsColumns::AddText(ValueType t, std::string_view v) {
+  if (t == ValueType::kBytes) {
+    std::string b64;
+    codec::AppendBase64(b64, v);
+    AppendString(map_values_, b64);
+    return false;
+  }
+  // Any other value is kept as its text, which the reader gives back with
+  // the type attr_types keeps.
+  AppendString(map_values_, v);
+  return true;
+}
+
 inline void UserFieldsColumns::Push(Path& p, uint8_t type) {
   p.type.push_back(type);
   p.types |= 1u << type;
@@ -259,10 +281,17 @@ void UserFieldsColumns::Row(const SpanBatch& b, uint32_t i, std::vector<uint8_t>
     if (f.attr != kNoAttr) Set(b, b.resource_attrs, f.attr, f.path);
   }
   ++rows_;
+  if (map_) map_offsets_.push_back(map_keys_.rows());
 }
 
 void UserFieldsColumns::Write(native::Writer& w) {
   if (rows_ == 0) return;
+  if (map_) {
+    for (uint64_t o : map_offsets_) w.Fixed<uint64_t>(o);
+    map_keys_.Write(w);  // nothing when no row has a field
+    w.Bytes(map_values_.data(), map_values_.size());
+    return;
+  }
   w.Fixed<uint64_t>(3);  // JSON serialization: flattened
   w.Varint(paths_.size());
   for (const Path& p : paths_) w.String(p.name);

@@ -81,9 +81,14 @@ inline constexpr uint8_t kTypeInUserFields = 0x80;
 // parsing any JSON text, which measured ~3x the rest of the insert.
 // The span block's encoder writes one per block; the batches' strings must
 // outlive it.
+//
+// With `map` (StorageLayout::user_fields_map), the column is a
+// Map(LowCardinality(String), String) instead: per row its keys and value
+// texts (bytes in base64), the keys a dictionary of the block's paths.
 class UserFieldsColumns {
  public:
-  explicit UserFieldsColumns(const UserFields& filter) : filter_(filter) {}
+  explicit UserFieldsColumns(const UserFields& filter, bool map = false)
+      : filter_(filter), map_(map) {}
 
   // Span `i` of `b` as the next row. `exact`, when given, gets one flag per
   // attribute of the span: 1 where user_fields holds that attribute's value
@@ -94,7 +99,8 @@ class UserFieldsColumns {
   void Row(const SpanBatch& b, uint32_t i, std::vector<uint8_t>* exact = nullptr,
            const uint32_t* key_ids = nullptr);
 
-  // The column's data, after the last row.
+  // The column's data, after the last row (a map's after its LowCardinality
+  // version, which the column's header has).
   void Write(native::Writer& w);
 
  private:
@@ -107,6 +113,8 @@ class UserFieldsColumns {
 
   struct Path {
     std::string_view name;
+    uint32_t map_key = 0;       // its index in map_keys_ (a map)
+    size_t map_row = 0;         // a map: the last row it was set in, plus one
     std::vector<uint8_t> type;  // per row: a type, or kNull
     unsigned types = 0;         // bit per type present
     std::vector<uint8_t> bools;
@@ -128,10 +136,18 @@ class UserFieldsColumns {
   // Adds one value; true when the type and text come back as they are
   // (the text is what the decoders make of such a value: value_text.h).
   static bool Add(Path& p, ValueType t, std::string_view v);
+  // A map's value: its text, as the attribute arrays would keep it (bytes
+  // in base64). True when it reads back as it is.
+  bool AddText(ValueType t, std::string_view v);
   static void Push(Path& p, uint8_t type);
   static void AppendString(std::string& out, std::string_view v);
 
   const UserFields& filter_;
+  const bool map_;
+  // A map's keys (its paths' indexes), values and offsets.
+  LcDict map_keys_;
+  std::string map_values_;
+  std::vector<uint64_t> map_offsets_;
   static constexpr int32_t kUnknownPath = -2;
   KeyIndex keys_;
   std::vector<int32_t> path_of_;     // by key index: its path, or -1 (not a user field)

@@ -212,7 +212,10 @@ int Fail(const Status& st) {
 int Measure(storage::SqlConnection& conn, const FormatsOptions& o, const std::string& files) {
   const bool remote = !conn.local_files();
   storage::Capabilities caps;
-  if (Status st = storage::EnsureSchema(conn, &caps); !st.ok()) return Fail(st);
+  // The formats carry user_fields as the JSON type (row_formats.h).
+  storage::SchemaOptions schema;
+  schema.layout = storage::Schema12Layout();
+  if (Status st = storage::EnsureSchema(conn, &caps, schema); !st.ok()) return Fail(st);
   storage::QueryResult version;
   if (Status st = conn.Query("SELECT version()", "TSV", &version); !st.ok()) return Fail(st);
   version.data.erase(version.data.find_last_not_of('\n') + 1);

@@ -249,7 +249,8 @@ Status EncodeBlocks(const Corpus& c, const StorageOptions& o, SpanOrder order,
     }
     SortRows(order, &rows);
     storage::EncodeSpanRows(rows, caps, &spans, storage::UserFields::Default(), values,
-                            layout.extras_column, layout.span_ids_column, layout.attr_columns);
+                            layout.extras_column, layout.span_ids_column, layout.attr_columns,
+                            layout.user_fields_map);
     BlockFiles f;
     f.rows = rows.size();
     f.spans = fmt::format("{}/block-{}.spans.native", dir, out->size());

@@ -126,9 +126,12 @@ void AddSchemasAndCodecs(Variants& b) {
   b.add5("schema10",
          "schema 10 (and 9) as it was: span_id and parent_span_id in columns of their own",
          storage::Schema10Layout());
+  b.add5("schema12", "schema 12 as it was: user_fields as the JSON type, one subcolumn per path",
+         storage::Schema12Layout());
   b.add5("chosen",
-         "the project's schema (11): schema.cc's codecs, the default StorageLayout (spans sorted "
-         "by (second, trace_id, start_time)), user-field values once, both span ids in span_ids",
+         "the project's schema (13): schema.cc's codecs, the default StorageLayout (spans sorted "
+         "by (second, trace_id, start_time)), user-field values once, both span ids in span_ids, "
+         "user_fields a Map",
          StorageLayout{});
   // Codecs alone, on schema 3's types.
   b.add("zstd1", "schema 3, ZSTD(1) on every column of every table", Schema3Types(zstd1));

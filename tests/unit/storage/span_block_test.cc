@@ -138,17 +138,26 @@ TEST(UserFields, JsonOfASpanAndItsResource) {
   EXPECT_NE(std::string(uf2.Of(inf, 0)).find(R"("ratio":"-Infinity")"), std::string::npos);
 }
 
-// user_fields goes as the JSON type's own (flattened) columns where the
-// engine has the type, as JSON text elsewhere; both decode past it.
-TEST(SpanBlock, UserFieldsAsJsonColumnsOrText) {
+// user_fields goes as a Map (schema 13) or the JSON type's own (flattened)
+// columns where the engine has the JSON type, as JSON text elsewhere; each
+// decodes back, the values the arrays leave to it included.
+TEST(SpanBlock, UserFieldsAsMapJsonColumnsOrText) {
   SpanBatch in = testdata::SampleBatch(2);
-  for (const Capabilities& caps : {Modern(), Capabilities::FromVersion("24.8.1")}) {
+  const std::string map = std::string("\x0buser_fields") +
+                          static_cast<char>(kUserFieldsMapType.size()) +
+                          std::string(kUserFieldsMapType);
+  for (const auto& [caps, as_map] : {std::pair{Modern(), true}, std::pair{Modern(), false},
+                                     std::pair{Capabilities::FromVersion("24.8.1"), true}}) {
     std::string block;
-    EncodeSpanBlock(in, caps, &block);
+    EncodeSpanBlock(in, caps, &block, nullptr, UserFields::Default(), true, true, true, as_map);
     const bool json = block.find(std::string("\x0buser_fields\x04JSON", 17)) != std::string::npos;
-    EXPECT_EQ(json, caps.json_type);
+    EXPECT_EQ(json, caps.json_type && !as_map);
+    EXPECT_EQ(block.find(map) != std::string::npos, caps.json_type && as_map);
     if (!caps.json_type) {
       EXPECT_NE(block.find(R"("ratio":0.25)"), std::string::npos);
+    } else if (as_map) {
+      // The value's text, once: the arrays keep its key and marked type.
+      EXPECT_NE(block.find(std::string("\x04") + "0.25"), std::string::npos);
     }
     SpanBatch out;
     Status st = DecodeSpanBlocks(block, &out);
@@ -491,7 +500,15 @@ TEST(Schema, CodecsOnlyWhereTheServerHasThem) {
             std::string::npos)
       << all;
   EXPECT_NE(all.find("trace_id8 FixedString(8) CODEC(Default)"), std::string::npos) << all;
-  EXPECT_NE(all.find("user_fields JSON CODEC(ZSTD(3))"), std::string::npos) << all;
+  EXPECT_NE(all.find("user_fields Map(LowCardinality(String), String) CODEC(ZSTD(9))"),
+            std::string::npos)
+      << all;
+  // Schema 12's layout: the JSON type, ZSTD(3).
+  SchemaOptions json;
+  json.layout = Schema12Layout();
+  std::string json_ddl;
+  for (const auto& sql : SchemaDdl(Modern(), json)) json_ddl += sql + "\n";
+  EXPECT_NE(json_ddl.find("user_fields JSON CODEC(ZSTD(3))"), std::string::npos) << json_ddl;
   EXPECT_NE(all.find("index_granularity = 4096, index_granularity_bytes = 5242880, "
                      "allow_suspicious_low_cardinality_types = 1"),
             std::string::npos)
@@ -616,7 +633,7 @@ TEST(Schema, LayoutChangesCodecsTypesKeyAndSettings) {
   }
   // Columns of small granules take 16 KiB blocks where columns have
   // settings of their own; the layout says which.
-  EXPECT_NE(all.find("user_fields JSON SETTINGS (min_compress_block_size = 16384),"),
+  EXPECT_NE(all.find("user_fields Map(String, String) SETTINGS (min_compress_block_size = 16384),"),
             std::string::npos)
       << all;
   EXPECT_EQ(all.find("span_ids FixedString(16) CODEC(NONE) SETTINGS"), std::string::npos) << all;
