@@ -1223,12 +1223,12 @@ int RunStorage(const StorageOptions& o) {
   // The blocks depend only on the sort order and the encoding: encoded once
   // per pair.
   const auto caps = storage::Capabilities::FromVersion("26.5");
-  using Encoding = std::tuple<SpanOrder, storage::UserFieldValues, bool, bool, bool>;
+  using Encoding = std::tuple<SpanOrder, storage::UserFieldValues, bool, bool, bool, bool>;
   auto encoding_name = [](const Encoding& e) {
-    return fmt::format("{}-{}-{}-{}-{}", static_cast<int>(std::get<0>(e)),
-                       static_cast<int>(std::get<1>(e)), std::get<2>(e) ? "extras" : "rare",
-                       std::get<3>(e) ? "span-ids" : "two-ids",
-                       std::get<4>(e) ? "attr-columns" : "attr-values");
+    return fmt::format(
+        "{}-{}-{}-{}-{}-{}", static_cast<int>(std::get<0>(e)), static_cast<int>(std::get<1>(e)),
+        std::get<2>(e) ? "extras" : "rare", std::get<3>(e) ? "span-ids" : "two-ids",
+        std::get<4>(e) ? "attr-columns" : "attr-values", std::get<5>(e) ? "uf-map" : "uf-json");
   };
   std::map<Encoding, std::vector<BlockFiles>> blocks;
   // Rounds take every variant in turn, so machine noise spreads over all.
@@ -1236,8 +1236,12 @@ int RunStorage(const StorageOptions& o) {
   for (int round = 0; round < o.rounds; ++round) {
     for (size_t i = 0; i < chosen.size(); ++i) {
       const StorageVariant& v = *chosen[i];
-      const Encoding enc{v.order, v.values, v.layout.extras_column, v.layout.span_ids_column,
-                         v.layout.attr_columns};
+      const Encoding enc{v.order,
+                         v.values,
+                         v.layout.extras_column,
+                         v.layout.span_ids_column,
+                         v.layout.attr_columns,
+                         v.layout.user_fields_map};
       auto& files = blocks[enc];
       if (files.empty()) {
         fmt::print(stderr, "encoding blocks in {}'s order and encoding...\n", v.name);
