@@ -39,7 +39,7 @@ GROUPS = [
     ("attr_keys", ["attr_keys"], {}, []),
     ("attr_types", ["attr_types"], {}, []),
     ("attr_values", ["attr_values"], {}, []),
-    ("user_fields (JSON)", ["user_fields"], {}, []),
+    ("user_fields (a Map)", ["user_fields"], {}, []),
     ("extras (scope attributes, events, links)", ["extras"], {}, []),
     ("every column", None, {}, []),
     ("alt: attr_keys Array(String) ZSTD(3)", ["attr_keys"], {},
@@ -51,8 +51,8 @@ GROUPS = [
      ["MODIFY COLUMN attr_values Array(LowCardinality(String)) CODEC(ZSTD(1))"]),
     ("alt: attr_values Array(String) ZSTD(3)", ["attr_values"], {},
      ["MODIFY COLUMN attr_values Array(String) CODEC(ZSTD(3))"]),
-    ("alt: user_fields ZSTD(1), not 3", ["user_fields"], {},
-     ["MODIFY COLUMN user_fields JSON CODEC(ZSTD(1))"]),
+    ("alt: user_fields ZSTD(3), not 9", ["user_fields"], {},
+     ["MODIFY COLUMN user_fields Map(LowCardinality(String), String) CODEC(ZSTD(3))"]),
 ]
 
 
