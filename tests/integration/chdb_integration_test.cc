@@ -167,9 +167,9 @@ TEST(ChdbSchema, SmallBlockColumnsAreSetInPlace) {
   ASSERT_TRUE(caps.column_settings);
   const std::string count_sql = fmt::format(
       "SELECT countSubstrings(create_table_query, 'SETTINGS (min_compress_block_size = 16384)'), "
-      "position(create_table_query, '`user_fields` Map(LowCardinality(String), String) "
-      "CODEC(ZSTD(9)) SETTINGS (min_compress_block_size = 16384)') > 0 FROM system.tables WHERE "
-      "database = '{}' AND name = 'spans'",
+      "position(create_table_query, '`user_fields` Map(LowCardinality(String), "
+      "LowCardinality(String)) CODEC(ZSTD(6)) SETTINGS (min_compress_block_size = 16384)') > 0 "
+      "FROM system.tables WHERE database = '{}' AND name = 'spans'",
       kDatabase);
   const size_t n = StorageLayout{}.small_block_columns.size();
   EXPECT_EQ(Q(count_sql), fmt::format("{}\t1\n", n));
@@ -983,6 +983,30 @@ TEST_P(ChdbUserFields, QueryByPathReturnsExactlyTheSpansThatCarryIt) {
     ASSERT_TRUE(reader.GetTrace(id, &out).ok());
     ASSERT_TRUE(TraceAsRead(in, id).LogicallyEquals(out, &why)) << ToHex(id) << ": " << why;
   }
+}
+
+// Spans without a user field: their maps (or JSON objects) are empty, and a
+// trace of them alone reads back whole.
+TEST_P(ChdbUserFields, ATraceWithoutUserFieldsReadsBack) {
+  Reset();
+  Capabilities caps;
+  SchemaOptions made;
+  if (!GetParam()) made.layout = Schema12Layout();
+  ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps, made).ok());
+  WriterOptions o = TestWriter();
+  o.well_known.insert(o.well_known.end(),
+                      {"ratio", "cached", "blob", "list", "map", "nothing", "tags"});
+  const SpanBatch in = testdata::SampleBatch(1);
+  WriteOneBatch(Engine::conn.get(), caps, o, in);
+  EXPECT_EQ(Q(fmt::format("SELECT count(), countIf(toString(user_fields) IN ('{{}}', '')) FROM "
+                          "{}.spans",
+                          kDatabase)),
+            fmt::format("{0}\t{0}\n", in.span_count()));
+  ChdbSpanReader reader(*Engine::conn, caps);
+  SpanBatch out;
+  ASSERT_TRUE(reader.GetTrace(in.spans.trace_id[0], &out).ok());
+  std::string why;
+  EXPECT_TRUE(TraceAsRead(in, in.spans.trace_id[0]).LogicallyEquals(out, &why)) << why;
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, ChdbUserFields, ::testing::Bool(),

@@ -57,7 +57,7 @@ TEST(StorageLayout, ChosenCodecsAndTypesAreTheTables) {
   EXPECT_EQ(Column("trace_index", "start_s"),
             "SimpleAggregateFunction(min, UInt32)\tCODEC(T64, Default)\n");
   EXPECT_EQ(Column("spans", "user_fields"),
-            "Map(LowCardinality(String), String)\tCODEC(ZSTD(9))\n");
+            "Map(LowCardinality(String), LowCardinality(String))\tCODEC(ZSTD(6))\n");
   EXPECT_EQ(Column("resources", "attr_values"), "Array(LowCardinality(String))\tCODEC(Default)\n");
   // Every stored column of every table has a codec.
   EXPECT_EQ(Q(fmt::format("SELECT groupArray(concat(table, '.', name)) FROM system.columns WHERE "

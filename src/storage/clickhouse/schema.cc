@@ -211,7 +211,8 @@ std::string Scalar(Logical l, const Capabilities& caps, const StorageLayout* lay
     case Logical::kJson:  // read back as JSON text; the table's type where the engine has it
       if (layout == nullptr || !caps.json_type) return "String";
       if (!layout->user_fields_map) return "JSON";
-      return lc_keys ? std::string(kUserFieldsMapType) : "Map(String, String)";
+      return fmt::format("Map({}, {})", lc_keys ? "LowCardinality(String)" : "String",
+                         lc_values ? "LowCardinality(String)" : "String");
   }
   return "String";
 }

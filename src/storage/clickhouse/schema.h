@@ -112,12 +112,20 @@ enum class Logical : uint8_t {
   kJson,  // user_fields: a Map or the JSON type where the engine has it, else JSON text
 };
 
-// user_fields as a map of key to value text (StorageLayout::user_fields_map).
-inline constexpr std::string_view kUserFieldsMapType = "Map(LowCardinality(String), String)";
-// Its codec: the values of different keys interleave in the map's stream, so
-// it needs a stronger level than the JSON column's per-path streams to stay
-// as small (decision 0052).
-inline constexpr std::string_view kUserFieldsMapCodec = "ZSTD(9)";
+// user_fields as a map of key to value text (StorageLayout::user_fields_map),
+// keys and values LowCardinality where the layout has them (ids and other
+// distinct values go to each part's dictionary once, repeated ones become
+// indexes: smaller than plain Strings at a cheaper ZSTD level).
+inline constexpr std::string_view kUserFieldsMapType =
+    "Map(LowCardinality(String), LowCardinality(String))";
+// How the writer sends it: the values as plain Strings, which the engine
+// turns into the table's dictionaries (as it does attr_values': decision
+// 0008).
+inline constexpr std::string_view kUserFieldsMapWireType = "Map(LowCardinality(String), String)";
+// Its codec: the values of different keys interleave in the map's streams,
+// so it needs a stronger level than the JSON column's per-path streams to
+// stay as small (decision 0052).
+inline constexpr std::string_view kUserFieldsMapCodec = "ZSTD(6)";
 
 // Span columns, in table and block order. Never reorder or rename: new
 // columns go at the end (an older data directory gets them by ALTER).
@@ -328,8 +336,8 @@ struct StorageLayout {
   // column's ~95 streams, the dictionary-encoded and small columns), so a
   // 64 KiB block is several granules. Columns of 64 KiB or more per granule
   // are cut at each granule either way. Decision 0049.
-  // user_fields as a Map(LowCardinality(String), String) of each user
-  // field's value text (its type stays in attr_types), where the engine has
+  // user_fields as a Map(LowCardinality(String), LowCardinality(String)) of
+  // each user field's value text (its type stays in attr_types), where the engine has
   // the JSON type; false: the JSON type, one subcolumn per path (schema 4 to
   // 12's tables keep it). A lookup reads the map's 3 streams where the JSON
   // column's ~15 paths read ~70. The writer and the reader follow the table's

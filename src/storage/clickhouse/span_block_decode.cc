@@ -60,23 +60,46 @@ class Decoder {
     return Status::Ok();
   }
   void SetJson(bool json) { json_ = json; }
-  void SetMap(bool map) { map_ = map; }
+  // A Map column next: whether its keys and its values are LowCardinality.
+  void SetMap(bool map, bool keys_lc, bool values_lc) {
+    map_ = map;
+    map_keys_lc_ = keys_lc;
+    map_values_lc_ = values_lc;
+  }
   // Where the resource_id column's values go: (*ids)[base + row].
   void SetResourceIds(std::vector<uint64_t>* ids, size_t base) {
     resource_ids_ = ids;
     resource_ids_base_ = base;
   }
-  // user_fields as a Map(String or LowCardinality(String), String): every
-  // row's keys and values, kept for ResolveUserFields.
+  // user_fields as a Map of Strings, its keys and values each plain or
+  // LowCardinality (SetMap): every row's keys and values, kept for
+  // ResolveUserFields. The LowCardinality parts' versions come first, then
+  // the offsets, the keys, the values.
   Status ReadMap() {
     map_read_ = true;
+    const bool parts_lc[2] = {map_keys_lc_, map_values_lc_};
+    if (n_ > 0) {
+      for (const bool lc : parts_lc) {
+        if (!lc) continue;
+        uint64_t version = 0;
+        SH_RETURN_IF_ERROR(r_.Fixed(&version));
+        if (version != 1) return Status::Internal("native: unknown LowCardinality version");
+      }
+    }
     SH_RETURN_IF_ERROR(Offsets(&map_offsets_));
     const uint64_t total = map_offsets_.empty() ? 0 : map_offsets_.back();
     if (total > r_.left()) return Status::Internal("native: map entries past the end");
-    map_keys_.resize(total);
-    for (auto& k : map_keys_) SH_RETURN_IF_ERROR(lc_ ? LcNext(&k) : r_.String(&k));
-    map_values_.resize(total);
-    for (auto& v : map_values_) SH_RETURN_IF_ERROR(r_.String(&v));
+    std::vector<std::string_view>* parts[2] = {&map_keys_, &map_values_};
+    for (int k = 0; k < 2; ++k) {
+      parts[k]->resize(total);
+      lc_ = parts_lc[k];
+      lc_loaded_ = false;
+      for (auto& v : *parts[k]) SH_RETURN_IF_ERROR(lc_ ? LcNext(&v) : r_.String(&v));
+      if (lc_ && lc_loaded_ && lc_next_ != lc_index_.size()) {
+        return Status::Internal("native: LowCardinality map part longer than its entries");
+      }
+    }
+    lc_ = false;
     return Status::Ok();
   }
   // The value of `key` in row `i`'s map, or false.
@@ -586,6 +609,8 @@ class Decoder {
   uint64_t n_;
   bool json_ = false;  // the current column is of the JSON type
   bool map_ = false;   // the current column is a Map
+  bool map_keys_lc_ = false;
+  bool map_values_lc_ = false;
   // The block's user_fields as a Map (ReadMap): offsets per row, entries.
   bool map_read_ = false;
   std::vector<uint64_t> map_offsets_;
@@ -652,9 +677,13 @@ Status DecodeSpanBlocks(std::string_view data, SpanBatch* out,
       auto it = by_name.find(name);
       if (it == by_name.end())
         return Status::Internal("native: unexpected column " + std::string(name));
-      SH_RETURN_IF_ERROR(dec.BeginColumn(type.find("LowCardinality(") != std::string_view::npos));
+      // A Map reads its LowCardinality parts' versions itself (ReadMap).
+      const bool map = type.substr(0, 4) == "Map(";
+      SH_RETURN_IF_ERROR(
+          dec.BeginColumn(!map && type.find("LowCardinality(") != std::string_view::npos));
       dec.SetJson(type.substr(0, 4) == "JSON");
-      dec.SetMap(type.substr(0, 4) == "Map(");
+      dec.SetMap(map, type.starts_with("Map(LowCardinality("),
+                 type.ends_with(", LowCardinality(String))"));
       SH_RETURN_IF_ERROR(dec.Column(it->second));
     }
     SH_RETURN_IF_ERROR(dec.BeginColumn(false));  // checks the last column

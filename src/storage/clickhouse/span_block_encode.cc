@@ -61,10 +61,14 @@ class Encoder {
       // the engine has it (UserFieldsColumns).
       const bool values = c.logical == Logical::kString || c.logical == Logical::kStringArray ||
                           c.logical == Logical::kStringArray2;
+      // A map goes as kUserFieldsMapWireType whatever its values are stored
+      // as (the engine builds their dictionaries).
       StorageLayout layout;
       layout.user_fields_map = user_fields_map;
-      const std::string type =
-          values ? WireType(c.logical, caps) : TableType(c.logical, caps, layout);
+      const bool map = c.id == Col::kUserFields && caps.json_type && user_fields_map;
+      const std::string type = values ? WireType(c.logical, caps)
+                               : map  ? std::string(kUserFieldsMapWireType)
+                                      : TableType(c.logical, caps, layout);
       const bool lc = type.find("LowCardinality(") != std::string::npos;
       {
         native::Writer h(&out_->pieces[at]);

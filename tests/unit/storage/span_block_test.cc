@@ -144,8 +144,8 @@ TEST(UserFields, JsonOfASpanAndItsResource) {
 TEST(SpanBlock, UserFieldsAsMapJsonColumnsOrText) {
   SpanBatch in = testdata::SampleBatch(2);
   const std::string map = std::string("\x0buser_fields") +
-                          static_cast<char>(kUserFieldsMapType.size()) +
-                          std::string(kUserFieldsMapType);
+                          static_cast<char>(kUserFieldsMapWireType.size()) +
+                          std::string(kUserFieldsMapWireType);
   for (const auto& [caps, as_map] : {std::pair{Modern(), true}, std::pair{Modern(), false},
                                      std::pair{Capabilities::FromVersion("24.8.1"), true}}) {
     std::string block;
@@ -500,7 +500,8 @@ TEST(Schema, CodecsOnlyWhereTheServerHasThem) {
             std::string::npos)
       << all;
   EXPECT_NE(all.find("trace_id8 FixedString(8) CODEC(Default)"), std::string::npos) << all;
-  EXPECT_NE(all.find("user_fields Map(LowCardinality(String), String) CODEC(ZSTD(9))"),
+  EXPECT_NE(all.find("user_fields Map(LowCardinality(String), LowCardinality(String)) "
+                     "CODEC(ZSTD(6))"),
             std::string::npos)
       << all;
   // Schema 12's layout: the JSON type, ZSTD(3).
