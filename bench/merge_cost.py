@@ -51,8 +51,9 @@ GROUPS = [
      ["MODIFY COLUMN attr_values Array(LowCardinality(String)) CODEC(ZSTD(1))"]),
     ("alt: attr_values Array(String) ZSTD(3)", ["attr_values"], {},
      ["MODIFY COLUMN attr_values Array(String) CODEC(ZSTD(3))"]),
-    ("alt: user_fields ZSTD(3), not 9", ["user_fields"], {},
-     ["MODIFY COLUMN user_fields Map(LowCardinality(String), String) CODEC(ZSTD(3))"]),
+    ("alt: user_fields ZSTD(3), not 6", ["user_fields"], {},
+     ["MODIFY COLUMN user_fields Map(LowCardinality(String), LowCardinality(String)) "
+      "CODEC(ZSTD(3))"]),
 ]
 
 

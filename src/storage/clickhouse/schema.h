@@ -459,10 +459,10 @@ inline constexpr std::string_view kDatabase = "spanhouse";
 // 12: the attribute columns (network.peer.address, network.peer.port,
 // user_agent.original, db.statement), added in place; older rows keep their
 // values in attr_values, unmarked.
-// 13: user_fields a Map(LowCardinality(String), String) in tables made from
-// now (StorageLayout::user_fields_map); a spans table made before keeps its
-// JSON column, which the writer, the reader and the searches follow
-// (SpansUserFieldsMap).
+// 13: user_fields a Map(LowCardinality(String), LowCardinality(String)) in
+// tables made from now (StorageLayout::user_fields_map); a spans table made
+// before keeps its JSON column, which the writer, the reader and the
+// searches follow (SpansUserFieldsMap).
 inline constexpr uint32_t kSchemaVersion = 13;
 // The oldest schema EnsureSchema brings to kSchemaVersion on a cluster
 // (only CREATE ... IF NOT EXISTS and in-place ALTERs): 9 -> 10 adds

@@ -82,9 +82,9 @@ inline constexpr uint8_t kTypeInUserFields = 0x80;
 // The span block's encoder writes one per block; the batches' strings must
 // outlive it.
 //
-// With `map` (StorageLayout::user_fields_map), the column is a
-// Map(LowCardinality(String), String) instead: per row its keys and value
-// texts (bytes in base64), the keys a dictionary of the block's paths.
+// With `map` (StorageLayout::user_fields_map), the column is a map instead,
+// sent as kUserFieldsMapWireType: per row its keys and value texts (bytes
+// in base64), the keys a dictionary of the block's paths.
 class UserFieldsColumns {
  public:
   explicit UserFieldsColumns(const UserFields& filter, bool map = false)
