@@ -279,12 +279,12 @@ void AddChosenVariants(Variants& b) {
          Chosen([](StorageLayout& l) { l.single_stream_strings = false; }));
   b.add5("chosen+uf-small-blocks", "chosen, 16 KiB compressed blocks for user_fields only",
          Chosen([](StorageLayout& l) { l.small_block_columns = {"user_fields"}; }));
-  b.add5("chosen+uf-default-codec", "chosen, user_fields with the part-size codec, not ZSTD(9)",
+  b.add5("chosen+uf-default-codec", "chosen, user_fields with the part-size codec, not ZSTD(6)",
          with_codecs({{"user_fields", "Default"}}));
-  b.add5("chosen+uf-zstd3", "chosen, user_fields (the Map) ZSTD(3), not ZSTD(9)",
+  b.add5("chosen+uf-zstd3", "chosen, user_fields (the Map) ZSTD(3), not ZSTD(6)",
          with_codecs({{"user_fields", "ZSTD(3)"}}));
-  b.add5("chosen+uf-zstd6", "chosen, user_fields (the Map) ZSTD(6), not ZSTD(9)",
-         with_codecs({{"user_fields", "ZSTD(6)"}}));
+  b.add5("chosen+uf-zstd9", "chosen, user_fields (the Map) ZSTD(9), not ZSTD(6)",
+         with_codecs({{"user_fields", "ZSTD(9)"}}));
   b.add5(
       "chosen+strings-zstd9", "chosen, ZSTD(9) on attr_values, user_fields and extras",
       with_codecs({{"attr_values", "ZSTD(9)"}, {"user_fields", "ZSTD(9)"}, {"extras", "ZSTD(9)"}}));
