@@ -1,7 +1,9 @@
 #include "model/span_batch.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
+#include <tuple>
 
 #include "model/service_name.h"
 
@@ -179,6 +181,99 @@ uint64_t ResourceFingerprint(const SpanBatch& b, uint32_t resource) {
   h.Bytes(b.Str(b.resources.schema_url[resource]));
   h.Word(b.resources.dropped_attributes_count[resource]);
   return h.Done();
+}
+
+uint64_t SpanContentHash(const SpanBatch& b, uint32_t s, uint64_t resource_fingerprint) {
+  Hasher h;
+  const SpanBatch::Spans& sp = b.spans;
+  uint64_t parent;
+  std::memcpy(&parent, sp.parent_span_id[s].data(), 8);
+  h.Word(parent);
+  h.Word(sp.kind[s] | uint64_t{sp.status_code[s]} << 8 | uint64_t{sp.flags[s]} << 16);
+  h.Word(sp.start_ns[s]);
+  h.Word(sp.end_ns[s]);
+  h.Bytes(b.Str(sp.name[s]));
+  h.Bytes(b.Str(sp.status_message[s]));
+  h.Bytes(b.Str(sp.trace_state[s]));
+  h.Word(resource_fingerprint);
+  auto attrs = [&h, &b](const AttrColumns& c, Range r) {
+    h.Word(r.size());
+    for (uint32_t a = r.begin; a < r.end; ++a) {
+      h.Bytes(b.Str(c.key[a]));
+      h.Word(static_cast<uint64_t>(c.type[a]));
+      h.Bytes(b.Str(c.value[a]));
+    }
+  };
+  attrs(b.span_attrs, sp.attrs[s]);
+  const Range ev = sp.events[s];
+  h.Word(ev.size());
+  for (uint32_t e = ev.begin; e < ev.end; ++e) {
+    h.Word(b.events.time_ns[e]);
+    h.Bytes(b.Str(b.events.name[e]));
+    attrs(b.event_attrs, b.events.attrs[e]);
+  }
+  const Range ln = sp.links[s];
+  h.Word(ln.size());
+  for (uint32_t l = ln.begin; l < ln.end; ++l) {
+    h.Bytes({reinterpret_cast<const char*>(b.links.trace_id[l].data()), 16});
+    h.Bytes({reinterpret_cast<const char*>(b.links.span_id[l].data()), 8});
+    attrs(b.link_attrs, b.links.attrs[l]);
+  }
+  return h.Done();
+}
+
+void SpanContentKeys(const SpanBatch& b, std::vector<SpanContentKey>* keys) {
+  std::vector<uint64_t> resources(b.resources.attrs.size());
+  for (uint32_t r = 0; r < resources.size(); ++r) resources[r] = ResourceFingerprint(b, r);
+  const size_t n = b.span_count();
+  keys->resize(n);
+  for (uint32_t s = 0; s < n; ++s) {
+    (*keys)[s] = {b.spans.trace_id[s], b.spans.span_id[s],
+                  SpanContentHash(b, s, resources[b.spans.resource[s]])};
+  }
+}
+
+size_t DropRepeatedSpans(SpanBatch* b) {
+  const size_t n = b->span_count();
+  if (n < 2) return 0;
+  // Content is hashed only for spans whose ids repeat: most reads have none.
+  std::vector<uint32_t> order(n);
+  for (uint32_t i = 0; i < n; ++i) order[i] = i;
+  const auto& tid = b->spans.trace_id;
+  const auto& sid = b->spans.span_id;
+  auto ids_less = [&](uint32_t x, uint32_t y) {
+    return std::tie(tid[x], sid[x], x) < std::tie(tid[y], sid[y], y);
+  };
+  std::sort(order.begin(), order.end(), ids_less);
+  std::vector<uint8_t> drop;
+  for (size_t i = 0; i + 1 < n;) {
+    size_t e = i + 1;
+    while (e < n && tid[order[e]] == tid[order[i]] && sid[order[e]] == sid[order[i]]) ++e;
+    if (e - i > 1) {
+      if (drop.empty()) drop.assign(n, 0);
+      std::vector<uint64_t> seen;
+      for (size_t k = i; k < e; ++k) {
+        const uint32_t s = order[k];  // in batch order within the group
+        const uint64_t h = SpanContentHash(*b, s, ResourceFingerprint(*b, b->spans.resource[s]));
+        if (std::find(seen.begin(), seen.end(), h) != seen.end()) {
+          drop[s] = 1;
+        } else {
+          seen.push_back(h);
+        }
+      }
+    }
+    i = e;
+  }
+  if (drop.empty()) return 0;
+  std::vector<uint32_t> keep;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (drop[i] == 0) keep.push_back(i);
+  }
+  if (keep.size() == n) return 0;
+  SpanBatch out;
+  out.AppendSpans(*b, keep.data(), keep.size());
+  *b = std::move(out);
+  return n - keep.size();
 }
 
 void SpanBatch::Reserve(const Shape& shape) {

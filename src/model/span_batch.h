@@ -233,6 +233,31 @@ class SpanBatch {
 // written, sorted and compressed again for every span.
 uint64_t ResourceFingerprint(const SpanBatch& b, uint32_t resource);
 
+// A span's identity for deduplication: its ids and a 64-bit hash of what it
+// says (SpanContentHash). A retried request's span has the same key; the two
+// halves of a Zipkin shared span (client and server, one span id) do not.
+struct SpanContentKey {
+  TraceId trace_id{};
+  SpanId span_id{};
+  uint64_t content = 0;
+  bool operator==(const SpanContentKey&) const = default;
+};
+static_assert(sizeof(SpanContentKey) == 32);
+
+// A hash of span `s` of `b`: its parent, kind, name, times, status, flags,
+// trace state, resource (`resource_fingerprint`: ResourceFingerprint of its
+// resource), attributes, events and links. Ids are not in it (SpanContentKey has
+// them). Two spans that differ in any of these differ here, except with a
+// probability of about 2^-64.
+uint64_t SpanContentHash(const SpanBatch& b, uint32_t s, uint64_t resource_fingerprint);
+// The key of every span of `b`, in order (each resource hashed once).
+void SpanContentKeys(const SpanBatch& b, std::vector<SpanContentKey>* keys);
+// Removes from `b` every span whose SpanContentKey an earlier span of `b`
+// has (a store that holds a span twice: written before deduplication at
+// intake, or retried past its window); returns how many. Spans that share
+// ids but not content (a Zipkin shared span's two halves) are both kept.
+size_t DropRepeatedSpans(SpanBatch* b);
+
 // Jaeger's reference type for link `l` of `b`: "CHILD_OF" when the link's
 // opentracing.ref_type attribute is child_of, else "FOLLOWS_FROM" (the
 // OpenTelemetry translator's rule).

@@ -98,6 +98,7 @@ void QueryApi::GetTrace(std::string_view hex, net::HttpResponse& resp) {
   Status st = reader_.GetTrace(id, &batch);
   if (st.code() == StatusCode::kNotFound) st = {StatusCode::kNotFound, "trace not found"};
   if (!st.ok()) return Fail(st, "trace " + std::string(hex), resp);
+  DropRepeatedSpans(&batch);  // a span a store holds twice is shown once
   resp.body = RenderJaegerTraces(batch);
 }
 
@@ -113,6 +114,7 @@ void QueryApi::SearchTraces(const QueryString& q, net::HttpResponse& resp) {
   }
   SpanBatch batch;
   if (Status st = reader_.GetTraces(ids, &batch); !st.ok()) return Fail(st, "traces", resp);
+  DropRepeatedSpans(&batch);
   std::vector<TraceId> missing;
   if (by_id) {
     // Jaeger answers the ids it found and names the others in errors.

@@ -206,6 +206,7 @@ void Server::DocumentsEndpoint(const net::HttpRequest& req, net::HttpResponse& r
   SpanBatch batch;
   Status st = c.reader->GetTrace(id, &batch);
   if (!st.ok() && st.code() != StatusCode::kNotFound) return FailStore(resp, st, "documents");
+  DropRepeatedSpans(&batch);  // one document per span, as Jaeger's _id makes it
   storage::opensearch::DocumentWriter writer(batch);
   std::string out = "{\"source\":";
   codec::AppendJsonString(out, c.source);

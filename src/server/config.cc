@@ -348,6 +348,16 @@ const std::vector<Key>& Keys() {
                   "a size of at least 64KiB, e.g. 1GiB"),
       SH_STRING_KEY("durable.fsync", durable.fsync, IsFsyncPolicy(v),
                     "always, or an interval in milliseconds from 1 to 10000"),
+      Key{"dedup.enabled",
+          [](const std::string& v, Config* c) -> Status {
+            if (v != "true" && v != "false") return BadValue("dedup.enabled", v, "true or false");
+            c->dedup.enabled = v == "true";
+            return Status::Ok();
+          },
+          [](const Config& c) { return std::string(c.dedup.enabled ? "true" : "false"); }},
+      SH_UINT_KEY("dedup.window_s", dedup.window_s, ParseUint, 30, 86400, "seconds, 30 to 86400"),
+      SH_UINT_KEY("dedup.max_bytes", dedup.max_bytes, ParseBytes, 64ull << 10, 1ull << 40,
+                  "a size of at least 64KiB, e.g. 128MiB"),
       SH_STRING_KEY("secondary.type", secondary.type, v.empty() || v == "chdb" || v == "opensearch",
                     "empty (no second sink), chdb or opensearch"),
       SH_STRING_KEY("secondary.database", secondary.database, IsDatabaseName(v),
@@ -676,6 +686,10 @@ std::vector<std::vector<std::string>> ClickHouseShards(std::string_view list) {
     pos = end + 1;
   }
   return shards;
+}
+
+std::string DedupDir(const Config& cfg) {
+  return cfg.data_dir + "/dedup";
 }
 
 std::string DurableDir(const Config& cfg) {

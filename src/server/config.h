@@ -214,6 +214,17 @@ struct Config {
     std::string fsync = "200";
   } durable;
   struct {
+    // Spans an accepted request already had (an exporter's retry) are
+    // dropped at intake, before the durable queue (pipeline/dedup): every
+    // sink, view and sampler sees a span once. Their keys are held for
+    // window_s, in a table of max_bytes (~4.7 bytes a key: 10 minutes at
+    // 250k spans/s take 720MiB; a full table forgets its oldest keys first)
+    // and in files under <data_dir>/dedup that refill it at start.
+    bool enabled = true;
+    uint64_t window_s = 600;
+    uint64_t max_bytes = 128ull << 20;
+  } dedup;
+  struct {
     // A second sink beside the primary, with its own place in the durable
     // queue: every accepted span is stored in both, each at its own pace (a
     // slow or failing one holds back only itself until the durable queue is
@@ -273,6 +284,8 @@ bool ParseServiceProbabilities(std::string_view text,
 std::vector<std::string> OpenSearchUrls(std::string_view list);
 // The durable queue's directory: durable.dir, or <data_dir>/queue.
 std::string DurableDir(const Config& cfg);
+// The dedup index's key files: <data_dir>/dedup.
+std::string DedupDir(const Config& cfg);
 // The cold volume's directory: storage.cold_path, or <data_dir>/cold.
 std::string ColdPath(const Config& cfg);
 // What ToYaml does with secrets (bearer tokens, the S3 secret key).

@@ -1,5 +1,6 @@
 #include "server/metrics.h"
 
+#include <chrono>
 #include <cstdlib>
 
 #include <spdlog/spdlog.h>
@@ -21,7 +22,10 @@ void AppendReceiverMetrics(const std::vector<MetricsSources::Receiver>& receiver
       {"spanhouse_receiver_received_spans_total", "Spans decoded from requests, before the filter.",
        &receivers::IntakeStats::spans_received},
       {"spanhouse_receiver_accepted_spans_total", "Spans queued for the sinks (answered 200).",
-       &receivers::IntakeStats::spans_accepted}};
+       &receivers::IntakeStats::spans_accepted},
+      {"spanhouse_receiver_duplicate_spans_total",
+       "Spans an accepted request already had (a retry): answered as accepted, not queued again.",
+       &receivers::IntakeStats::spans_duplicate}};
   for (const auto& [name, help, field] : counters) {
     out.Family(name, "counter", help);
     for (const auto& r : receivers) {
@@ -174,6 +178,12 @@ void AppendPipelineMetrics(const MetricsSources& s, PromText& out) {
   }
   for (const sink::Sink* sink : s.sinks) sink->AppendMetrics(out);
   if (s.queue != nullptr) s.queue->AppendMetrics(out);
+  if (s.dedup != nullptr) {
+    s.dedup->AppendMetrics(
+        out,
+        static_cast<uint64_t>(
+            std::chrono::nanoseconds(std::chrono::system_clock::now().time_since_epoch()).count()));
+  }
 }
 
 void AppendStorageMetrics(storage::SqlConnection& conn, std::string_view database, bool disks,

@@ -11,6 +11,7 @@
 
 #include "common/prom_text.h"
 #include "net/http_server.h"
+#include "pipeline/dedup/dedup_index.h"
 #include "pipeline/durable/durable_queue.h"
 #include "pipeline/filter/span_filter.h"
 #include "pipeline/memory_budget.h"
@@ -39,6 +40,7 @@ struct MetricsSources {
   const pipeline::MemoryBudget* budget = nullptr;
   std::vector<const sink::Sink*> sinks;
   const pipeline::durable::DurableQueue* queue = nullptr;
+  const pipeline::DedupIndex* dedup = nullptr;
 };
 
 void AppendPipelineMetrics(const MetricsSources& sources, PromText& out);

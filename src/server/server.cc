@@ -206,6 +206,17 @@ Status Server::OpenQueue() {
     d.log.fsync_interval = std::chrono::milliseconds(std::stoull(cfg_.durable.fsync));
   }
   SH_RETURN_IF_ERROR(pipeline::durable::DurableQueue::Open(d, budget_, filter_.get(), &queue_));
+  if (cfg_.dedup.enabled) {
+    pipeline::DedupOptions o;
+    o.window_s = static_cast<uint32_t>(cfg_.dedup.window_s);
+    o.max_bytes = cfg_.dedup.max_bytes;
+    o.dir = std::filesystem::absolute(DedupDir(cfg_)).lexically_normal().string();
+    SH_RETURN_IF_ERROR(pipeline::DedupIndex::Open(
+        o,
+        static_cast<uint64_t>(
+            std::chrono::nanoseconds(std::chrono::system_clock::now().time_since_epoch()).count()),
+        &dedup_));
+  }
   if (tail_sampler_ != nullptr) {
     tail_window_ = std::make_unique<pipeline::TailWindow>(*tail_sampler_, *queue_);
     queue_->set_tail_window(tail_window_.get());
@@ -610,6 +621,7 @@ void Server::MakeReceivers() {
   intake.max_body_bytes = cfg_.otlp_http.max_body_bytes;
   intake.max_spans_per_request = cfg_.otlp_http.max_spans_per_request;
   intake.memory_wait = std::chrono::milliseconds(cfg_.queue.wait_ms);
+  intake.dedup = dedup_.get();
   // Every receiver: the same limits, guard, TLS and intake (each its own
   // counters); an empty address turns Zipkin or OTLP/gRPC off.
   receivers::HttpListenerOptions http{.address = cfg_.otlp_http.listen,
@@ -789,6 +801,7 @@ std::string Server::Metrics() {
   m.budget = &budget_;
   for (const auto& s : sinks_) m.sinks.push_back(s.get());
   m.queue = queue_.get();
+  m.dedup = dedup_.get();
   AppendPipelineMetrics(m, out);
   if (read_switch_ != nullptr) read_switch_->AppendMetrics(out);
   if (recent_reader_ != nullptr) recent_reader_->AppendMetrics(out);

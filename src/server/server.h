@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "pipeline/dedup/dedup_index.h"
 #include "pipeline/durable/durable_queue.h"
 #include "pipeline/filter/span_filter.h"
 #include "pipeline/memory_budget.h"
@@ -130,6 +131,9 @@ class Server {
   std::unique_ptr<pipeline::TailSampler> tail_sampler_;  // null: no sampling.tail.policies
   std::unique_ptr<pipeline::SpanFilter> filter_;
   std::unique_ptr<pipeline::durable::DurableQueue> queue_;
+  // The keys of spans accepted lately (null: dedup.enabled false); the
+  // receivers drop a retried request's spans by it.
+  std::unique_ptr<pipeline::DedupIndex> dedup_;
   struct Faults {
     std::string sink;
     std::unique_ptr<storage::SinkFaults> faults;

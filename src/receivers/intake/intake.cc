@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <utility>
+#include <vector>
 
 #include "codec/compression.h"
 #include "codec/otlp_encode.h"
@@ -32,12 +33,32 @@ int RetryAfterS(StatusCode code) {
   }
 }
 
-IntakeResult Accepted(const pipeline::FilterReport& filtered, const pipeline::SpanFilter* filter) {
+// `duplicates`: spans accepted before, named in the message as a warning
+// (not rejected: the client must not send them again).
+IntakeResult Accepted(const pipeline::FilterReport& filtered, const pipeline::SpanFilter* filter,
+                      size_t duplicates = 0) {
   IntakeResult r;
   r.rejected_spans = filtered.rejected_spans();
   // A report that is not clean came from `filter`.
   if (!filtered.clean()) r.message = filtered.Message(filter->limits());
+  if (duplicates > 0) {
+    if (!r.message.empty()) r.message += "; ";
+    r.message +=
+        std::to_string(duplicates) + " spans were accepted before (a retried request): kept once";
+  }
   return r;
+}
+
+// `b` without the spans `seen` marks.
+std::unique_ptr<SpanBatch> WithoutSeen(const SpanBatch& b, const std::vector<uint8_t>& seen) {
+  std::vector<uint32_t> keep;
+  keep.reserve(b.span_count());
+  for (uint32_t i = 0; i < b.span_count(); ++i) {
+    if (seen[i] == 0) keep.push_back(i);
+  }
+  auto out = std::make_unique<SpanBatch>();
+  out->AppendSpans(b, keep.data(), keep.size());
+  return out;
 }
 
 uint64_t NowNs() {
@@ -137,11 +158,29 @@ Intake::Submitted Intake::Submit(codec::BodyFormat format, std::string body,
   pipeline::FilterReport filtered;
   const uint64_t now_ns = NowNs();
   if (filter_ != nullptr) filter_->Apply(*batch, now_ns, &filtered);
+  // A retry's spans, accepted before, go no further; the rest are noted,
+  // provisionally until this request is accepted (Commit) or refused (Forget).
+  pipeline::DedupIndex* dedup = opts_.dedup;
+  auto admission = dedup != nullptr ? std::make_shared<pipeline::DedupIndex::Admission>() : nullptr;
+  size_t seen = 0;
+  if (dedup != nullptr && !batch->empty()) {
+    std::vector<uint8_t> was_seen;
+    seen = dedup->Admit(*batch, now_ns, &was_seen, admission.get());
+    if (seen > 0) {
+      stats_->spans_duplicate += seen;
+      batch = WithoutSeen(*batch, was_seen);  // no source: its record is encoded below
+    }
+  }
   const size_t n = batch->span_count();
   if (n == 0) {
     stats_->requests_accepted++;
-    return {false, Accepted(filtered, filter_)};
+    return {false, Accepted(filtered, filter_, seen)};
   }
+  // Refused from here on: the spans noted are forgotten.
+  auto refuse = [&](const Status& st, std::atomic<uint64_t> IntakeStats::*counter) {
+    if (dedup != nullptr) dedup->Forget(*admission);
+    return Submitted{false, Refuse(st, counter)};
+  };
   pipeline::durable::Ticket ticket;
   if (durable) {
     // Read back, the record is decoded and filtered again against `now_ns`.
@@ -157,10 +196,14 @@ Intake::Submitted Intake::Submit(codec::BodyFormat format, std::string body,
       logged = codec::BodyFormat::kOtlpProto;
     }
     if (Status st = queue_.Append(now_ns, logged, record, &ticket); !st.ok()) {
-      return {false, Refuse(st, st.code() == StatusCode::kResourceExhausted
-                                    ? &IntakeStats::rejected_durable_full
-                                    : &IntakeStats::durable_errors)};
+      return refuse(st, st.code() == StatusCode::kResourceExhausted
+                            ? &IntakeStats::rejected_durable_full
+                            : &IntakeStats::durable_errors);
     }
+    // In the log, so stored even if refused below (a replay at the next
+    // start): a retry of it is a duplicate from now on, unless the answer
+    // waits for an fsync, which decides.
+    if (dedup != nullptr && !queue_.fsync_always()) dedup->Commit(*admission);
   }
   const uint64_t lsn = ticket.lsn();
   const size_t bytes = batch->MemoryBytes();
@@ -181,33 +224,44 @@ Intake::Submitted Intake::Submit(codec::BodyFormat format, std::string body,
       held ? Status::Ok()
            : queue_.Deliver(std::move(batch), std::move(reservation), std::move(ticket), bytes, n);
   if (!st.ok()) {
-    return {false, Refuse(st, st.code() == StatusCode::kResourceExhausted
-                                  ? &IntakeStats::rejected_queue_full
-                                  : &IntakeStats::rejected_shutting_down)};
+    // Only without a log (not in it, so not stored) or while shutting down.
+    return refuse(st, st.code() == StatusCode::kResourceExhausted
+                          ? &IntakeStats::rejected_queue_full
+                          : &IntakeStats::rejected_shutting_down);
   }
+  if (dedup != nullptr && !durable) dedup->Commit(*admission);
   // The answer waits for the fdatasync that covers the record (group
   // commit: one for every request written meanwhile), but the receiver's
   // thread does not: the log's sync thread answers.
   if (queue_.fsync_always()) {
-    auto accepted = std::make_shared<IntakeResult>(Accepted(filtered, filter_));
-    queue_.OnDurable(lsn, [answer = later(), accepted, stats = stats_, n](bool durable) {
-      if (!durable) {
-        stats->durable_errors++;
-        IntakeResult failed;
-        failed.code = StatusCode::kUnavailable;
-        failed.message = "the durable queue could not sync the request";
-        failed.retry_after_s = RetryAfterS(StatusCode::kUnavailable);
-        return answer(std::move(failed));
-      }
-      stats->requests_accepted++;
-      stats->spans_accepted += n;
-      answer(std::move(*accepted));
-    });
+    auto accepted = std::make_shared<IntakeResult>(Accepted(filtered, filter_, seen));
+    queue_.OnDurable(
+        lsn, [answer = later(), accepted, stats = stats_, n, dedup, admission](bool durable) {
+          if (dedup != nullptr) {
+            // Failed: the record may be lost, so a retry must be taken again.
+            if (durable) {
+              dedup->Commit(*admission);
+            } else {
+              dedup->Forget(*admission);
+            }
+          }
+          if (!durable) {
+            stats->durable_errors++;
+            IntakeResult failed;
+            failed.code = StatusCode::kUnavailable;
+            failed.message = "the durable queue could not sync the request";
+            failed.retry_after_s = RetryAfterS(StatusCode::kUnavailable);
+            return answer(std::move(failed));
+          }
+          stats->requests_accepted++;
+          stats->spans_accepted += n;
+          answer(std::move(*accepted));
+        });
     return {true, {}};
   }
   stats_->requests_accepted++;
   stats_->spans_accepted += n;
-  return {false, Accepted(filtered, filter_)};
+  return {false, Accepted(filtered, filter_, seen)};
 }
 
 }  // namespace spanhouse::receivers

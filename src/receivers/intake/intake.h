@@ -9,7 +9,11 @@
 //      kResourceExhausted (429);
 //   2. decompression (the Content-Encoding, if any) within max_body_bytes;
 //   3. decoding (codec/body.h), at most max_spans_per_request spans;
-//   4. the filter (partial success: its report goes back with the answer);
+//   4. the filter (partial success: its report goes back with the answer),
+//      then the dedup index: spans an accepted request already had (a
+//      retry) are dropped, counted, and named in the answer as a warning
+//      (OTLP partial success with 0 rejected spans: accepted, not retried);
+//      a request of nothing but such spans is accepted without a record;
 //   5. the durable queue: one record before the answer (the receive time,
 //      the body's format, and the body: a protobuf body as it came, a JSON
 //      one encoded as OTLP protobuf), then the spans delivered to every sink;
@@ -30,6 +34,7 @@
 
 #include "codec/body.h"
 #include "common/status.h"
+#include "pipeline/dedup/dedup_index.h"
 #include "pipeline/durable/durable_queue.h"
 
 namespace spanhouse::receivers {
@@ -41,14 +46,17 @@ struct IntakeOptions {
   size_t max_spans_per_request = 100000;
   // How long a request may wait for memory before it is refused (or spilled).
   std::chrono::milliseconds memory_wait{250};
+  // Drops spans accepted before (null: none). Outlives the intake.
+  pipeline::DedupIndex* dedup = nullptr;
 };
 
 // One receiver's counters (spanhouse_receiver_*{receiver=...}).
 struct IntakeStats {
   std::atomic<uint64_t> requests{0};
   std::atomic<uint64_t> requests_accepted{0};
-  std::atomic<uint64_t> spans_received{0};  // decoded, before the filter
-  std::atomic<uint64_t> spans_accepted{0};  // queued
+  std::atomic<uint64_t> spans_received{0};   // decoded, before the filter
+  std::atomic<uint64_t> spans_accepted{0};   // queued
+  std::atomic<uint64_t> spans_duplicate{0};  // accepted before (dedup): not queued again
   std::atomic<uint64_t> rejected_malformed{0};
   std::atomic<uint64_t> rejected_too_large{0};
   std::atomic<uint64_t> rejected_too_many_spans{0};

@@ -605,3 +605,59 @@ TEST(SpanBatch, ACopySharesTheSourceAndOutlivesTheOriginal) {
 
 }  // namespace
 }  // namespace spanhouse
+
+namespace spanhouse {
+namespace {
+
+// Every field of a span is in its content key; so is its resource.
+TEST(SpanContentKey, EveryFieldChangesIt) {
+  const SpanBatch base = testdata::SampleBatch(1);
+  std::vector<SpanContentKey> want;
+  SpanContentKeys(base, &want);
+  ASSERT_EQ(want.size(), 3u);
+  EXPECT_NE(want[0].content, want[1].content);
+  const std::vector<std::function<void(SpanBatch&)>> changes = {
+      [](SpanBatch& b) { b.spans.kind[0] ^= 1; },
+      [](SpanBatch& b) { b.spans.start_ns[0] += 1; },
+      [](SpanBatch& b) { b.spans.end_ns[0] += 1; },
+      [](SpanBatch& b) { b.spans.status_code[0] ^= 1; },
+      [](SpanBatch& b) { b.spans.flags[0] ^= 1; },
+      [](SpanBatch& b) { b.spans.parent_span_id[0][0] ^= 1; },
+      [](SpanBatch& b) { b.spans.name[0] = b.AddString("other"); },
+      [](SpanBatch& b) { b.spans.resource[0] = 1; },
+      [](SpanBatch& b) { b.span_attrs.value[b.spans.attrs[0].begin] = b.AddString("x"); },
+  };
+  for (size_t c = 0; c < changes.size(); ++c) {
+    SpanBatch b;
+    b.Append(base);
+    changes[c](b);
+    std::vector<SpanContentKey> got;
+    SpanContentKeys(b, &got);
+    EXPECT_NE(got[0].content, want[0].content) << "change " << c;
+    EXPECT_EQ(got[1], want[1]) << "change " << c;
+  }
+}
+
+TEST(SpanBatch, DropRepeatedSpansKeepsOneOfEachAndBothHalvesOfASharedSpan) {
+  const SpanBatch one = testdata::SampleBatch(2);
+  SpanBatch b;
+  b.Append(one);
+  b.Append(one);
+  b.Append(one);
+  // A shared span: same ids as span 0, another kind.
+  SpanBatch shared;
+  shared.AppendSpans(one, nullptr, 1);
+  shared.spans.kind[0] = static_cast<uint8_t>(SpanKind::kClient);
+  b.Append(shared);
+  EXPECT_EQ(DropRepeatedSpans(&b), 12u);
+  ASSERT_EQ(b.span_count(), 7u);
+  SpanBatch first;
+  first.AppendSpans(b, nullptr, 6);
+  std::string why;
+  EXPECT_TRUE(first.LogicallyEquals(one, &why)) << why;  // the first copies, in order
+  EXPECT_EQ(b.spans.kind[6], static_cast<uint8_t>(SpanKind::kClient));
+  EXPECT_EQ(DropRepeatedSpans(&b), 0u);
+}
+
+}  // namespace
+}  // namespace spanhouse

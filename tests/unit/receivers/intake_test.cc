@@ -3,12 +3,14 @@
 // receive time, format, body as decoded) and that record decoded back.
 #include <gtest/gtest.h>
 
+#include <future>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "codec/body.h"
 #include "net/http_status.h"
+#include "pipeline/dedup/dedup_index.h"
 #include "pipeline/durable/records.h"
 #include "pipeline/durable/segment_log.h"
 #include "pipeline/filter/span_filter.h"
@@ -171,6 +173,117 @@ TEST(Intake, RecordsNameTheirDecoderAndDecodeBack) {
     EXPECT_TRUE(direct.LogicallyEquals(back, &why)) << why;
   }
   // (A format this build does not know is a bad record: pipeline/records_test.cc.)
+}
+
+// ---- spans accepted before (a retried request), dropped by the dedup index ----
+
+std::unique_ptr<pipeline::DedupIndex> OpenDedup(const std::string& dir) {
+  std::unique_ptr<pipeline::DedupIndex> idx;
+  pipeline::DedupOptions o;
+  o.max_bytes = 1 << 20;
+  o.dir = dir;
+  EXPECT_TRUE(pipeline::DedupIndex::Open(o, NowNs(), &idx).ok());
+  return idx;
+}
+
+struct DedupFixture {
+  DedupFixture(pipeline::DedupIndex* dedup, std::string log_dir, bool fsync_always = false)
+      : p({.budget_bytes = 1 << 20, .log_dir = std::move(log_dir), .fsync_always = fsync_always}),
+        intake({.max_body_bytes = 1 << 16,
+                .max_spans_per_request = 100,
+                .memory_wait = milliseconds(0),
+                .dedup = dedup},
+               *p.queue, stats) {}
+  ~DedupFixture() { p.CloseQueue(); }
+  IntakeResult Submit(std::string body) {
+    Intake::Submitted s = intake.Submit(BodyFormat::kOtlpProto, std::move(body), "", NoLater());
+    EXPECT_FALSE(s.deferred);
+    return s.result;
+  }
+  size_t Queued() {
+    size_t n = 0;
+    while (auto b = p.sink.Pop(milliseconds(0))) n += b->batch->span_count();
+    return n;
+  }
+  TestPipeline p;
+  std::shared_ptr<IntakeStats> stats = std::make_shared<IntakeStats>();
+  Intake intake;
+};
+
+TEST(Intake, ARetriedRequestIsAcceptedAndQueuedOnce) {
+  TestLogDir dir("intake-dedup");
+  auto dedup = OpenDedup(dir.path + "/dedup");
+  DedupFixture f(dedup.get(), dir.path + "/queue");
+  // Two spans with the same ids and different names: both are spans.
+  IntakeResult first = f.Submit(ProtoRequest(kTraceHex, 2));
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first.message, "");
+  EXPECT_EQ(f.Queued(), 2u);
+  IntakeResult again = f.Submit(ProtoRequest(kTraceHex, 2));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again.rejected_spans, 0u);  // accepted: the client must not send them again
+  EXPECT_NE(again.message.find("2 spans were accepted before"), std::string::npos) << again.message;
+  EXPECT_EQ(f.Queued(), 0u);
+  EXPECT_EQ(f.p.queue->log()->stats().records_appended, 1u);  // no record for nothing new
+  // One new span among them: only it is queued, and only it is in the record.
+  ASSERT_TRUE(f.Submit(ProtoRequest(kTraceHex, 3)).ok());
+  EXPECT_EQ(f.Queued(), 1u);
+  EXPECT_EQ(f.stats->spans_duplicate, 4u);
+  EXPECT_EQ(f.stats->spans_accepted, 3u);
+  EXPECT_EQ(f.stats->requests_accepted, 3u);
+  f.p.CloseQueue();
+  pipeline::durable::LogOptions lo;
+  lo.dir = dir.path + "/queue";
+  std::unique_ptr<pipeline::durable::SegmentLog> log;
+  ASSERT_TRUE(pipeline::durable::SegmentLog::Open(lo, &log).ok());
+  std::vector<size_t> spans;
+  log->ReadReplay([&](const pipeline::durable::SegmentLog::Record& r, uint64_t) {
+    if (r.kind != RecordKind::kEncodedRequest) return;
+    SpanBatch back;
+    ASSERT_TRUE(
+        pipeline::durable::DecodeRequestRecord(r.kind, std::string(r.payload), nullptr, &back)
+            .ok());
+    spans.push_back(back.span_count());
+  });
+  EXPECT_EQ(spans, (std::vector<size_t>{2, 1}));
+}
+
+TEST(Intake, ARefusedRequestIsTakenWhenRetried) {
+  TestLogDir dir("intake-dedup-refused");
+  auto dedup = OpenDedup(dir.path);
+  {
+    DedupFixture f(dedup.get(), "");  // no log: refused means not stored
+    f.p.sink.Drain();
+    EXPECT_EQ(f.Submit(ProtoRequest(kTraceHex, 2)).code, StatusCode::kUnavailable);
+  }
+  DedupFixture f(dedup.get(), "");
+  ASSERT_TRUE(f.Submit(ProtoRequest(kTraceHex, 2)).ok());
+  EXPECT_EQ(f.Queued(), 2u);
+  EXPECT_EQ(f.stats->spans_duplicate, 0u);
+}
+
+TEST(Intake, ARequestWhoseSyncFailedIsTakenWhenRetried) {
+  TestLogDir dir("intake-dedup-sync");
+  auto dedup = OpenDedup(dir.path + "/dedup");
+  {
+    DedupFixture f(dedup.get(), dir.path + "/q1", /*fsync_always=*/true);
+    f.p.queue->Close();  // the log: the sync that would cover the request never comes
+    std::promise<IntakeResult> answered;
+    Intake::Submitted s =
+        f.intake.Submit(BodyFormat::kOtlpProto, ProtoRequest(kTraceHex, 2), "", [&answered] {
+          return Intake::Answer(
+              [&answered](IntakeResult&& r) { answered.set_value(std::move(r)); });
+        });
+    ASSERT_TRUE(s.deferred);
+    EXPECT_EQ(answered.get_future().get().code, StatusCode::kUnavailable);
+  }
+  DedupFixture f(dedup.get(), dir.path + "/q2");
+  ASSERT_TRUE(f.Submit(ProtoRequest(kTraceHex, 2)).ok());
+  EXPECT_EQ(f.Queued(), 2u);
+  EXPECT_EQ(f.stats->spans_duplicate, 0u);
+  // Once accepted, a retry is a duplicate.
+  ASSERT_TRUE(f.Submit(ProtoRequest(kTraceHex, 2)).ok());
+  EXPECT_EQ(f.stats->spans_duplicate, 2u);
 }
 
 }  // namespace

@@ -76,6 +76,9 @@ void ExpectSameConfig(const Config& a, const Config& b) {
   EXPECT_EQ(a.durable.dir, b.durable.dir);
   EXPECT_EQ(a.durable.max_bytes, b.durable.max_bytes);
   EXPECT_EQ(a.durable.fsync, b.durable.fsync);
+  EXPECT_EQ(a.dedup.enabled, b.dedup.enabled);
+  EXPECT_EQ(a.dedup.window_s, b.dedup.window_s);
+  EXPECT_EQ(a.dedup.max_bytes, b.dedup.max_bytes);
 }
 
 // A valid value for every settable key, none of them the default.
@@ -137,6 +140,9 @@ const std::map<std::string, std::string>& ValidValues() {
       {"durable.dir", "/var/spool/spanhouse"},
       {"durable.max_bytes", "64MiB"},
       {"durable.fsync", "50"},
+      {"dedup.enabled", "false"},
+      {"dedup.window_s", "900"},
+      {"dedup.max_bytes", "720MiB"},
       {"secondary.type", "chdb"},
       {"secondary.database", "spans_copy_2"},
       {"storage.engine", "clickhouse"},
@@ -383,6 +389,10 @@ durable:
   dir: /var/spool/spanhouse
   max_bytes: 64MiB
   fsync: 50
+dedup:
+  enabled: false
+  window_s: 900
+  max_bytes: 720MiB
 )";
   Config c;
   Status st = Apply(yaml, &c);
@@ -1099,6 +1109,11 @@ TEST(Config, DurableQueueKeys) {
   ExpectBadSetting("durable.fsync", "sometimes");
   ExpectBadSetting("durable.max_bytes", "1KiB");
   ExpectBadSetting("durable.enabled", "yes please");
+  ExpectBadSetting("dedup.enabled", "maybe");
+  ExpectBadSetting("dedup.window_s", "10");
+  ExpectBadSetting("dedup.window_s", "100000");
+  ExpectBadSetting("dedup.max_bytes", "1KiB");
+  ExpectGoodSetting("dedup.window_s", "30");
   ASSERT_TRUE(ApplySetting("durable.dir", "/q", &c).ok());
   EXPECT_EQ(DurableDir(c), "/q");
 }
