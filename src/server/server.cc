@@ -216,6 +216,16 @@ Status Server::OpenQueue() {
         static_cast<uint64_t>(
             std::chrono::nanoseconds(std::chrono::system_clock::now().time_since_epoch()).count()),
         &dedup_));
+    // The queue's records are stored or will be (the replay); their keys
+    // are in the files unless the process ended between a record's sync and
+    // the keys' write, or its sync failed after the record reached the disk.
+    // Read as a replay reads them, without tail sampling's marks.
+    pipeline::TailSampler* tail = filter_->tail();
+    filter_->set_tail(nullptr);
+    const uint64_t now = static_cast<uint64_t>(
+        std::chrono::nanoseconds(std::chrono::system_clock::now().time_since_epoch()).count());
+    queue_->ForEachLoggedRequest([&](const SpanBatch& b) { dedup_->Note(b, now); });
+    filter_->set_tail(tail);
   }
   if (tail_sampler_ != nullptr) {
     tail_window_ = std::make_unique<pipeline::TailWindow>(*tail_sampler_, *queue_);

@@ -361,6 +361,13 @@ std::vector<uint8_t> DedupIndex::Confirm(uint64_t seq,
   return found;
 }
 
+void DedupIndex::Note(const SpanBatch& batch, uint64_t now_ns) {
+  std::vector<uint8_t> seen;
+  Admission admission;
+  Admit(batch, now_ns, &seen, &admission);  // those seen are in the files already
+  Commit(admission);
+}
+
 void DedupIndex::Commit(Admission& admission) {
   if (admission.empty()) return;
   // Written to the file first: a match on a committed slot is looked up there.

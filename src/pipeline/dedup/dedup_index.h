@@ -89,6 +89,9 @@ class DedupIndex {
   // (provisional). Returns how many were seen. Thread-safe.
   size_t Admit(const SpanBatch& batch, uint64_t now_ns, std::vector<uint8_t>* seen,
                Admission* admission);
+  // Notes the spans of `batch` as accepted (a request record found in the
+  // durable queue at start: stored, or about to be by the replay).
+  void Note(const SpanBatch& batch, uint64_t now_ns);
   // The request was accepted: its keys count as seen from now on.
   void Commit(Admission& admission);
   // The request was refused: its keys are forgotten.

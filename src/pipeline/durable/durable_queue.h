@@ -78,6 +78,11 @@ class DurableQueue {
   // stored, and the copy must not begin.
   Status ReplaySealedBlocks(sink::Sink& sink);
 
+  // Before Start: calls `fn` with the spans of every request record in the
+  // log (decoded and filtered as a replay reads them; undecodable ones
+  // skipped). Every one of them is stored, or will be by the replay.
+  void ForEachLoggedRequest(const std::function<void(const SpanBatch&)>& fn);
+
   // Replays to every sink what it had not finished, then starts the
   // backlogs' threads. Call once every sink is started, so that what it is
   // handed gets written.

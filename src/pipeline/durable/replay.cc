@@ -253,6 +253,15 @@ void DurableQueue::ObserveForTail() {
   if (decided > 0) spdlog::info("tail sampling: {} traces from the queue decided", decided);
 }
 
+void DurableQueue::ForEachLoggedRequest(const std::function<void(const SpanBatch&)>& fn) {
+  if (log_ == nullptr) return;
+  log_->ReadReplay([&](const SegmentLog::Record& r, uint64_t) {
+    if (!IsRequestRecord(r.kind)) return;
+    SpanBatch batch;
+    if (Decode(r, filter_, &batch)) fn(batch);
+  });
+}
+
 void DurableQueue::Start() {
   if (log_ != nullptr && !cursors_.empty()) {
     // With several sinks each may hold at most its share of the budget, so

@@ -49,6 +49,23 @@ IntakeResult Accepted(const pipeline::FilterReport& filtered, const pipeline::Sp
   return r;
 }
 
+// Hands an appended request to the tail window (held until its traces are
+// decided; spilled when they do not fit) or to every sink. `batch` null: it
+// was spilled, and the sinks read its record back.
+Status Hand(pipeline::durable::DurableQueue& queue, std::unique_ptr<SpanBatch>& batch,
+            pipeline::Reservation& reservation, pipeline::durable::Ticket& ticket, size_t bytes,
+            size_t n, uint64_t now_ns) {
+  pipeline::TailWindow* window = queue.tail_window();
+  if (window != nullptr) {
+    if (batch != nullptr && window->Hold(batch, reservation, ticket, bytes, n, now_ns)) {
+      return Status::Ok();
+    }
+    batch.reset();  // spilled: decided when read back
+    reservation.Reset();
+  }
+  return queue.Deliver(std::move(batch), std::move(reservation), std::move(ticket), bytes, n);
+}
+
 // `b` without the spans `seen` marks.
 std::unique_ptr<SpanBatch> WithoutSeen(const SpanBatch& b, const std::vector<uint8_t>& seen) {
   std::vector<uint32_t> keep;
@@ -208,60 +225,70 @@ Intake::Submitted Intake::Submit(codec::BodyFormat format, std::string body,
   const uint64_t lsn = ticket.lsn();
   const size_t bytes = batch->MemoryBytes();
   if (!spilled) reservation.Resize(bytes);
-  // With tail sampling the spans wait in its window until their traces are
-  // decided; when their traces do not fit in memory, they are spilled and
-  // decided when read back.
-  pipeline::TailWindow* window = queue_.tail_window();
-  const bool held =
-      window != nullptr && !spilled && window->Hold(batch, reservation, ticket, bytes, n, now_ns);
-  if (!held && window != nullptr) spilled = true;
   if (spilled) {
     batch.reset();  // the sinks read the record back when memory allows
     reservation.Reset();
   }
-  // Delivered first, so the sinks work on the spans while the fsync runs.
-  Status st =
-      held ? Status::Ok()
-           : queue_.Deliver(std::move(batch), std::move(reservation), std::move(ticket), bytes, n);
-  if (!st.ok()) {
-    // Only without a log (not in it, so not stored) or while shutting down.
-    return refuse(st, st.code() == StatusCode::kResourceExhausted
-                          ? &IntakeStats::rejected_queue_full
-                          : &IntakeStats::rejected_shutting_down);
+  auto counter_of = [](const Status& st) {
+    return st.code() == StatusCode::kResourceExhausted ? &IntakeStats::rejected_queue_full
+                                                       : &IntakeStats::rejected_shutting_down;
+  };
+  if (!queue_.fsync_always()) {
+    // Delivered at once: with the interval policy the record is as durable
+    // as it will be until the next sync, whoever holds the spans.
+    if (Status st = Hand(queue_, batch, reservation, ticket, bytes, n, now_ns); !st.ok()) {
+      // In the log (stored at the next start, so a retry is a duplicate), or
+      // without a log (not stored: forgotten).
+      if (durable) return {false, Refuse(st, counter_of(st))};
+      return refuse(st, counter_of(st));
+    }
+    if (dedup != nullptr && !durable) dedup->Commit(*admission);
+    stats_->requests_accepted++;
+    stats_->spans_accepted += n;
+    return {false, Accepted(filtered, filter_, seen)};
   }
-  if (dedup != nullptr && !durable) dedup->Commit(*admission);
   // The answer waits for the fdatasync that covers the record (group
   // commit: one for every request written meanwhile), but the receiver's
-  // thread does not: the log's sync thread answers.
-  if (queue_.fsync_always()) {
-    auto accepted = std::make_shared<IntakeResult>(Accepted(filtered, filter_, seen));
-    queue_.OnDurable(
-        lsn, [answer = later(), accepted, stats = stats_, n, dedup, admission](bool durable) {
-          if (dedup != nullptr) {
-            // Failed: the record may be lost, so a retry must be taken again.
-            if (durable) {
-              dedup->Commit(*admission);
-            } else {
-              dedup->Forget(*admission);
-            }
-          }
-          if (!durable) {
-            stats->durable_errors++;
-            IntakeResult failed;
-            failed.code = StatusCode::kUnavailable;
-            failed.message = "the durable queue could not sync the request";
-            failed.retry_after_s = RetryAfterS(StatusCode::kUnavailable);
-            return answer(std::move(failed));
-          }
-          stats->requests_accepted++;
-          stats->spans_accepted += n;
-          answer(std::move(*accepted));
-        });
-    return {true, {}};
-  }
-  stats_->requests_accepted++;
-  stats_->spans_accepted += n;
-  return {false, Accepted(filtered, filter_, seen)};
+  // thread does not: the log's sync thread answers. No sink sees the spans
+  // before that sync: a 503 for a failed one means no sink has them, and
+  // the record, if it reached the disk anyway, is replayed at the next
+  // start, its spans noted as seen then (decision 0053).
+  struct Held {
+    std::unique_ptr<SpanBatch> batch;
+    pipeline::Reservation reservation;
+    pipeline::durable::Ticket ticket;
+  };
+  auto held =
+      std::make_shared<Held>(Held{std::move(batch), std::move(reservation), std::move(ticket)});
+  auto accepted = std::make_shared<IntakeResult>(Accepted(filtered, filter_, seen));
+  pipeline::durable::DurableQueue* queue = &queue_;
+  queue_.OnDurable(lsn, [answer = later(), accepted, stats = stats_, n, bytes, now_ns, dedup,
+                         admission, held, queue, counter_of](bool synced) {
+    if (!synced) {
+      // Not stored by this process; a retry must be taken again.
+      if (dedup != nullptr) dedup->Forget(*admission);
+      stats->durable_errors++;
+      IntakeResult failed;
+      failed.code = StatusCode::kUnavailable;
+      failed.message = "the durable queue could not sync the request";
+      failed.retry_after_s = RetryAfterS(StatusCode::kUnavailable);
+      return answer(std::move(failed));
+    }
+    if (dedup != nullptr) dedup->Commit(*admission);  // durable: stored, now or at the next start
+    if (Status st = Hand(*queue, held->batch, held->reservation, held->ticket, bytes, n, now_ns);
+        !st.ok()) {
+      ((*stats).*counter_of(st))++;
+      IntakeResult refused;
+      refused.code = st.code();
+      refused.message = st.message();
+      refused.retry_after_s = RetryAfterS(st.code());
+      return answer(std::move(refused));
+    }
+    stats->requests_accepted++;
+    stats->spans_accepted += n;
+    answer(std::move(*accepted));
+  });
+  return {true, {}};
 }
 
 }  // namespace spanhouse::receivers

@@ -844,14 +844,15 @@ TEST(OtlpHttpReceiver, FsyncAlwaysAnswersAfterTheSyncThatCoversTheRequest) {
   net::HttpResponse resp;
   f.receiver->Handle(req, resp, f.later);
   ASSERT_TRUE(f.later.deferred());
-  // Handed to the sink at once, so it works while the fsync runs.
-  EXPECT_TRUE(f.p.sink.Pop(milliseconds(0)).has_value());
   ASSERT_TRUE(f.gate.WaitEntered());  // the fsync that covers it has begun
+  // No sink has the spans before the record is durable (decision 0053).
+  EXPECT_FALSE(f.p.sink.Pop(milliseconds(0)).has_value());
   EXPECT_FALSE(f.later.answered());
   EXPECT_EQ(f.receiver->stats().requests_accepted, 0u);
   f.gate.Open();
   const net::HttpResponse answer = f.later.Wait();
   EXPECT_EQ(answer.status, 200);
+  EXPECT_TRUE(f.p.sink.Pop(milliseconds(0)).has_value());
   EXPECT_EQ(answer.content_type, "application/x-protobuf");
   EXPECT_EQ(f.receiver->stats().requests_accepted, 1u);
   EXPECT_EQ(f.receiver->stats().spans_accepted, 2u);
@@ -881,6 +882,7 @@ TEST(OtlpHttpReceiver, DurableQueueClosedBeforeTheSyncIs503) {
   EXPECT_EQ(Header(answer, "Retry-After"), "5");
   EXPECT_EQ(f.receiver->stats().durable_errors, 1u);
   EXPECT_EQ(f.receiver->stats().requests_accepted, 0u);
+  EXPECT_FALSE(f.p.sink.Pop(milliseconds(0)).has_value());  // no sink got the spans
 }
 
 // The point of deferring: while one request waits for its fsync, its I/O
