@@ -244,13 +244,13 @@ struct SpanContentKey {
 };
 static_assert(sizeof(SpanContentKey) == 32);
 
-// A hash of span `s` of `b`: its parent, kind, name, times, status, flags,
-// trace state, resource (`resource_fingerprint`: ResourceFingerprint of its
-// resource), attributes, events and links. Ids are not in it (SpanContentKey has
-// them). Two spans that differ in any of these differ here, except with a
-// probability of about 2^-64.
-uint64_t SpanContentHash(const SpanBatch& b, uint32_t s, uint64_t resource_fingerprint);
-// The key of every span of `b`, in order (each resource hashed once).
+// A hash of span `s` of `b`: its parent, kind, status code and message,
+// flags, times, name, service, trace state and how many attributes, events
+// and links it has. Ids are not in it (SpanContentKey has them). A retried
+// span hashes the same; two spans with the same ids that differ in any of
+// these differ here, except with a probability of about 2^-64.
+uint64_t SpanContentHash(const SpanBatch& b, uint32_t s);
+// The key of every span of `b`, in order.
 void SpanContentKeys(const SpanBatch& b, std::vector<SpanContentKey>* keys);
 // Removes from `b` every span whose SpanContentKey an earlier span of `b`
 // has (a store that holds a span twice: written before deduplication at

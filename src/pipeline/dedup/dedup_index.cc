@@ -1,6 +1,7 @@
 #include "pipeline/dedup/dedup_index.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -84,13 +85,20 @@ DedupIndex::DedupIndex(const DedupOptions& options)
           1, std::min<size_t>(options.max_bytes / kBucketBytes, (size_t{1} << 32) - 1))),
       fp_mask_(static_cast<uint32_t>(
           (uint64_t{1} << std::clamp<uint32_t>(options.fingerprint_bits, 1, 26)) - 1)) {
-  // Zeroed pages come from the kernel as they are first touched.
-  table_ = static_cast<Bucket*>(std::aligned_alloc(64, buckets_ * sizeof(Bucket)));
-  std::memset(static_cast<void*>(table_), 0, buckets_ * sizeof(Bucket));
+  // Zeroed pages from the kernel, in huge pages where it gives them: every
+  // lookup lands on a random page, and 4 KiB pages make each a TLB miss.
+  const size_t bytes = buckets_ * sizeof(Bucket);
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    spdlog::critical("dedup: cannot map {} bytes for the table", bytes);
+    std::abort();
+  }
+  ::madvise(p, bytes, MADV_HUGEPAGE);
+  table_ = static_cast<Bucket*>(p);
 }
 
 DedupIndex::~DedupIndex() {
-  std::free(table_);
+  ::munmap(table_, buckets_ * sizeof(Bucket));
   for (auto& [seq, fd] : files_) ::close(fd);
 }
 
@@ -129,7 +137,7 @@ Status DedupIndex::Open(const DedupOptions& options, uint64_t now_ns,
       const size_t n = static_cast<size_t>(r) / sizeof(SpanContentKey);
       for (size_t i = 0; i < n; ++i) {
         if (seq < idx->oldest_) break;
-        if (!idx->Insert(KeyHash(buf[i]), seq, true)) idx->stats_.unindexed++;
+        if (idx->Insert(KeyHash(buf[i]), seq, true) == kNoSlot) idx->stats_.unindexed++;
       }
       loaded += n;
       if (static_cast<size_t>(r) % sizeof(SpanContentKey) != 0) break;
@@ -147,9 +155,11 @@ Status DedupIndex::Open(const DedupOptions& options, uint64_t now_ns,
 }
 
 uint32_t DedupIndex::LiveMask() const {
-  uint32_t mask = 0;
-  for (uint64_t s = oldest_; s <= current_; ++s) mask |= 1u << (s % kIds);
-  return mask;
+  // Generations oldest_..current_ (at most 31): a run of bits from oldest_'s id.
+  const uint32_t count = static_cast<uint32_t>(current_ - oldest_ + 1);
+  const uint32_t run = count >= kIds ? ~0u : (1u << count) - 1;
+  const auto from = static_cast<uint32_t>(oldest_ % kIds);
+  return from == 0 ? run : (run << from | run >> (kIds - from));
 }
 
 void DedupIndex::Sweep() {
@@ -187,54 +197,52 @@ bool DedupIndex::EvictOldest() {
   return true;
 }
 
-bool DedupIndex::Insert(uint64_t h, uint64_t seq, bool committed) {
+size_t DedupIndex::Insert(uint64_t h, uint64_t seq, bool committed) {
   const uint32_t value = SlotOf(h, seq, committed, fp_mask_);
-  Bucket& b1 = table_[Bucket1(h, buckets_)];
-  Bucket& b2 = table_[Bucket2(h, buckets_)];
+  const size_t i1 = Bucket1(h, buckets_);
+  const size_t i2 = Bucket2(h, buckets_);
   for (;;) {
     const uint32_t mask = LiveMask();
     auto free_slot = [mask](Bucket& b, int* n) {
-      uint32_t* first = nullptr;
-      for (uint32_t& s : b.slot) {
+      int first = -1;
+      for (int i = 0; i < static_cast<int>(kSlots); ++i) {
+        const uint32_t s = b.slot[i];
         if (s == 0 || ((mask >> Id(s)) & 1) == 0) {
           ++*n;
-          if (first == nullptr) first = &s;
+          if (first < 0) first = i;
         }
       }
       return first;
     };
     int n1 = 0;
     int n2 = 0;
-    uint32_t* f1 = free_slot(b1, &n1);
-    uint32_t* f2 = free_slot(b2, &n2);
-    uint32_t* at = n1 >= n2 ? f1 : f2;
-    if (at != nullptr) {
-      *at = value;
-      return true;
+    const int f1 = free_slot(table_[i1], &n1);
+    const int f2 = free_slot(table_[i2], &n2);
+    const bool one = n1 >= n2;
+    const int at = one ? f1 : f2;
+    if (at >= 0) {
+      const size_t b = one ? i1 : i2;
+      table_[b].slot[at] = value;
+      return b * kSlots + static_cast<size_t>(at);
     }
-    if (seq < oldest_ + 1 || !EvictOldest()) return false;
+    if (seq < oldest_ + 1 || !EvictOldest()) return kNoSlot;
   }
 }
 
-uint32_t* DedupIndex::Find(uint64_t h, uint64_t seq, bool committed) {
-  const uint32_t value = SlotOf(h, seq, committed, fp_mask_);
-  for (Bucket* b : {&table_[Bucket1(h, buckets_)], &table_[Bucket2(h, buckets_)]}) {
-    for (uint32_t& s : b->slot) {
-      if (s == value) return &s;
-    }
-  }
-  return nullptr;
+uint32_t* DedupIndex::SlotAt(size_t at) {
+  return &table_[at / kSlots].slot[at % kSlots];
 }
 
 size_t DedupIndex::Admit(const SpanBatch& batch, uint64_t now_ns, std::vector<uint8_t>* seen,
                          Admission* admission) {
   const size_t n = batch.span_count();
   seen->assign(n, 0);
-  admission->keys.clear();
-  admission->generations.clear();
+  admission->Clear();
   if (n == 0) return 0;
   std::vector<SpanContentKey> keys;
   SpanContentKeys(batch, &keys);
+  std::vector<uint64_t> hashes(n);
+  for (size_t i = 0; i < n; ++i) hashes[i] = KeyHash(keys[i]);
   // Spans whose fingerprint matches an accepted key: (span, generation).
   std::vector<std::pair<uint32_t, uint64_t>> candidates;
   uint64_t seq;
@@ -243,30 +251,58 @@ size_t DedupIndex::Admit(const SpanBatch& batch, uint64_t now_ns, std::vector<ui
     if (SeqOf(now_ns) > current_) Rotate(SeqOf(now_ns));
     seq = current_;  // a clock set back writes into the current generation
     const uint32_t mask = LiveMask();
+    // The table is far bigger than the caches: each key's two buckets are
+    // fetched a few keys ahead, so their misses overlap.
+    constexpr size_t kAhead = 8;
+    auto prefetch = [&](size_t i) {
+      __builtin_prefetch(&table_[Bucket1(hashes[i], buckets_)], 1);
+      __builtin_prefetch(&table_[Bucket2(hashes[i], buckets_)], 1);
+    };
+    for (size_t i = 0; i < std::min(n, kAhead); ++i) prefetch(i);
     for (uint32_t i = 0; i < n; ++i) {
-      const uint64_t h = KeyHash(keys[i]);
+      if (i + kAhead < n) prefetch(i + kAhead);
+      const uint64_t h = hashes[i];
       const uint32_t fp = Fingerprint(h, fp_mask_);
       bool provisional = false;
       bool committed = false;
-      for (const Bucket* b : {&table_[Bucket1(h, buckets_)], &table_[Bucket2(h, buckets_)]}) {
-        for (uint32_t s : b->slot) {
-          if ((s & kFpMask) != fp || s == 0 || ((mask >> Id(s)) & 1) == 0) continue;
-          if ((s & kCommittedBit) == 0) {
+      // One pass over both buckets: the key's matches, and where it would go
+      // (the bucket with more free slots, its first free one).
+      const size_t at[2] = {Bucket1(h, buckets_), Bucket2(h, buckets_)};
+      int free_n[2] = {0, 0};
+      int free_at[2] = {-1, -1};
+      for (int k = 0; k < 2; ++k) {
+        const uint32_t* slot = table_[at[k]].slot;
+        for (int j = 0; j < static_cast<int>(kSlots); ++j) {
+          const uint32_t sv = slot[j];
+          if (sv == 0 || ((mask >> Id(sv)) & 1) == 0) {
+            if (free_n[k]++ == 0) free_at[k] = j;
+            continue;
+          }
+          if ((sv & kFpMask) != fp) continue;
+          if ((sv & kCommittedBit) == 0) {
             provisional = true;
             continue;
           }
           committed = true;
           // The generation of this id within [oldest_, current_].
-          const uint64_t gen = current_ - (current_ + kIds - Id(s)) % kIds;
+          const uint64_t gen = current_ - (current_ + kIds - Id(sv)) % kIds;
           candidates.emplace_back(i, gen);
         }
-        if (Bucket1(h, buckets_) == Bucket2(h, buckets_)) break;
+        if (at[0] == at[1]) break;
       }
       if (committed) continue;
       if (provisional) stats_.in_flight_matches++;
-      if (Insert(h, seq, false)) {
-        admission->keys.push_back(keys[i]);
-        admission->generations.push_back(seq);
+      const int k = free_n[0] >= free_n[1] ? 0 : 1;
+      const uint32_t value = SlotOf(h, seq, false, fp_mask_);
+      size_t where = kNoSlot;
+      if (free_at[k] >= 0) {
+        table_[at[k]].slot[free_at[k]] = value;
+        where = at[k] * kSlots + static_cast<size_t>(free_at[k]);
+      } else {
+        where = Insert(h, seq, false);  // both full: forgets a generation for room
+      }
+      if (where != kNoSlot) {
+        admission->Add(keys[i], seq, where, value);
       } else {
         stats_.unindexed++;
       }
@@ -308,9 +344,9 @@ size_t DedupIndex::Admit(const SpanBatch& batch, uint64_t now_ns, std::vector<ui
       continue;
     }
     stats_.false_positives++;
-    if (Insert(KeyHash(keys[i]), current_, false)) {
-      admission->keys.push_back(keys[i]);
-      admission->generations.push_back(current_);
+    const uint64_t h = KeyHash(keys[i]);
+    if (const size_t at = Insert(h, current_, false); at != kNoSlot) {
+      admission->Add(keys[i], current_, at, SlotOf(h, current_, false, fp_mask_));
     } else {
       stats_.unindexed++;
     }
@@ -378,25 +414,23 @@ void DedupIndex::Commit(Admission& admission) {
     i = e;
   }
   std::lock_guard lock(mu_);
+  // A slot still holding this key's provisional value is this key's (or an
+  // equal fingerprint's, which the same answer fits).
   for (size_t i = 0; i < admission.keys.size(); ++i) {
-    if (admission.generations[i] < oldest_) continue;
-    if (uint32_t* s = Find(KeyHash(admission.keys[i]), admission.generations[i], false)) {
-      *s |= kCommittedBit;
-    }
+    uint32_t* s = SlotAt(admission.slots[i]);
+    if (*s == admission.values[i]) *s |= kCommittedBit;
   }
-  admission.keys.clear();
-  admission.generations.clear();
+  admission.Clear();
 }
 
 void DedupIndex::Forget(Admission& admission) {
   if (admission.empty()) return;
   std::lock_guard lock(mu_);
   for (size_t i = 0; i < admission.keys.size(); ++i) {
-    if (admission.generations[i] < oldest_) continue;
-    if (uint32_t* s = Find(KeyHash(admission.keys[i]), admission.generations[i], false)) *s = 0;
+    uint32_t* s = SlotAt(admission.slots[i]);
+    if (*s == admission.values[i]) *s = 0;
   }
-  admission.keys.clear();
-  admission.generations.clear();
+  admission.Clear();
 }
 
 std::string DedupIndex::FilePath(uint64_t seq) const {

@@ -81,7 +81,21 @@ class DedupIndex {
   struct Admission {
     std::vector<SpanContentKey> keys;
     std::vector<uint64_t> generations;  // per key
+    std::vector<size_t> slots;          // per key: where it is in the table
+    std::vector<uint32_t> values;       // per key: that slot's provisional value
     bool empty() const { return keys.empty(); }
+    void Add(const SpanContentKey& k, uint64_t generation, size_t slot, uint32_t value) {
+      keys.push_back(k);
+      generations.push_back(generation);
+      slots.push_back(slot);
+      values.push_back(value);
+    }
+    void Clear() {
+      keys.clear();
+      generations.clear();
+      slots.clear();
+      values.clear();
+    }
   };
 
   // For each span of `batch` sets (*seen)[i] to 1 if an accepted request
@@ -122,10 +136,11 @@ class DedupIndex {
   // Under mu_: clears the slots whose generation is not in [oldest, current].
   void Sweep();
   uint32_t LiveMask() const;  // under mu_: bit g set for each live generation id
-  // Under mu_: inserts `h` as of generation `seq`; false if there is no room.
-  bool Insert(uint64_t h, uint64_t seq, bool committed);
-  // Under mu_: finds the slot of `h` in generation `seq` with the given state.
-  uint32_t* Find(uint64_t h, uint64_t seq, bool committed);
+  static constexpr size_t kNoSlot = ~size_t{0};
+  // Under mu_: inserts `h` as of generation `seq`; returns its slot, or
+  // kNoSlot if there is no room.
+  size_t Insert(uint64_t h, uint64_t seq, bool committed);
+  uint32_t* SlotAt(size_t at);  // under mu_
   // The keys of `candidates` found in generation `seq`'s file.
   std::vector<uint8_t> Confirm(uint64_t seq, const std::vector<SpanContentKey>& candidates);
   std::string FilePath(uint64_t seq) const;

@@ -16,6 +16,7 @@ void AddBenchCommand(CLI::App& app, std::function<int()>* run) {
   AddPipelineCommand(*bench, run);
   AddStorageCommand(*bench, run);
   AddQueryFillCommand(*bench, run);
+  AddDedupCommand(*bench, run);
 }
 
 double Seconds(Clock::time_point since) {

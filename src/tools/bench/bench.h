@@ -34,6 +34,10 @@ void AddStorageCommand(CLI::App& bench, std::function<int()>* run);
 // for the query API's benchmark (bench_query.cc, bench/query_api.py).
 void AddQueryFillCommand(CLI::App& bench, std::function<int()>* run);
 
+// `bench dedup`: the dedup index at a rate and window on a simulated clock
+// (bench_dedup.cc).
+void AddDedupCommand(CLI::App& bench, std::function<int()>* run);
+
 // Helpers the bench subcommands share.
 using Clock = std::chrono::steady_clock;
 double Seconds(Clock::time_point since);  // wall seconds since `since`

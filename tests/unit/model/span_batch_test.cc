@@ -609,7 +609,8 @@ TEST(SpanBatch, ACopySharesTheSourceAndOutlivesTheOriginal) {
 namespace spanhouse {
 namespace {
 
-// Every field of a span is in its content key; so is its resource.
+// What tells spans with the same ids apart is in the content key: its fields,
+// its resource and how many attributes it has.
 TEST(SpanContentKey, EveryFieldChangesIt) {
   const SpanBatch base = testdata::SampleBatch(1);
   std::vector<SpanContentKey> want;
@@ -625,7 +626,8 @@ TEST(SpanContentKey, EveryFieldChangesIt) {
       [](SpanBatch& b) { b.spans.parent_span_id[0][0] ^= 1; },
       [](SpanBatch& b) { b.spans.name[0] = b.AddString("other"); },
       [](SpanBatch& b) { b.spans.resource[0] = 1; },
-      [](SpanBatch& b) { b.span_attrs.value[b.spans.attrs[0].begin] = b.AddString("x"); },
+      [](SpanBatch& b) { b.spans.attrs[0].end -= 1; },
+      [](SpanBatch& b) { b.spans.status_message[0] = b.AddString("failed"); },
   };
   for (size_t c = 0; c < changes.size(); ++c) {
     SpanBatch b;
