@@ -12,16 +12,21 @@ namespace spanhouse::query {
 
 namespace {
 
-// Appends to `out` the spans of `recent` that `out` does not hold yet
-// (by trace and span id); returns how many.
+// Appends to `out` the spans of `recent` that `out` does not hold yet (by
+// trace and span id and kind: the halves of a Zipkin shared span share an
+// id; the kind, unlike some other fields, reads back the same from every
+// store); returns how many.
 size_t MergeMissing(const SpanBatch& recent, SpanBatch* out) {
-  std::set<SpanKey> have;
-  for (size_t s = 0; s < out->span_count(); ++s) {
-    have.insert({out->spans.trace_id[s], out->spans.span_id[s]});
+  std::set<std::pair<SpanKey, uint8_t>> have;
+  for (uint32_t s = 0; s < out->span_count(); ++s) {
+    have.insert({{out->spans.trace_id[s], out->spans.span_id[s]}, out->spans.kind[s]});
   }
   std::vector<uint32_t> which;
   for (uint32_t s = 0; s < recent.span_count(); ++s) {
-    if (!have.contains({recent.spans.trace_id[s], recent.spans.span_id[s]})) which.push_back(s);
+    if (!have.contains(
+            {{recent.spans.trace_id[s], recent.spans.span_id[s]}, recent.spans.kind[s]})) {
+      which.push_back(s);
+    }
   }
   out->AppendSpans(recent, which.data(), which.size());
   return which.size();

@@ -198,12 +198,13 @@ void RecentTraces::ExpireLocked(uint64_t now_ns) {
 RecentHit RecentTraces::Collect(const TraceId& id, SpanBatch* out) {
   RecentHit hit;
   const uint64_t hash = TraceIdHash{}(id);
-  std::set<SpanId> seen;
+  // By id and content: the two halves of a Zipkin shared span share an id.
+  std::set<std::pair<SpanId, uint64_t>> seen;
   std::vector<uint32_t> which;
   // Span `s` of `b` joins the answer unless seen already.
   auto take = [&](const SpanBatch& b, uint32_t s) {
     if (b.spans.trace_id[s] != id || b.spans.metrics_only[s] != 0 ||
-        !seen.insert(b.spans.span_id[s]).second) {
+        !seen.emplace(b.spans.span_id[s], SpanContentHash(b, s)).second) {
       return;
     }
     which.push_back(s);
