@@ -245,6 +245,7 @@ size_t DedupIndex::Admit(const SpanBatch& batch, uint64_t now_ns, std::vector<ui
   seen->assign(n, 0);
   admission->Clear();
   if (n == 0) return 0;
+  admission->Reserve(n);
   std::vector<SpanContentKey> keys;
   SpanContentKeys(batch, &keys);
   std::vector<uint64_t> hashes(n);

@@ -90,6 +90,12 @@ class DedupIndex {
       slots.push_back(slot);
       values.push_back(value);
     }
+    void Reserve(size_t n) {
+      keys.reserve(n);
+      generations.reserve(n);
+      slots.reserve(n);
+      values.reserve(n);
+    }
     void Clear() {
       keys.clear();
       generations.clear();
