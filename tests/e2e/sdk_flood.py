@@ -56,7 +56,9 @@ def main() -> int:
     provider = TracerProvider(resource=Resource.create(
         {"service.name": "flood", "flood.run_id": args.run_id}))
     provider.add_span_processor(BatchSpanProcessor(
-        exporter, max_queue_size=args.spans + 1, max_export_batch_size=512,
+        # Room for every span, the roots (one per 10) included: a full queue drops spans
+        # silently, and while spanhouse answers 429 the SDK's exports wait.
+        exporter, max_queue_size=args.spans + args.spans // 10 + 1, max_export_batch_size=512,
         schedule_delay_millis=20))
     tracer = provider.get_tracer("sdk_flood")
     padding = "x" * 200  # make each span a few hundred bytes
