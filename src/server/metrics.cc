@@ -1,12 +1,12 @@
 #include "server/metrics.h"
 
-#include <chrono>
 #include <cstdlib>
 
 #include <spdlog/spdlog.h>
 
 #include <fmt/format.h>
 
+#include "common/clock.h"
 #include "storage/clickhouse/chdb.h"
 #include "storage/clickhouse/schema.h"
 
@@ -178,12 +178,7 @@ void AppendPipelineMetrics(const MetricsSources& s, PromText& out) {
   }
   for (const sink::Sink* sink : s.sinks) sink->AppendMetrics(out);
   if (s.queue != nullptr) s.queue->AppendMetrics(out);
-  if (s.dedup != nullptr) {
-    s.dedup->AppendMetrics(
-        out,
-        static_cast<uint64_t>(
-            std::chrono::nanoseconds(std::chrono::system_clock::now().time_since_epoch()).count()));
-  }
+  if (s.dedup != nullptr) s.dedup->AppendMetrics(out, WallClockNs());
 }
 
 void AppendStorageMetrics(storage::SqlConnection& conn, std::string_view database, bool disks,

@@ -211,19 +211,14 @@ Status Server::OpenQueue() {
     o.window_s = static_cast<uint32_t>(cfg_.dedup.window_s);
     o.max_bytes = cfg_.dedup.max_bytes;
     o.dir = std::filesystem::absolute(DedupDir(cfg_)).lexically_normal().string();
-    SH_RETURN_IF_ERROR(pipeline::DedupIndex::Open(
-        o,
-        static_cast<uint64_t>(
-            std::chrono::nanoseconds(std::chrono::system_clock::now().time_since_epoch()).count()),
-        &dedup_));
+    const uint64_t now = WallClockNs();
+    SH_RETURN_IF_ERROR(pipeline::DedupIndex::Open(o, now, &dedup_));
     // The queue's records are stored or will be (the replay); their keys
     // are in the files unless the process ended between a record's sync and
     // the keys' write, or its sync failed after the record reached the disk.
     // Read as a replay reads them, without tail sampling's marks.
     pipeline::TailSampler* tail = filter_->tail();
     filter_->set_tail(nullptr);
-    const uint64_t now = static_cast<uint64_t>(
-        std::chrono::nanoseconds(std::chrono::system_clock::now().time_since_epoch()).count());
     queue_->ForEachLoggedRequest([&](const SpanBatch& b) { dedup_->Note(b, now); });
     filter_->set_tail(tail);
   }
