@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# clang-format (must be clean) and clang-tidy (must be clean) over src/.
+# clang-format (must be clean) and clang-tidy (must be clean) over src/, and the
+# folders importing one way (scripts/check_deps.py).
 #   scripts/lint.sh          check
 #   scripts/lint.sh --fix    rewrite files with clang-format
 set -euo pipefail
@@ -11,6 +12,7 @@ if [[ "${1:-}" == "--fix" ]]; then
   exit 0
 fi
 clang-format --dry-run --Werror "${files[@]}"
+python3 scripts/check_deps.py
 mapfile -t srcs < <(git ls-files 'src/*.cc')
 tidy_out="$(printf '%s\n' "${srcs[@]}" |
   xargs -P "$(nproc)" -n 3 clang-tidy -p "$BUILD_DIR" --quiet 2>&1 || true)"

@@ -1,5 +1,6 @@
 #include "codec/body.h"
 
+#include <atomic>
 #include <utility>
 
 #include "codec/otlp.h"
@@ -7,7 +8,21 @@
 
 namespace spanhouse::codec {
 
+namespace {
+std::atomic<uint64_t> decodes{0};
+}  // namespace
+
+uint64_t BodyDecodes() {
+  return decodes.load(std::memory_order_relaxed);
+}
+
 Status DecodeBody(BodyFormat format, std::string& body, SpanBatch* batch) {
+  if (format == BodyFormat::kColumnar) {
+    std::string why;
+    if (!batch->ReadColumnar(body, &why)) return Status::Invalid(why);
+    return Status::Ok();
+  }
+  decodes.fetch_add(1, std::memory_order_relaxed);
   switch (format) {
     case BodyFormat::kOtlpProto: {
       std::string taken = std::move(body);
@@ -18,6 +33,8 @@ Status DecodeBody(BodyFormat format, std::string& body, SpanBatch* batch) {
       return DecodeOtlpJson(body, *batch);
     case BodyFormat::kZipkinJson:
       return DecodeZipkinJson(body, *batch);
+    case BodyFormat::kColumnar:
+      break;  // read above
     case BodyFormat::kZipkinProto: {
       // Its strings point into the body, kept as the batch's source.
       if (!batch->AdoptSource(body)) return DecodeZipkinProto(body, *batch);

@@ -217,6 +217,15 @@ class SpanBatch {
   // `which` is null), bringing along only the resources and scopes they use.
   void AppendSpans(const SpanBatch& other, const uint32_t* which, size_t n);
 
+  // The batch as columnar bytes (model/columnar.cc), appended to `out`: its
+  // columns, arena and source copied as they are, so reading them back is
+  // copies and bounds checks, not a decode.
+  void AppendColumnar(std::string* out) const;
+  // Reads what AppendColumnar wrote into this empty batch. `bytes` may be
+  // taken (as the batch's source). False, with `why`, for bytes that are not
+  // such a batch or point outside themselves; the batch is then empty.
+  bool ReadColumnar(std::string& bytes, std::string* why = nullptr);
+
   // Field-by-field equality of the logical content (not of the arena layout).
   bool LogicallyEquals(const SpanBatch& other, std::string* why = nullptr) const;
 

@@ -71,8 +71,7 @@ bool SpanMatches(const SpanBatch& b, uint32_t s, const TraceQuery& q) {
 
 }  // namespace
 
-RecentTraces::RecentTraces(RecentTracesOptions options, pipeline::MemoryBudget* budget,
-                           uint64_t start_ns)
+RecentTraces::RecentTraces(RecentTracesOptions options, MemoryBudget* budget, uint64_t start_ns)
     : opts_(options), budget_(budget), start_ns_(start_ns) {}
 
 RecentTraces::~RecentTraces() {
@@ -81,8 +80,7 @@ RecentTraces::~RecentTraces() {
   for (Kept& k : kept_) k.keep.Ack();
 }
 
-void RecentTraces::Add(std::unique_ptr<SpanBatch> batch, uint64_t now_ns,
-                       pipeline::durable::Ticket keep) {
+void RecentTraces::Add(std::unique_ptr<SpanBatch> batch, uint64_t now_ns, sink::Ticket keep) {
   if (opts_.max_bytes == 0 || batch == nullptr) {
     keep.Ack();
     return;
@@ -177,7 +175,7 @@ void RecentTraces::DropOldestKept() {
   kept_.pop_front();
 }
 
-void RecentTraces::Observe(std::unique_ptr<SpanBatch> copy, pipeline::durable::Ticket keep) {
+void RecentTraces::Observe(std::unique_ptr<SpanBatch> copy, sink::Ticket keep) {
   Add(std::move(copy), WallClockNs(), std::move(keep));
 }
 

@@ -29,11 +29,11 @@
 #include <utility>
 #include <vector>
 
+#include "common/memory_budget.h"
 #include "common/prom_text.h"
 #include "model/span_batch.h"
 #include "pipeline/durable/segment_log.h"
 #include "pipeline/filter/span_filter.h"
-#include "pipeline/memory_budget.h"
 #include "query/span_reader.h"
 #include "sink/observed_sink.h"
 
@@ -62,17 +62,17 @@ class RecentTraces final : public sink::BatchObserver {
   // batch that finds no room there after the oldest went is not held.
   // `start_ns`: the process's start; nothing received before it is held
   // (except what the durable queue replays), so it bounds horizon_ns().
-  RecentTraces(RecentTracesOptions options, pipeline::MemoryBudget* budget, uint64_t start_ns);
+  RecentTraces(RecentTracesOptions options, MemoryBudget* budget, uint64_t start_ns);
   ~RecentTraces() override;
   RecentTraces(const RecentTraces&) = delete;
   RecentTraces& operator=(const RecentTraces&) = delete;
 
   // Holds `batch` (its spans not sampled out), received at `now_ns`;
   // `keep`: its record's keep, for the disk tier (may be empty).
-  void Add(std::unique_ptr<SpanBatch> batch, uint64_t now_ns, pipeline::durable::Ticket keep = {});
+  void Add(std::unique_ptr<SpanBatch> batch, uint64_t now_ns, sink::Ticket keep = {});
 
   // sink::BatchObserver: Add at the wall clock's now.
-  void Observe(std::unique_ptr<SpanBatch> copy, pipeline::durable::Ticket keep) override;
+  void Observe(std::unique_ptr<SpanBatch> copy, sink::Ticket keep) override;
   // Only with a disk tier.
   bool wants_keeps() const override {
     return opts_.max_bytes != 0 && opts_.log != nullptr && opts_.disk_max_bytes != 0;
@@ -113,13 +113,13 @@ class RecentTraces final : public sink::BatchObserver {
     std::vector<std::pair<uint64_t, uint32_t>> keys;
     uint64_t received_ns = 0;
     size_t bytes = 0;
-    pipeline::durable::Ticket keep;
+    sink::Ticket keep;
   };
   // A batch of the disk tier: its record, and its traces' id hashes
   // (sorted, each once; of its spans not sampled out).
   struct Kept {
     std::vector<uint64_t> traces;
-    pipeline::durable::Ticket keep;
+    sink::Ticket keep;
     uint64_t received_ns = 0;
     size_t bytes = 0;  // memory
     size_t spans = 0;
@@ -133,7 +133,7 @@ class RecentTraces final : public sink::BatchObserver {
   void ExpireLocked(uint64_t now_ns);
 
   const RecentTracesOptions opts_;
-  pipeline::MemoryBudget* const budget_;
+  MemoryBudget* const budget_;
   const uint64_t start_ns_;
 
   mutable std::mutex mu_;

@@ -13,6 +13,8 @@
 #include <spdlog/spdlog.h>
 
 #include <charconv>
+#include <chrono>
+#include <future>
 #include <set>
 
 #include "codec/value_text.h"
@@ -21,7 +23,7 @@
 #include "query/jaeger_json.h"
 #include "query/params.h"
 #include "server/server.h"
-#include "storage/clickhouse/embedded_sink.h"
+#include "sink/ticket_latch.h"
 #include "storage/opensearch/jaeger_document.h"
 
 namespace spanhouse::server {
@@ -273,9 +275,6 @@ void Server::ImportEndpoint(const net::HttpRequest& req, net::HttpResponse& resp
       resp.headers.emplace_back("Retry-After", "1");
       return Fail(resp, 503, "import: " + st.message());
     }
-    // Stored behind the queue's back: the recent index sees them too, so it
-    // still holds every span stored since its horizon.
-    if (recent_ != nullptr) recent_->Add(std::make_unique<SpanBatch>(todo), WallClockNs());
   }
   resp.body = fmt::format(
       R"({{"received":{},"invalid":{},"already_stored":{},"imported":{},"errors":[{}]}})", received,
@@ -283,42 +282,47 @@ void Server::ImportEndpoint(const net::HttpRequest& req, net::HttpResponse& resp
 }
 
 Status Server::Import(const SpanBatch& batch, uint64_t* written) {
-  // Sinks of their own, written out before the answer: the ClickHouse
-  // store only (the spans came from OpenSearch), the same writers as live
-  // traffic, one per cluster shard.
-  const size_t shards = remote() ? shards_.size() : 1;
-  std::vector<std::unique_ptr<storage::EmbeddedSink>> sinks;
-  for (size_t s = 0; s < shards; ++s) {
-    std::vector<std::unique_ptr<storage::SqlConnection>> conns;
-    SH_RETURN_IF_ERROR(OpenConnections(1, &conns, s));
-    storage::EmbeddedSinkOptions o;
-    o.name = fmt::format("import{}", s + 1);
-    o.writer = WriterOptionsOf(cfg_, dir_);
-    o.writer.database = database_;
-    o.cluster_shard = static_cast<uint32_t>(s);
-    o.cluster_shards = static_cast<uint32_t>(shards);
-    sinks.push_back(std::make_unique<storage::EmbeddedSink>(std::move(conns), caps_, o));
+  // Through the durable queue like any request, for the ClickHouse store's
+  // sinks only (the spans came from the other store): a killed import loses
+  // nothing (its record is replayed at the next start), and the recent index
+  // sees the spans as it sees every request. Answered once they are stored.
+  std::vector<std::string> targets;
+  for (const SinkSpec& spec : ServeSinks(cfg_, remote() ? shards_.size() : 1)) {
+    if (spec.kind != "opensearch" && spec.name != SecondarySinkName(cfg_)) {
+      targets.push_back(spec.name);
+    }
   }
-  for (auto& sink : sinks) {
-    SH_RETURN_IF_ERROR(sink->Start());
-    pipeline::QueuedBatch item;
-    item.batch = std::make_unique<SpanBatch>();
-    item.batch->Append(batch);
-    SH_RETURN_IF_ERROR(sink->Push(item));
+  std::string record;
+  batch.AppendColumnar(&record);
+  sink::Ticket ticket;
+  SH_RETURN_IF_ERROR(
+      queue_->Append(WallClockNs(), codec::BodyFormat::kColumnar, record, &ticket, targets));
+  std::promise<bool> synced;
+  queue_->OnDurable(ticket.lsn(), [&synced](bool ok) { synced.set_value(ok); });
+  if (!synced.get_future().get()) {
+    return Status::Unavailable("the durable queue could not sync the import");
   }
-  uint64_t stored = 0;
-  uint64_t failed = 0;
-  for (auto& sink : sinks) {
-    sink->Drain();
-    stored += sink->stats().rows_written.load() + sink->stats().rows_dead_lettered.load();
-    failed += sink->stats().rows_left_queued.load() + sink->stats().rows_lost.load();
+  auto copy = std::make_unique<SpanBatch>();
+  copy->AppendSpans(batch, nullptr, batch.span_count());
+  const size_t bytes = copy->MemoryBytes();
+  Reservation reservation;
+  MemoryBudget& budget = queue_->budget();
+  if (budget.ReserveWithin(bytes, std::chrono::seconds(5))) {
+    reservation = Reservation(&budget, bytes);
+  } else if (queue_->durable()) {
+    copy.reset();  // each sink reads it back from the log as memory comes
+  } else {
+    return Status::Exhausted("spanhouse is at its memory limit, retry later");
   }
-  *written = stored;
-  if (failed != 0 || stored < batch.span_count()) {
+  const auto latch = sink::TicketLatch::Create(std::move(ticket));
+  SH_RETURN_IF_ERROR(queue_->DeliverTo(targets, std::move(copy), std::move(reservation),
+                                       latch->Take(), bytes, batch.span_count()));
+  if (!latch->WaitUntil(std::chrono::steady_clock::now() + std::chrono::minutes(2))) {
     return Status::Unavailable(fmt::format(
-        "{} of {} spans not written; send them again",
-        batch.span_count() - std::min<uint64_t>(stored, batch.span_count()), batch.span_count()));
+        "{} spans not written within 2 minutes; they are in the durable queue and will be",
+        batch.span_count()));
   }
+  *written = batch.span_count();
   return Status::Ok();
 }
 

@@ -9,12 +9,12 @@
 #include <string>
 #include <vector>
 
+#include "common/memory_budget.h"
 #include "common/prom_text.h"
 #include "net/http_server.h"
 #include "pipeline/dedup/dedup_index.h"
 #include "pipeline/durable/durable_queue.h"
 #include "pipeline/filter/span_filter.h"
-#include "pipeline/memory_budget.h"
 #include "pipeline/sampling/head_sampler.h"
 #include "pipeline/sampling/tail_sampler.h"
 #include "pipeline/sampling/tail_window.h"
@@ -37,7 +37,7 @@ struct MetricsSources {
   const pipeline::HeadSampler* head_sampler = nullptr;
   const pipeline::TailSampler* tail_sampler = nullptr;
   const pipeline::TailWindow* tail_window = nullptr;
-  const pipeline::MemoryBudget* budget = nullptr;
+  const MemoryBudget* budget = nullptr;
   std::vector<const sink::Sink*> sinks;
   const pipeline::durable::DurableQueue* queue = nullptr;
   const pipeline::DedupIndex* dedup = nullptr;

@@ -14,35 +14,17 @@
 #include "query/jaeger_json.h"
 #include "server/debug_endpoints.h"
 #include "server/metrics.h"
-#include "sink/null_sink.h"
 #include "sink/observed_sink.h"
 #include "storage/clickhouse/deduplication.h"
 #include "storage/clickhouse/embedded_sink.h"
 #include "storage/clickhouse/engine_config.h"
 #include "storage/clickhouse/replica_set.h"
 #include "storage/opensearch/opensearch_reader.h"
-#include "storage/opensearch/opensearch_sink.h"
 #include "ui/ui_server.h"
 
 namespace spanhouse::server {
 
 namespace {
-
-// The semantic-convention namespaces and user_fields.also_well_known's.
-std::vector<std::string> WellKnownNamespaces(const Config& cfg) {
-  std::vector<std::string> names = storage::UserFields::DefaultWellKnown();
-  const std::string& extra = cfg.user_fields.also_well_known;
-  for (size_t start = 0; start <= extra.size();) {
-    size_t comma = extra.find(',', start);
-    if (comma == std::string::npos) comma = extra.size();
-    std::string name = extra.substr(start, comma - start);
-    name.erase(0, name.find_first_not_of(' '));
-    name.erase(name.find_last_not_of(' ') + 1);
-    if (!name.empty()) names.push_back(name);
-    start = comma + 1;
-  }
-  return names;
-}
 
 pipeline::FilterLimits FilterLimitsOf(const Config& cfg) {
   constexpr uint64_t kNs = 1000000000ull;
@@ -60,22 +42,6 @@ pipeline::FilterLimits FilterLimitsOf(const Config& cfg) {
 }
 
 }  // namespace
-
-// The embedded writers' options from writer.* (name, shard and cursor are
-// the sink's to set).
-storage::WriterOptions WriterOptionsOf(const Config& cfg, const std::string& dir) {
-  storage::WriterOptions w;
-  w.max_rows = cfg.writer.max_rows;
-  // Batches waiting to be encoded hold receivers' memory: at most a
-  // quarter of it, so a full budget always has blocks on their way out.
-  w.max_bytes = std::min<uint64_t>(cfg.writer.max_bytes, cfg.queue.max_bytes / 4);
-  w.insert_rows = cfg.writer.insert_rows;
-  w.max_age = std::chrono::milliseconds(cfg.writer.max_age_ms);
-  w.spool_dir = dir + "/spool";
-  w.well_known = WellKnownNamespaces(cfg);
-  w.dead_letter_dir = dir + "/dead-letter";
-  return w;
-}
 
 namespace {
 
@@ -229,15 +195,6 @@ Status Server::OpenQueue() {
   return Status::Ok();
 }
 
-namespace {
-
-// The name a secondary embedded sink keeps its place in the durable queue by.
-std::string SecondarySinkName(const Config& cfg) {
-  return "chdb:" + cfg.secondary.database;
-}
-
-}  // namespace
-
 Status Server::EnsureStore() {
   if (remote()) return EnsureRemoteStore();
   SH_RETURN_IF_ERROR(EnsureDatabase(database_, "chdb", &caps_));
@@ -265,15 +222,16 @@ Status Server::EnsureDatabase(const std::string& database, const std::string& si
     schema.before_copy = [this, database, sink](const storage::Capabilities& c) -> Status {
       SH_RETURN_IF_ERROR(storage::EnableInsertDeduplication(
           *read_conn_, c, storage::kDeduplicationWindow, database));
-      std::vector<std::unique_ptr<storage::SqlConnection>> conns;
-      SH_RETURN_IF_ERROR(OpenConnections(1, &conns));
-      storage::EmbeddedSinkOptions o;
-      o.name = sink;
-      o.writer = WriterOptionsOf(cfg_, dir_);
-      o.writer.database = database;
-      o.writer.spool_dir = dir_ + "/spool-upgrade";
-      storage::EmbeddedSink upgrade(std::move(conns), c, o);
-      return queue_->ReplaySealedBlocks(upgrade);
+      SinkContext ctx = SinkContextOf();
+      ctx.caps = c;
+      std::unique_ptr<sink::Sink> upgrade;
+      SH_RETURN_IF_ERROR(MakeSink({.kind = "chdb",
+                                   .name = sink,
+                                   .database = database,
+                                   .writers = 1,
+                                   .spool_dir = dir_ + "/spool-upgrade"},
+                                  ctx, &upgrade));
+      return queue_->ReplaySealedBlocks(*upgrade);
     };
   }
   SH_RETURN_IF_ERROR(storage::EnsureSchema(*read_conn_, caps, schema));
@@ -417,77 +375,32 @@ Status Server::OpenConnections(size_t n, std::vector<std::unique_ptr<storage::Sq
   return Status::Ok();
 }
 
-Status Server::AddEmbeddedSink(const std::string& name, const std::string& database) {
-  std::vector<std::unique_ptr<storage::SqlConnection>> conns;
-  SH_RETURN_IF_ERROR(OpenConnections(static_cast<size_t>(cfg_.writer.threads), &conns));
-  storage::EmbeddedSinkOptions o;
-  o.name = name;
-  // Each shard's own bound is twice the whole budget: the budget (and with
-  // several sinks, the sink's share of it) is what refuses. (A batch's
-  // reservation is corrected to its decoded size after the budget admitted
-  // it, so the budget can run over by a little.)
-  o.queue_bytes = 2 * cfg_.queue.max_bytes;
-  o.writer = WriterOptionsOf(cfg_, dir_);
-  o.writer.database = database;
-  faults_.push_back({name, std::make_unique<storage::SinkFaults>()});
-  sinks_.push_back(std::make_unique<storage::EmbeddedSink>(std::move(conns), caps_, o,
-                                                           faults_.back().faults.get()));
-  return Status::Ok();
-}
-
-Status Server::AddRemoteSinks() {
-  // One sink per shard, each with the shard's replicas; one shard: all of it.
-  for (size_t s = 0; s < shards_.size(); ++s) {
-    std::vector<std::unique_ptr<storage::SqlConnection>> conns;
-    SH_RETURN_IF_ERROR(OpenConnections(static_cast<size_t>(cfg_.writer.threads), &conns, s));
-    storage::EmbeddedSinkOptions o;
-    o.name = shards_.size() == 1 ? "clickhouse" : fmt::format("clickhouse-shard{}", s + 1);
-    o.queue_bytes = 2 * cfg_.queue.max_bytes;
-    o.writer = WriterOptionsOf(cfg_, dir_);
-    o.writer.database = database_;
-    o.cluster_shard = static_cast<uint32_t>(s);
-    o.cluster_shards = static_cast<uint32_t>(shards_.size());
-    // The shard's span ids as its spans table stores them (a cluster's
-    // store made before schema 11 keeps two columns).
-    storage::LegacyLayout layout;
-    SH_RETURN_IF_ERROR(
-        storage::SpansHaveSpanIds(*conns.front(), database_, &layout.span_ids_column));
-    if (!layout.span_ids_column) {
-      spdlog::info(
-          "ClickHouse shard {}: spans stores span_id and parent_span_id in columns of "
-          "their own (made before schema 11)",
-          s + 1);
-    }
-    faults_.push_back({o.name, std::make_unique<storage::SinkFaults>()});
-    sinks_.push_back(std::make_unique<storage::EmbeddedSink>(std::move(conns), caps_, o,
-                                                             faults_.back().faults.get(), layout));
-  }
-  return Status::Ok();
+SinkContext Server::SinkContextOf() {
+  SinkContext ctx;
+  ctx.cfg = &cfg_;
+  ctx.dir = dir_;
+  ctx.caps = caps_;
+  ctx.connect = [this](size_t n, size_t shard,
+                       std::vector<std::unique_ptr<storage::SqlConnection>>* out) {
+    return OpenConnections(n, out, shard);
+  };
+  ctx.opensearch = opensearch_;
+  return ctx;
 }
 
 Status Server::MakeSinks() {
-  if (cfg_.writer.sink == "null") {
-    sinks_.push_back(std::make_unique<sink::NullSink>());
-  } else if (remote()) {
-    SH_RETURN_IF_ERROR(AddRemoteSinks());
-  } else {
-    SH_RETURN_IF_ERROR(AddEmbeddedSink("chdb", database_));
-  }
-  if (cfg_.secondary.type == "chdb") {
-    SH_RETURN_IF_ERROR(AddEmbeddedSink(SecondarySinkName(cfg_), cfg_.secondary.database));
+  if (cfg_.secondary.type == "opensearch") SH_RETURN_IF_ERROR(OpenOpenSearch());
+  const SinkContext ctx = SinkContextOf();
+  for (SinkSpec& spec : ServeSinks(cfg_, remote() ? shards_.size() : 1)) {
+    if (spec.kind == "chdb" || spec.kind == "clickhouse") {
+      faults_.push_back({spec.name, std::make_unique<storage::SinkFaults>()});
+      spec.faults = faults_.back().faults.get();
+    }
+    std::unique_ptr<sink::Sink> made;
+    SH_RETURN_IF_ERROR(MakeSink(spec, ctx, &made));
+    sinks_.push_back(std::move(made));
   }
   if (cfg_.secondary.type == "opensearch") {
-    SH_RETURN_IF_ERROR(OpenOpenSearch());
-    storage::opensearch::OpenSearchSinkOptions o;
-    o.index_prefix = cfg_.opensearch.index_prefix;
-    o.create_templates = cfg_.opensearch.create_templates;
-    o.templates.shards = static_cast<uint32_t>(cfg_.opensearch.shards);
-    o.templates.replicas = static_cast<uint32_t>(cfg_.opensearch.replicas);
-    o.queue_bytes = cfg_.opensearch.queue_bytes;
-    o.bulk_spans = cfg_.opensearch.bulk_spans;
-    o.workers = static_cast<int>(cfg_.opensearch.workers);
-    o.dead_letter_dir = dir_ + "/dead-letter";
-    sinks_.push_back(std::make_unique<storage::opensearch::OpenSearchSink>(opensearch_, o));
     spdlog::info("dual-write: every accepted span also goes to OpenSearch {} (index prefix '{}')",
                  cfg_.opensearch.urls, cfg_.opensearch.index_prefix);
   }

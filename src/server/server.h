@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
+#include "common/memory_budget.h"
 #include "common/status.h"
 #include "pipeline/dedup/dedup_index.h"
 #include "pipeline/durable/durable_queue.h"
 #include "pipeline/filter/span_filter.h"
-#include "pipeline/memory_budget.h"
 #include "pipeline/sampling/tail_window.h"
 #include "query/query_api.h"
 #include "query/read_switch.h"
@@ -30,6 +30,7 @@
 #include "server/config.h"
 #include "server/data_dir_lock.h"
 #include "server/listener_security.h"
+#include "server/sink_factory.h"
 #include "sink/sink.h"
 #include "storage/clickhouse/chdb.h"
 #include "storage/clickhouse/chdb_span_reader.h"
@@ -39,10 +40,6 @@
 #include "storage/opensearch/opensearch_client.h"
 
 namespace spanhouse::server {
-
-// The embedded writers' options from writer.* (name, shard and cursor are
-// the sink's to set).
-storage::WriterOptions WriterOptionsOf(const Config& cfg, const std::string& dir);
 
 class Server {
  public:
@@ -69,8 +66,6 @@ class Server {
   // storage.engine clickhouse: the servers of clickhouse.shards.
   Status OpenRemote();
   bool remote() const { return cfg_.storage.engine == "clickhouse"; }
-  // The primary sink(s): embedded, or one per cluster shard.
-  Status AddRemoteSinks();
   // The schema on every replica of every shard, and the Distributed tables.
   Status EnsureRemoteStore();
   // clickhouse.run_jobs false: waits until every shard's schema is current
@@ -85,7 +80,8 @@ class Server {
   // `n` writer connections: to the embedded engine, or to shard `shard`'s replicas.
   Status OpenConnections(size_t n, std::vector<std::unique_ptr<storage::SqlConnection>>* out,
                          size_t shard = 0);
-  Status AddEmbeddedSink(const std::string& name, const std::string& database);
+  // What the sink factory makes sinks with (sink_factory.h).
+  SinkContext SinkContextOf();
   Status MakeSinks();
   // The OpenSearch cluster of the opensearch section (made once, shared by
   // its sink and reader).
@@ -126,7 +122,7 @@ class Server {
   std::string read_database_;
   std::vector<std::vector<std::string>> shards_;  // clickhouse.shards' replica URLs
   storage::Capabilities caps_;
-  pipeline::MemoryBudget budget_;
+  MemoryBudget budget_;
   std::unique_ptr<pipeline::HeadSampler> head_sampler_;  // null: sampling.head keeps everything
   std::unique_ptr<pipeline::TailSampler> tail_sampler_;  // null: no sampling.tail.policies
   std::unique_ptr<pipeline::SpanFilter> filter_;

@@ -2,28 +2,52 @@
 
 #include <vector>
 
-#include "pipeline/durable/sink_cursor.h"
+#include "sink/plugin.h"
+#include "sink/runtime.h"
 
 namespace spanhouse::sink {
 
-Status NullSink::Push(pipeline::QueuedBatch& item) {
-  size_t rows = item.batch != nullptr ? item.batch->span_count() : 0;
-  std::vector<pipeline::durable::Ticket> tickets;
-  if (item.ticket.valid()) tickets.push_back(std::move(item.ticket));
-  pipeline::durable::SealedBlock sealed;
-  if (item.block != nullptr) {
-    rows += item.block->spans();
-    sealed = item.block->sealed;
-    for (auto& t : item.block->tickets) tickets.push_back(std::move(t));
+namespace {
+
+// Gathers what is queued into one write, written as soon as the queue has
+// nothing more to give.
+class NullPlugin final : public Plugin {
+ public:
+  void Add(size_t /*shard*/, QueuedBatch item) override {
+    if (pending_ == nullptr) {
+      pending_ = std::make_unique<Write>();
+      pending_->since = std::chrono::steady_clock::now();
+    }
+    pending_->rows += Rows(item);
+    if (item.ticket.valid()) pending_->tickets.push_back(std::move(item.ticket));
+    if (item.block != nullptr) {
+      // A block sealed before a crash: finished now (one per write).
+      pending_->sealed = item.block->sealed;
+      for (auto& t : item.block->tickets) pending_->tickets.push_back(std::move(t));
+      ready_.push_back(std::move(pending_));
+    }
   }
-  if (cursor_ != nullptr) {
-    cursor_->Done(sealed, &tickets);
-  } else {
-    for (auto& t : tickets) t.Ack();
+  void TakeDue(size_t /*shard*/, bool idle, bool flush,
+               std::vector<std::unique_ptr<Write>>* out) override {
+    if (pending_ != nullptr && (idle || flush)) ready_.push_back(std::move(pending_));
+    for (auto& w : ready_) out->push_back(std::move(w));
+    ready_.clear();
   }
-  stats_.rows_written += rows;
-  stats_.writes += 1;
-  return Status::Ok();
+  Status WriteOnce(size_t /*shard*/, Write& /*w*/) override { return Status::Ok(); }
+  Failure Classify(const Status& /*st*/) const override { return Failure::kRetryable; }
+  Status DeadLetter(size_t /*shard*/, Write& /*w*/, const Status& why) override { return why; }
+
+ private:
+  std::unique_ptr<Write> pending_;
+  std::vector<std::unique_ptr<Write>> ready_;
+};
+
+}  // namespace
+
+std::unique_ptr<Sink> MakeNullSink(std::string name) {
+  RuntimeOptions o;
+  o.name = std::move(name);
+  return std::make_unique<RuntimeSink>(std::make_unique<NullPlugin>(), std::move(o));
 }
 
 }  // namespace spanhouse::sink

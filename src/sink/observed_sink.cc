@@ -3,23 +3,23 @@
 #include <utility>
 #include <vector>
 
-#include "pipeline/durable/block.h"
+#include "sink/block.h"
 
 namespace spanhouse::sink {
 
-Status ObservedSink::Push(pipeline::QueuedBatch& item) {
+Status ObservedSink::Push(sink::QueuedBatch& item) {
   // Copied before the push, which moves the item away; shown only once
   // taken, so a refused push that is tried again is shown once.
   // A block's part is a piece of its record: only a whole request is kept
   // to be decoded again.
-  std::vector<std::pair<std::unique_ptr<SpanBatch>, pipeline::durable::Ticket>> copies;
+  std::vector<std::pair<std::unique_ptr<SpanBatch>, sink::Ticket>> copies;
   if (item.batch != nullptr) {
     copies.emplace_back(std::make_unique<SpanBatch>(*item.batch),
-                        observer_.wants_keeps() ? item.ticket.Keep() : pipeline::durable::Ticket());
+                        observer_.wants_keeps() ? item.ticket.Keep() : sink::Ticket());
   }
   if (item.block != nullptr) {
     for (const auto& part : item.block->parts) {
-      copies.emplace_back(std::make_unique<SpanBatch>(*part), pipeline::durable::Ticket());
+      copies.emplace_back(std::make_unique<SpanBatch>(*part), sink::Ticket());
     }
   }
   Status st = inner_->Push(item);

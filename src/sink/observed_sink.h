@@ -8,8 +8,8 @@
 #include <string>
 
 #include "model/span_batch.h"
-#include "pipeline/durable/segment_log.h"
 #include "sink/sink.h"
+#include "sink/ticket.h"
 
 namespace spanhouse::sink {
 
@@ -22,7 +22,7 @@ class BatchObserver {
   // and a keep on its record in the durable queue (segment_log.h; empty
   // without the queue, or for a part of a replayed block), so that the
   // observer can read the batch again once it let the copy go.
-  virtual void Observe(std::unique_ptr<SpanBatch> copy, pipeline::durable::Ticket keep) = 0;
+  virtual void Observe(std::unique_ptr<SpanBatch> copy, Ticket keep) = 0;
   // Whether Observe is handed keeps at all: one not used would hold its
   // segment on disk for nothing.
   virtual bool wants_keeps() const { return false; }
@@ -34,9 +34,13 @@ class ObservedSink final : public Sink {
       : inner_(std::move(inner)), observer_(observer) {}
 
   const std::string& name() const override { return inner_->name(); }
-  void Attach(pipeline::durable::SinkCursor& cursor) override { inner_->Attach(cursor); }
+  void Attach(BlockLedger& cursor) override { inner_->Attach(cursor); }
+  bool BlockMembers(std::string_view key, const SpanBatch& batch,
+                    std::vector<uint32_t>* idx) const override {
+    return inner_->BlockMembers(key, batch, idx);
+  }
   Status Start() override { return inner_->Start(); }
-  Status Push(pipeline::QueuedBatch& item) override;
+  Status Push(sink::QueuedBatch& item) override;
   void Drain() override { inner_->Drain(); }
   const SinkStats& stats() const override { return inner_->stats(); }
   size_t queued_bytes() const override { return inner_->queued_bytes(); }

@@ -11,15 +11,15 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "common/histogram.h"
 #include "common/prom_text.h"
 #include "common/status.h"
-#include "pipeline/queue/span_queue.h"
-
-namespace spanhouse::pipeline::durable {
-class SinkCursor;
-}
+#include "model/span_batch.h"
+#include "sink/block.h"
+#include "sink/ledger.h"
 
 namespace spanhouse::sink {
 
@@ -50,9 +50,24 @@ class Sink {
   // and acknowledgements by it.
   virtual const std::string& name() const = 0;
 
-  // Called once, before Start, by the durable queue: the cursor this sink
-  // seals its blocks with and acknowledges through (SinkCursor::Seal, Done).
-  virtual void Attach(pipeline::durable::SinkCursor& cursor) = 0;
+  // Called once, before Start, by the durable queue: the ledger this sink
+  // seals its blocks with and acknowledges through (ledger.h).
+  virtual void Attach(BlockLedger& ledger) = 0;
+
+  // Which spans of `batch` (a record's, read back at start) a block this
+  // sink sealed under `key` holds, into `idx`. False: a key it does not
+  // know (the block is then treated as unreadable: its spans handed over
+  // again as new). By default a block holds whole records.
+  virtual bool BlockMembers(std::string_view key, const SpanBatch& batch,
+                            std::vector<uint32_t>* idx) const;
+
+  // Which spans of a request's `batch` this sink stores, into `idx`
+  // (ascending; maybe none), so that the durable queue hands it a copy of
+  // those only. False: every span (the default). A ClickHouse shard's sink
+  // takes the traces its shard owns.
+  virtual bool Select(const SpanBatch& /*batch*/, std::vector<uint32_t>* /*idx*/) const {
+    return false;
+  }
 
   // Starts the sink's threads. The durable queue then replays to it what it
   // had not stored, before any new request.
@@ -63,7 +78,7 @@ class Sink {
   // written again exactly as it was. Refused (kResourceExhausted: full;
   // kUnavailable: draining), the item is left as it was. Called from several
   // threads.
-  virtual Status Push(pipeline::QueuedBatch& item) = 0;
+  virtual Status Push(QueuedBatch& item) = 0;
 
   // After the last Push: writes what it holds (a failing store is retried a
   // bounded number of times; what is left stays in the durable queue for the

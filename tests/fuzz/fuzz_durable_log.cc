@@ -53,7 +53,7 @@ using pipeline::durable::Crc32cPortable;
 using pipeline::durable::LogOptions;
 using pipeline::durable::RecordKind;
 using pipeline::durable::SegmentLog;
-using pipeline::durable::Ticket;
+using sink::Ticket;
 
 // The on-disk format as segment_log.h describes it, written out again here so that the check
 // does not share the code it checks.

@@ -26,7 +26,7 @@ namespace fs = std::filesystem;
 using spanhouse::pipeline::durable::LogOptions;
 using spanhouse::pipeline::durable::RecordKind;
 using spanhouse::pipeline::durable::SegmentLog;
-using spanhouse::pipeline::durable::Ticket;
+using spanhouse::sink::Ticket;
 
 constexpr size_t kHeaderBytes = 32;  // format 2
 

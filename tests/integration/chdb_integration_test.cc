@@ -17,7 +17,7 @@
 
 #include "../testdata/sample_batch.h"
 #include "integration/engine.h"
-#include "pipeline/queue/span_queue.h"
+#include "sink/span_queue.h"
 #include "storage/clickhouse/chdb.h"
 #include "storage/clickhouse/chdb_span_reader.h"
 #include "storage/clickhouse/dependencies.h"
@@ -717,7 +717,7 @@ TEST(ChdbRoundTrip, EachResourceIsStoredOncePerWriter) {
   Capabilities caps;
   ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
   // Two flushes of spans from the same two resources, through one writer.
-  pipeline::SpanQueue queue(64u << 20);
+  sink::SpanQueue queue(64u << 20);
   // Each batch of 2 traces x 3 spans is a flush, and an insert, of its own.
   const WriterOptions opts = TestWriter(6, 6);
   EmbeddedWriter writer(Engine::conn.get(), caps, queue, opts);
@@ -767,7 +767,7 @@ TEST(ChdbRoundTrip, SpooledBlocksOfOneInsertBecomeOnePart) {
   Reset();
   Capabilities caps;
   ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
-  pipeline::SpanQueue queue(64u << 20);
+  sink::SpanQueue queue(64u << 20);
   // Each batch of 2 traces x 3 spans is a block of its own, three blocks an insert.
   WriterOptions opts = TestWriter(6, 18);
   opts.max_age = std::chrono::hours(1);
@@ -816,7 +816,7 @@ TEST(ChdbRoundTrip, SpoolFilesWrittenOverHoldOnlyTheirBlock) {
   Reset();
   Capabilities caps;
   ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
-  pipeline::SpanQueue queue(64u << 20);
+  sink::SpanQueue queue(64u << 20);
   WriterOptions opts = TestWriter(1, 1);  // each batch a block, each block an insert
   opts.max_backoff = std::chrono::milliseconds(100);
   opts.shutdown_retries = 1;

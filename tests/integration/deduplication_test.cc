@@ -17,6 +17,7 @@
 #include "storage/clickhouse/deduplication.h"
 #include "storage/clickhouse/embedded_sink.h"
 #include "storage/clickhouse/span_extras.h"
+#include "testdata/legacy_records.h"
 #include "testdata/sample_batch.h"
 
 namespace spanhouse::storage {
@@ -29,7 +30,7 @@ namespace {
 void InsertBlock(std::vector<std::unique_ptr<SpanBatch>> parts, uint32_t day,
                  const Capabilities& caps, const std::string& token, uint32_t chunks = 1,
                  bool extras_column = true) {
-  pipeline::SpanQueue queue(64u << 20);
+  sink::SpanQueue queue(64u << 20);
   EmbeddedWriter writer(
       Engine::conn.get(), caps, queue, TestWriter(), nullptr, nullptr,
       // Schema 7's table (no extras) has schema 10's two id columns and
@@ -38,9 +39,9 @@ void InsertBlock(std::vector<std::unique_ptr<SpanBatch>> parts, uint32_t day,
   writer.Start();
   size_t n = 0;
   for (const auto& p : parts) n += p->span_count();
-  pipeline::QueuedBatch item;
-  item.block = std::make_unique<pipeline::durable::ReplayBlock>();
-  item.block->key.day = day;
+  sink::QueuedBatch item;
+  item.block = std::make_unique<sink::ReplayBlock>();
+  item.block->key = InsertKey{0, 1, day}.Encode();
   item.block->chunks = chunks;
   item.block->sealed = {1, token};
   item.block->parts = std::move(parts);
@@ -127,7 +128,7 @@ using pipeline::durable::BlockRecord;
 using pipeline::durable::DurableQueue;
 using pipeline::durable::RecordKind;
 using pipeline::durable::SegmentLog;
-using pipeline::durable::Ticket;
+using sink::Ticket;
 
 pipeline::durable::DurableOptions LogAt(const std::string& dir) {
   pipeline::durable::DurableOptions o;
@@ -144,13 +145,13 @@ std::string LogBlock(SegmentLog& log, const SpanBatch& b, bool legacy) {
   EXPECT_TRUE(log.Append(RecordKind::kSpans, codec::EncodeOtlpProto(b), &spans).ok());
   BlockRecord rec;
   rec.sink = "chdb";
-  rec.key.day = PartitionDay(b.spans.start_ns[0]);
+  rec.key = InsertKey{0, 1, PartitionDay(b.spans.start_ns[0])}.Encode();
   rec.lsns = {spans.lsn()};
-  std::string payload = rec.Encode();
-  if (legacy) payload.erase(0, 1 + rec.sink.size());
+  const std::string payload = legacy ? testdata::LegacyBlockPayload(rec, false) : rec.Encode();
   Ticket block;
   EXPECT_TRUE(
-      log.Append(legacy ? RecordKind::kBlock : RecordKind::kSinkBlock, payload, &block, true).ok());
+      log.Append(legacy ? RecordKind::kBlock : RecordKind::kKeyedBlock, payload, &block, true)
+          .ok());
   EXPECT_TRUE(log.WaitDurable(block.lsn(), std::chrono::seconds(10)));
   return pipeline::durable::DedupToken(log.epoch(), block.lsn());
 }
@@ -166,7 +167,7 @@ std::unique_ptr<EmbeddedSink> Sink(const Capabilities& caps) {
 // writing the unfinished blocks into the old tables first when `fixed`),
 // then the durable queue's replay to the embedded sink.
 void Start(const std::string& log_dir, Capabilities* caps, bool fixed) {
-  pipeline::MemoryBudget budget(1ull << 30);
+  MemoryBudget budget(1ull << 30);
   std::unique_ptr<DurableQueue> queue;
   ASSERT_TRUE(DurableQueue::Open(LogAt(log_dir), budget, nullptr, &queue).ok());
   SchemaOptions opts;

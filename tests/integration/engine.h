@@ -19,7 +19,7 @@
 #include <fmt/format.h>
 
 #include "integration/writer_harness.h"
-#include "pipeline/queue/span_queue.h"
+#include "sink/span_queue.h"
 #include "storage/clickhouse/chdb.h"
 #include "storage/clickhouse/dependencies.h"
 #include "storage/clickhouse/embedded_writer.h"
@@ -116,8 +116,8 @@ inline void RunDependencyJobOnce(const DependencyJobOptions& opts) {
 }
 
 // Queues `b` for a writer.
-inline Status Enqueue(pipeline::SpanQueue& q, std::unique_ptr<SpanBatch> b) {
-  pipeline::QueuedBatch item;
+inline Status Enqueue(sink::SpanQueue& q, std::unique_ptr<SpanBatch> b) {
+  sink::QueuedBatch item;
   item.batch = std::move(b);
   return q.Push(item);
 }

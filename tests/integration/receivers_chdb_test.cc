@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "codec/zipkin.h"
+#include "common/memory_budget.h"
 #include "integration/engine.h"
 #include "net/http_server.h"
 #include "pipeline/durable/durable_queue.h"
-#include "pipeline/memory_budget.h"
 #include "receivers/zipkin/zipkin_receiver.h"
 #include "storage/clickhouse/chdb_span_reader.h"
 #include "storage/clickhouse/embedded_sink.h"
@@ -80,7 +80,7 @@ struct Pipeline {
     queue->Start();
   }
   ~Pipeline() { queue->StopBacklogs(); }
-  pipeline::MemoryBudget budget{1ull << 30};
+  MemoryBudget budget{1ull << 30};
   testdata::TestSink sink;
   std::unique_ptr<pipeline::durable::DurableQueue> queue;
 };
@@ -142,7 +142,7 @@ TEST(ZipkinOnChdb, ALoggedZipkinRequestIsReplayedAndStored) {
     ASSERT_TRUE(p.sink.Pop(milliseconds(2000)).has_value());
   }
   // The next start: the embedded sink is replayed what it never stored.
-  pipeline::MemoryBudget budget(1ull << 30);
+  MemoryBudget budget(1ull << 30);
   std::unique_ptr<pipeline::durable::DurableQueue> queue;
   pipeline::durable::DurableOptions o;
   o.log.dir = dir;

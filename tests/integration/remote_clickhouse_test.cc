@@ -20,7 +20,7 @@
 #include "integration/clickhouse_server.h"
 #include "integration/sampled_corpus.h"
 #include "integration/writer_harness.h"
-#include "pipeline/queue/span_queue.h"
+#include "sink/span_queue.h"
 #include "storage/clickhouse/dependencies.h"
 #include "storage/clickhouse/embedded_writer.h"
 #include "storage/clickhouse/insert_errors.h"

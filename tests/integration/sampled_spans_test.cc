@@ -20,7 +20,7 @@
 #include "integration/engine.h"
 #include "integration/sampled_corpus.h"
 #include "pipeline/durable/records.h"
-#include "pipeline/queue/span_queue.h"
+#include "sink/span_queue.h"
 #include "storage/clickhouse/deduplication.h"
 #include "storage/clickhouse/dependencies.h"
 #include "storage/clickhouse/embedded_writer.h"
@@ -207,12 +207,12 @@ TEST(ChdbSampledSpans, MetricsEqualThoseOfTheSameSpansAllKept) {
 // comes, through the writer's queue like any item.
 void InsertBlock(const std::vector<SpanBatch>& parts, uint32_t day, const Capabilities& caps,
                  const std::string& token, uint32_t chunks) {
-  pipeline::SpanQueue queue(64u << 20);
+  sink::SpanQueue queue(64u << 20);
   EmbeddedWriter writer(Engine::conn.get(), caps, queue, TestWriter());
   writer.Start();
-  pipeline::QueuedBatch item;
-  item.block = std::make_unique<pipeline::durable::ReplayBlock>();
-  item.block->key.day = day;
+  sink::QueuedBatch item;
+  item.block = std::make_unique<sink::ReplayBlock>();
+  item.block->key = InsertKey{0, 1, day}.Encode();
   item.block->chunks = chunks;
   item.block->sealed = {1, token};
   size_t kept = 0;

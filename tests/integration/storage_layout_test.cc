@@ -11,7 +11,7 @@
 
 #include "../testdata/sample_batch.h"
 #include "integration/engine.h"
-#include "pipeline/queue/span_queue.h"
+#include "sink/span_queue.h"
 #include "storage/clickhouse/chdb_span_reader.h"
 #include "storage/clickhouse/embedded_writer.h"
 #include "storage/clickhouse/schema.h"

@@ -239,7 +239,7 @@ TEST(ChdbTiering, ResourcesInUseAreStoredAgainAfterTheRefresh) {
   Reset();
   Capabilities caps;
   ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
-  pipeline::SpanQueue queue(64u << 20);
+  sink::SpanQueue queue(64u << 20);
   // Each batch of 2 traces x 3 spans is a flush, and an insert, of its own.
   WriterOptions opts = TestWriter(6, 6);
   opts.resource_refresh = std::chrono::seconds(0);

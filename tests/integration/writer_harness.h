@@ -6,7 +6,7 @@
 
 #include <memory>
 
-#include "pipeline/queue/span_queue.h"
+#include "sink/span_queue.h"
 #include "storage/clickhouse/embedded_writer.h"
 
 namespace spanhouse::storage {
@@ -23,10 +23,10 @@ inline size_t KeptSpans(const SpanBatch& b) {
 // an error or anything left pending.
 inline void WriteOneBatch(SqlConnection* conn, const Capabilities& caps, const WriterOptions& o,
                           const SpanBatch& b, LegacyLayout layout = {}) {
-  pipeline::SpanQueue queue(64u << 20);
+  sink::SpanQueue queue(64u << 20);
   EmbeddedWriter writer(conn, caps, queue, o, nullptr, nullptr, layout);
   writer.Start();
-  pipeline::QueuedBatch item;
+  sink::QueuedBatch item;
   item.batch = std::make_unique<SpanBatch>(b);
   ASSERT_TRUE(queue.Push(item).ok());
   queue.Close();

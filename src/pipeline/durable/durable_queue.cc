@@ -1,5 +1,6 @@
 #include "pipeline/durable/durable_queue.h"
 
+#include <algorithm>
 #include <utility>
 
 #include <spdlog/spdlog.h>
@@ -63,36 +64,74 @@ bool DurableQueue::AnyBacklogged() const {
 }
 
 Status DurableQueue::Append(uint64_t received_ns, codec::BodyFormat format, std::string_view body,
-                            Ticket* ticket) {
+                            Ticket* ticket, const std::vector<std::string>& targets) {
   if (log_ == nullptr) return Status::Ok();
+  if (!targets.empty()) {
+    return log_->Append(RecordKind::kTargetedRequest,
+                        TargetedRequestHead(received_ns, format, targets), body, ticket);
+  }
   return log_->Append(RecordKind::kEncodedRequest, EncodedRequestHead(received_ns, format), body,
                       ticket);
 }
 
 Status DurableQueue::Deliver(std::unique_ptr<SpanBatch> batch, Reservation reservation,
                              Ticket ticket, size_t bytes, size_t spans) {
+  return DeliverTo({}, std::move(batch), std::move(reservation), std::move(ticket), bytes, spans);
+}
+
+Status DurableQueue::DeliverTo(const std::vector<std::string>& targets,
+                               std::unique_ptr<SpanBatch> batch, Reservation reservation,
+                               Ticket ticket, size_t bytes, size_t spans) {
   if (cursors_.empty()) return Status::Unavailable("no sink");
+  std::vector<SinkCursor*> to;
+  for (auto& c : cursors_) {
+    if (targets.empty() || std::find(targets.begin(), targets.end(), c->name()) != targets.end()) {
+      to.push_back(c.get());
+    }
+  }
+  if (to.empty()) {
+    ticket.Ack();  // no sink will ever take it
+    return Status::Invalid("none of the sinks a request is for is configured");
+  }
   Status result;
-  // Every sink but the last gets a copy with memory of its own; the last
-  // gets the batch itself.
-  for (size_t i = 0; i + 1 < cursors_.size(); ++i) {
-    SinkCursor& c = *cursors_[i];
+  std::vector<uint32_t> idx;
+  // Every sink but the last gets a copy with memory of its own, of the
+  // spans it stores (a cluster shard's sink: its shard's); the last gets
+  // the batch itself, or its own spans of it.
+  for (size_t i = 0; i + 1 < to.size(); ++i) {
+    SinkCursor& c = *to[i];
     QueuedBatch item;
     item.ticket = ticket.Clone();
     if (batch != nullptr && !(log_ != nullptr && c.backlogged())) {
+      const bool subset = c.sink_.Select(*batch, &idx);
+      if (subset && idx.empty()) {
+        item.ticket.Ack();  // none of it is this sink's
+        continue;
+      }
       auto copy = std::make_unique<SpanBatch>();
-      copy->AppendSpans(*batch, nullptr, batch->span_count());
+      copy->AppendSpans(*batch, subset ? idx.data() : nullptr,
+                        subset ? idx.size() : batch->span_count());
       if (c.Reserve(copy->MemoryBytes(), std::chrono::milliseconds(0), &item.reservation)) {
         item.batch = std::move(copy);
       }
     }
     if (Status st = Offer(c, item, bytes, spans); !st.ok()) result = st;
   }
-  SinkCursor& last = *cursors_.back();
+  SinkCursor& last = *to.back();
   QueuedBatch item;
   item.ticket = std::move(ticket);
   if (batch != nullptr && !(log_ != nullptr && last.backlogged()) &&
       (last.share() == nullptr || reservation.TakeShare(last.share()))) {
+    if (last.sink_.Select(*batch, &idx) && idx.size() != batch->span_count()) {
+      if (idx.empty()) {
+        item.ticket.Ack();
+        return result;
+      }
+      auto own = std::make_unique<SpanBatch>();
+      own->AppendSpans(*batch, idx.data(), idx.size());
+      batch = std::move(own);
+      reservation.Resize(std::min(reservation.bytes(), batch->MemoryBytes()));
+    }
     item.batch = std::move(batch);
     item.reservation = std::move(reservation);
   }

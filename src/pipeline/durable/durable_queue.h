@@ -31,14 +31,15 @@
 #include <vector>
 
 #include "codec/body.h"
+#include "common/memory_budget.h"
 #include "common/prom_text.h"
 #include "common/status.h"
+#include "pipeline/delivery.h"
 #include "pipeline/durable/records.h"
 #include "pipeline/durable/segment_log.h"
 #include "pipeline/durable/sink_cursor.h"
 #include "pipeline/filter/span_filter.h"
-#include "pipeline/memory_budget.h"
-#include "pipeline/queue/span_queue.h"
+#include "sink/block.h"
 
 namespace spanhouse::pipeline {
 class TailWindow;
@@ -58,13 +59,13 @@ struct ReplayStats {
   std::atomic<uint64_t> bad_block_records{0};
 };
 
-class DurableQueue {
+class DurableQueue final : public Delivery {
  public:
   // Opens the log (indexing what a previous process left) when enabled.
   // `budget` and `filter` (may be null) must outlive the queue.
   static Status Open(const DurableOptions& options, MemoryBudget& budget, SpanFilter* filter,
                      std::unique_ptr<DurableQueue>* out, LogTestHooks hooks = {});
-  ~DurableQueue();
+  ~DurableQueue() override;
 
   // Before Start: a sink and its cursor (attached to the sink). With several
   // sinks each may hold at most its share of the memory budget.
@@ -95,19 +96,26 @@ class DurableQueue {
   // whatever memory there is, so that it comes after them.
   bool AllBacklogged() const;
   // True when some sink has a backlog (requests waiting on disk for it).
-  bool AnyBacklogged() const;
+  bool AnyBacklogged() const override;
   // Appends a request: its receive time, body format and (decompressed)
   // body. kResourceExhausted: the log is full; kUnavailable: it cannot be
   // written. Without a log: OK with an empty ticket.
+  // `targets`: the sinks it is for (an import; replayed to those only);
+  // empty: every sink.
   Status Append(uint64_t received_ns, codec::BodyFormat format, std::string_view body,
-                Ticket* ticket);
+                Ticket* ticket, const std::vector<std::string>& targets = {});
   // Hands an appended request's spans to every sink. `batch` null: it was
   // not kept in memory (spilled), and every sink reads it back from the log.
   // `bytes` and `spans`: the decoded batch's memory and span count. Refused
   // only without a log (a full sink: kResourceExhausted) or while shutting
   // down (kUnavailable).
   Status Deliver(std::unique_ptr<SpanBatch> batch, Reservation reservation, Ticket ticket,
-                 size_t bytes, size_t spans);
+                 size_t bytes, size_t spans) override;
+  // Deliver, to the sinks named in `targets` only (empty: every sink), for
+  // a request appended with those targets. kInvalidArgument: none of them
+  // is configured.
+  Status DeliverTo(const std::vector<std::string>& targets, std::unique_ptr<SpanBatch> batch,
+                   Reservation reservation, Ticket ticket, size_t bytes, size_t spans);
   // SegmentLog::OnDurable; done(true) at once without a log.
   void OnDurable(uint64_t lsn, std::function<void(bool ok)> done);
 
@@ -132,12 +140,6 @@ class DurableQueue {
 
  private:
   friend class SinkCursor;
-  // What the log says of one sink's blocks.
-  struct Covered {
-    BlockKey key;
-    uint64_t block_lsn;
-    uint32_t chunks;
-  };
   struct SinkBlocks {
     std::map<uint64_t, BlockRecord> sealed;  // by block LSN
     std::unordered_set<uint64_t> acked;      // block LSNs
@@ -153,6 +155,8 @@ class DurableQueue {
   // Hands every sink the spans no block of its own held.
   void ReplayRecords(const std::unordered_map<std::string, SinkBlocks>& blocks);
   void NoteAck(const std::string& sink, uint64_t block_lsn);
+  // A sealed block of `cursor`'s whose key its sink refused (counted).
+  void BadKey(SinkCursor& cursor, uint64_t block_lsn);
   // `item` (its batch null: read back from the log) to `c`, or to its
   // backlog when it is full.
   Status Offer(SinkCursor& c, QueuedBatch& item, size_t bytes, size_t spans);

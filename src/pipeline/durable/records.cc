@@ -1,5 +1,7 @@
 #include "pipeline/durable/records.h"
 
+#include <algorithm>
+
 namespace spanhouse::pipeline::durable {
 
 namespace {
@@ -23,24 +25,30 @@ bool TakeName(std::string_view* p, std::string* name) {
 
 std::string BlockRecord::Encode() const {
   std::string out;
-  out.reserve(1 + sink.size() + 20 + 8 * lsns.size());
+  out.reserve(2 + sink.size() + key.size() + 8 + 8 * lsns.size());
   PutName(&out, sink);
-  PutLe(&out, key.shard, 4);
-  PutLe(&out, key.shards, 4);
-  PutLe(&out, key.day, 4);
+  PutName(&out, key);
   PutLe(&out, lsns.size(), 4);
   for (uint64_t l : lsns) PutLe(&out, l, 8);
-  if (chunks != 1) PutLe(&out, chunks, 4);  // absent: 1
+  PutLe(&out, chunks, 4);
   return out;
 }
 
-bool BlockRecord::Decode(std::string_view p, bool named) {
+bool BlockRecord::Decode(std::string_view p, RecordKind kind) {
   sink = std::string(kLegacySink);
-  if (named && !TakeName(&p, &sink)) return false;
+  if (kind != RecordKind::kBlock && !TakeName(&p, &sink)) return false;
+  if (kind == RecordKind::kKeyedBlock) {
+    if (!TakeName(&p, &key) || p.size() < 8) return false;
+    const uint64_t n = GetLe(p, 0, 4);
+    if (p.size() != 8 + 8 * n) return false;
+    chunks = static_cast<uint32_t>(GetLe(p, 4 + 8 * n, 4));
+    lsns.resize(n);
+    for (uint64_t i = 0; i < n; ++i) lsns[i] = GetLe(p, 4 + 8 * i, 8);
+    return chunks != 0;
+  }
+  // kSinkBlock and kBlock: the embedded sink's 12-byte key.
   if (p.size() < 16) return false;
-  key.shard = static_cast<uint32_t>(GetLe(p, 0, 4));
-  key.shards = static_cast<uint32_t>(GetLe(p, 4, 4));
-  key.day = static_cast<uint32_t>(GetLe(p, 8, 4));
+  key.assign(p.substr(0, 12));
   const uint64_t n = GetLe(p, 12, 4);
   chunks = 1;
   if (p.size() == 20 + 8 * n) {
@@ -49,7 +57,6 @@ bool BlockRecord::Decode(std::string_view p, bool named) {
   } else if (p.size() != 16 + 8 * n) {
     return false;
   }
-  if (key.shards == 0 || key.shard >= key.shards) return false;
   lsns.resize(n);
   for (uint64_t i = 0; i < n; ++i) lsns[i] = GetLe(p, 16 + 8 * i, 8);
   return true;
@@ -75,8 +82,55 @@ bool AckRecord::Decode(std::string_view p, bool named) {
   return true;
 }
 
+std::string TargetedRequestHead(uint64_t received_ns, codec::BodyFormat format,
+                                const std::vector<std::string>& sinks) {
+  std::string head = EncodedRequestHead(received_ns, format);
+  head.push_back(static_cast<char>(std::min<size_t>(sinks.size(), 255)));
+  for (size_t i = 0; i < sinks.size() && i < 255; ++i) {
+    const size_t n = std::min<size_t>(sinks[i].size(), 255);
+    head.push_back(static_cast<char>(n));
+    head.append(sinks[i], 0, n);
+  }
+  return head;
+}
+
+namespace {
+
+// The length of a kTargetedRequest's head (0: broken), and its sinks.
+size_t TargetedHead(std::string_view p, std::vector<std::string>* sinks) {
+  if (p.size() < kEncodedRequestHeadBytes + 1) return 0;
+  size_t at = kEncodedRequestHeadBytes;
+  const auto n = static_cast<uint8_t>(p[at++]);
+  for (uint8_t i = 0; i < n; ++i) {
+    if (at >= p.size()) return 0;
+    const auto k = static_cast<uint8_t>(p[at++]);
+    if (p.size() - at < k) return 0;
+    if (sinks != nullptr) sinks->emplace_back(p.substr(at, k));
+    at += k;
+  }
+  return at;
+}
+
+}  // namespace
+
+bool RequestTargets(RecordKind kind, std::string_view payload, std::vector<std::string>* sinks) {
+  if (kind != RecordKind::kTargetedRequest) return false;
+  sinks->clear();
+  if (TargetedHead(payload, sinks) == 0) sinks->clear();
+  return true;
+}
+
 Status DecodeRequestRecord(RecordKind kind, std::string payload, SpanFilter* filter,
                            SpanBatch* batch, uint64_t lsn) {
+  if (kind == RecordKind::kTargetedRequest) {
+    const size_t head = TargetedHead(payload, nullptr);
+    if (head == 0 || !codec::IsBodyFormat(static_cast<uint8_t>(payload[kRequestHeadBytes]))) {
+      return Status::Invalid("durable queue: a targeted request record with a broken head");
+    }
+    const auto format = static_cast<codec::BodyFormat>(payload[kRequestHeadBytes]);
+    payload.erase(0, head);
+    return codec::DecodeBody(format, payload, batch);
+  }
   uint64_t received_ns = 0;
   codec::BodyFormat format = codec::BodyFormat::kOtlpProto;
   const bool timed = kind == RecordKind::kRequest || kind == RecordKind::kEncodedRequest;

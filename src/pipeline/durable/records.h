@@ -10,21 +10,28 @@
 //   answered, however late the read. Older logs: kRequest (u64 receive
 //   time, then OTLP protobuf) and kSpans (OTLP protobuf, not filtered).
 //
+// A request for some sinks only (kTargetedRequest): spans imported from
+//   another store, for the sinks named (the ClickHouse store, not the store
+//   they came from). u64 receive time, u8 BodyFormat, u8 n, n times u8 k +
+//   a sink's name, then the body. Read back, they are not filtered or
+//   sampled again: an import takes spans as they were stored.
+//
 // Tail sampling's decisions (kTailDecisions): payload of TailSampler
 //   (u32 n, then n times the 16-byte trace id, i8 policy or -1, u8 flags);
 //   loaded at start before any record is read back.
 //
-// A sealed block (kSinkBlock): which records' spans one insert of one sink
-//   holds, logged (synced) before the insert, so that after a crash the
-//   block can be formed again and written with the same deduplication
-//   token: stored once whether or not the first attempt reached the store.
-//   u8 n + the sink's name, then as kBlock: u32 shard, u32 shard count,
-//   u32 day (days since the epoch), u32 n, n u64 LSNs of request records,
-//   then (only when more than one) u32 chunks: how many spooled blocks the
-//   insert read (the engine's deduplication id of an INSERT ... SELECT
-//   depends on the token and on the number of blocks it read, measured on
-//   chDB 26.5, so a replay reads as many). kBlock, older logs: the embedded
-//   ClickHouse sink's ("chdb").
+// A sealed block (kKeyedBlock): which records' spans one write of one sink
+//   holds, logged (synced) before the write, so that after a crash the block
+//   can be formed again and written with the same deduplication token:
+//   stored once whether or not the first attempt reached the store.
+//   u8 n + the sink's name, u8 k + the sink's key (opaque here: the sink
+//   says which of a record's spans the key holds, Sink::BlockMembers), u32 n,
+//   n u64 LSNs of request records, u32 chunks: how many pieces the write read
+//   (the engine's deduplication id of an INSERT ... SELECT depends on the
+//   token and on the number of blocks it read, measured on chDB 26.5, so a
+//   replay reads as many). Older logs: kSinkBlock, the same with the embedded
+//   ClickHouse sink's 12-byte key in place of u8 k + key and chunks absent
+//   when 1; kBlock, the same without the name, of "chdb".
 //
 // An acknowledgement (kSinkAck): the sink stored (or dead-lettered) these
 //   sealed blocks: a replay skips them. u8 n + the sink's name, u32 n, n
@@ -43,7 +50,6 @@
 
 #include "codec/body.h"
 #include "common/status.h"
-#include "pipeline/durable/block.h"
 #include "pipeline/durable/segment_log.h"
 #include "pipeline/filter/span_filter.h"
 
@@ -68,16 +74,30 @@ inline std::string EncodedRequestHead(uint64_t received_ns, codec::BodyFormat fo
   return head;
 }
 
+// The head of a kTargetedRequest: EncodedRequestHead's, then the sinks'
+// names (each at most 255 bytes, at most 255 of them).
+std::string TargetedRequestHead(uint64_t received_ns, codec::BodyFormat format,
+                                const std::vector<std::string>& sinks);
+// The sinks a request record is for, into `sinks`: false for a record for
+// every sink (or not a request record). A kTargetedRequest whose head is
+// broken names none.
+bool RequestTargets(RecordKind kind, std::string_view payload, std::vector<std::string>* sinks);
+
 struct BlockRecord {
   std::string sink;
-  BlockKey key;
+  std::string key;  // the sink's (at most 255 bytes)
   std::vector<uint64_t> lsns;
   uint32_t chunks = 1;
 
+  // A kKeyedBlock payload.
   std::string Encode() const;
-  // `named`: a kSinkBlock payload (else a kBlock one, of "chdb").
-  bool Decode(std::string_view p, bool named);
+  // A payload of kind kKeyedBlock, kSinkBlock or kBlock.
+  bool Decode(std::string_view p, RecordKind kind);
 };
+inline bool IsBlockRecord(RecordKind kind) {
+  return kind == RecordKind::kKeyedBlock || kind == RecordKind::kSinkBlock ||
+         kind == RecordKind::kBlock;
+}
 
 struct AckRecord {
   std::string sink;
@@ -87,16 +107,17 @@ struct AckRecord {
   bool Decode(std::string_view p, bool named);
 };
 
-// Decodes a request record (kEncodedRequest, kRequest or kSpans; `payload`
-// taken) into `batch`, and filters its spans with `filter` (when given)
-// against the clock they were received at, uncounted: the spans the client
-// was told were rejected are dropped again, the same values trimmed (and
-// sampled the same: `lsn`, the record's, for tail sampling's decisions).
+// Decodes a request record (kEncodedRequest, kTargetedRequest, kRequest or
+// kSpans; `payload` taken) into `batch`, and filters its spans with `filter`
+// (when given; not a kTargetedRequest's) against the clock they were
+// received at, uncounted: the spans the client was told were rejected are
+// dropped again, the same values trimmed (and sampled the same: `lsn`, the
+// record's, for tail sampling's decisions).
 Status DecodeRequestRecord(RecordKind kind, std::string payload, SpanFilter* filter,
                            SpanBatch* batch, uint64_t lsn = 0);
 inline bool IsRequestRecord(RecordKind kind) {
-  return kind == RecordKind::kEncodedRequest || kind == RecordKind::kRequest ||
-         kind == RecordKind::kSpans;
+  return kind == RecordKind::kEncodedRequest || kind == RecordKind::kTargetedRequest ||
+         kind == RecordKind::kRequest || kind == RecordKind::kSpans;
 }
 
 // The deduplication token of the block sealed as record `block_lsn`.

@@ -1,5 +1,6 @@
 // DurableQueue's start: what each sink had not finished when the last
 // process stopped (durable_queue.h).
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <string>
@@ -10,22 +11,23 @@
 
 #include "common/clock.h"
 #include "pipeline/durable/durable_queue.h"
-#include "pipeline/queue/sharded_queue.h"
 #include "sink/sink.h"
 
 namespace spanhouse::pipeline::durable {
 
 namespace {
 
-// Spans of a record that a block of `key` holds.
-bool InBlock(const BlockKey& key, const SpanBatch& b, uint32_t i) {
-  return ShardOf(b.spans.trace_id[i], key.shards) == key.shard &&
-         static_cast<uint32_t>(b.spans.start_ns[i] / 86400000000000ull) == key.day;
-}
-
 // Record LSN -> the blocks (of one sink) that hold some of its spans, with
 // their LSNs.
 using Coverage = std::unordered_map<uint64_t, std::vector<std::pair<uint64_t, const BlockRecord*>>>;
+
+// A sealed block whose key its sink does not know: its spans are handed to
+// the sink again as new.
+void BadKeyLog(const std::string& sink, uint64_t block_lsn) {
+  spdlog::error(
+      "sink {}: block {} has a key the sink does not know; its spans are handed over again as new",
+      sink, block_lsn);
+}
 
 Coverage CoverageOf(const std::map<uint64_t, BlockRecord>& sealed) {
   Coverage c;
@@ -46,9 +48,9 @@ std::unordered_map<std::string, DurableQueue::SinkBlocks> DurableQueue::ScanBloc
   uint64_t bad = 0;
   const uint64_t now_ns = WallClockNs();
   log_->ReadReplay([&](const SegmentLog::Record& r, uint64_t) {
-    if (r.kind == RecordKind::kBlock || r.kind == RecordKind::kSinkBlock) {
+    if (IsBlockRecord(r.kind)) {
       BlockRecord b;
-      if (!b.Decode(r.payload, r.kind == RecordKind::kSinkBlock)) {
+      if (!b.Decode(r.payload, r.kind)) {
         ++bad;
         return;
       }
@@ -81,6 +83,11 @@ std::unordered_map<std::string, DurableQueue::SinkBlocks> DurableQueue::ScanBloc
   return out;
 }
 
+void DurableQueue::BadKey(SinkCursor& cursor, uint64_t block_lsn) {
+  replay_.bad_block_records++;
+  BadKeyLog(cursor.name(), block_lsn);
+}
+
 std::vector<uint64_t> DurableQueue::ReplayBlocks(SinkCursor& cursor, const SinkBlocks& blocks) {
   std::map<uint64_t, BlockRecord> open;  // sealed, not acknowledged
   for (const auto& [lsn, b] : blocks.sealed) {
@@ -106,8 +113,9 @@ std::vector<uint64_t> DurableQueue::ReplayBlocks(SinkCursor& cursor, const SinkB
       }
       f->tickets.push_back(log_->Hold(segment, r.lsn));
       std::vector<uint32_t> idx;
-      for (uint32_t i = 0; i < batch.span_count(); ++i) {
-        if (InBlock(b->key, batch, i)) idx.push_back(i);
+      if (!cursor.sink_.BlockMembers(b->key, batch, &idx)) {
+        BadKey(cursor, block_lsn);
+        continue;
       }
       if (idx.empty()) continue;
       auto part = std::make_unique<SpanBatch>();
@@ -156,21 +164,37 @@ void DurableQueue::ReplayRecords(const std::unordered_map<std::string, SinkBlock
     }
     const size_t n = batch->span_count();
     const SpanBatch* decoded = batch.get();  // copies come from it; the last sink may take it
+    std::vector<std::string> targets;        // an import's: those sinks only
+    const bool targeted = RequestTargets(r.kind, r.payload, &targets);
+    size_t last = cursors_.size();  // the last sink it is for
+    for (size_t k = 0; k < cursors_.size(); ++k) {
+      if (!targeted || std::count(targets.begin(), targets.end(), cursors_[k]->name()) != 0) {
+        last = k;
+      }
+    }
     for (size_t k = 0; k < cursors_.size(); ++k) {
       SinkCursor& c = *cursors_[k];
+      if (targeted && std::count(targets.begin(), targets.end(), c.name()) == 0) continue;
       auto it = covered[k].find(r.lsn);
       std::vector<uint32_t> idx;  // the spans none of this sink's blocks held
-      for (uint32_t i = 0; i < n; ++i) {
-        bool held = false;
-        if (it != covered[k].end()) {
-          for (const auto& [lsn, b] : it->second) held = held || InBlock(b->key, *decoded, i);
+      if (it == covered[k].end()) {
+        idx.resize(n);
+        for (uint32_t i = 0; i < n; ++i) idx[i] = i;
+      } else {
+        std::vector<char> held(n, 0);
+        std::vector<uint32_t> members;
+        for (const auto& [lsn, b] : it->second) {
+          if (!c.sink_.BlockMembers(b->key, *decoded, &members)) continue;  // counted above
+          for (uint32_t i : members) held[i] = 1;
         }
-        if (!held) idx.push_back(i);
+        for (uint32_t i = 0; i < n; ++i) {
+          if (held[i] == 0) idx.push_back(i);
+        }
       }
       if (idx.empty()) continue;
       const bool whole = idx.size() == n;
       std::unique_ptr<SpanBatch> part;
-      if (whole && k + 1 == cursors_.size()) {
+      if (whole && k == last) {
         part = std::move(batch);  // the last sink takes the decoded batch itself
       } else {
         part = std::make_unique<SpanBatch>();

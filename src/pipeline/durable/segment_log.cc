@@ -206,24 +206,15 @@ Status WriteFailed() {
 
 }  // namespace
 
-Ticket Ticket::Clone() const {
-  if (log_ == nullptr) return Ticket();
-  if (keep_) return log_->KeepRecord(segment_, lsn_, offset_);
-  return log_->Hold(segment_, lsn_, offset_);
+Ticket SegmentLog::Reclaim(uint64_t segment, uint64_t lsn, uint64_t offset, bool keep) {
+  return keep ? KeepRecord(segment, lsn, offset) : Hold(segment, lsn, offset);
 }
 
-Ticket Ticket::Keep() const {
-  if (log_ == nullptr) return Ticket();
-  return log_->KeepRecord(segment_, lsn_, offset_);
-}
-
-void Ticket::Ack() {
-  if (log_ == nullptr) return;
-  SegmentLog* log = std::exchange(log_, nullptr);
-  if (keep_) {
-    log->ReleaseKeep(segment_);
+void SegmentLog::Release(uint64_t segment, bool keep) {
+  if (keep) {
+    ReleaseKeep(segment);
   } else {
-    log->Release(segment_);
+    ReleaseHold(segment);
   }
 }
 
@@ -426,7 +417,7 @@ void SegmentLog::EndReplay() {
 Ticket SegmentLog::Hold(uint64_t segment, uint64_t lsn, uint64_t offset) {
   std::lock_guard<std::mutex> lock(mu_);
   segments_[segment].holds++;
-  return Ticket(this, segment, lsn, offset);
+  return Make(this, segment, lsn, offset, false);
 }
 
 Ticket SegmentLog::KeepRecord(uint64_t segment, uint64_t lsn, uint64_t offset) {
@@ -437,7 +428,7 @@ Ticket SegmentLog::KeepRecord(uint64_t segment, uint64_t lsn, uint64_t offset) {
     if (it == kept_.end()) return Ticket();
   }
   it->second.keeps++;
-  return Ticket(this, segment, lsn, offset, /*keep=*/true);
+  return Make(this, segment, lsn, offset, /*keep=*/true);
 }
 
 void SegmentLog::ReleaseKeep(uint64_t segment) {
@@ -454,7 +445,8 @@ void SegmentLog::ReleaseKeep(uint64_t segment) {
 }
 
 Status SegmentLog::Read(const Ticket& ref, RecordKind* kind, std::string* payload) {
-  if (ref.log_ != this || ref.offset_ < kHeaderBytesV1) {
+  // This log's ticket, or one naming the same record (sink/ticket_latch.h).
+  if (IssuerOf(ref) == nullptr || OffsetOf(ref) < kHeaderBytesV1) {
     return Status::Invalid("durable queue: not a reference to an appended record");
   }
   std::string path;
@@ -464,9 +456,9 @@ Status SegmentLog::Read(const Ticket& ref, RecordKind* kind, std::string* payloa
     // Opened under the lock: a released segment with keeps is renamed
     // (DeleteReleased), and an open file reads on whatever its name.
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = segments_.find(ref.segment_);
+    auto it = segments_.find(SegmentOf(ref));
     if (it == segments_.end()) {
-      it = kept_.find(ref.segment_);
+      it = kept_.find(SegmentOf(ref));
       if (it == kept_.end()) return Status::Internal("durable queue: segment is gone");
     }
     path = it->second.path;
@@ -488,7 +480,7 @@ Status SegmentLog::Read(const Ticket& ref, RecordKind* kind, std::string* payloa
   };
   char header[kRecordHeaderBytes + 1];
   Status st;
-  if (!read_at(header, sizeof(header), ref.offset_)) {
+  if (!read_at(header, sizeof(header), OffsetOf(ref))) {
     st = Status::Internal("durable queue: short read in " + path);
   } else {
     const uint32_t len = GetU32(header);
@@ -496,12 +488,12 @@ Status SegmentLog::Read(const Ticket& ref, RecordKind* kind, std::string* payloa
       st = Status::Internal("durable queue: bad record length in " + path);
     } else {
       payload->resize(len - 1);
-      if (!read_at(payload->data(), len - 1, ref.offset_ + sizeof(header))) {
+      if (!read_at(payload->data(), len - 1, OffsetOf(ref) + sizeof(header))) {
         st = Status::Internal("durable queue: short read in " + path);
       } else if ((Crc32c(*payload, Crc32c({&header[kRecordHeaderBytes], 1})) ^ key) !=
                  GetU32(header + 4)) {
         st = Status::Internal("durable queue: CRC mismatch in " + path + " at " +
-                              std::to_string(ref.offset_));
+                              std::to_string(OffsetOf(ref)));
       } else {
         *kind = static_cast<RecordKind>(header[kRecordHeaderBytes]);
       }
@@ -570,7 +562,7 @@ Status SegmentLog::Append(RecordKind kind, std::string_view head, std::string_vi
   segments_[active_number_].holds++;
   bytes_ += total;
   const uint64_t lsn = next_lsn_++;
-  *ref = Ticket(this, active_number_, lsn, offset);
+  *ref = Make(this, active_number_, lsn, offset, false);
   stats_.records_appended++;
   stats_.bytes_appended += total;
   {
@@ -660,7 +652,7 @@ void SegmentLog::FailWaiters() {
   for (auto& [lsn, done] : left) done(false);
 }
 
-void SegmentLog::Release(uint64_t segment) {
+void SegmentLog::ReleaseHold(uint64_t segment) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = segments_.find(segment);
   if (it == segments_.end()) return;

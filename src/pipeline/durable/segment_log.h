@@ -70,20 +70,23 @@
 #include <vector>
 
 #include "common/status.h"
+#include "sink/ticket.h"
 
 namespace spanhouse::pipeline::durable {
 
 // What a record holds (records.h has the payloads). Stored on disk: never
 // renumber.
 enum class RecordKind : uint8_t {
-  kSpans = 1,           // older logs: an OTLP request (protobuf)
-  kBlock = 2,           // older logs: the embedded sink's sealed block
-  kRequest = 3,         // older logs: receive time + OTLP request (protobuf)
-  kReplayed = 4,        // older logs: the embedded sink's acknowledged blocks
-  kEncodedRequest = 5,  // a request: receive time, body format, body
-  kSinkBlock = 6,       // a sink's sealed block: which records' spans it holds
-  kSinkAck = 7,         // a sink's acknowledgement of sealed blocks
-  kTailDecisions = 8,   // tail sampling's decisions (pipeline/sampling/tail_sampler.h)
+  kSpans = 1,             // older logs: an OTLP request (protobuf)
+  kBlock = 2,             // older logs: the embedded sink's sealed block
+  kRequest = 3,           // older logs: receive time + OTLP request (protobuf)
+  kReplayed = 4,          // older logs: the embedded sink's acknowledged blocks
+  kEncodedRequest = 5,    // a request: receive time, body format, body
+  kSinkBlock = 6,         // older logs: a sink's sealed block, the embedded sink's key
+  kSinkAck = 7,           // a sink's acknowledgement of sealed blocks
+  kTailDecisions = 8,     // tail sampling's decisions (pipeline/sampling/tail_sampler.h)
+  kKeyedBlock = 9,        // a sink's sealed block: its key and which records' spans it holds
+  kTargetedRequest = 10,  // a request for some sinks only (an import): records.h
 };
 
 struct LogOptions {
@@ -120,52 +123,9 @@ uint32_t Crc32c(std::string_view data, uint32_t crc = 0);
 // CPU's crc32 instruction); for tests.
 uint32_t Crc32cPortable(std::string_view data, uint32_t crc = 0);
 
-class SegmentLog;
-
-// One consumer's claim on one record: while any is held, the record's
-// segment stays on disk. Movable; Clone() takes another claim; Ack() gives
-// it up (the consumer is done with the record: stored, dead-lettered, or
-// nothing to store). Destroyed without Ack(), the claim is never given up in
-// this process: the segment stays, and the next start replays the record.
-class Ticket {
- public:
-  Ticket() = default;
-  Ticket(Ticket&& o) noexcept
-      : log_(std::exchange(o.log_, nullptr)),
-        segment_(o.segment_),
-        lsn_(o.lsn_),
-        offset_(o.offset_),
-        keep_(o.keep_) {}
-  Ticket& operator=(Ticket&& o) noexcept {
-    log_ = std::exchange(o.log_, nullptr);
-    segment_ = o.segment_;
-    lsn_ = o.lsn_;
-    offset_ = o.offset_;
-    keep_ = o.keep_;
-    return *this;
-  }
-  Ticket(const Ticket&) = delete;
-  Ticket& operator=(const Ticket&) = delete;
-  Ticket Clone() const;
-  // A keep on the same record (none for an empty ticket): the record stays
-  // readable (SegmentLog::Read) after every consumer is done with it, until
-  // the keep's Ack(). A keep holds back no consumer's claim: its segment
-  // leaves the log when released, as a kept file.
-  Ticket Keep() const;
-  void Ack();
-  bool valid() const { return log_ != nullptr; }
-  uint64_t lsn() const { return lsn_; }
-
- private:
-  friend class SegmentLog;
-  Ticket(SegmentLog* log, uint64_t segment, uint64_t lsn, uint64_t offset = 0, bool keep = false)
-      : log_(log), segment_(segment), lsn_(lsn), offset_(offset), keep_(keep) {}
-  SegmentLog* log_ = nullptr;
-  uint64_t segment_ = 0;
-  uint64_t lsn_ = 0;
-  uint64_t offset_ = 0;  // where the record starts in its segment; 0: unknown (Hold)
-  bool keep_ = false;    // a keep (Keep()), not a consumer's claim
-};
+// A consumer's claim on a record (sink/ticket.h): while any is held, the
+// record's segment stays on disk.
+using sink::Ticket;
 
 // Test hooks, apart from the options a deployment sets.
 struct LogTestHooks {
@@ -174,7 +134,7 @@ struct LogTestHooks {
   std::function<void()> before_sync{};
 };
 
-class SegmentLog {
+class SegmentLog final : public sink::TicketIssuer {
  public:
   // A record read back by Replay; `ref` holds its segment.
   struct Record {
@@ -237,7 +197,6 @@ class SegmentLog {
   const LogStats& stats() const { return stats_; }
 
  private:
-  friend class Ticket;
   struct File;  // an open segment file, shared with the sync thread
   struct Segment {
     std::string path;
@@ -255,7 +214,10 @@ class SegmentLog {
   bool SyncActiveForSeal();
   // A released file to write the next segment over, or -1; under mu_.
   int TakeFreeFile(const std::string& path, const char* header);
-  void Release(uint64_t segment);
+  // sink::TicketIssuer
+  Ticket Reclaim(uint64_t segment, uint64_t lsn, uint64_t offset, bool keep) override;
+  void Release(uint64_t segment, bool keep) override;
+  void ReleaseHold(uint64_t segment);
   Ticket KeepRecord(uint64_t segment, uint64_t lsn, uint64_t offset);
   void ReleaseKeep(uint64_t segment);
   void DeleteReleased();  // under mu_

@@ -19,13 +19,13 @@ SinkCursor::~SinkCursor() {
   StopFeeding();
 }
 
-SealedBlock SinkCursor::Seal(const BlockKey& key, const std::vector<Ticket>& tickets,
+SealedBlock SinkCursor::Seal(std::string_view key, const std::vector<Ticket>& tickets,
                              uint32_t chunks) {
   SegmentLog* log = queue_.log();
   if (log == nullptr || tickets.empty()) return {};
   BlockRecord rec;
   rec.sink = name_;
-  rec.key = key;
+  rec.key.assign(key);
   rec.chunks = chunks;
   for (const auto& t : tickets) rec.lsns.push_back(t.lsn());
   std::sort(rec.lsns.begin(), rec.lsns.end());
@@ -34,7 +34,7 @@ SealedBlock SinkCursor::Seal(const BlockKey& key, const std::vector<Ticket>& tic
   // needs no hold: segments go oldest first, so this record (after the ones
   // it names) outlives them.
   Ticket ref;
-  if (!log->Append(RecordKind::kSinkBlock, rec.Encode(), &ref, /*past_limit=*/true).ok() ||
+  if (!log->Append(RecordKind::kKeyedBlock, rec.Encode(), &ref, /*past_limit=*/true).ok() ||
       !log->WaitDurable(ref.lsn(), std::chrono::seconds(30))) {
     spdlog::warn(
         "sink {}: cannot seal a block in the durable queue; writing it without a token (a crash "

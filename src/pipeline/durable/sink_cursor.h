@@ -22,20 +22,26 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
+#include "common/memory_budget.h"
 #include "common/status.h"
-#include "pipeline/durable/block.h"
 #include "pipeline/durable/segment_log.h"
 #include "pipeline/filter/span_filter.h"
-#include "pipeline/memory_budget.h"
+#include "sink/block.h"
+#include "sink/ledger.h"
 
 namespace spanhouse::sink {
 class Sink;
 }
 
 namespace spanhouse::pipeline::durable {
+
+using sink::QueuedBatch;
+using sink::ReplayBlock;
+using sink::SealedBlock;
 
 class DurableQueue;
 
@@ -57,9 +63,9 @@ struct CursorStats {
   std::atomic<uint64_t> skipped_blocks{0};        // finished blocks not written again
 };
 
-class SinkCursor {
+class SinkCursor final : public sink::BlockLedger {
  public:
-  ~SinkCursor();
+  ~SinkCursor() override;
   SinkCursor(const SinkCursor&) = delete;
   SinkCursor& operator=(const SinkCursor&) = delete;
 
@@ -70,16 +76,17 @@ class SinkCursor {
   // record's LSN. Unsealed (no token) without a log or tickets, or if the
   // log cannot take it (then a crash at the wrong moment stores the block
   // twice: logged as a warning).
-  SealedBlock Seal(const BlockKey& key, const std::vector<Ticket>& tickets, uint32_t chunks);
+  SealedBlock Seal(std::string_view key, const std::vector<Ticket>& tickets,
+                   uint32_t chunks) override;
   // The block is written (or dead-lettered): logs that (a replay skips it)
   // and acks `tickets`, emptying it. For an unsealed block only the acks.
-  void Done(const SealedBlock& block, std::vector<Ticket>* tickets);
+  void Done(const SealedBlock& block, std::vector<Ticket>* tickets) override;
 
   // True while requests wait in the backlog.
   bool backlogged() const { return stats_.waiting_requests.load(std::memory_order_acquire) > 0; }
   // How long the oldest request waiting in the backlog has waited (0: none):
   // with the sink's own oldest write, how far behind the sink is.
-  double OldestWaitingSeconds();
+  double OldestWaitingSeconds() override;
   // The sink's cap on the memory budget (null: it may use all of it).
   MemoryBudget* share() { return share_.get(); }
   const CursorStats& stats() const { return stats_; }

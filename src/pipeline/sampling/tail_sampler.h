@@ -40,8 +40,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/memory_budget.h"
 #include "model/span_batch.h"
-#include "pipeline/memory_budget.h"
 #include "pipeline/sampling/tail_policy.h"
 
 namespace spanhouse::pipeline {

@@ -11,8 +11,7 @@
 
 namespace spanhouse::pipeline {
 
-TailWindow::TailWindow(TailSampler& sampler, durable::DurableQueue& queue)
-    : sampler_(sampler), queue_(queue) {
+TailWindow::TailWindow(TailSampler& sampler, Delivery& queue) : sampler_(sampler), queue_(queue) {
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -27,7 +26,7 @@ TailWindow::~TailWindow() {
 }
 
 bool TailWindow::Hold(std::unique_ptr<SpanBatch>& batch, Reservation& reservation,
-                      durable::Ticket& ticket, size_t bytes, size_t spans, uint64_t now_ns) {
+                      sink::Ticket& ticket, size_t bytes, size_t spans, uint64_t now_ns) {
   // Observed and queued under one lock with a clock that never goes back
   // (receiver threads read it at slightly different moments), so the
   // windows open in the order the requests are held and close before the

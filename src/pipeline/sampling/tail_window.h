@@ -21,7 +21,7 @@
 #include <mutex>
 #include <thread>
 
-#include "pipeline/durable/durable_queue.h"
+#include "pipeline/delivery.h"
 #include "pipeline/sampling/tail_sampler.h"
 
 namespace spanhouse::pipeline {
@@ -29,13 +29,13 @@ namespace spanhouse::pipeline {
 class TailWindow {
  public:
   // `sampler` and `queue` must outlive the window.
-  TailWindow(TailSampler& sampler, durable::DurableQueue& queue);
+  TailWindow(TailSampler& sampler, Delivery& queue);
   ~TailWindow();
 
   // Holds an appended request (its arguments as for DurableQueue::Deliver),
   // received at `now_ns`. False, and nothing taken, when its traces do not
   // fit in the memory budget.
-  bool Hold(std::unique_ptr<SpanBatch>& batch, Reservation& reservation, durable::Ticket& ticket,
+  bool Hold(std::unique_ptr<SpanBatch>& batch, Reservation& reservation, sink::Ticket& ticket,
             size_t bytes, size_t spans, uint64_t now_ns);
 
   // Decides every open trace now and hands every held request on; later
@@ -50,7 +50,7 @@ class TailWindow {
     uint64_t due_ns;
     std::unique_ptr<SpanBatch> batch;
     Reservation reservation;
-    durable::Ticket ticket;
+    sink::Ticket ticket;
     size_t bytes;
     size_t spans;
   };
@@ -61,7 +61,7 @@ class TailWindow {
   void Tick(uint64_t now_ns, bool all);
 
   TailSampler& sampler_;
-  durable::DurableQueue& queue_;
+  Delivery& queue_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Held> held_;  // by mu_, in arrival order

@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "codec/compression.h"
-#include "codec/otlp_encode.h"
 #include "pipeline/sampling/tail_window.h"
 
 namespace spanhouse::receivers {
@@ -53,8 +52,8 @@ IntakeResult Accepted(const pipeline::FilterReport& filtered, const pipeline::Sp
 // decided; spilled when they do not fit) or to every sink. `batch` null: it
 // was spilled, and the sinks read its record back.
 Status Hand(pipeline::durable::DurableQueue& queue, std::unique_ptr<SpanBatch>& batch,
-            pipeline::Reservation& reservation, pipeline::durable::Ticket& ticket, size_t bytes,
-            size_t n, uint64_t now_ns) {
+            Reservation& reservation, sink::Ticket& ticket, size_t bytes, size_t n,
+            uint64_t now_ns) {
   pipeline::TailWindow* window = queue.tail_window();
   if (window != nullptr) {
     if (batch != nullptr && window->Hold(batch, reservation, ticket, bytes, n, now_ns)) {
@@ -155,11 +154,11 @@ Intake::Submitted Intake::Submit(codec::BodyFormat format, std::string body,
   // request while every sink has such a backlog, so that it comes after.
   const bool durable = queue_.durable();
   bool spilled = durable && queue_.AllBacklogged();
-  pipeline::MemoryBudget& budget = queue_.budget();
-  pipeline::Reservation reservation;
+  MemoryBudget& budget = queue_.budget();
+  Reservation reservation;
   if (!spilled) {
     if (budget.ReserveWithin(estimate, opts_.memory_wait)) {
-      reservation = pipeline::Reservation(&budget, estimate);
+      reservation = Reservation(&budget, estimate);
     } else if (durable) {
       spilled = true;
     } else {
@@ -198,19 +197,23 @@ Intake::Submitted Intake::Submit(codec::BodyFormat format, std::string body,
     if (dedup != nullptr) dedup->Forget(*admission);
     return Submitted{false, Refuse(st, counter)};
   };
-  pipeline::durable::Ticket ticket;
+  sink::Ticket ticket;
   if (durable) {
-    // Read back, the record is decoded and filtered again against `now_ns`.
-    // A protobuf body (OTLP or Zipkin) is logged as it came, the batch's
-    // source; a JSON one as OTLP protobuf encoded from the (filtered) batch:
-    // smaller on disk than the JSON, and filtering it again changes nothing.
+    // Read back, the record is filtered again against `now_ns`. A protobuf
+    // body (OTLP or Zipkin) is logged as it came, the batch's source: the
+    // cheapest write, and only a replay after a crash reads it. A request
+    // that will be read back (spilled: every sink reads it from the log; a
+    // sink has a backlog: that one does) or has no source (JSON, or a retry's
+    // spans taken out) is logged as the decoded batch's columnar bytes, which
+    // a read-back copies instead of decoding again; filtering it again
+    // changes nothing.
     codec::BodyFormat logged = format;
     std::string encoded;
     std::string_view record = batch->source();
-    if (record.empty()) {
-      encoded = codec::EncodeOtlpProto(*batch);
+    if (record.empty() || spilled || queue_.AnyBacklogged()) {
+      batch->AppendColumnar(&encoded);
       record = encoded;
-      logged = codec::BodyFormat::kOtlpProto;
+      logged = codec::BodyFormat::kColumnar;
     }
     if (Status st = queue_.Append(now_ns, logged, record, &ticket); !st.ok()) {
       return refuse(st, st.code() == StatusCode::kResourceExhausted
@@ -255,8 +258,8 @@ Intake::Submitted Intake::Submit(codec::BodyFormat format, std::string body,
   // start, its spans noted as seen then (decision 0053).
   struct Held {
     std::unique_ptr<SpanBatch> batch;
-    pipeline::Reservation reservation;
-    pipeline::durable::Ticket ticket;
+    Reservation reservation;
+    sink::Ticket ticket;
   };
   auto held =
       std::make_shared<Held>(Held{std::move(batch), std::move(reservation), std::move(ticket)});

@@ -38,20 +38,45 @@ Status EmbeddedSink::Start() {
   return Status::Ok();
 }
 
-Status EmbeddedSink::Push(pipeline::QueuedBatch& item) {
+bool EmbeddedSink::BlockMembers(std::string_view key, const SpanBatch& batch,
+                                std::vector<uint32_t>* idx) const {
+  InsertKey k;
+  if (!k.Decode(key)) return false;
+  idx->clear();
+  for (uint32_t i = 0; i < batch.span_count(); ++i) {
+    if (k.Holds(batch, i)) idx->push_back(i);
+  }
+  return true;
+}
+
+Status EmbeddedSink::Push(sink::QueuedBatch& item) {
   if (opts_.cluster_shards > 1) KeepOwnShard(item);
+  if (item.block != nullptr) {
+    // To the writer that sealed it, as before (any could: the token makes it once).
+    InsertKey k;
+    return queue_.PushTo(k.Decode(item.block->key) ? k.shard : 0, item);
+  }
   return queue_.Push(item);
 }
 
-void EmbeddedSink::KeepOwnShard(pipeline::QueuedBatch& item) const {
-  // Keeps the rows of `b` this shard owns; false if it has none.
+bool EmbeddedSink::Select(const SpanBatch& b, std::vector<uint32_t>* idx) const {
+  if (opts_.cluster_shards <= 1) return false;
+  idx->clear();
+  for (uint32_t i = 0; i < b.span_count(); ++i) {
+    if (ClusterShardOf(b.spans.trace_id[i], opts_.cluster_shards) == opts_.cluster_shard) {
+      idx->push_back(i);
+    }
+  }
+  return true;
+}
+
+void EmbeddedSink::KeepOwnShard(sink::QueuedBatch& item) const {
+  // Keeps the rows of `b` this shard owns; false if it has none. (The
+  // durable queue hands a live request's own rows only: then this copies
+  // nothing.)
   auto keep = [this](std::unique_ptr<SpanBatch>& b) {
     std::vector<uint32_t> own;
-    for (uint32_t i = 0; i < b->span_count(); ++i) {
-      if (ClusterShardOf(b->spans.trace_id[i], opts_.cluster_shards) == opts_.cluster_shard) {
-        own.push_back(i);
-      }
-    }
+    Select(*b, &own);
     if (own.size() == b->span_count()) return true;
     auto part = std::make_unique<SpanBatch>();
     if (!own.empty()) part->AppendSpans(*b, own.data(), own.size());

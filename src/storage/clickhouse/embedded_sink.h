@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "pipeline/queue/sharded_queue.h"
+#include "sink/sharded_queue.h"
 #include "sink/sink.h"
 #include "storage/clickhouse/embedded_writer.h"
 #include "storage/clickhouse/schema.h"
@@ -39,9 +39,12 @@ class EmbeddedSink final : public sink::Sink {
   ~EmbeddedSink() override;
 
   const std::string& name() const override { return opts_.name; }
-  void Attach(pipeline::durable::SinkCursor& cursor) override { cursor_ = &cursor; }
+  void Attach(sink::BlockLedger& cursor) override { cursor_ = &cursor; }
   Status Start() override;
-  Status Push(pipeline::QueuedBatch& item) override;
+  bool BlockMembers(std::string_view key, const SpanBatch& batch,
+                    std::vector<uint32_t>* idx) const override;
+  bool Select(const SpanBatch& batch, std::vector<uint32_t>* idx) const override;
+  Status Push(sink::QueuedBatch& item) override;
   void Drain() override;
   const sink::SinkStats& stats() const override { return stats_; }
   const WriterStats& writer_stats() const { return stats_; }
@@ -50,15 +53,15 @@ class EmbeddedSink final : public sink::Sink {
 
  private:
   // Keeps the spans of the traces this sink's cluster shard owns.
-  void KeepOwnShard(pipeline::QueuedBatch& item) const;
+  void KeepOwnShard(sink::QueuedBatch& item) const;
 
   std::vector<std::unique_ptr<SqlConnection>> connections_;
   const Capabilities caps_;
   const EmbeddedSinkOptions opts_;
   const SinkFaults* faults_;
   const LegacyLayout layout_;
-  pipeline::durable::SinkCursor* cursor_ = nullptr;
-  pipeline::ShardedQueue queue_;
+  sink::BlockLedger* cursor_ = nullptr;
+  sink::ShardedQueue queue_;
   WriterStats stats_;
   std::vector<std::unique_ptr<EmbeddedWriter>> writers_;
 };

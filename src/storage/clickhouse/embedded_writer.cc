@@ -1,5 +1,8 @@
 #include "storage/clickhouse/embedded_writer.h"
 
+#include "sink/retry.h"
+#include "sink/sharded_queue.h"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -30,7 +33,7 @@ using Clock = std::chrono::steady_clock;
 
 }  // namespace
 
-EmbeddedWriter::EmbeddedWriter(SqlConnection* conn, Capabilities caps, pipeline::SpanQueue& queue,
+EmbeddedWriter::EmbeddedWriter(SqlConnection* conn, Capabilities caps, sink::SpanQueue& queue,
                                WriterOptions options, WriterStats* stats, const SinkFaults* faults,
                                LegacyLayout layout)
     : conn_(conn),
@@ -64,13 +67,15 @@ void EmbeddedWriter::Start() {
 }
 
 void EmbeddedWriter::Join() {
+  // Called once the queue is closed: a retrying insert stops waiting.
+  if (queue_.closed() && !stop_.stopping()) stop_.Stop(std::chrono::milliseconds::max());
   if (thread_.joinable()) thread_.join();
   if (inserter_.joinable()) inserter_.join();
   RemoveKeptSpoolFiles();
 }
 
-void EmbeddedWriter::AddTo(uint32_t day, std::unique_ptr<SpanBatch> part, pipeline::Reservation res,
-                           pipeline::durable::Ticket ticket) {
+void EmbeddedWriter::AddTo(uint32_t day, std::unique_ptr<SpanBatch> part, Reservation res,
+                           sink::Ticket ticket) {
   Pending& p = pending_[day];
   if (p.rows == 0) p.since = Clock::now();
   std::vector<uint64_t> ids = ResourceIds(*part);
@@ -110,7 +115,7 @@ void EmbeddedWriter::AddTo(uint32_t day, std::unique_ptr<SpanBatch> part, pipeli
   if (ticket.valid()) p.tickets.push_back(std::move(ticket));
 }
 
-void EmbeddedWriter::Add(pipeline::QueuedBatch item) {
+void EmbeddedWriter::Add(sink::QueuedBatch item) {
   if (item.block != nullptr) return AddReplayed(*item.block);
   const SpanBatch& b = *item.batch;
   const size_t n = b.span_count();
@@ -156,7 +161,7 @@ void EmbeddedWriter::Run() {
     };
     for (auto& [day, p] : pending_) until(p.since + BlockAge());
     for (auto& [day, f] : open_) until(f.since + opts_.max_age);
-    std::optional<pipeline::QueuedBatch> item = queue_.Pop(wait);
+    std::optional<sink::QueuedBatch> item = queue_.Pop(wait);
     if (item) Add(std::move(*item));
     const bool done = !item && queue_.closed_and_empty();
     for (auto it = pending_.begin(); it != pending_.end();) {
@@ -209,10 +214,38 @@ void EmbeddedWriter::Run() {
   }
 }
 
+std::string InsertKey::Encode() const {
+  std::string out;
+  for (uint32_t v : {shard, shards, day}) {
+    for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>(v >> (8 * i)));
+  }
+  return out;
+}
+
+bool InsertKey::Decode(std::string_view key) {
+  if (key.size() != 12) return false;
+  uint32_t v[3];
+  for (int k = 0; k < 3; ++k) {
+    v[k] = 0;
+    for (int i = 3; i >= 0; --i) v[k] = (v[k] << 8) | static_cast<uint8_t>(key[4 * k + i]);
+  }
+  if (v[1] == 0 || v[0] >= v[1]) return false;
+  shard = v[0];
+  shards = v[1];
+  day = v[2];
+  return true;
+}
+
+bool InsertKey::Holds(const SpanBatch& b, uint32_t i) const {
+  return sink::ShardOf(b.spans.trace_id[i], shards) == shard &&
+         PartitionDay(b.spans.start_ns[i]) == day;
+}
+
 void EmbeddedWriter::Seal(Flight& f) {
   if (opts_.cursor == nullptr || f.tickets.empty() || f.sealed.sealed()) return;
   const auto chunks = static_cast<uint32_t>(std::max<size_t>(1, f.spooled.size()));
-  f.sealed = opts_.cursor->Seal({opts_.shard, opts_.shards, f.day}, f.tickets, chunks);
+  f.sealed =
+      opts_.cursor->Seal(InsertKey{opts_.shard, opts_.shards, f.day}.Encode(), f.tickets, chunks);
 }
 
 void EmbeddedWriter::Finish(Flight& f) {
@@ -379,7 +412,7 @@ bool EmbeddedWriter::Spool(uint32_t day, Pending& p, bool alone) {
     size_t keep = sampled_.bytes();
     for (auto& r : p.reservations) {
       if (keep == 0) break;
-      pipeline::Reservation part = r.Split(keep);
+      Reservation part = r.Split(keep);
       if (part.bytes() == 0) continue;
       keep -= std::min(keep, part.bytes());
       f.sampled_memory.push_back(std::move(part));
@@ -555,44 +588,43 @@ Status EmbeddedWriter::InsertInline(Flight& p) {
 }
 
 void EmbeddedWriter::Insert(Flight& f) {
-  auto backoff = std::chrono::milliseconds(100);
-  int unknown = 0;
-  for (int attempt = 0;; ++attempt) {
-    const auto t0 = Clock::now();
-    Status st = InsertOnce(f);
-    stats_.write_seconds.Record(std::chrono::duration<double>(Clock::now() - t0).count());
-    if (st.ok()) {
+  sink::RetryPolicy policy;
+  policy.backoff_max = opts_.max_backoff;
+  policy.unknown_attempts = opts_.unknown_error_attempts;
+  // Once the service is stopping (the queue closed), a failing insert is
+  // retried a bounded number of times, not forever; no deadline besides.
+  policy.stopping_attempts = opts_.shutdown_retries;
+  policy.drain_timeout = std::chrono::milliseconds::max();
+  const auto attempt = [&] {
+    if (queue_.closed() && !stop_.stopping()) stop_.Stop(policy.drain_timeout);
+    return InsertOnce(f);
+  };
+  const auto classify = [](const Status& st) {
+    switch (ClassifyInsertError(st)) {
+      case InsertError::kRetryable:
+        return sink::Failure::kRetryable;
+      case InsertError::kPermanent:
+        return sink::Failure::kPermanent;
+      case InsertError::kUnknown:
+        break;
+    }
+    return sink::Failure::kUnknown;
+  };
+  Status last;
+  const std::string what =
+      fmt::format("writer {}: insert of {} spans (day {})", opts_.name, f.all_rows(), f.day);
+  switch (sink::Deliver(attempt, classify, policy, stop_, stats_, what, &last)) {
+    case sink::Delivered::kStored:
       if (faults_ != nullptr && faults_->kill_after_insert.load()) ::raise(SIGKILL);
       stats_.rows_written += f.rows;
       stats_.sampled_rows_written += f.sampled.rows();
       stats_.pending_rows -= f.all_rows();
       stats_.writes += 1;
-      Finish(f);
-      return;
-    }
-    stats_.write_errors += 1;
-    const InsertError kind = ClassifyInsertError(st);
-    if (kind == InsertError::kUnknown) ++unknown;
-    if (kind == InsertError::kPermanent ||
-        (kind == InsertError::kUnknown && unknown >= opts_.unknown_error_attempts)) {
-      stats_.permanent_errors += 1;
-      return DeadLetter(f, st);
-    }
-    stats_.retryable_errors += 1;
-    spdlog::warn("writer {}: insert of {} spans (day {}) failed (attempt {}): {}", opts_.name,
-                 f.all_rows(), f.day, attempt + 1, st.message());
-    // Once the service is stopping (the queue closed), a failing insert is
-    // retried a bounded number of times, not forever.
-    if (queue_.closed() && attempt + 1 >= opts_.shutdown_retries) {
+      return Finish(f);
+    case sink::Delivered::kDeadLetter:
+      return DeadLetter(f, last);
+    case sink::Delivered::kLeftQueued:
       return GiveUpAtShutdown(f.all_rows(), !f.tickets.empty());
-    }
-    // Exponential backoff with jitter (50-100% of the step), so shards that
-    // failed together do not retry in lockstep.
-    const auto step = std::min(backoff, opts_.max_backoff);
-    std::this_thread::sleep_for(
-        step / 2 +
-        std::chrono::milliseconds(jitter_() % static_cast<uint64_t>(step.count() / 2 + 1)));
-    backoff = std::min(backoff * 2, opts_.max_backoff);
   }
 }
 
@@ -657,14 +689,16 @@ std::string EmbeddedWriter::DeadLetterDir() const {
   return (std::filesystem::path(opts_.spool_dir).parent_path() / "dead-letter").string();
 }
 
-void EmbeddedWriter::AddReplayed(pipeline::durable::ReplayBlock& block) {
+void EmbeddedWriter::AddReplayed(sink::ReplayBlock& block) {
   // Spooled apart from the live pending sets and open inserts, and inserted
   // alone: its token stands for exactly these spans in as many blocks.
   std::map<uint32_t, Pending> saved;
   saved.swap(pending_);
   std::map<uint32_t, Flight> saved_open;
   saved_open.swap(open_);
-  const uint32_t day = block.key.day;
+  InsertKey key;
+  (void)key.Decode(block.key);  // read by the sink's BlockMembers already
+  const uint32_t day = key.day;
   const size_t rows = block.spans();
   stats_.pending_rows += rows;
   // As many spooled blocks of spans as the first insert read (each
@@ -694,7 +728,7 @@ void EmbeddedWriter::AddReplayed(pipeline::durable::ReplayBlock& block) {
     const size_t until = (k + 1) * storing / n;
     while (next < parts.size() && (seen < until || k + 1 == n)) {
       seen += stores[next];
-      AddTo(day, std::move(parts[next++]), pipeline::Reservation(), pipeline::durable::Ticket());
+      AddTo(day, std::move(parts[next++]), Reservation(), sink::Ticket());
     }
     for (int attempt = 1; !Spool(day, pending_[day], n == 1); ++attempt) {
       if (attempt >= opts_.unknown_error_attempts) {

@@ -46,17 +46,18 @@
 #include <map>
 #include <mutex>
 #include <optional>
-#include <random>
 #include <span>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_set>
 #include <vector>
 
 #include "common/histogram.h"
-#include "pipeline/durable/sink_cursor.h"
-#include "pipeline/queue/span_queue.h"
+#include "sink/ledger.h"
+#include "sink/retry.h"
 #include "sink/sink.h"
+#include "sink/span_queue.h"
 #include "storage/clickhouse/schema.h"
 #include "storage/clickhouse/span_block.h"
 #include "storage/clickhouse/sql_connection.h"
@@ -68,6 +69,20 @@ namespace spanhouse::storage {
 inline uint32_t PartitionDay(uint64_t start_ns) {
   return static_cast<uint32_t>(start_ns / 86400000000000ull);
 }
+
+// Which spans one insert of a writer holds: those whose trace falls in the
+// writer's `shard` of `shards` (sink::ShardOf) and that start on `day`. The
+// key it seals its inserts under (sink/ledger.h): 12 bytes, u32 shard, u32
+// shard count, u32 day, little-endian (what older logs held in its place).
+struct InsertKey {
+  uint32_t shard = 0;
+  uint32_t shards = 1;
+  uint32_t day = 0;
+  std::string Encode() const;
+  // False: not a key of this form.
+  bool Decode(std::string_view key);
+  bool Holds(const SpanBatch& b, uint32_t i) const;
+};
 
 struct WriterOptions {
   size_t max_rows = 200000;       // per encoded block
@@ -98,7 +113,7 @@ struct WriterOptions {
   // queued requests is inserted, the writer seals it there (which records
   // it holds) and inserts it with the deduplication token made from that
   // seal; once stored, it says so (SinkCursor::Done).
-  pipeline::durable::SinkCursor* cursor = nullptr;
+  sink::BlockLedger* cursor = nullptr;
   uint32_t shard = 0;
   uint32_t shards = 1;
   // Where blocks the engine refuses for good are written (dead_letter.h);
@@ -162,7 +177,7 @@ class EmbeddedWriter {
  public:
   // `conn`: the engine (chDB, or a test's fake). `stats`: shared with the
   // sink's other writers (null: the writer's own).
-  EmbeddedWriter(SqlConnection* conn, Capabilities caps, pipeline::SpanQueue& queue,
+  EmbeddedWriter(SqlConnection* conn, Capabilities caps, sink::SpanQueue& queue,
                  WriterOptions options, WriterStats* stats = nullptr,
                  const SinkFaults* faults = nullptr, LegacyLayout layout = {});
   ~EmbeddedWriter();
@@ -182,34 +197,33 @@ class EmbeddedWriter {
     std::string resource_blocks;          // Native blocks of the resources table
     std::vector<uint64_t> new_resources;  // ids in resource_blocks
     std::chrono::steady_clock::time_point since;
-    std::vector<pipeline::Reservation> reservations;
-    std::vector<pipeline::durable::Ticket> tickets;  // the durable queue's records of the batches
+    std::vector<Reservation> reservations;
+    std::vector<sink::Ticket> tickets;  // the durable queue's records of the batches
   };
   // One insert: spooled blocks of one day, collected by the encoding thread
   // and handed to the inserting one.
   struct Flight {
     uint32_t day = 0;
-    size_t rows = 0;                                    // spans rows (spooled)
-    std::string resource_blocks;                        // Native blocks of the resources table
-    std::vector<uint64_t> spooled;                      // the spans blocks' spool files
-    SampledSpanRows sampled;                            // the sampled_spans rows: one block
-    std::vector<pipeline::Reservation> sampled_memory;  // their bytes, held until done
+    size_t rows = 0;                          // spans rows (spooled)
+    std::string resource_blocks;              // Native blocks of the resources table
+    std::vector<uint64_t> spooled;            // the spans blocks' spool files
+    SampledSpanRows sampled;                  // the sampled_spans rows: one block
+    std::vector<Reservation> sampled_memory;  // their bytes, held until done
     // The resources and spans are stored (a retry inserts only what is
     // left: the sampled_spans rows).
     bool spans_stored = false;
-    std::vector<pipeline::durable::Ticket> tickets;  // acked once stored
-    pipeline::durable::SealedBlock sealed;           // its token: insert_deduplication_token
-    std::chrono::steady_clock::time_point since;     // its oldest span's arrival
+    std::vector<sink::Ticket> tickets;            // acked once stored
+    sink::SealedBlock sealed;                     // its token: insert_deduplication_token
+    std::chrono::steady_clock::time_point since;  // its oldest span's arrival
     size_t all_rows() const { return rows + sampled.rows(); }
   };
   void Run();  // the encoding thread
-  void Add(pipeline::QueuedBatch item);
-  void AddTo(uint32_t day, std::unique_ptr<SpanBatch> part, pipeline::Reservation res,
-             pipeline::durable::Ticket ticket);
+  void Add(sink::QueuedBatch item);
+  void AddTo(uint32_t day, std::unique_ptr<SpanBatch> part, Reservation res, sink::Ticket ticket);
   // A block sealed before a crash, inserted again as it was: its parts
   // spooled as `chunks` blocks (the engine's deduplication id counts them),
   // with its token, in an insert of its own.
-  void AddReplayed(pipeline::durable::ReplayBlock& block);
+  void AddReplayed(sink::ReplayBlock& block);
   // Seals an insert in the durable queue (its token).
   void Seal(Flight& f);
   // The insert is stored or dead-lettered: its records are done.
@@ -258,7 +272,7 @@ class EmbeddedWriter {
 
   SqlConnection* conn_;
   const Capabilities caps_;
-  pipeline::SpanQueue& queue_;
+  sink::SpanQueue& queue_;
   const WriterOptions opts_;
   const SinkFaults* faults_;
   const LegacyLayout layout_;
@@ -286,7 +300,9 @@ class EmbeddedWriter {
   bool spool_cleaned_ = false;
   int spool_failures_ = 0;  // in a row; writer thread only
   UserFields user_fields_;
-  std::minstd_rand jitter_{std::random_device{}()};  // inserting thread only: backoff jitter
+  // Stopped once the queue is closed: a failing insert is then retried a
+  // bounded number of times (sink/retry.h).
+  sink::StopSignal stop_;
   EncodedBlock block_;         // the spans block being encoded; writer thread only
   std::vector<SpanRow> rows_;  // its rows, sorted; writer thread only
   SampledSpanRows sampled_;    // the pending set's spans sampled out; writer thread only

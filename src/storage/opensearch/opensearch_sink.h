@@ -8,9 +8,9 @@
 // durable queue hands it again whatever it had not acknowledged, and writing
 // that again is harmless.
 //
-// Its own pace: `workers` threads take what Push queued (bounded by
-// queue_bytes; full -> the durable queue keeps the rest on disk for it), one
-// _bulk of up to bulk_spans spans each. Per item: 2xx and 409 are done;
+// Its own pace: `workers` shards of its queue (bounded by queue_bytes; full
+// -> the durable queue keeps the rest on disk for it), one _bulk of up to
+// bulk_spans spans each. Per item: 2xx and 409 are done;
 // 429, 5xx and a cluster that cannot be reached are retried with backoff
 // (only the items that failed), for as long as it takes; any other refusal
 // (a mapping error) goes to the dead letter
@@ -19,16 +19,10 @@
 // are done, so a dead OpenSearch holds back only this sink.
 #pragma once
 
-#include <atomic>
-#include <condition_variable>
+#include <chrono>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
-#include <unordered_set>
-#include <vector>
 
-#include "pipeline/queue/span_queue.h"
 #include "sink/sink.h"
 #include "storage/opensearch/index_templates.h"
 #include "storage/opensearch/opensearch_client.h"
@@ -52,46 +46,9 @@ struct OpenSearchSinkOptions {
   std::chrono::milliseconds drain_timeout{15000};
 };
 
-class OpenSearchSink final : public sink::Sink {
- public:
-  OpenSearchSink(std::shared_ptr<OpenSearchClient> client, OpenSearchSinkOptions options);
-  ~OpenSearchSink() override;
-
-  const std::string& name() const override { return opts_.name; }
-  void Attach(pipeline::durable::SinkCursor& cursor) override { cursor_ = &cursor; }
-  Status Start() override;
-  Status Push(pipeline::QueuedBatch& item) override;
-  void Drain() override;
-  const sink::SinkStats& stats() const override { return stats_; }
-  size_t queued_bytes() const override { return queue_.bytes(); }
-  void AppendMetrics(PromText& out) const override;
-
- private:
-  struct Work;
-  void Loop(size_t worker);
-  // Writes `work` until every span is done or the sink gives up (draining
-  // past its deadline): true when done.
-  bool Write(Work& work);
-  Status EnsureTemplates();
-  // Seconds the oldest request not written yet has waited, held by this sink
-  // or waiting for it in the durable queue's backlog (0: none).
-  double LagSeconds() const;
-
-  std::shared_ptr<OpenSearchClient> client_;
-  const OpenSearchSinkOptions opts_;
-  pipeline::durable::SinkCursor* cursor_ = nullptr;
-  pipeline::SpanQueue queue_;
-  sink::SinkStats stats_;
-  std::atomic<uint64_t> items_retried_{0};
-  std::atomic<uint64_t> services_written_{0};
-  std::atomic<bool> templates_ok_{false};
-  std::atomic<bool> draining_{false};
-  std::chrono::steady_clock::time_point drain_deadline_;
-
-  mutable std::mutex mu_;
-  std::unordered_set<std::string> services_;  // "<index>/<id>" written; guarded by mu_
-  std::vector<std::chrono::steady_clock::time_point> holding_since_;  // per worker; guarded
-  std::vector<std::thread> threads_;
-};
+// The sink: a plug-in of the sink runtime (sink/runtime.h), which owns its
+// queue (`workers` shards by trace id), threads, retries, drain and metrics.
+std::unique_ptr<sink::Sink> MakeOpenSearchSink(std::shared_ptr<OpenSearchClient> client,
+                                               OpenSearchSinkOptions options);
 
 }  // namespace spanhouse::storage::opensearch

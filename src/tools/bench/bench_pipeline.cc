@@ -24,10 +24,10 @@
 #include <CLI/CLI.hpp>
 
 #include "codec/otlp.h"
+#include "common/memory_budget.h"
 #include "model/span_batch.h"
 #include "pipeline/filter/span_filter.h"
-#include "pipeline/memory_budget.h"
-#include "pipeline/queue/sharded_queue.h"
+#include "sink/sharded_queue.h"
 #include "storage/clickhouse/schema.h"
 #include "storage/clickhouse/span_block.h"
 #include "tools/bench/bench.h"
@@ -65,7 +65,7 @@ struct Variant {
   bool owned;  // strings referenced in the body the batch keeps, or copied to the arena
   double decode_s = 0, filter_s = 0, queue_s = 0, encode_s = 0;
   size_t spans = 0, native_bytes = 0;
-  std::vector<pipeline::QueuedBatch> pending;
+  std::vector<sink::QueuedBatch> pending;
   size_t pending_rows = 0;
 };
 
@@ -76,8 +76,8 @@ struct Stages {
         queue(o.shards, size_t{1} << 40),
         caps(storage::Capabilities::FromVersion("26.5")) {}
   const PipelineOptions& opts;
-  pipeline::MemoryBudget budget{size_t{1} << 40};
-  pipeline::ShardedQueue queue;
+  MemoryBudget budget{size_t{1} << 40};
+  sink::ShardedQueue queue;
   // Default limits, the clock at the corpus's start: the corpus must pass
   // untouched (checked below), so this measures the filter's cost alone.
   pipeline::SpanFilter filter{pipeline::FilterLimits{}};
@@ -139,14 +139,14 @@ bool RunOne(Stages& st, Variant& v, const loadgen::Payload& p) {
   const double t1 = ThreadCpu();
   const size_t n = batch->span_count();
   if (!st.budget.TryReserve(batch->MemoryBytes())) return false;
-  pipeline::QueuedBatch item;
-  item.reservation = pipeline::Reservation(&st.budget, batch->MemoryBytes());
+  sink::QueuedBatch item;
+  item.reservation = Reservation(&st.budget, batch->MemoryBytes());
   item.batch = std::move(batch);
   if (!st.queue.Push(item).ok()) {
     fmt::print(stderr, "bench pipeline: queue refused a batch\n");
     return false;
   }
-  std::vector<pipeline::QueuedBatch> popped;
+  std::vector<sink::QueuedBatch> popped;
   for (size_t s = 0; s < st.queue.shards(); ++s) {
     while (auto got = st.queue.shard(s).Pop(std::chrono::milliseconds(0))) {
       popped.push_back(std::move(*got));

@@ -25,7 +25,7 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
-#include "pipeline/queue/span_queue.h"
+#include "sink/span_queue.h"
 #include "storage/clickhouse/chdb.h"
 #include "storage/clickhouse/dependencies.h"
 #include "storage/clickhouse/embedded_writer.h"
@@ -108,7 +108,7 @@ int RunFill(const FillOptions& o) {
   const uint64_t traces = std::max<uint64_t>(1, o.spans / 11);
   const uint64_t spacing_ns = std::max<uint64_t>(1, range_ns / traces);
 
-  pipeline::SpanQueue queue(512u << 20);
+  sink::SpanQueue queue(512u << 20);
   storage::WriterOptions wopts;
   wopts.spool_dir = dir + "/spool";
   storage::EmbeddedWriter writer(conn.get(), caps, queue, wopts);
@@ -123,7 +123,7 @@ int RunFill(const FillOptions& o) {
     const size_t n = gen.AppendTraces(next_ns, spacing_ns, o.batch_spans, batch.get());
     next_ns += spacing_ns * ((n + 10) / 11);
     sent += n;
-    pipeline::QueuedBatch item;
+    sink::QueuedBatch item;
     item.batch = std::move(batch);
     while (queue.Push(item).code() == StatusCode::kResourceExhausted) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));

@@ -1,4 +1,4 @@
-#include "pipeline/memory_budget.h"
+#include "common/memory_budget.h"
 
 #include <gtest/gtest.h>
 

@@ -8,61 +8,83 @@
 
 #include "codec/otlp_encode.h"
 #include "pipeline/durable/records.h"
+#include "testdata/legacy_records.h"
 #include "testdata/sample_batch.h"
 
 namespace spanhouse::pipeline::durable {
 namespace {
 
+// The embedded sink's key for shard 2 of 3, day 20000 (as older logs held it).
+std::string Key() {
+  std::string k;
+  for (uint32_t v : {2u, 3u, 20000u}) PutLe(&k, v, 4);
+  return k;
+}
+
 BlockRecord Sample() {
   BlockRecord b;
   b.sink = "chdb:mirror";
-  b.key = {2, 3, 20000};
+  b.key = Key();
   b.lsns = {5, 7, 1ull << 40};
   return b;
 }
 
-TEST(BlockRecord, RoundTripsWithItsSinkAndRejectsBadLengths) {
+TEST(BlockRecord, RoundTripsWithItsSinkAndKeyAndRejectsBadLengths) {
   BlockRecord b = Sample();
   BlockRecord d;
-  ASSERT_TRUE(d.Decode(b.Encode(), /*named=*/true));
+  ASSERT_TRUE(d.Decode(b.Encode(), RecordKind::kKeyedBlock));
   EXPECT_EQ(d.sink, "chdb:mirror");
-  EXPECT_EQ(d.key.shard, 2u);
-  EXPECT_EQ(d.key.shards, 3u);
-  EXPECT_EQ(d.key.day, 20000u);
+  EXPECT_EQ(d.key, Key());
   EXPECT_EQ(d.lsns, b.lsns);
   EXPECT_EQ(d.chunks, 1u);
   std::string bad = b.Encode();
   bad.pop_back();
-  EXPECT_FALSE(d.Decode(bad, true));
-  EXPECT_FALSE(d.Decode("short", true));
-  EXPECT_FALSE(d.Decode("", true));
-  // An insert of several spooled blocks says how many; one, as before.
+  EXPECT_FALSE(d.Decode(bad, RecordKind::kKeyedBlock));
+  EXPECT_FALSE(d.Decode("short", RecordKind::kKeyedBlock));
+  EXPECT_FALSE(d.Decode("", RecordKind::kKeyedBlock));
+  // An insert of several spooled blocks says how many.
   b.chunks = 4;
   const std::string four = b.Encode();
-  ASSERT_TRUE(d.Decode(four, true));
+  ASSERT_TRUE(d.Decode(four, RecordKind::kKeyedBlock));
   EXPECT_EQ(d.chunks, 4u);
   EXPECT_EQ(d.lsns, b.lsns);
   std::string zero = four;
   zero[zero.size() - 4] = 0;
-  EXPECT_FALSE(d.Decode(zero, true));
-  // A shard outside its shard count is not a block anyone sealed.
-  b.key.shard = 3;
-  EXPECT_FALSE(d.Decode(b.Encode(), true));
+  EXPECT_FALSE(d.Decode(zero, RecordKind::kKeyedBlock));
+  // Any key of the sink's: opaque to the queue.
+  b.key = "day:20000";
+  ASSERT_TRUE(d.Decode(b.Encode(), RecordKind::kKeyedBlock));
+  EXPECT_EQ(d.key, "day:20000");
+  b.key.clear();
+  ASSERT_TRUE(d.Decode(b.Encode(), RecordKind::kKeyedBlock));
+  EXPECT_EQ(d.key, "");
 }
 
-TEST(BlockRecord, OlderUnnamedBlocksAreTheEmbeddedSinks) {
+TEST(BlockRecord, OlderBlocksCarryTheEmbeddedSinksKey) {
   BlockRecord b = Sample();
   b.chunks = 2;
-  // kBlock, as older builds wrote it: the same fields without the name.
-  const std::string named = b.Encode();
-  const std::string legacy = named.substr(1 + b.sink.size());
-  EXPECT_EQ(legacy.size(), 20u + 3 * 8);
+  // kSinkBlock, as older builds wrote it: the name, then the 12-byte key.
+  const std::string named = testdata::LegacyBlockPayload(b, true);
   BlockRecord d;
-  ASSERT_TRUE(d.Decode(legacy, /*named=*/false));
+  ASSERT_TRUE(d.Decode(named, RecordKind::kSinkBlock));
+  EXPECT_EQ(d.sink, "chdb:mirror");
+  EXPECT_EQ(d.key, Key());
+  EXPECT_EQ(d.lsns, b.lsns);
+  EXPECT_EQ(d.chunks, 2u);
+  std::string bad = named;
+  bad.pop_back();
+  EXPECT_FALSE(d.Decode(bad, RecordKind::kSinkBlock));
+  // kBlock: the same fields without the name, of the embedded sink.
+  const std::string legacy = testdata::LegacyBlockPayload(b, false);
+  EXPECT_EQ(legacy.size(), 20u + 3 * 8);
+  ASSERT_TRUE(d.Decode(legacy, RecordKind::kBlock));
   EXPECT_EQ(d.sink, kLegacySink);
   EXPECT_EQ(d.lsns, b.lsns);
   EXPECT_EQ(d.chunks, 2u);
-  EXPECT_EQ(d.key.day, 20000u);
+  EXPECT_EQ(d.key, Key());
+  b.chunks = 1;  // one: no chunks field
+  ASSERT_TRUE(d.Decode(testdata::LegacyBlockPayload(b, false), RecordKind::kBlock));
+  EXPECT_EQ(d.chunks, 1u);
 }
 
 TEST(AckRecord, RoundTripsAndReadsTheOlderFormat) {

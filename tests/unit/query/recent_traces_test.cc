@@ -135,7 +135,7 @@ TEST(RecentTraces, LetsTheOldestGoAndMovesTheHorizon) {
 }
 
 TEST(RecentTraces, ChargesTheMemoryBudgetAndGivesWayWhenItIsFull) {
-  pipeline::MemoryBudget budget(1 << 20);
+  MemoryBudget budget(1 << 20);
   {
     RecentTraces recent(Options(), &budget, kT0);
     recent.Add(Batch({{.trace = 1}, {.trace = 2}}), kT0 + kS);
@@ -198,7 +198,7 @@ class RecentTracesOnDisk : public ::testing::Test {
     const uint64_t received = kT0 + t * kS;
     pipeline::FilterReport report;
     filter_.Apply(*b, received, &report, /*count=*/false);
-    pipeline::durable::Ticket ticket;
+    sink::Ticket ticket;
     ASSERT_TRUE(
         log_->Append(pipeline::durable::RecordKind::kEncodedRequest,
                      pipeline::durable::EncodedRequestHead(received, codec::BodyFormat::kOtlpProto),

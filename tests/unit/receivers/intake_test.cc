@@ -5,6 +5,7 @@
 
 #include <future>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -143,7 +144,9 @@ TEST(Intake, RecordsNameTheirDecoderAndDecodeBack) {
     const auto format = static_cast<BodyFormat>(format_byte);
     const bool json =
         sent[i].first == BodyFormat::kOtlpJson || sent[i].first == BodyFormat::kZipkinJson;
-    EXPECT_EQ(format, json ? BodyFormat::kOtlpProto : sent[i].first);
+    // A JSON body is logged as its decoded batch (columnar), read back
+    // without a second decode.
+    EXPECT_EQ(format, json ? BodyFormat::kColumnar : sent[i].first);
     if (!json) {
       EXPECT_EQ(r.payload.substr(pipeline::durable::kEncodedRequestHeadBytes), sent[i].second);
     }
@@ -173,6 +176,46 @@ TEST(Intake, RecordsNameTheirDecoderAndDecodeBack) {
     EXPECT_TRUE(direct.LogicallyEquals(back, &why)) << why;
   }
   // (A format this build does not know is a bad record: pipeline/records_test.cc.)
+}
+
+// Decoded once: a request its sink cannot take now waits on disk as its
+// decoded batch's columnar bytes, and the sink reads those back without a
+// second decode. Only the request that found the sink full, logged before
+// the sink had a backlog, is decoded again when read back.
+TEST(Intake, ARequestReadBackByItsSinkIsDecodedOnce) {
+  TestLogDir dir("intake-decode-once");
+  IntakeFixture f(dir.path);
+  f.p.sink.Refuse(true);
+  const uint64_t before = codec::BodyDecodes();
+  constexpr int kRequests = 6;
+  for (int i = 0; i < kRequests; ++i) {
+    ASSERT_TRUE(f.Submit(BodyFormat::kOtlpProto, ProtoRequest(kTraceHex, 2)).ok());
+  }
+  EXPECT_TRUE(f.p.backlogged());
+  EXPECT_EQ(codec::BodyDecodes() - before, static_cast<uint64_t>(kRequests));  // at intake
+  f.p.sink.Refuse(false);
+  size_t spans = 0;
+  for (int i = 0; i < kRequests; ++i) {
+    std::optional<sink::QueuedBatch> got = f.p.sink.Pop(milliseconds(10000));
+    ASSERT_TRUE(got.has_value());
+    if (got->batch != nullptr) spans += got->batch->span_count();
+  }
+  EXPECT_EQ(spans, 2u * kRequests);
+  EXPECT_EQ(codec::BodyDecodes() - before, static_cast<uint64_t>(kRequests) + 1);
+  // What the log holds: the first request as it came, the rest columnar.
+  f.p.CloseQueue();
+  pipeline::durable::LogOptions lo;
+  lo.dir = dir.path;
+  std::unique_ptr<pipeline::durable::SegmentLog> log;
+  ASSERT_TRUE(pipeline::durable::SegmentLog::Open(lo, &log).ok());
+  std::vector<BodyFormat> formats;
+  log->ReadReplay([&](const pipeline::durable::SegmentLog::Record& r, uint64_t) {
+    if (r.kind != RecordKind::kEncodedRequest) return;
+    formats.push_back(static_cast<BodyFormat>(r.payload[8]));
+  });
+  std::vector<BodyFormat> want(kRequests, BodyFormat::kColumnar);
+  want[0] = BodyFormat::kOtlpProto;
+  EXPECT_EQ(formats, want);
 }
 
 // ---- spans accepted before (a retried request), dropped by the dedup index ----

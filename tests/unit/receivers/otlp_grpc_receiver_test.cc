@@ -16,9 +16,9 @@
 #include <utility>
 #include <vector>
 
+#include "common/memory_budget.h"
 #include "pipeline/durable/segment_log.h"
 #include "pipeline/filter/span_filter.h"
-#include "pipeline/memory_budget.h"
 #include "receivers/otlp_grpc/otlp_grpc_receiver.h"
 #include "unit/pipeline/sync_gate.h"
 #include "unit/receivers/requests.h"
@@ -90,7 +90,7 @@ struct GrpcFixture {
     return item ? std::move(item->batch) : nullptr;
   }
   TestPipeline p;
-  pipeline::MemoryBudget& budget;
+  MemoryBudget& budget;
   OtlpGrpcReceiver receiver;
 };
 

@@ -22,12 +22,12 @@
 #include <utility>
 #include <vector>
 
+#include "common/memory_budget.h"
 #include "model/span_batch.h"
 #include "net/http_server.h"
 #include "pipeline/durable/durable_queue.h"
 #include "pipeline/durable/records.h"
 #include "pipeline/durable/segment_log.h"
-#include "pipeline/memory_budget.h"
 #include "receivers/otlp_http/otlp_http_receiver.h"
 #include "unit/net/http_client.h"
 #include "unit/pipeline/sync_gate.h"
@@ -159,9 +159,9 @@ struct Fixture {
   // By value: the receiver may take the body, as it does from the server.
   net::HttpResponse Do(net::HttpRequest req) { return Answer(receiver, req); }
   TestPipeline p;
-  pipeline::MemoryBudget& budget;
+  MemoryBudget& budget;
   OtlpHttpReceiver receiver;
-  pipeline::SpanQueue& queue;
+  sink::SpanQueue& queue;
 };
 
 // ---- routing ----
@@ -532,7 +532,7 @@ TEST(OtlpHttpReceiver, StatsCountEveryOutcome) {
 
 TEST(OtlpHttpReceiver, TooManySpansIs413AndQueuesNothing) {
   TestPipeline p;
-  pipeline::MemoryBudget& budget = p.budget;
+  MemoryBudget& budget = p.budget;
   IntakeOptions o = Limits(1 << 20);
   o.max_spans_per_request = 3;
   OtlpHttpReceiver receiver(Listener(), o, *p.queue);
@@ -565,7 +565,7 @@ std::optional<std::pair<int64_t, std::string>> ProtoPartialSuccess(const std::st
 TEST(OtlpHttpReceiver, FilteredSpansAreReportedAsPartialSuccess) {
   pipeline::SpanFilter filter(pipeline::FilterLimits{});
   TestPipeline p({.filter = &filter});
-  pipeline::MemoryBudget& budget = p.budget;
+  MemoryBudget& budget = p.budget;
   OtlpHttpReceiver receiver(Listener(), Limits(1 << 20), *p.queue);
   // The helpers' spans have no times: start 0 is older than any retention.
   net::HttpRequest req = Post(kProto, ProtoRequest(kTraceHex, 2));
@@ -633,7 +633,7 @@ class DurableReceiverTest : public ::testing::Test {
 
 TEST_F(DurableReceiverTest, OverTheMemoryBudgetRequestsWaitOnDiskAndAreQueuedInOrderLater) {
   Make(1 << 20);
-  pipeline::MemoryBudget& budget = p_->budget;
+  MemoryBudget& budget = p_->budget;
   ASSERT_TRUE(budget.TryReserve(1 << 20));  // the sinks hold all the memory
   const uint64_t now = NowNs();
   const std::string traces[] = {"0102030405060708090a0b0c0d0e0f10",

@@ -14,11 +14,11 @@
 #include <string_view>
 #include <utility>
 
+#include "common/memory_budget.h"
 #include "pipeline/durable/durable_queue.h"
 #include "pipeline/durable/segment_log.h"
 #include "pipeline/durable/sink_cursor.h"
 #include "pipeline/filter/span_filter.h"
-#include "pipeline/memory_budget.h"
 #include "receivers/intake/http_intake.h"
 #include "testdata/test_sink.h"
 
@@ -89,7 +89,7 @@ struct TestPipeline {
     queue.reset();
   }
 
-  pipeline::MemoryBudget budget;
+  MemoryBudget budget;
   testdata::TestSink sink;
   std::unique_ptr<pipeline::durable::DurableQueue> queue;
 };

@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "codec/zipkin.h"
+#include "common/memory_budget.h"
 #include "model/span_batch.h"
 #include "net/http_server.h"
-#include "pipeline/memory_budget.h"
 #include "receivers/zipkin/zipkin_receiver.h"
 #include "testdata/zipkin_spans.h"
 #include "unit/net/http_client.h"
@@ -77,7 +77,7 @@ struct ZipkinFixture {
     return item ? std::move(item->batch) : nullptr;
   }
   TestPipeline p;
-  pipeline::MemoryBudget& budget;
+  MemoryBudget& budget;
   ZipkinReceiver receiver;
 };
 

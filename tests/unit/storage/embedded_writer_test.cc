@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "../../testdata/sample_batch.h"
-#include "pipeline/durable/block.h"
-#include "pipeline/memory_budget.h"
+#include "common/memory_budget.h"
+#include "sink/block.h"
 #include "storage/clickhouse/native.h"
 
 namespace spanhouse::storage {
@@ -83,10 +83,10 @@ bool WaitFor(F&& pred) {
   return pred();
 }
 
-void Push(pipeline::SpanQueue& q, pipeline::MemoryBudget& budget, SpanBatch b, size_t bytes) {
+void Push(sink::SpanQueue& q, MemoryBudget& budget, SpanBatch b, size_t bytes) {
   ASSERT_TRUE(budget.TryReserve(bytes));
-  pipeline::Reservation r(&budget, bytes);
-  pipeline::QueuedBatch item;
+  Reservation r(&budget, bytes);
+  sink::QueuedBatch item;
   item.batch = std::make_unique<SpanBatch>(std::move(b));
   item.reservation = std::move(r);
   ASSERT_TRUE(q.Push(item).ok());
@@ -104,15 +104,15 @@ struct Rig {
     q.Close();
     w.Join();
   }
-  pipeline::MemoryBudget budget{1ull << 30};
-  pipeline::SpanQueue q{1ull << 30};
+  MemoryBudget budget{1ull << 30};
+  sink::SpanQueue q{1ull << 30};
   FakeEngine engine;
   EmbeddedWriter w;
 };
 
 TEST(EmbeddedWriter, ManyProducersEveryRowWrittenOnceAndMemoryReleased) {
-  pipeline::MemoryBudget budget(1ull << 34);
-  pipeline::SpanQueue q(1ull << 34);
+  MemoryBudget budget(1ull << 34);
+  sink::SpanQueue q(1ull << 34);
   WriterOptions o = NullSink();
   o.max_rows = 1000;
   o.max_age = 20ms;
@@ -166,8 +166,8 @@ class FakeServer final : public SqlConnection {
 };
 
 TEST(EmbeddedWriter, ARemoteInsertCarriesItsBlocksAsTheBody) {
-  pipeline::MemoryBudget budget(1ull << 30);
-  pipeline::SpanQueue q(1ull << 30);
+  MemoryBudget budget(1ull << 30);
+  sink::SpanQueue q(1ull << 30);
   FakeServer server;
   EmbeddedWriter w(&server, Capabilities::FromVersion("18.16.1"), q, Batching(6, 12, 1h));
   w.Start();
@@ -211,17 +211,18 @@ uint64_t BlockRows(const std::string& body, uint64_t* columns = nullptr) {
 // to sampled_spans in the same insert cycle, one block, with the spans'
 // token; the resources only their spans used are not written.
 TEST(EmbeddedWriter, SpansSampledOutGoToSampledSpansWithTheSpansToken) {
-  pipeline::MemoryBudget budget(1ull << 30);
-  pipeline::SpanQueue q(1ull << 30);
+  MemoryBudget budget(1ull << 30);
+  sink::SpanQueue q(1ull << 30);
   FakeServer server;
   EmbeddedWriter w(&server, Caps(), q, Batching(6, 12, 1h));
   w.Start();
   // A replayed block of three records: all sampled out, mixed (the "db"
   // service's spans sampled out), all kept; first read as two blocks of
   // spans.
-  pipeline::QueuedBatch item;
-  item.block = std::make_unique<pipeline::durable::ReplayBlock>();
-  item.block->key.day = PartitionDay(testdata::SampleBatch(1).spans.start_ns[0]);
+  sink::QueuedBatch item;
+  item.block = std::make_unique<sink::ReplayBlock>();
+  item.block->key =
+      InsertKey{0, 1, PartitionDay(testdata::SampleBatch(1).spans.start_ns[0])}.Encode();
   item.block->chunks = 2;
   item.block->sealed = {1, "sh-token-7"};
   size_t kept = 0;
@@ -270,8 +271,8 @@ TEST(EmbeddedWriter, SpansSampledOutGoToSampledSpansWithTheSpansToken) {
 // resources; one of another resource sampled out writes its spans and
 // only their resource.
 TEST(EmbeddedWriter, OnlyWhatIsStoredIsInserted) {
-  pipeline::MemoryBudget budget(1ull << 30);
-  pipeline::SpanQueue q(1ull << 30);
+  MemoryBudget budget(1ull << 30);
+  sink::SpanQueue q(1ull << 30);
   FakeServer server;
   EmbeddedWriter w(&server, Caps(), q, NullSink());
   w.Start();
@@ -338,8 +339,8 @@ TEST(EmbeddedWriter, OneInsertPerDayPartition) {
 }
 
 TEST(EmbeddedWriter, FailingInsertsAreRetriedAndStopTheQueueFromDraining) {
-  pipeline::MemoryBudget budget(1ull << 30);
-  pipeline::SpanQueue q(1ull << 30);
+  MemoryBudget budget(1ull << 30);
+  sink::SpanQueue q(1ull << 30);
   SinkFaults faults;
   faults.fail_inserts = true;
   WriterOptions o = NullSink();
@@ -414,8 +415,8 @@ TEST(EmbeddedWriter, AnInsertIsDueWhenItsOldestSpanIsMaxAgeOld) {
 }
 
 TEST(EmbeddedWriter, AtShutdownGivesUpAfterItsRetriesAndCountsTheLoss) {
-  pipeline::MemoryBudget budget(1ull << 30);
-  pipeline::SpanQueue q(1ull << 30);
+  MemoryBudget budget(1ull << 30);
+  sink::SpanQueue q(1ull << 30);
   SinkFaults faults;
   faults.fail_inserts = true;
   WriterOptions o = NullSink();
@@ -431,6 +432,35 @@ TEST(EmbeddedWriter, AtShutdownGivesUpAfterItsRetriesAndCountsTheLoss) {
   EXPECT_EQ(w.stats().rows_written.load(), 0u);
   EXPECT_EQ(w.stats().write_errors.load(), 2u);
   EXPECT_EQ(budget.used(), 0u);
+}
+
+}  // namespace
+}  // namespace spanhouse::storage
+
+namespace spanhouse::storage {
+namespace {
+
+TEST(InsertKey, RoundTripsAndHoldsItsShardsDayOnly) {
+  const InsertKey k{1, 3, 20000};
+  InsertKey d;
+  ASSERT_TRUE(d.Decode(k.Encode()));
+  EXPECT_EQ(d.shard, 1u);
+  EXPECT_EQ(d.shards, 3u);
+  EXPECT_EQ(d.day, 20000u);
+  // A shard outside its shard count is not a key anyone sealed.
+  EXPECT_FALSE(d.Decode(InsertKey{3, 3, 20000}.Encode()));
+  EXPECT_FALSE(d.Decode(InsertKey{0, 0, 20000}.Encode()));
+  EXPECT_FALSE(d.Decode("day:20000"));
+  // Holds: the spans of its writer shard and its day.
+  SpanBatch b = testdata::SampleBatch(50);
+  const uint32_t day = PartitionDay(b.spans.start_ns[0]);
+  size_t held = 0;
+  for (uint32_t s = 0; s < 3; ++s) {
+    for (uint32_t i = 0; i < b.span_count(); ++i) held += InsertKey{s, 3, day}.Holds(b, i);
+    for (uint32_t i = 0; i < b.span_count(); ++i)
+      EXPECT_FALSE((InsertKey{s, 3, day + 1}.Holds(b, i)));
+  }
+  EXPECT_EQ(held, b.span_count());
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// OpenSearchSink against a canned cluster: what its _bulk requests hold.
+// The OpenSearch sink against a canned cluster: what its _bulk requests hold.
 #include "storage/opensearch/opensearch_sink.h"
 
 #include <gtest/gtest.h>
@@ -64,7 +64,8 @@ TEST(OpenSearchSink, SpansSampledOutAreNoDocument) {
   OpenSearchSinkOptions o;
   o.workers = 1;
   o.dead_letter_dir = ::testing::TempDir() + "/opensearch-sink-test-" + std::to_string(getpid());
-  OpenSearchSink sink(ClientFor(server.url()), o);
+  std::unique_ptr<sink::Sink> made = MakeOpenSearchSink(ClientFor(server.url()), o);
+  sink::Sink& sink = *made;
   ASSERT_TRUE(sink.Start().ok());
   // Two traces of three spans: the "db" service's spans (the third of
   // each) sampled out, and the first trace's root.
@@ -80,7 +81,7 @@ TEST(OpenSearchSink, SpansSampledOutAreNoDocument) {
   for (auto& id : out.spans.trace_id) id[15] ^= 0x5a;
   for (auto& m : out.spans.metrics_only) m = 1;
   for (SpanBatch* b : {&out, &mixed}) {
-    pipeline::QueuedBatch item;
+    sink::QueuedBatch item;
     item.batch = std::make_unique<SpanBatch>(*b);
     ASSERT_TRUE(sink.Push(item).ok());
   }

@@ -6,10 +6,10 @@
 #include <memory>
 #include <vector>
 
-#include "pipeline/memory_budget.h"
-#include "pipeline/queue/span_queue.h"
+#include "common/memory_budget.h"
+#include "sink/span_queue.h"
 
-namespace spanhouse::pipeline {
+namespace spanhouse::sink {
 
 // The shard of a trace id among `shards` (stable across restarts).
 size_t ShardOf(const TraceId& id, size_t shards);
@@ -32,6 +32,9 @@ class ShardedQueue {
   // the item (moved from) when it returns OK.
   Status Push(QueuedBatch& item);
 
+  // The whole item to shard `shard` (modulo the count).
+  Status PushTo(size_t shard, QueuedBatch& item);
+
   void Close();
   size_t bytes() const;
 
@@ -39,4 +42,4 @@ class ShardedQueue {
   std::vector<std::unique_ptr<SpanQueue>> shards_;
 };
 
-}  // namespace spanhouse::pipeline
+}  // namespace spanhouse::sink

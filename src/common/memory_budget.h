@@ -15,7 +15,7 @@
 #include <mutex>
 #include <utility>
 
-namespace spanhouse::pipeline {
+namespace spanhouse {
 
 class MemoryBudget {
  public:
@@ -135,4 +135,4 @@ class Reservation {
   size_t bytes_ = 0;
 };
 
-}  // namespace spanhouse::pipeline
+}  // namespace spanhouse

@@ -16,26 +16,9 @@
 
 #include "common/status.h"
 #include "model/span_batch.h"
-#include "pipeline/durable/block.h"
-#include "pipeline/durable/segment_log.h"
-#include "pipeline/memory_budget.h"
+#include "sink/block.h"
 
-namespace spanhouse::pipeline {
-
-// What a sink is handed: one request's spans (or a part of them), or a whole
-// block to write again after a restart.
-struct QueuedBatch {
-  std::unique_ptr<SpanBatch> batch;
-  size_t bytes = 0;  // set by the queue
-  // The batch's share of the memory budget, released by the sink once the
-  // spans no longer need memory (written, or spooled to disk).
-  Reservation reservation;
-  // The request's record in the durable queue (none without it): acked once
-  // the spans are stored.
-  durable::Ticket ticket;
-  // Set (and `batch` null): a block sealed before a crash, formed again.
-  std::unique_ptr<durable::ReplayBlock> block;
-};
+namespace spanhouse::sink {
 
 class SpanQueue {
  public:
@@ -66,4 +49,4 @@ class SpanQueue {
   bool closed_ = false;            // guarded by mu_
 };
 
-}  // namespace spanhouse::pipeline
+}  // namespace spanhouse::sink

@@ -1,6 +1,6 @@
-#include "pipeline/queue/span_queue.h"
+#include "sink/span_queue.h"
 
-namespace spanhouse::pipeline {
+namespace spanhouse::sink {
 
 Status SpanQueue::Push(QueuedBatch& item) {
   size_t bytes = 0;
@@ -57,4 +57,4 @@ size_t SpanQueue::bytes() const {
   return bytes_;
 }
 
-}  // namespace spanhouse::pipeline
+}  // namespace spanhouse::sink

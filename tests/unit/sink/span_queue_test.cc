@@ -13,11 +13,11 @@
 #include <thread>
 #include <vector>
 
+#include "common/memory_budget.h"
 #include "model/span_batch.h"
-#include "pipeline/memory_budget.h"
-#include "pipeline/queue/span_queue.h"
+#include "sink/span_queue.h"
 
-namespace spanhouse::pipeline {
+namespace spanhouse::sink {
 namespace {
 
 using std::chrono::milliseconds;
@@ -358,4 +358,4 @@ TEST(SpanQueue, StressFourProducersOneConsumerEveryBatchOnce) {
 }
 
 }  // namespace
-}  // namespace spanhouse::pipeline
+}  // namespace spanhouse::sink

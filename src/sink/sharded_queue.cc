@@ -1,8 +1,8 @@
-#include "pipeline/queue/sharded_queue.h"
+#include "sink/sharded_queue.h"
 
 #include <cstring>
 
-namespace spanhouse::pipeline {
+namespace spanhouse::sink {
 
 size_t ShardOf(const TraceId& id, size_t shards) {
   if (shards <= 1) return 0;
@@ -24,9 +24,13 @@ ShardedQueue::ShardedQueue(size_t shards, size_t max_bytes_per_shard) {
   }
 }
 
+Status ShardedQueue::PushTo(size_t shard, QueuedBatch& item) {
+  return shards_[shard % shards_.size()]->Push(item);
+}
+
 Status ShardedQueue::Push(QueuedBatch& item) {
   const size_t n = shards_.size();
-  if (item.block != nullptr) return shards_[item.block->key.shard % n]->Push(item);
+  if (item.block != nullptr) return shards_[0]->Push(item);
   if (n == 1) return shards_[0]->Push(item);
 
   SpanBatch& batch = *item.batch;
@@ -83,4 +87,4 @@ size_t ShardedQueue::bytes() const {
   return b;
 }
 
-}  // namespace spanhouse::pipeline
+}  // namespace spanhouse::sink

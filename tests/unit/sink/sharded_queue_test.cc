@@ -1,4 +1,4 @@
-#include "pipeline/queue/sharded_queue.h"
+#include "sink/sharded_queue.h"
 
 #include <gtest/gtest.h>
 
@@ -6,9 +6,9 @@
 #include <thread>
 
 #include "../../testdata/sample_batch.h"
-#include "pipeline/memory_budget.h"
+#include "common/memory_budget.h"
 
-namespace spanhouse::pipeline {
+namespace spanhouse::sink {
 namespace {
 
 using namespace std::chrono_literals;
@@ -169,4 +169,4 @@ TEST(ShardedQueue, ManyProducersOneConsumerPerShard) {
 }
 
 }  // namespace
-}  // namespace spanhouse::pipeline
+}  // namespace spanhouse::sink

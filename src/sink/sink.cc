@@ -43,3 +43,14 @@ void AppendSinkMetrics(const std::string& name, const SinkStats& s, PromText& ou
 }
 
 }  // namespace spanhouse::sink
+
+namespace spanhouse::sink {
+
+bool Sink::BlockMembers(std::string_view, const SpanBatch& batch,
+                        std::vector<uint32_t>* idx) const {
+  idx->resize(batch.span_count());
+  for (uint32_t i = 0; i < idx->size(); ++i) (*idx)[i] = i;
+  return true;
+}
+
+}  // namespace spanhouse::sink
