@@ -32,8 +32,8 @@ struct TraceQuery {
   // Each matches the span's attributes or its resource's; "error",
   // "otel.status_code", "span.kind", "otel.status_description",
   // "otel.scope.name" and "otel.scope.version" also match the span fields
-  // Jaeger shows as those tags, and "user_fields.<path>" a path of the
-  // user_fields JSON column.
+  // Jaeger shows as those tags, and "user_fields.<path>" a key of the
+  // user_fields column (a Map, or the JSON type in older ClickHouse stores).
   std::vector<TagFilter> tags;
   uint64_t start_ns = 0;  // the span starts within [start_ns, end_ns]
   uint64_t end_ns = 0;
@@ -164,7 +164,7 @@ class SpanReader {
   // Counts stored spans whose resource (or, for kSpan, the span itself) has
   // attribute `key` equal to `value`. For verification by loadgen, tests and
   // benchmarks: a span attribute is a full scan of the spans table.
-  // kUserField: a path in the user_fields JSON column (the span's and its
+  // kUserField: a key of the user_fields column (the span's and its
   // resource's user-defined attributes); an empty value matches any value.
   enum class AttrOwner { kResource, kSpan, kUserField };
 

@@ -151,7 +151,8 @@ struct Config {
   struct {
     // Attribute keys outside the OpenTelemetry semantic-convention
     // namespaces (http, db, k8s, ...) are copied to the spans' user_fields
-    // JSON column. Comma-separated namespaces to treat as well-known too,
+    // column (a Map; the JSON type in stores made before schema 13).
+    // Comma-separated namespaces to treat as well-known too,
     // e.g. "shop,app.internal" (a key is in a namespace when it equals it
     // or starts with it and a dot).
     std::string also_well_known;

@@ -5,8 +5,8 @@
 // every other command and test run without it, and lets a missing library be
 // reported as a clear message instead of a loader error.
 //
-// One engine per process and one statement at a time per connection (see
-// design.md). ChdbConnection serialises its own queries; open a second
+// One engine per process and one statement at a time per connection
+// (docs/decisions/0032-embedded-chdb.md). ChdbConnection serialises its own queries; open a second
 // connection for work that must not wait behind the writer.
 #pragma once
 

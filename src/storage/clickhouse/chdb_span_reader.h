@@ -88,7 +88,8 @@ class ChdbSpanReader : public query::SpanReader {
   // "empty-service-name" (""), "service-name-wrong-type" (not a string); a
   // ListSpans of one of those names finds those spans (and any of a service
   // really called so). "" names no span. Rows are counted as stored: a span
-  // inserted twice and not yet merged away counts twice, and is listed twice.
+  // stored twice counts twice, and is listed twice (spans is a plain
+  // MergeTree, whose merges keep every row).
   Status CountSpans(const query::SpanCountQuery& query,
                     std::vector<query::SpanCountRow>* out) override;
   Status ListSpans(const query::SpanIdQuery& query, std::vector<query::SpanKey>* out) override;

@@ -10,8 +10,8 @@
 // the batches and the memory reserved for them are released. The spooled
 // blocks of a day are inserted together, as one part, once they hold
 // insert_rows rows or their oldest span is max_age old; the insert reads
-// them through the file() table function, which design.md measured as far
-// cheaper than data inline in the query text. One large part per insert is
+// them through the file() table function, which decision 0007 measured as
+// far cheaper than data inline in the query text. One large part per insert is
 // what saves the engine's CPU: the rows of small parts are merged again soon
 // after (measured in chDB: 1M rows inserted as one part 4.1-4.7 CPU-s, as
 // five parts of 200k 3.2-3.4 plus 7.6-7.9 to merge them into one).

@@ -1,6 +1,7 @@
 // The embedded engine's configuration file: the hot and cold disks and the
-// storage policy the spans table uses (design.md: "storage policies with two
-// disks and TTL ... TO VOLUME ..., ... DELETE work").
+// storage policy the spans table uses (decision 0015; docs/decisions/
+// chdb-facts.md: a policy of two disks and TTL ... TO VOLUME ..., ... DELETE
+// works).
 //
 // chDB reads it when the engine boots, i.e. at the first chdb_connect of the
 // process (--config-file=FILE); a connection opened while the engine runs

@@ -1,4 +1,4 @@
-// The spanhouse schema, generated from code (design.md, "schema rule").
+// The spanhouse schema, generated from code (decision 0009).
 //
 // One logical row per span on every ClickHouse version; the physical types
 // follow what the server supports, read once from `SELECT version()`.

@@ -1,6 +1,7 @@
 // User fields: the attributes outside the semantic conventions, which the
-// spans table also keeps in its user_fields JSON column (one path per key),
-// and how that column is written into a Native block.
+// spans table also keeps in its user_fields column (a Map of value texts from
+// schema 13, decision 0052; the JSON type, one path per key, in stores made
+// before), and how that column is written into a Native block.
 #pragma once
 
 #include <cstdint>
@@ -18,7 +19,7 @@
 namespace spanhouse::storage {
 
 // Which attribute keys are user-defined fields, copied into the spans
-// table's `user_fields` JSON column: those outside the well-known
+// table's `user_fields` column: those outside the well-known
 // semantic-convention namespaces. A key is well-known when it equals a listed
 // namespace or starts with one followed by a dot ("http" covers
 // "http.request.method"; "app.internal" covers "app.internal.x").
@@ -55,7 +56,7 @@ class UserFieldsJson {
 };
 
 // Where a span's own user-field attribute keeps its value. Every user field
-// goes to the user_fields JSON column; the question is what stays in the
+// goes to the user_fields column; the question is what stays in the
 // attribute arrays beside it.
 enum class UserFieldValues : uint8_t {
   // Key, type and value in the arrays too: schema 4, and every engine
@@ -63,7 +64,8 @@ enum class UserFieldValues : uint8_t {
   kInArrays,
   // Key and type in the arrays, the type marked (kTypeInUserFields), the
   // value empty: the value is stored once, in user_fields, and read back
-  // from there (schema 5). Only values the JSON type gives back exactly:
+  // from there (schema 5). Only values the column gives back exactly: in a
+  // Map every value but bytes (kept as base64 text); in the JSON type
   // strings, ints and doubles in their canonical text, bools; not bytes,
   // arrays, kvlists, non-finite doubles, nor a key past the block's path cap.
   kMarked,

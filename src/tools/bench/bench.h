@@ -27,7 +27,7 @@ void AddFormatsCommand(CLI::App& bench, std::function<int()>* run);
 void AddPipelineCommand(CLI::App& bench, std::function<int()>* run);
 
 // `bench storage`: bytes per span by column and table for the schema and
-// the storage layouts it was chosen against (bench_storage.cc).
+// the storage layouts it was chosen against (bench_storage*.cc).
 void AddStorageCommand(CLI::App& bench, std::function<int()>* run);
 
 // `bench query-fill`: a data directory of generated traces spread over days,
