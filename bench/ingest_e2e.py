@@ -39,6 +39,11 @@ within a run):
      off, side by side like sampling: the CPU ratio and peak RSS. With
      --recent-off disk, the index's disk tier on against off
      (query.recent_disk_bytes 0), the memory tier on in both.
+  8. catchup: an OpenSearch outage during dual-write, --bin against --side-by-side BIN at
+     --rate each (own loadgens, own index prefixes): the node stopped (SIGSTOP) for the
+     whole load and resumed after it; prints serve's CPU from the load's end until its
+     OpenSearch sink caught up (reading its backlog back from the durable queue), per
+     accepted span, and the ratio of the two builds.
 and prints per run: accepted spans/s, stored spans/s (accepted spans over
 the time until all of them were queryable), spanhouse CPU-seconds per million
 spans (user+system of the server process, chDB included), peak RSS, the RSS
@@ -52,6 +57,7 @@ Usage: bench/ingest_e2e.py [--bin build/spanhouse] [--loadgen BIN] [--duration 6
                            [--keep DIR] [--side-by-side BIN ... --rate N]
                            [--runs dual --rate N [--opensearch-url URL [--opensearch-pid PID]]]
                            [--runs sampling --rate N] [--runs tail --rate N] [--runs recent --rate N]
+                           [--runs catchup --rate N --side-by-side BIN]
 With --side-by-side, --bin and each BIN serve at the same time, each fed by
 its own loadgen at --rate spans/s: the fairest comparison of two builds on a
 machine whose speed drifts by 15% from one minute to the next.
@@ -201,12 +207,15 @@ def run(args, sink: str, with_query: bool = False, protocol: str = "http",
         server_bin: str | None = None, label: str = "", alone: bool = True,
         opensearch: OpenSearchNode | None = None, watch_sinks: bool = False,
         window: threading.Event | None = None, extra: dict | None = None,
-        loadgen_args: list[str] | None = None) -> dict:
+        loadgen_args: list[str] | None = None,
+        load_done: threading.Barrier | None = None) -> dict:
     """One serve fed by one loadgen. With `opensearch`, serve dual-writes to it and the run
     lasts until its OpenSearch sink has caught up. With `watch_sinks` (or `opensearch`),
     /metrics is read every 0.5 s (both sides of the dual run, so that both pay for it).
     `window`: the dual run sets it when it ends; the other side waits for it before reading
-    its CPU, so that both count the CPU of the same wall time (merges included)."""
+    its CPU, so that both count the CPU of the same wall time (merges included).
+    `load_done`: waited on once the load has ended (the catch-up run resumes OpenSearch
+    when every side got there); serve's CPU then is the catch-up's start."""
     server_bin = server_bin or args.bin
     work = tempfile.mkdtemp(prefix=f"spanhouse-bench-{sink}-")
     otlp, query, grpc, zipkin = free_port(), free_port(), free_port(), free_port()
@@ -300,6 +309,11 @@ def run(args, sink: str, with_query: bool = False, protocol: str = "http",
             raise SystemExit(f"loadgen printed no JSON report (exit {lg.returncode}):\n"
                              f"{lg.stdout[-2000:]}\n{lg.stderr[-2000:]}")
         accepted = report.get("spans_accepted", 0)
+        cpu_load_end = cpu_seconds(serve.pid)
+        queue_bytes = sum(f.stat().st_size for f in Path(work, "data", "queue").rglob("*")
+                          if f.is_file())
+        if load_done is not None:
+            load_done.wait()
         # The load ended when loadgen stopped sending (its --verify waits after that).
         load_end = t0 + report.get("elapsed_s", time.time() - t0)
         caught_up_s = float("nan")
@@ -347,6 +361,9 @@ def run(args, sink: str, with_query: bool = False, protocol: str = "http",
             "tail_series": tail_series,
             "opensearch": None if opensearch is None else {
                 "caught_up_s": caught_up_s,
+                # serve's CPU from the load's end until the OpenSearch sink caught up
+                "catch_up_cpu_s": cpu1 - cpu_load_end,
+                "queue_bytes_at_load_end": queue_bytes,
                 "max_lag_s": max((x[1] for x in sink_samples), default=0) / 1000,
                 "written": sink_samples[-1][3] if sink_samples else 0,
                 "cpu_s": os_cpu1 - os_cpu0,
@@ -393,6 +410,54 @@ def run_dual(args, protocol: str) -> list[dict]:
         return pair
     finally:
         node.close()
+
+
+def run_catchup(args, protocol: str) -> list[dict]:
+    """An OpenSearch outage during dual-write, two builds side by side (--bin and the
+    --side-by-side BIN), each with its own loadgen and index prefix: the node is stopped
+    (SIGSTOP) for the whole load, so each OpenSearch sink falls behind and reads its
+    backlog back from the durable queue once the node is resumed (SIGCONT) after both
+    loads; serve's CPU from the load's end until its sink caught up, per accepted span."""
+    if not args.side_by_side:
+        raise SystemExit("--runs catchup needs --side-by-side BIN (the build to compare)")
+    node = OpenSearchNode(args)
+    if not node.pid:
+        raise SystemExit("--runs catchup needs the node's pid (started here, or --opensearch-pid)")
+    resumed = threading.Barrier(3)
+    try:
+        os.kill(node.pid, signal.SIGSTOP)
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            runs = [pool.submit(run, args, "chdb", False, protocol, b, f" {tag}", False, node,
+                                True, None,
+                                {"opensearch": {"index_prefix": f"{node.prefix}-{tag}"}}, None,
+                                resumed)
+                    for b, tag in ((args.bin, "a"), (args.side_by_side[0], "b"))]
+            resumed.wait()
+            os.kill(node.pid, signal.SIGCONT)
+            pair = [r.result() for r in runs]
+        return pair
+    finally:
+        os.kill(node.pid, signal.SIGCONT)
+        node.prefix += "-*"  # both sides' indices and templates
+        node.close()
+
+
+def print_catchup(pair: list[dict]) -> None:
+    a, b = pair
+    per_m = [x["opensearch"]["catch_up_cpu_s"] / x["report"]["spans_accepted"] * 1e6
+             for x in pair]
+    print(f"\nOpenSearch outage for the whole load, then resumed, two builds side by side "
+          f"({a['report'].get('spans_per_s', 0):.0f} vs {b['report'].get('spans_per_s', 0):.0f} "
+          f"spans/s accepted):")
+    for x, m in zip(pair, per_m):
+        o = x["opensearch"]
+        caught = ("not within the wait" if o["caught_up_s"] != o["caught_up_s"]
+                  else f"{o['caught_up_s']:.1f} s")
+        print(f"  {x['sink']}: catch-up {caught} after the load, serve CPU meanwhile "
+              f"{o['catch_up_cpu_s']:.1f} s = {m:.2f} CPU-s/M spans; whole run "
+              f"{x['cpu_s_per_m']:.2f} CPU-s/M; durable queue at the load's end "
+              f"{o['queue_bytes_at_load_end'] / x['report']['spans_accepted']:.0f} bytes/span")
+    print(f"  catch-up CPU per span, b / a: {per_m[1] / per_m[0]:.3f}")
 
 
 def run_sampling(args, protocol: str) -> list[dict]:
@@ -554,7 +619,8 @@ def main() -> int:
     args = ap.parse_args()
 
     wanted = args.runs.split(",")
-    unknown = set(wanted) - {"chdb", "chdb+query", "null", "dual", "sampling", "tail", "recent"}
+    unknown = set(wanted) - {"chdb", "chdb+query", "null", "dual", "sampling", "tail", "recent",
+                             "catchup"}
     if unknown:
         ap.error(f"unknown run(s): {', '.join(sorted(unknown))}")
     protocols = args.protocol.split(",")
@@ -568,9 +634,12 @@ def main() -> int:
     if "dual" in wanted and (not args.rate or args.side_by_side):
         ap.error("--runs dual needs --rate (each server gets its own loadgen at that rate) and "
                  "compares --bin with itself (no --side-by-side)")
+    if "catchup" in wanted and (not args.rate or len(args.side_by_side) != 1):
+        ap.error("--runs catchup needs --rate and one --side-by-side BIN (the build to compare)")
     servers = [args.bin] + args.side_by_side
     results = []
     duals = []
+    catchups = []
     samplings = []
     tails = []
     recents = []
@@ -591,6 +660,10 @@ def main() -> int:
             if name == "dual":
                 duals.append(run_dual(args, protocol))
                 results.extend(duals[-1])
+                continue
+            if name == "catchup":
+                catchups.append(run_catchup(args, protocol))
+                results.extend(catchups[-1])
                 continue
             if len(servers) == 1:
                 results.append(run(args, name.split("+")[0], with_query=name.endswith("+query"),
@@ -639,6 +712,8 @@ def main() -> int:
               f"(chdb {chdb['cpu_s_per_m']:.2f} vs null {null['cpu_s_per_m']:.2f} CPU-s/M spans)")
     for pair in duals:
         print_dual(pair)
+    for pair in catchups:
+        print_catchup(pair)
     for pair in samplings:
         print_sampling(pair)
     for pair in tails:

@@ -120,27 +120,28 @@ void Server::ReadSourceEndpoint(const net::HttpRequest& req, net::HttpResponse& 
       if (fallback != "true" && fallback != "false") {
         return Fail(resp, 400, "fallback: want true or false");
       }
-      read_switch_->set_fallback(fallback == "true");
+      reading_.read_switch->set_fallback(fallback == "true");
     }
     if (has_to) {
-      if (Status st = read_switch_->SwitchTo(to); !st.ok()) return Fail(resp, 400, st.message());
+      if (Status st = reading_.read_switch->SwitchTo(to); !st.ok())
+        return Fail(resp, 400, st.message());
     }
   } else if (req.method != "GET") {
     resp.headers.emplace_back("Allow", "GET, PUT");
     return Fail(resp, 405, "method not allowed: GET or PUT");
   }
   std::string sources;
-  for (const auto& s : read_switch_->sources()) {
+  for (const auto& s : reading_.read_switch->sources()) {
     sources += (sources.empty() ? "\"" : ",\"") + s + "\"";
   }
-  resp.body =
-      fmt::format(R"({{"read_from":"{}","fallback":{},"sources":[{}]}})", read_switch_->current(),
-                  read_switch_->fallback() ? "true" : "false", sources);
+  resp.body = fmt::format(R"({{"read_from":"{}","fallback":{},"sources":[{}]}})",
+                          reading_.read_switch->current(),
+                          reading_.read_switch->fallback() ? "true" : "false", sources);
 }
 
 void Server::SpanCountsEndpoint(const net::HttpRequest& req, net::HttpResponse& resp) {
   Common c;
-  if (!ParseCommon(req, *read_switch_, true, resp, &c)) return;
+  if (!ParseCommon(req, *reading_.read_switch, true, resp, &c)) return;
   query::SpanCountQuery q;
   q.start_ns = c.start_ns;
   q.end_ns = c.end_ns;
@@ -169,7 +170,7 @@ void Server::SpanCountsEndpoint(const net::HttpRequest& req, net::HttpResponse& 
 
 void Server::SpanIdsEndpoint(const net::HttpRequest& req, net::HttpResponse& resp) {
   Common c;
-  if (!ParseCommon(req, *read_switch_, true, resp, &c)) return;
+  if (!ParseCommon(req, *reading_.read_switch, true, resp, &c)) return;
   query::SpanIdQuery q;
   q.start_ns = c.start_ns;
   q.end_ns = c.end_ns;
@@ -199,7 +200,7 @@ void Server::SpanIdsEndpoint(const net::HttpRequest& req, net::HttpResponse& res
 
 void Server::DocumentsEndpoint(const net::HttpRequest& req, net::HttpResponse& resp) {
   Common c;
-  if (!ParseCommon(req, *read_switch_, false, resp, &c)) return;
+  if (!ParseCommon(req, *reading_.read_switch, false, resp, &c)) return;
   const std::string* hex = c.q.First("trace");
   TraceId id{};
   if (hex == nullptr || !query::ParseTraceIdHex(*hex, &id)) {
@@ -255,7 +256,7 @@ void Server::ImportEndpoint(const net::HttpRequest& req, net::HttpResponse& resp
         ids.begin() + static_cast<std::ptrdiff_t>(i),
         ids.begin() + static_cast<std::ptrdiff_t>(std::min(i + 500, ids.size())));
     std::vector<query::SpanKey> existing;
-    if (Status st = reader_->SpanKeysOfTraces(chunk, &existing); !st.ok()) {
+    if (Status st = reading_.reader->SpanKeysOfTraces(chunk, &existing); !st.ok()) {
       return FailStore(resp, st, "import: reading what is stored");
     }
     stored.insert(existing.begin(), existing.end());
@@ -270,7 +271,7 @@ void Server::ImportEndpoint(const net::HttpRequest& req, net::HttpResponse& resp
   if (!fresh.empty()) {
     SpanBatch todo;
     todo.AppendSpans(batch, fresh.data(), fresh.size());
-    std::lock_guard<std::mutex> lock(import_mu_);
+    std::lock_guard<std::mutex> lock(reading_.import_mu);
     if (Status st = Import(todo, &written); !st.ok()) {
       resp.headers.emplace_back("Retry-After", "1");
       return Fail(resp, 503, "import: " + st.message());
@@ -287,7 +288,7 @@ Status Server::Import(const SpanBatch& batch, uint64_t* written) {
   // nothing (its record is replayed at the next start), and the recent index
   // sees the spans as it sees every request. Answered once they are stored.
   std::vector<std::string> targets;
-  for (const SinkSpec& spec : ServeSinks(cfg_, remote() ? shards_.size() : 1)) {
+  for (const SinkSpec& spec : ServeSinks(cfg_, remote() ? store_.shards.size() : 1)) {
     if (spec.kind != "opensearch" && spec.name != SecondarySinkName(cfg_)) {
       targets.push_back(spec.name);
     }
@@ -295,10 +296,10 @@ Status Server::Import(const SpanBatch& batch, uint64_t* written) {
   std::string record;
   batch.AppendColumnar(&record);
   sink::Ticket ticket;
-  SH_RETURN_IF_ERROR(
-      queue_->Append(WallClockNs(), codec::BodyFormat::kColumnar, record, &ticket, targets));
+  SH_RETURN_IF_ERROR(pipeline_.queue->Append(WallClockNs(), codec::BodyFormat::kColumnar, record,
+                                             &ticket, targets));
   std::promise<bool> synced;
-  queue_->OnDurable(ticket.lsn(), [&synced](bool ok) { synced.set_value(ok); });
+  pipeline_.queue->OnDurable(ticket.lsn(), [&synced](bool ok) { synced.set_value(ok); });
   if (!synced.get_future().get()) {
     return Status::Unavailable("the durable queue could not sync the import");
   }
@@ -306,17 +307,17 @@ Status Server::Import(const SpanBatch& batch, uint64_t* written) {
   copy->AppendSpans(batch, nullptr, batch.span_count());
   const size_t bytes = copy->MemoryBytes();
   Reservation reservation;
-  MemoryBudget& budget = queue_->budget();
+  MemoryBudget& budget = pipeline_.queue->budget();
   if (budget.ReserveWithin(bytes, std::chrono::seconds(5))) {
     reservation = Reservation(&budget, bytes);
-  } else if (queue_->durable()) {
+  } else if (pipeline_.queue->durable()) {
     copy.reset();  // each sink reads it back from the log as memory comes
   } else {
     return Status::Exhausted("spanhouse is at its memory limit, retry later");
   }
   const auto latch = sink::TicketLatch::Create(std::move(ticket));
-  SH_RETURN_IF_ERROR(queue_->DeliverTo(targets, std::move(copy), std::move(reservation),
-                                       latch->Take(), bytes, batch.span_count()));
+  SH_RETURN_IF_ERROR(pipeline_.queue->DeliverTo(targets, std::move(copy), std::move(reservation),
+                                                latch->Take(), bytes, batch.span_count()));
   if (!latch->WaitUntil(std::chrono::steady_clock::now() + std::chrono::minutes(2))) {
     return Status::Unavailable(fmt::format(
         "{} spans not written within 2 minutes; they are in the durable queue and will be",

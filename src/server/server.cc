@@ -15,8 +15,8 @@
 #include "server/debug_endpoints.h"
 #include "server/metrics.h"
 #include "sink/observed_sink.h"
+#include "storage/clickhouse/cluster_schema.h"
 #include "storage/clickhouse/deduplication.h"
-#include "storage/clickhouse/embedded_sink.h"
 #include "storage/clickhouse/engine_config.h"
 #include "storage/clickhouse/replica_set.h"
 #include "storage/opensearch/opensearch_reader.h"
@@ -85,8 +85,8 @@ Server::~Server() {
 
 Status Server::OpenEngine() {
   if (remote()) return OpenRemote();
-  database_ = std::string(storage::kDatabase);
-  SH_RETURN_IF_ERROR(storage::ChdbLibrary::Load(&lib_));
+  store_.database = std::string(storage::kDatabase);
+  SH_RETURN_IF_ERROR(storage::ChdbLibrary::Load(&store_.lib));
   // The engine's disks and storage policy (hot: the data directory; cold: a
   // directory or an S3 bucket), written anew at every start so it follows
   // the configuration. The engine reads it when it boots, at the first
@@ -101,15 +101,15 @@ Status Server::OpenEngine() {
   storage::CompressionOptions compression;
   compression.zstd_min_part_bytes = cfg_.storage.zstd_min_part_bytes;
   SH_RETURN_IF_ERROR(storage::WriteEngineConfig(engine_config, tiering, compression));
-  engine_args_ = storage::EngineArgs(engine_config);
+  store_.engine_args = storage::EngineArgs(engine_config);
   // One connection per writer (the sinks open theirs), one for queries and
   // one for the dependency job: chDB runs one statement at a time per
   // connection, so inserts never wait behind a slow query.
   std::vector<std::unique_ptr<storage::SqlConnection>> conns;
   SH_RETURN_IF_ERROR(OpenConnections(2, &conns));
-  read_conn_ = std::move(conns[0]);
-  job_conns_.push_back(std::move(conns[1]));
-  read_database_ = database_;
+  store_.read_conn = std::move(conns[0]);
+  store_.job_conns.push_back(std::move(conns[1]));
+  store_.read_database = store_.database;
   spdlog::info("spans move to the cold volume ({}) after {} s and are deleted after {} s",
                tiering.s3_endpoint.empty() ? tiering.cold_path : tiering.s3_endpoint,
                cfg_.storage.move_after_s, cfg_.storage.retention_s);
@@ -117,34 +117,34 @@ Status Server::OpenEngine() {
 }
 
 Status Server::OpenRemote() {
-  database_ = cfg_.clickhouse.database;
-  shards_ = ClickHouseShards(cfg_.clickhouse.shards);
-  read_database_ = shards_.size() > 1 ? database_ + "_cluster" : database_;
+  store_.database = cfg_.clickhouse.database;
+  store_.shards = ClickHouseShards(cfg_.clickhouse.shards);
+  store_.read_database = store_.shards.size() > 1 ? store_.database + "_cluster" : store_.database;
   // Like the embedded engine: queries and the dependency job on connections
   // of their own, so neither waits behind an insert.
   std::vector<std::unique_ptr<storage::SqlConnection>> conns;
   SH_RETURN_IF_ERROR(OpenConnections(1, &conns));
-  read_conn_ = std::move(conns[0]);
-  for (size_t s = 0; s < shards_.size(); ++s) {
+  store_.read_conn = std::move(conns[0]);
+  for (size_t s = 0; s < store_.shards.size(); ++s) {
     conns.clear();
     SH_RETURN_IF_ERROR(OpenConnections(1, &conns, s));
-    job_conns_.push_back(std::move(conns[0]));
+    store_.job_conns.push_back(std::move(conns[0]));
   }
   spdlog::info("ClickHouse {} at {} ({} shard(s)), database {}",
-               static_cast<storage::ReplicaSet&>(*read_conn_).version(), cfg_.clickhouse.shards,
-               shards_.size(), database_);
+               static_cast<storage::ReplicaSet&>(*store_.read_conn).version(),
+               cfg_.clickhouse.shards, store_.shards.size(), store_.database);
   return Status::Ok();
 }
 
 Status Server::OpenQueue() {
-  filter_ = std::make_unique<pipeline::SpanFilter>(FilterLimitsOf(cfg_));
+  pipeline_.filter = std::make_unique<pipeline::SpanFilter>(FilterLimitsOf(cfg_));
   pipeline::HeadSamplingOptions head;
   head.probability = cfg_.sampling.head.probability;
   ParseServiceProbabilities(cfg_.sampling.head.services, &head.services);  // validated
   auto sampler = std::make_unique<pipeline::HeadSampler>(std::move(head));
   if (sampler->active()) {
-    head_sampler_ = std::move(sampler);
-    filter_->set_sampler(head_sampler_.get());
+    pipeline_.head_sampler = std::move(sampler);
+    pipeline_.filter->set_sampler(pipeline_.head_sampler.get());
     spdlog::info("head sampling: {} of traces kept{}", cfg_.sampling.head.probability,
                  cfg_.sampling.head.services.empty()
                      ? ""
@@ -156,8 +156,9 @@ Status Server::OpenQueue() {
     pipeline::TailSamplingOptions tail;
     tail.decision_wait_ns = cfg_.sampling.tail.decision_wait_ms * 1000000ull;
     tail.keep_ns = cfg_.sampling.tail.keep_ms * 1000000ull;
-    tail_sampler_ = std::make_unique<pipeline::TailSampler>(tail, std::move(policies), &budget_);
-    filter_->set_tail(tail_sampler_.get());
+    pipeline_.tail_sampler =
+        std::make_unique<pipeline::TailSampler>(tail, std::move(policies), &pipeline_.budget);
+    pipeline_.filter->set_tail(pipeline_.tail_sampler.get());
     spdlog::info("tail sampling: {} (decided {} ms after a trace's first span)",
                  cfg_.sampling.tail.policies, cfg_.sampling.tail.decision_wait_ms);
   }
@@ -171,38 +172,42 @@ Status Server::OpenQueue() {
   if (!d.log.fsync_always) {
     d.log.fsync_interval = std::chrono::milliseconds(std::stoull(cfg_.durable.fsync));
   }
-  SH_RETURN_IF_ERROR(pipeline::durable::DurableQueue::Open(d, budget_, filter_.get(), &queue_));
+  SH_RETURN_IF_ERROR(pipeline::durable::DurableQueue::Open(
+      d, pipeline_.budget, pipeline_.filter.get(), &pipeline_.queue));
   if (cfg_.dedup.enabled) {
     pipeline::DedupOptions o;
     o.window_s = static_cast<uint32_t>(cfg_.dedup.window_s);
     o.max_bytes = cfg_.dedup.max_bytes;
     o.dir = std::filesystem::absolute(DedupDir(cfg_)).lexically_normal().string();
     const uint64_t now = WallClockNs();
-    SH_RETURN_IF_ERROR(pipeline::DedupIndex::Open(o, now, &dedup_));
+    SH_RETURN_IF_ERROR(pipeline::DedupIndex::Open(o, now, &pipeline_.dedup));
     // The queue's records are stored or will be (the replay); their keys
     // are in the files unless the process ended between a record's sync and
     // the keys' write, or its sync failed after the record reached the disk.
     // Read as a replay reads them, without tail sampling's marks.
-    pipeline::TailSampler* tail = filter_->tail();
-    filter_->set_tail(nullptr);
-    queue_->ForEachLoggedRequest([&](const SpanBatch& b) { dedup_->Note(b, now); });
-    filter_->set_tail(tail);
+    pipeline::TailSampler* tail = pipeline_.filter->tail();
+    pipeline_.filter->set_tail(nullptr);
+    pipeline_.queue->ForEachLoggedRequest(
+        [&](const SpanBatch& b) { pipeline_.dedup->Note(b, now); });
+    pipeline_.filter->set_tail(tail);
   }
-  if (tail_sampler_ != nullptr) {
-    tail_window_ = std::make_unique<pipeline::TailWindow>(*tail_sampler_, *queue_);
-    queue_->set_tail_window(tail_window_.get());
+  if (pipeline_.tail_sampler != nullptr) {
+    writing_.tail_window =
+        std::make_unique<pipeline::TailWindow>(*pipeline_.tail_sampler, *pipeline_.queue);
+    pipeline_.queue->set_tail_window(writing_.tail_window.get());
   }
   return Status::Ok();
 }
 
 Status Server::EnsureStore() {
   if (remote()) return EnsureRemoteStore();
-  SH_RETURN_IF_ERROR(EnsureDatabase(database_, "chdb", &caps_));
+  SH_RETURN_IF_ERROR(EnsureDatabase(store_.database, "chdb", &store_.caps));
   if (cfg_.secondary.type == "chdb") {
     storage::Capabilities caps;
     SH_RETURN_IF_ERROR(EnsureDatabase(cfg_.secondary.database, SecondarySinkName(cfg_), &caps));
   }
-  spdlog::info("embedded ClickHouse {}.{} ready in {}/clickhouse", caps_.major, caps_.minor, dir_);
+  spdlog::info("embedded ClickHouse {}.{} ready in {}/clickhouse", store_.caps.major,
+               store_.caps.minor, dir_);
   return Status::Ok();
 }
 
@@ -216,12 +221,12 @@ Status Server::EnsureDatabase(const std::string& database, const std::string& si
   schema.tiered = !remote();
   schema.move_after_s = cfg_.storage.move_after_s;
   schema.retention_s = cfg_.storage.retention_s;
-  if (queue_->durable()) {
+  if (pipeline_.queue->durable()) {
     // A copying upgrade starts the tables' deduplication history afresh:
     // the sink's sealed, unfinished blocks go into the old tables first.
     schema.before_copy = [this, database, sink](const storage::Capabilities& c) -> Status {
       SH_RETURN_IF_ERROR(storage::EnableInsertDeduplication(
-          *read_conn_, c, storage::kDeduplicationWindow, database));
+          *store_.read_conn, c, storage::kDeduplicationWindow, database));
       SinkContext ctx = SinkContextOf();
       ctx.caps = c;
       std::unique_ptr<sink::Sink> upgrade;
@@ -231,133 +236,52 @@ Status Server::EnsureDatabase(const std::string& database, const std::string& si
                                    .writers = 1,
                                    .spool_dir = dir_ + "/spool-upgrade"},
                                   ctx, &upgrade));
-      return queue_->ReplaySealedBlocks(*upgrade);
+      return pipeline_.queue->ReplaySealedBlocks(*upgrade);
     };
   }
-  SH_RETURN_IF_ERROR(storage::EnsureSchema(*read_conn_, caps, schema));
-  if (!queue_->durable()) return Status::Ok();
-  return storage::EnableInsertDeduplication(*read_conn_, *caps, storage::kDeduplicationWindow,
+  SH_RETURN_IF_ERROR(storage::EnsureSchema(*store_.read_conn, caps, schema));
+  if (!pipeline_.queue->durable()) return Status::Ok();
+  return storage::EnableInsertDeduplication(*store_.read_conn, *caps, storage::kDeduplicationWindow,
                                             database);
 }
 
 Status Server::WaitForRemoteSchema() {
-  caps_ =
-      storage::Capabilities::FromVersion(static_cast<storage::ReplicaSet&>(*read_conn_).version());
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(10);
-  for (size_t s = 0; s < job_conns_.size(); ++s) {
-    for (bool logged = false;; logged = true) {
-      storage::QueryResult r;
-      const Status st = job_conns_[s]->Query(
-          fmt::format("SELECT max(version) FROM {}.schema_version", database_), "TSV", &r);
-      if (st.ok() && std::strtoul(r.data.c_str(), nullptr, 10) >= storage::kSchemaVersion) break;
-      if (std::chrono::steady_clock::now() > deadline) {
-        return Status::Unavailable(fmt::format(
-            "ClickHouse shard {}: the schema of database {} is not at version {} after 10 "
-            "minutes; the spanhouse with clickhouse.run_jobs true makes it so ({})",
-            s + 1, database_, storage::kSchemaVersion,
-            st.ok() ? "at " + r.data.substr(0, r.data.find('\n')) : st.message()));
-      }
-      if (!logged) {
-        spdlog::info("waiting for the schema of shard {} (clickhouse.run_jobs is false here)",
-                     s + 1);
-      }
-      std::this_thread::sleep_for(std::chrono::seconds(1));
-    }
-  }
-  spdlog::info("ClickHouse {}.{}: schema {} found in database {}", caps_.major, caps_.minor,
-               storage::kSchemaVersion, database_);
+  store_.caps = storage::Capabilities::FromVersion(
+      static_cast<storage::ReplicaSet&>(*store_.read_conn).version());
+  SH_RETURN_IF_ERROR(
+      storage::WaitForClusterSchema(store_.job_conns, store_.database, std::chrono::minutes(10)));
+  spdlog::info("ClickHouse {}.{}: schema {} found in database {}", store_.caps.major,
+               store_.caps.minor, storage::kSchemaVersion, store_.database);
   return Status::Ok();
 }
 
 Status Server::EnsureRemoteStore() {
   if (!cfg_.clickhouse.run_jobs) return WaitForRemoteSchema();
-  const bool one_server = shards_.size() == 1 && shards_[0].size() == 1;
+  const bool one_server = store_.shards.size() == 1 && store_.shards[0].size() == 1;
   if (one_server) {
-    SH_RETURN_IF_ERROR(EnsureDatabase(database_, "clickhouse", &caps_));
-    spdlog::info("ClickHouse {}.{}: schema {} ready in database {}", caps_.major, caps_.minor,
-                 storage::kSchemaVersion, database_);
+    SH_RETURN_IF_ERROR(EnsureDatabase(store_.database, "clickhouse", &store_.caps));
+    spdlog::info("ClickHouse {}.{}: schema {} ready in database {}", store_.caps.major,
+                 store_.caps.minor, storage::kSchemaVersion, store_.database);
     return Status::Ok();
   }
-  // A cluster: each replica of each shard gets the tables (replicated when
-  // a shard has several replicas) and, with several shards, the Distributed
-  // tables reads go through. A replica that cannot be reached is skipped
-  // (it needs the schema before it takes writes: start spanhouse again once
-  // it is back); a shard with none reachable stops the start.
-  bool replicated = false;
-  for (const auto& shard : shards_) replicated = replicated || shard.size() > 1;
-  bool have_caps = false;
-  for (size_t s = 0; s < shards_.size(); ++s) {
-    size_t ready = 0;
-    std::string errors;
-    for (const std::string& url : shards_[s]) {
-      const storage::RemoteOptions o = RemoteOptionsOf(cfg_, url);
-      std::unique_ptr<storage::RemoteConnection> conn;
-      Status st = storage::RemoteConnection::Open(o, &conn);
-      if (st.code() == StatusCode::kUnavailable) {
-        spdlog::warn("ClickHouse replica {} of shard {} unreachable at start: {}", url, s + 1,
-                     st.message());
-        errors += (errors.empty() ? "" : "; ") + st.message();
-        continue;
-      }
-      SH_RETURN_IF_ERROR(st);
-      // An upgrade that copies tables is not run across replicas and shards
-      // yet: a schema older than the in-place ones (which only create what is
-      // missing) stops the start, untouched.
-      storage::QueryResult version;
-      if (conn->Query(fmt::format("SELECT max(version) FROM {}.schema_version", database_), "TSV",
-                      &version)
-              .ok() &&
-          std::strtoul(version.data.c_str(), nullptr, 10) < storage::kInPlaceFromSchemaVersion) {
-        return Status::Internal(fmt::format(
-            "ClickHouse {}: database {} has schema {}, this spanhouse writes {}; upgrading a "
-            "cluster's schema is not supported yet (one server is upgraded at start)",
-            url, database_, version.data.substr(0, version.data.find('\n')),
-            storage::kSchemaVersion));
-      }
-      storage::SchemaOptions schema;
-      schema.database = database_;
-      schema.metrics_retention_days = static_cast<uint32_t>(cfg_.metrics.retention_days);
-      schema.retention_s = cfg_.storage.retention_s;
-      if (replicated) schema.replicated_path = "/clickhouse/tables/{shard}";
-      // No copy across servers: a spans table made before schema 11 keeps
-      // its two id columns, and the shard's writers write those.
-      schema.copy_spans = false;
-      storage::Capabilities caps;
-      if (st = storage::EnsureSchema(*conn, &caps, schema); !st.ok()) {
-        return {st.code(), fmt::format("ClickHouse {}: {}", url, st.message())};
-      }
-      if (have_caps && (caps.major != caps_.major || caps.minor != caps_.minor)) {
-        spdlog::warn("ClickHouse {} is {}.{}, others {}.{}: spans are encoded for the first", url,
-                     caps.major, caps.minor, caps_.major, caps_.minor);
-      }
-      if (!have_caps) caps_ = caps;
-      have_caps = true;
-      if (shards_.size() > 1) {
-        for (const std::string& sql :
-             storage::DistributedDdl(cfg_.clickhouse.cluster, database_, read_database_)) {
-          if (st = conn->Query(sql, ""); !st.ok()) {
-            return {st.code(), fmt::format("ClickHouse {}: {}\nin: {}", url, st.message(), sql)};
-          }
-        }
-      }
-      ++ready;
-    }
-    if (ready == 0) {
-      return Status::Unavailable(
-          fmt::format("ClickHouse shard {}: no replica reachable: {}", s + 1, errors));
-    }
+  storage::ClusterSchemaOptions o;
+  for (const auto& shard : store_.shards) {
+    auto& replicas = o.shards.emplace_back();
+    for (const std::string& url : shard) replicas.push_back(RemoteOptionsOf(cfg_, url));
   }
-  spdlog::info("ClickHouse {}.{}: schema {} ready in database {} on {} shard(s){}", caps_.major,
-               caps_.minor, storage::kSchemaVersion, database_, shards_.size(),
-               replicated ? ", replicated" : "");
-  return Status::Ok();
+  o.cluster = cfg_.clickhouse.cluster;
+  o.database = store_.database;
+  o.read_database = store_.read_database;
+  o.metrics_retention_days = static_cast<uint32_t>(cfg_.metrics.retention_days);
+  o.retention_s = cfg_.storage.retention_s;
+  return storage::EnsureClusterSchema(o, &store_.caps);
 }
 
 Status Server::OpenConnections(size_t n, std::vector<std::unique_ptr<storage::SqlConnection>>* out,
                                size_t shard) {
   if (remote()) {
     std::vector<storage::RemoteOptions> replicas;
-    for (const std::string& url : shards_.at(shard)) {
+    for (const std::string& url : store_.shards.at(shard)) {
       replicas.push_back(RemoteOptionsOf(cfg_, url));
     }
     for (size_t i = 0; i < n; ++i) {
@@ -369,7 +293,8 @@ Status Server::OpenConnections(size_t n, std::vector<std::unique_ptr<storage::Sq
   }
   for (size_t i = 0; i < n; ++i) {
     std::unique_ptr<storage::ChdbConnection> c;
-    SH_RETURN_IF_ERROR(storage::ChdbConnection::Open(lib_, dir_ + "/clickhouse", engine_args_, &c));
+    SH_RETURN_IF_ERROR(
+        storage::ChdbConnection::Open(store_.lib, dir_ + "/clickhouse", store_.engine_args, &c));
     out->push_back(std::move(c));
   }
   return Status::Ok();
@@ -379,26 +304,26 @@ SinkContext Server::SinkContextOf() {
   SinkContext ctx;
   ctx.cfg = &cfg_;
   ctx.dir = dir_;
-  ctx.caps = caps_;
+  ctx.caps = store_.caps;
   ctx.connect = [this](size_t n, size_t shard,
                        std::vector<std::unique_ptr<storage::SqlConnection>>* out) {
     return OpenConnections(n, out, shard);
   };
-  ctx.opensearch = opensearch_;
+  ctx.opensearch = store_.opensearch;
   return ctx;
 }
 
 Status Server::MakeSinks() {
   if (cfg_.secondary.type == "opensearch") SH_RETURN_IF_ERROR(OpenOpenSearch());
   const SinkContext ctx = SinkContextOf();
-  for (SinkSpec& spec : ServeSinks(cfg_, remote() ? shards_.size() : 1)) {
+  for (SinkSpec& spec : ServeSinks(cfg_, remote() ? store_.shards.size() : 1)) {
     if (spec.kind == "chdb" || spec.kind == "clickhouse") {
-      faults_.push_back({spec.name, std::make_unique<storage::SinkFaults>()});
-      spec.faults = faults_.back().faults.get();
+      writing_.faults.push_back({spec.name, std::make_unique<storage::SinkFaults>()});
+      spec.faults = writing_.faults.back().faults.get();
     }
     std::unique_ptr<sink::Sink> made;
     SH_RETURN_IF_ERROR(MakeSink(spec, ctx, &made));
-    sinks_.push_back(std::move(made));
+    writing_.sinks.push_back(std::move(made));
   }
   if (cfg_.secondary.type == "opensearch") {
     spdlog::info("dual-write: every accepted span also goes to OpenSearch {} (index prefix '{}')",
@@ -411,20 +336,21 @@ Status Server::MakeSinks() {
         .max_age = std::chrono::seconds(
             // Nothing is answered from memory past the retention that deleted it from the store.
             std::min(cfg_.query.recent_max_age_s, cfg_.storage.retention_s)),
-        .log = queue_->log(),
-        .filter = queue_->filter(),
+        .log = pipeline_.queue->log(),
+        .filter = pipeline_.queue->filter(),
         .disk_max_bytes = cfg_.query.recent_disk_bytes};
-    recent_ = std::make_unique<query::RecentTraces>(o, &budget_, WallClockNs());
+    writing_.recent = std::make_unique<query::RecentTraces>(o, &pipeline_.budget, WallClockNs());
     // The primary sees every span (on a cluster, each shard's sink is handed
     // all of them and keeps its own).
-    sinks_.front() = std::make_unique<sink::ObservedSink>(std::move(sinks_.front()), *recent_);
+    writing_.sinks.front() =
+        std::make_unique<sink::ObservedSink>(std::move(writing_.sinks.front()), *writing_.recent);
   }
-  for (auto& s : sinks_) queue_->AddSink(*s);
+  for (auto& s : writing_.sinks) pipeline_.queue->AddSink(*s);
   return Status::Ok();
 }
 
 Status Server::OpenOpenSearch() {
-  if (opensearch_ != nullptr || cfg_.opensearch.urls.empty()) return Status::Ok();
+  if (store_.opensearch != nullptr || cfg_.opensearch.urls.empty()) return Status::Ok();
   storage::opensearch::OpenSearchOptions o;
   o.urls = OpenSearchUrls(cfg_.opensearch.urls);
   o.user = cfg_.opensearch.user;
@@ -433,18 +359,18 @@ Status Server::OpenOpenSearch() {
   o.timeout = std::chrono::seconds(cfg_.opensearch.timeout_s);
   std::unique_ptr<storage::opensearch::OpenSearchClient> c;
   SH_RETURN_IF_ERROR(storage::opensearch::OpenSearchClient::Create(o, &c));
-  opensearch_ = std::move(c);
+  store_.opensearch = std::move(c);
   return Status::Ok();
 }
 
 void Server::Reload(const Config& fresh) {
-  if (fresh.query.read_from != read_switch_->current()) {
-    if (Status st = read_switch_->SwitchTo(fresh.query.read_from); !st.ok()) {
+  if (fresh.query.read_from != reading_.read_switch->current()) {
+    if (Status st = reading_.read_switch->SwitchTo(fresh.query.read_from); !st.ok()) {
       spdlog::error("reload: query.read_from: {} (reads stay on {})", st.message(),
-                    read_switch_->current());
+                    reading_.read_switch->current());
     }
   }
-  read_switch_->set_fallback(fresh.query.fallback);
+  reading_.read_switch->set_fallback(fresh.query.fallback);
   // Everything else is read once, at start.
   Config applied = cfg_;
   applied.query.read_from = fresh.query.read_from;
@@ -455,9 +381,9 @@ void Server::Reload(const Config& fresh) {
     spdlog::warn(
         "reload: applied query.read_from ({}) and query.fallback; other changed keys "
         "take effect at the next start",
-        read_switch_->current());
+        reading_.read_switch->current());
   } else {
-    spdlog::info("reload: reads from {}, fallback {}", read_switch_->current(),
+    spdlog::info("reload: reads from {}, fallback {}", reading_.read_switch->current(),
                  fresh.query.fallback ? "on" : "off");
   }
 }
@@ -466,34 +392,36 @@ void Server::MakeQueryApi() {
   storage::DependencyJobOptions job;
   job.interval = std::chrono::seconds(cfg_.dependencies.interval_s);
   job.lag = std::chrono::seconds(cfg_.dependencies.lag_s);
-  job.database = database_;
+  job.database = store_.database;
   // With several spanhouse nodes on one cluster, one runs the job.
   if (!remote() || cfg_.clickhouse.run_jobs) {
-    for (auto& conn : job_conns_) {
-      dependency_jobs_.push_back(std::make_unique<storage::DependencyJob>(*conn, job));
+    for (auto& conn : store_.job_conns) {
+      writing_.dependency_jobs.push_back(std::make_unique<storage::DependencyJob>(*conn, job));
     }
   }
-  reader_ = std::make_unique<storage::ChdbSpanReader>(
-      *read_conn_, caps_,
+  reading_.reader = std::make_unique<storage::ChdbSpanReader>(
+      *store_.read_conn, store_.caps,
       storage::ReaderLimits{.max_execution_s = static_cast<uint32_t>(cfg_.query.timeout_s),
                             .max_spans = cfg_.query.max_trace_spans,
                             .max_rows = cfg_.query.max_rows},
-      storage::StorageLayout{}, read_database_, read_database_ != database_);
-  if (opensearch_ != nullptr) {
+      storage::StorageLayout{}, store_.read_database, store_.read_database != store_.database);
+  if (store_.opensearch != nullptr) {
     storage::opensearch::ReaderOptions o;
     o.index_prefix = cfg_.opensearch.index_prefix;
     o.max_spans = cfg_.query.max_trace_spans;
     o.max_rows = cfg_.query.max_rows;
     o.timeout = std::chrono::seconds(cfg_.query.timeout_s);
-    opensearch_reader_ = std::make_unique<storage::opensearch::OpenSearchReader>(opensearch_, o);
+    reading_.opensearch_reader =
+        std::make_unique<storage::opensearch::OpenSearchReader>(store_.opensearch, o);
   }
   // Reads: the primary's store, and OpenSearch when configured; the query
   // API reads through the switch between them.
-  std::vector<query::ReadSource> sources{{"clickhouse", reader_.get()}};
-  if (opensearch_reader_ != nullptr) sources.push_back({"opensearch", opensearch_reader_.get()});
+  std::vector<query::ReadSource> sources{{"clickhouse", reading_.reader.get()}};
+  if (reading_.opensearch_reader != nullptr)
+    sources.push_back({"opensearch", reading_.opensearch_reader.get()});
   size_t current = 0;
   if (cfg_.query.read_from == "opensearch" && sources.size() > 1) current = 1;
-  read_switch_ =
+  reading_.read_switch =
       std::make_unique<query::ReadSwitch>(std::move(sources), current, cfg_.query.fallback,
                                           std::chrono::milliseconds(cfg_.query.fallback_after_ms));
   query::AdminHooks hooks;
@@ -514,21 +442,24 @@ void Server::MakeQueryApi() {
     spdlog::warn("fault injection is enabled (debug.fault_injection): POST /debug/sink");
     hooks.debug = [this](const net::HttpRequest& req, net::HttpResponse& resp) {
       std::vector<DebugSink> sinks;
-      for (const auto& f : faults_) sinks.push_back({f.sink, f.faults.get()});
-      HandleDebug(req, resp, DebugStore{read_conn_.get(), read_database_, caps_}, sinks);
+      for (const auto& f : writing_.faults) sinks.push_back({f.sink, f.faults.get()});
+      HandleDebug(req, resp, DebugStore{store_.read_conn.get(), store_.read_database, store_.caps},
+                  sinks);
     };
   }
   hooks.ui = ui::ServeUi;
-  query::SpanReader* api_reader = read_switch_.get();
-  if (recent_ != nullptr) {
+  query::SpanReader* api_reader = reading_.read_switch.get();
+  if (writing_.recent != nullptr) {
     // The store is this process's alone when it is embedded and nothing
     // else answers reads (imports are shown to the index too).
-    query::RecentReaderOptions o{.sole_writer = !remote() && opensearch_reader_ == nullptr &&
-                                                read_database_ == database_};
-    recent_reader_ = std::make_unique<query::RecentReader>(*read_switch_, *recent_, o);
-    api_reader = recent_reader_.get();
+    query::RecentReaderOptions o{.sole_writer = !remote() &&
+                                                reading_.opensearch_reader == nullptr &&
+                                                store_.read_database == store_.database};
+    reading_.recent_reader =
+        std::make_unique<query::RecentReader>(*reading_.read_switch, *writing_.recent, o);
+    api_reader = reading_.recent_reader.get();
   }
-  query_api_ = std::make_unique<query::QueryApi>(
+  reading_.query_api = std::make_unique<query::QueryApi>(
       query::QueryApiOptions{cfg_.query.listen, 2, security_.query->Authorizer(),
                              security_.query_tls},
       *api_reader, std::move(hooks));
@@ -539,17 +470,18 @@ void Server::MakeReceivers() {
   intake.max_body_bytes = cfg_.otlp_http.max_body_bytes;
   intake.max_spans_per_request = cfg_.otlp_http.max_spans_per_request;
   intake.memory_wait = std::chrono::milliseconds(cfg_.queue.wait_ms);
-  intake.dedup = dedup_.get();
+  intake.dedup = pipeline_.dedup.get();
   // Every receiver: the same limits, guard, TLS and intake (each its own
   // counters); an empty address turns Zipkin or OTLP/gRPC off.
   receivers::HttpListenerOptions http{.address = cfg_.otlp_http.listen,
                                       .threads = cfg_.otlp_http.threads,
                                       .authorize = security_.ingest->Authorizer(),
                                       .tls = security_.ingest_tls};
-  otlp_http_ = std::make_unique<receivers::OtlpHttpReceiver>(http, intake, *queue_);
+  receivers_.otlp_http =
+      std::make_unique<receivers::OtlpHttpReceiver>(http, intake, *pipeline_.queue);
   if (!cfg_.zipkin.listen.empty()) {
     http.address = cfg_.zipkin.listen;
-    zipkin_ = std::make_unique<receivers::ZipkinReceiver>(http, intake, *queue_);
+    receivers_.zipkin = std::make_unique<receivers::ZipkinReceiver>(http, intake, *pipeline_.queue);
   }
   if (!cfg_.otlp_grpc.listen.empty()) {
     receivers::OtlpGrpcOptions g;
@@ -558,19 +490,19 @@ void Server::MakeReceivers() {
     g.authorize = security_.ingest->Authorizer();
     g.tls_cert_pem = security_.ingest_cert_pem;
     g.tls_key_pem = security_.ingest_key_pem;
-    otlp_grpc_ = std::make_unique<receivers::OtlpGrpcReceiver>(g, *queue_);
+    receivers_.otlp_grpc = std::make_unique<receivers::OtlpGrpcReceiver>(g, *pipeline_.queue);
   }
 }
 
 Status Server::Start() {
-  for (auto& s : sinks_) SH_RETURN_IF_ERROR(s->Start());
+  for (auto& s : writing_.sinks) SH_RETURN_IF_ERROR(s->Start());
   // What the last process accepted and did not store, before anything new.
-  queue_->Start();
-  for (auto& job : dependency_jobs_) job->Start();
-  SH_RETURN_IF_ERROR(query_api_->Start());
-  SH_RETURN_IF_ERROR(otlp_http_->Start());
-  if (otlp_grpc_ != nullptr) SH_RETURN_IF_ERROR(otlp_grpc_->Start());
-  if (zipkin_ != nullptr) SH_RETURN_IF_ERROR(zipkin_->Start());
+  pipeline_.queue->Start();
+  for (auto& job : writing_.dependency_jobs) job->Start();
+  SH_RETURN_IF_ERROR(reading_.query_api->Start());
+  SH_RETURN_IF_ERROR(receivers_.otlp_http->Start());
+  if (receivers_.otlp_grpc != nullptr) SH_RETURN_IF_ERROR(receivers_.otlp_grpc->Start());
+  if (receivers_.zipkin != nullptr) SH_RETURN_IF_ERROR(receivers_.zipkin->Start());
   spdlog::info("{}", Listening());
   ready_ = true;
   spdlog::info("spanhouse ready");
@@ -580,51 +512,60 @@ Status Server::Start() {
 std::string Server::Listening() const {
   const std::string token = security_.ingest->enabled() ? ", token required" : "";
   std::string sinks;
-  for (const auto& s : sinks_) sinks += (sinks.empty() ? "" : ", ") + s->name();
+  for (const auto& s : writing_.sinks) sinks += (sinks.empty() ? "" : ", ") + s->name();
   std::string out = fmt::format(
       "OTLP/HTTP on {} (port {}, {}{}), query API on {} (port {}, {}{}), sinks: {} ({} "
       "writer(s))",
-      cfg_.otlp_http.listen, otlp_http_->port(), security_.ingest_tls ? "https" : "http", token,
-      cfg_.query.listen, query_api_->port(), security_.query_tls ? "https" : "http",
+      cfg_.otlp_http.listen, receivers_.otlp_http->port(), security_.ingest_tls ? "https" : "http",
+      token, cfg_.query.listen, reading_.query_api->port(), security_.query_tls ? "https" : "http",
       security_.query->enabled() ? ", token required" : "", sinks, cfg_.writer.threads);
-  if (otlp_grpc_ != nullptr) {
-    out +=
-        fmt::format("; OTLP/gRPC on {} (port {}, {}{})", cfg_.otlp_grpc.listen, otlp_grpc_->port(),
-                    security_.ingest_cert_pem.empty() ? "plaintext" : "TLS", token);
+  if (receivers_.otlp_grpc != nullptr) {
+    out += fmt::format("; OTLP/gRPC on {} (port {}, {}{})", cfg_.otlp_grpc.listen,
+                       receivers_.otlp_grpc->port(),
+                       security_.ingest_cert_pem.empty() ? "plaintext" : "TLS", token);
   }
-  if (zipkin_ != nullptr) {
-    out += fmt::format("; Zipkin v2 on {} (port {}, {}{})", cfg_.zipkin.listen, zipkin_->port(),
-                       security_.ingest_tls ? "https" : "http", token);
+  if (receivers_.zipkin != nullptr) {
+    out += fmt::format("; Zipkin v2 on {} (port {}, {}{})", cfg_.zipkin.listen,
+                       receivers_.zipkin->port(), security_.ingest_tls ? "https" : "http", token);
   }
   return out;
+}
+
+void Server::Receivers::Stop() {
+  if (otlp_http != nullptr) otlp_http->Stop();
+  if (otlp_grpc != nullptr) otlp_grpc->Stop();
+  if (zipkin != nullptr) zipkin->Stop();
+}
+
+void Server::Store::Close() {
+  for (auto& conn : job_conns) conn->Close();
+  if (read_conn != nullptr) read_conn->Close();
 }
 
 int Server::Stop() {
   if (stopped_) return 0;
   stopped_ = true;
   stopping_ = true;
-  // The data's direction: intake first, then what is queued is written.
-  if (otlp_http_ != nullptr) otlp_http_->Stop();
-  if (otlp_grpc_ != nullptr) otlp_grpc_->Stop();
-  if (zipkin_ != nullptr) zipkin_->Stop();
+  // The stages in the data's direction: intake first, then what is queued
+  // is written, then reads and jobs end, then the log and the stores close.
+  receivers_.Stop();
   // Traces still open are decided with what arrived; their spans go on.
-  if (tail_window_ != nullptr) tail_window_->Flush();
-  if (queue_ != nullptr) queue_->StopBacklogs();
+  if (writing_.tail_window != nullptr) writing_.tail_window->Flush();
+  if (pipeline_.queue != nullptr) pipeline_.queue->StopBacklogs();
   uint64_t written = 0;
   uint64_t lost = 0;
   uint64_t left = 0;
-  for (auto& s : sinks_) {
+  for (auto& s : writing_.sinks) {
     s->Drain();
     written += s->stats().rows_written.load();
     lost += s->stats().rows_lost.load();
     left += s->stats().rows_left_queued.load();
   }
-  if (query_api_ != nullptr) query_api_->Stop();
-  for (auto& job : dependency_jobs_) job->Stop();
-  if (queue_ != nullptr) queue_->Close();
-  for (auto& conn : job_conns_) conn->Close();
-  if (read_conn_ != nullptr) read_conn_->Close();
-  if (!sinks_.empty()) {
+  if (reading_.query_api != nullptr) reading_.query_api->Stop();
+  for (auto& job : writing_.dependency_jobs) job->Stop();
+  if (pipeline_.queue != nullptr) pipeline_.queue->Close();
+  store_.Close();
+  if (!writing_.sinks.empty()) {
     spdlog::info("flushed: {} spans written, {} lost, {} left in the durable queue", written, lost,
                  left);
   }
@@ -662,18 +603,18 @@ std::string Server::SamplingJson() const {
   };
   uint64_t kept = 0, dropped = 0, kept_spans = 0, dropped_spans = 0;
   double kept_share = 1;
-  if (head_sampler_ != nullptr) {
-    const pipeline::HeadSamplingStats& st = head_sampler_->stats();
+  if (pipeline_.head_sampler != nullptr) {
+    const pipeline::HeadSamplingStats& st = pipeline_.head_sampler->stats();
     kept = st.kept_traces.load();
     dropped = st.dropped_traces.load();
     kept_spans = st.kept_spans.load();
     dropped_spans = st.dropped_spans.load();
     kept_share = share(kept, dropped);
   }
-  if (tail_sampler_ == nullptr) {
+  if (pipeline_.tail_sampler == nullptr) {
     out += "null";
   } else {
-    const pipeline::TailPolicies& p = tail_sampler_->policies();
+    const pipeline::TailPolicies& p = pipeline_.tail_sampler->policies();
     out += R"({"policies":)";
     codec::AppendJsonString(out, cfg_.sampling.tail.policies);
     out += fmt::format(R"(,"decisionWaitMs":{},"kept":{{)", cfg_.sampling.tail.decision_wait_ms);
@@ -687,11 +628,11 @@ std::string Server::SamplingJson() const {
     const double tail_share = share(tail_kept, p.dropped());
     out += fmt::format(R"(}},"dropped":{},"keptShare":{}}})", p.dropped(),
                        tail_share < 0 ? std::string("null") : fmt::format("{}", tail_share));
-    if (head_sampler_ == nullptr) {
+    if (pipeline_.head_sampler == nullptr) {
       kept = tail_kept;
       dropped = p.dropped();
-      kept_spans = tail_sampler_->stats().kept_spans.load();
-      dropped_spans = tail_sampler_->stats().dropped_spans.load();
+      kept_spans = pipeline_.tail_sampler->stats().kept_spans.load();
+      dropped_spans = pipeline_.tail_sampler->stats().dropped_spans.load();
     }
     kept_share = kept_share < 0 || tail_share < 0 ? -1 : kept_share * tail_share;
   }
@@ -705,26 +646,29 @@ std::string Server::SamplingJson() const {
 std::string Server::Metrics() {
   PromText out;
   MetricsSources m;
-  if (otlp_http_ != nullptr) {
-    m.receivers.push_back({"otlp_http", &otlp_http_->stats(), &otlp_http_->http_stats()});
+  if (receivers_.otlp_http != nullptr) {
+    m.receivers.push_back(
+        {"otlp_http", &receivers_.otlp_http->stats(), &receivers_.otlp_http->http_stats()});
   }
-  if (otlp_grpc_ != nullptr) m.receivers.push_back({"otlp_grpc", &otlp_grpc_->stats(), nullptr});
-  if (zipkin_ != nullptr) {
-    m.receivers.push_back({"zipkin", &zipkin_->stats(), &zipkin_->http_stats()});
+  if (receivers_.otlp_grpc != nullptr)
+    m.receivers.push_back({"otlp_grpc", &receivers_.otlp_grpc->stats(), nullptr});
+  if (receivers_.zipkin != nullptr) {
+    m.receivers.push_back(
+        {"zipkin", &receivers_.zipkin->stats(), &receivers_.zipkin->http_stats()});
   }
-  m.filter = &filter_->stats();
-  m.head_sampler = head_sampler_.get();
-  m.tail_sampler = tail_sampler_.get();
-  m.tail_window = tail_window_.get();
-  m.budget = &budget_;
-  for (const auto& s : sinks_) m.sinks.push_back(s.get());
-  m.queue = queue_.get();
-  m.dedup = dedup_.get();
+  m.filter = &pipeline_.filter->stats();
+  m.head_sampler = pipeline_.head_sampler.get();
+  m.tail_sampler = pipeline_.tail_sampler.get();
+  m.tail_window = writing_.tail_window.get();
+  m.budget = &pipeline_.budget;
+  for (const auto& s : writing_.sinks) m.sinks.push_back(s.get());
+  m.queue = pipeline_.queue.get();
+  m.dedup = pipeline_.dedup.get();
   AppendPipelineMetrics(m, out);
-  if (read_switch_ != nullptr) read_switch_->AppendMetrics(out);
-  if (recent_reader_ != nullptr) recent_reader_->AppendMetrics(out);
+  if (reading_.read_switch != nullptr) reading_.read_switch->AppendMetrics(out);
+  if (reading_.recent_reader != nullptr) reading_.recent_reader->AppendMetrics(out);
   security_.AppendMetrics(out.trailer());
-  AppendStorageMetrics(*read_conn_, database_, caps_.ttl_moves, out);
+  AppendStorageMetrics(*store_.read_conn, store_.database, store_.caps.ttl_moves, out);
   return out.Render();
 }
 

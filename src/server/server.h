@@ -1,11 +1,12 @@
-// Everything `spanhouse serve` runs, assembled from the configuration. Each
-// component is a member that owns what it opened, so a start that fails half
-// way closes what it had opened, in the reverse order, by its destructors.
-// Stopping is explicit (Stop), in the order the data flows: the listeners
-// first, then the sinks write what they hold, then the log is closed.
+// Everything `spanhouse serve` runs, assembled from the configuration into
+// stages in the data's direction (Store, Pipeline, Writing, Reading,
+// Receivers below), each owning what it opened: a start that fails half way
+// closes what it had opened by the destructors, in reverse. Stopping is
+// explicit (Stop), in the data's direction: the listeners first, then the
+// sinks write what they hold, then the log and the stores are closed.
 //
-//   receivers ──> durable queue ──> sink cursor ──> sinks (embedded ClickHouse, null, ...)
-//   query API ──> span reader ──> the primary sink's store
+//   receivers ──> durable queue ──> sink cursors ──> sinks (made by sink_factory.h)
+//   query API ──> recent index ──> read switch ──> the stores' readers
 #pragma once
 
 #include <atomic>
@@ -61,7 +62,7 @@ class Server {
   int Stop();
 
  private:
-  explicit Server(const Config& cfg) : cfg_(cfg), budget_(cfg.queue.max_bytes) {}
+  explicit Server(const Config& cfg) : cfg_(cfg), pipeline_(cfg.queue.max_bytes) {}
   Status OpenEngine();
   // storage.engine clickhouse: the servers of clickhouse.shards.
   Status OpenRemote();
@@ -106,54 +107,89 @@ class Server {
 
   const Config cfg_;
   std::string dir_;  // the data directory, absolute
-  // In the order they are built; destroyed in reverse.
   ListenerSecurity security_;
   DataDirLock lock_;
-  std::shared_ptr<storage::ChdbLibrary> lib_;
-  std::vector<std::string> engine_args_;
-  std::unique_ptr<storage::SqlConnection> read_conn_;  // queries, schema, /metrics
-  // The dependency job's joins: one per shard (a parent and its child
-  // span share a trace, so a shard's edges are its own).
-  std::vector<std::unique_ptr<storage::SqlConnection>> job_conns_;
-  // The primary's database (the embedded spanhouse, or clickhouse.database).
-  std::string database_;
-  // Where reads go: database_, or on a cluster of several shards the
-  // Distributed tables over it ("<database>_cluster").
-  std::string read_database_;
-  std::vector<std::vector<std::string>> shards_;  // clickhouse.shards' replica URLs
-  storage::Capabilities caps_;
-  MemoryBudget budget_;
-  std::unique_ptr<pipeline::HeadSampler> head_sampler_;  // null: sampling.head keeps everything
-  std::unique_ptr<pipeline::TailSampler> tail_sampler_;  // null: no sampling.tail.policies
-  std::unique_ptr<pipeline::SpanFilter> filter_;
-  std::unique_ptr<pipeline::durable::DurableQueue> queue_;
-  // The keys of spans accepted lately (null: dedup.enabled false); the
-  // receivers drop a retried request's spans by it.
-  std::unique_ptr<pipeline::DedupIndex> dedup_;
-  struct Faults {
-    std::string sink;
-    std::unique_ptr<storage::SinkFaults> faults;
-  };
-  std::vector<Faults> faults_;  // one per embedded sink
 
-  std::vector<std::unique_ptr<sink::Sink>> sinks_;  // the first is the primary
-  // Holds requests for tail sampling; gone before the sinks it delivers to.
-  std::unique_ptr<pipeline::TailWindow> tail_window_;
-  std::vector<std::unique_ptr<storage::DependencyJob>> dependency_jobs_;
-  std::unique_ptr<storage::ChdbSpanReader> reader_;
-  std::shared_ptr<storage::opensearch::OpenSearchClient> opensearch_;
-  std::unique_ptr<query::SpanReader> opensearch_reader_;
-  std::unique_ptr<query::ReadSwitch> read_switch_;
-  // Recent spans in memory (null: query.recent_max_bytes 0), fed by the
-  // primary sink (sink::ObservedSink) and merged in front of read_switch_:
-  // what the query API reads.
-  std::unique_ptr<query::RecentTraces> recent_;
-  std::unique_ptr<query::RecentReader> recent_reader_;
-  std::mutex import_mu_;  // one import at a time
-  std::unique_ptr<query::QueryApi> query_api_;
-  std::unique_ptr<receivers::OtlpHttpReceiver> otlp_http_;
-  std::unique_ptr<receivers::ZipkinReceiver> zipkin_;
-  std::unique_ptr<receivers::OtlpGrpcReceiver> otlp_grpc_;
+  // What the server owns, one struct per stage in the data's direction.
+  // Built in this order (Create), stopped in it (Stop), destroyed in
+  // reverse: a stage uses only stages declared before it, except the sinks'
+  // cursors in the durable queue (Stop ends the queue's backlogs before the
+  // sinks drain, and the sinks go before the queue).
+
+  // The stores: connections to ClickHouse (embedded or a cluster) and to
+  // OpenSearch.
+  struct Store {
+    std::shared_ptr<storage::ChdbLibrary> lib;
+    std::vector<std::string> engine_args;
+    std::unique_ptr<storage::SqlConnection> read_conn;  // queries, schema, /metrics
+    // The dependency job's joins: one per shard (a parent and its child
+    // span share a trace, so a shard's edges are its own).
+    std::vector<std::unique_ptr<storage::SqlConnection>> job_conns;
+    // The primary's database (the embedded spanhouse, or clickhouse.database).
+    std::string database;
+    // Where reads go: database, or on a cluster of several shards the
+    // Distributed tables over it ("<database>_cluster").
+    std::string read_database;
+    std::vector<std::vector<std::string>> shards;  // clickhouse.shards' replica URLs
+    storage::Capabilities caps;
+    // The OpenSearch cluster of the opensearch section (null: none), shared
+    // by its sink and its reader.
+    std::shared_ptr<storage::opensearch::OpenSearchClient> opensearch;
+    void Close();
+  };
+  // From an accepted request to the sinks: memory, filter, sampling, dedup,
+  // the durable queue.
+  struct Pipeline {
+    explicit Pipeline(size_t budget_bytes) : budget(budget_bytes) {}
+    MemoryBudget budget;
+    std::unique_ptr<pipeline::HeadSampler> head_sampler;  // null: sampling.head keeps everything
+    std::unique_ptr<pipeline::TailSampler> tail_sampler;  // null: no sampling.tail.policies
+    std::unique_ptr<pipeline::SpanFilter> filter;
+    std::unique_ptr<pipeline::durable::DurableQueue> queue;
+    // The keys of spans accepted lately (null: dedup.enabled false); the
+    // receivers drop a retried request's spans by it.
+    std::unique_ptr<pipeline::DedupIndex> dedup;
+  };
+  // Where the spans go: the sinks, what feeds them (the tail window) and
+  // what they feed (the recent index, the dependency job).
+  struct Writing {
+    struct Faults {
+      std::string sink;
+      std::unique_ptr<storage::SinkFaults> faults;
+    };
+    std::vector<Faults> faults;  // one per ClickHouse sink, before the sinks that use them
+    // Recent spans in memory (null: query.recent_max_bytes 0), fed by the
+    // primary sink (sink::ObservedSink): declared before the sinks, so it
+    // outlives the one that refers to it.
+    std::unique_ptr<query::RecentTraces> recent;
+    std::vector<std::unique_ptr<sink::Sink>> sinks;  // the first is the primary
+    // Holds requests for tail sampling; gone before the sinks it delivers to.
+    std::unique_ptr<pipeline::TailWindow> tail_window;
+    std::vector<std::unique_ptr<storage::DependencyJob>> dependency_jobs;
+  };
+  // Reads: the stores' readers, the read switch, the recent index in front,
+  // the query API (and admin endpoints).
+  struct Reading {
+    std::unique_ptr<storage::ChdbSpanReader> reader;
+    std::unique_ptr<query::SpanReader> opensearch_reader;
+    std::unique_ptr<query::ReadSwitch> read_switch;
+    std::unique_ptr<query::RecentReader> recent_reader;  // what the query API reads
+    std::mutex import_mu;                                // one import at a time
+    std::unique_ptr<query::QueryApi> query_api;
+  };
+  // Intake: the listeners of every protocol.
+  struct Receivers {
+    std::unique_ptr<receivers::OtlpHttpReceiver> otlp_http;
+    std::unique_ptr<receivers::ZipkinReceiver> zipkin;
+    std::unique_ptr<receivers::OtlpGrpcReceiver> otlp_grpc;
+    void Stop();
+  };
+  Store store_;
+  Pipeline pipeline_;
+  Writing writing_;
+  Reading reading_;
+  Receivers receivers_;
+
   std::atomic<bool> ready_{false};
   std::atomic<bool> stopping_{false};
   bool stopped_ = false;
