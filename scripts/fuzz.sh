@@ -16,7 +16,7 @@ export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=true  # the compile cache, as in s
 # decoders share the cores as they always have; the HTTP parser and the durable log (whose
 # every input opens a log, with its thread and files) get a core each in a second minute
 # rather than making seven share two cores.
-groups=("otlp_proto otlp_json decompress zipkin_json zipkin_proto" "http_request durable_log")
+groups=("otlp_proto otlp_json decompress zipkin_json zipkin_proto" "columnar http_request durable_log")
 read -ra targets <<<"${groups[*]}"
 if [[ $# -ne 2 || ! "$2" =~ ^[0-9]+$ || ! " all ${targets[*]} " == *" $1 "* ]]; then
   echo "usage: scripts/fuzz.sh {$(IFS='|'; echo "${targets[*]}")|all} SECONDS" >&2

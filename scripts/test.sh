@@ -19,9 +19,10 @@ ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$(nproc)"
 echo "== web UI logic (node --test) ($(date -u +%T), ${SECONDS}s)"
 node --test tests/ui/model.test.mjs
 
-echo "== queue, batcher and deferred-answer tests under ThreadSanitizer ($(date -u +%T), ${SECONDS}s)"
+echo "== sink runtime, queue, batcher and deferred-answer tests under ThreadSanitizer ($(date -u +%T), ${SECONDS}s)"
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS="-fsanitize=thread" >/dev/null
-cmake --build build-tsan --target pipeline_test storage_test net_test receivers_test -j"$(nproc)"
+cmake --build build-tsan --target sink_test pipeline_test storage_test net_test receivers_test -j"$(nproc)"
+TSAN_OPTIONS="halt_on_error=1" build-tsan/sink_test
 TSAN_OPTIONS="halt_on_error=1" build-tsan/pipeline_test
 TSAN_OPTIONS="halt_on_error=1" build-tsan/storage_test
 # The HTTP server's cross-thread parts: answers given on other threads, Stop.

@@ -76,6 +76,12 @@ inline void CheckReencodes(const SpanBatch& decoded) {
   std::string why;
   if (!decoded.LogicallyEquals(again, &why)) Fail("re-encoded request decodes differently", why);
   if (codec::EncodeOtlpProto(again) != encoded) Fail("encoding is not stable", "second encoding");
+  // What the durable queue logs for a request it reads back: the batch's columnar bytes.
+  std::string columnar;
+  decoded.AppendColumnar(&columnar);
+  SpanBatch back;
+  if (!back.ReadColumnar(columnar, &why)) Fail("columnar bytes do not read back", why);
+  if (!decoded.LogicallyEquals(back, &why)) Fail("columnar bytes read back differently", why);
 }
 
 // What the Zipkin mapping (codec/zipkin_mapping.h) promises of any batch a Zipkin decoder
