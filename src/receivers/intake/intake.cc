@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "codec/compression.h"
+#include "codec/otlp_encode.h"
 #include "pipeline/sampling/tail_window.h"
 
 namespace spanhouse::receivers {
@@ -199,21 +200,26 @@ Intake::Submitted Intake::Submit(codec::BodyFormat format, std::string body,
   };
   sink::Ticket ticket;
   if (durable) {
-    // Read back, the record is filtered again against `now_ns`. A protobuf
-    // body (OTLP or Zipkin) is logged as it came, the batch's source: the
-    // cheapest write, and only a replay after a crash reads it. A request
-    // that will be read back (spilled: every sink reads it from the log; a
-    // sink has a backlog: that one does) or has no source (JSON, or a retry's
-    // spans taken out) is logged as the decoded batch's columnar bytes, which
-    // a read-back copies instead of decoding again; filtering it again
-    // changes nothing.
+    // Read back, the record is filtered again against `now_ns` (which
+    // changes nothing of spans filtered once). A request that will be read
+    // back (spilled: every sink reads it from the log; a sink has a backlog:
+    // that one does) is logged as the decoded batch's columnar bytes, which a
+    // read-back copies instead of decoding again (larger than protobuf: only
+    // then). Otherwise only a replay after a crash reads the record: a
+    // protobuf body (OTLP or Zipkin) is logged as it came, the batch's
+    // source; one without a source (JSON, or a retry's spans taken out) as
+    // OTLP protobuf encoded from the batch, the smallest.
     codec::BodyFormat logged = format;
     std::string encoded;
     std::string_view record = batch->source();
-    if (record.empty() || spilled || queue_.AnyBacklogged()) {
+    if (spilled || queue_.AnyBacklogged()) {
       batch->AppendColumnar(&encoded);
       record = encoded;
       logged = codec::BodyFormat::kColumnar;
+    } else if (record.empty()) {
+      encoded = codec::EncodeOtlpProto(*batch);
+      record = encoded;
+      logged = codec::BodyFormat::kOtlpProto;
     }
     if (Status st = queue_.Append(now_ns, logged, record, &ticket); !st.ok()) {
       return refuse(st, st.code() == StatusCode::kResourceExhausted

@@ -194,6 +194,8 @@ class OpenSearchPlugin final : public sink::Plugin {
   // The documents of the stored spans of `b`, and of operations not written yet.
   void AddBatch(BulkWrite& w, const SpanBatch& b);
   Status EnsureTemplates();
+  // One _bulk of the documents still to write; those refused for now stay in `todo`.
+  Status Bulk(BulkWrite& bulk);
   static std::string DeadLine(std::string_view why, const BulkWrite::Doc& d) {
     std::string line = "{\"error\":";
     codec::AppendJsonString(line, why);
@@ -263,6 +265,14 @@ Status OpenSearchPlugin::EnsureTemplates() {
 
 Status OpenSearchPlugin::WriteOnce(size_t /*shard*/, sink::Write& w) {
   auto& bulk = static_cast<BulkWrite&>(w);
+  const Status st = Bulk(bulk);
+  // What a retry sends again: every document left (unreachable, 429, 5xx),
+  // or the items refused for now.
+  if (!st.ok() && Classify(st) == sink::Failure::kRetryable) items_retried_ += bulk.todo.size();
+  return st;
+}
+
+Status OpenSearchPlugin::Bulk(BulkWrite& bulk) {
   if (bulk.todo.empty()) return Status::Ok();  // every span sampled out: nothing to send
   SH_RETURN_IF_ERROR(EnsureTemplates());
   size_t bytes = 0;
@@ -280,7 +290,6 @@ Status OpenSearchPlugin::WriteOnce(size_t /*shard*/, sink::Write& w) {
   SH_RETURN_IF_ERROR(client_->Post("/_bulk", std::move(body), &r, "application/x-ndjson"));
   if (r.status < 200 || r.status >= 300) {
     const std::string reason = "HTTP " + std::to_string(r.status) + ": " + ErrorReason(r.body);
-    items_retried_ += ClassifyItem(r.status) == ItemResult::kRetry ? bulk.todo.size() : 0;
     return ClassifyItem(r.status) == ItemResult::kRetry ? Status::Unavailable(reason)
                                                         : Status::Invalid(reason);
   }
@@ -290,7 +299,6 @@ Status OpenSearchPlugin::WriteOnce(size_t /*shard*/, sink::Write& w) {
   bool errors = true;
   if (parser.parse(r.body).get(doc) != simdjson::SUCCESS ||
       doc["errors"].get_bool().get(errors) != simdjson::SUCCESS) {
-    items_retried_ += bulk.todo.size();
     return Status::Unavailable("unreadable _bulk answer");
   }
   if (!errors) {
@@ -300,7 +308,6 @@ Status OpenSearchPlugin::WriteOnce(size_t /*shard*/, sink::Write& w) {
   simdjson::dom::array items;
   if (doc["items"].get_array().get(items) != simdjson::SUCCESS ||
       items.size() != bulk.todo.size()) {
-    items_retried_ += bulk.todo.size();
     return Status::Unavailable("_bulk answer without one item per document");
   }
   std::vector<size_t> retry;
@@ -347,7 +354,6 @@ Status OpenSearchPlugin::WriteOnce(size_t /*shard*/, sink::Write& w) {
   }
   bulk.todo = std::move(retry);
   if (bulk.todo.empty()) return Status::Ok();
-  items_retried_ += bulk.todo.size();
   return Status::Unavailable(
       fmt::format("{} of {} documents to retry: {}", bulk.todo.size(), items.size(), reason));
 }
