@@ -265,7 +265,7 @@ Status OpenSearchPlugin::EnsureTemplates() {
 
 Status OpenSearchPlugin::WriteOnce(size_t /*shard*/, sink::Write& w) {
   auto& bulk = static_cast<BulkWrite&>(w);
-  const Status st = Bulk(bulk);
+  Status st = Bulk(bulk);
   // What a retry sends again: every document left (unreachable, 429, 5xx),
   // or the items refused for now.
   if (!st.ok() && Classify(st) == sink::Failure::kRetryable) items_retried_ += bulk.todo.size();
