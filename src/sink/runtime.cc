@@ -1,6 +1,7 @@
 #include "sink/runtime.h"
 
 #include <algorithm>
+#include <limits>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -25,7 +26,9 @@ bool Plugin::BlockMembers(std::string_view, const SpanBatch& batch,
 RuntimeSink::RuntimeSink(std::unique_ptr<Plugin> plugin, RuntimeOptions options)
     : plugin_(std::move(plugin)),
       opts_(std::move(options)),
-      queue_(std::max<size_t>(1, plugin_->shards()), opts_.queue_bytes) {}
+      // The sink's bound is on all its shards together (Push): a shard alone
+      // never refuses, so a request split over shards is taken whole or not.
+      queue_(std::max<size_t>(1, plugin_->shards()), std::numeric_limits<size_t>::max() / 2) {}
 
 RuntimeSink::~RuntimeSink() {
   // Not drained (a start that failed half-way): nothing more is written.
@@ -47,6 +50,15 @@ Status RuntimeSink::Start() {
 
 Status RuntimeSink::Push(QueuedBatch& item) {
   if (draining_.load()) return Status::Unavailable("sink " + opts_.name + " is stopping");
+  size_t bytes = item.batch != nullptr ? item.batch->MemoryBytes() : 0;
+  if (item.block != nullptr) {
+    for (const auto& p : item.block->parts) bytes += p->MemoryBytes();
+  }
+  // Full (one item larger than the bound is still taken into an empty queue).
+  const size_t queued = queue_.bytes();
+  if (queued != 0 && queued + bytes > opts_.queue_bytes) {
+    return Status::Exhausted("sink " + opts_.name + ": queue full, retry later");
+  }
   const size_t rows = plugin_->Rows(item);
   Status st = item.block != nullptr ? queue_.PushTo(plugin_->BlockShard(item.block->key), item)
                                     : queue_.Push(item);

@@ -33,7 +33,8 @@ namespace spanhouse::sink {
 
 struct RuntimeOptions {
   std::string name;
-  // Each shard's bound on queued bytes.
+  // The bound on the bytes queued in all its shards together: full, a push
+  // is refused whole (kResourceExhausted), never split.
   size_t queue_bytes = size_t{64} << 20;
   RetryPolicy retry;
 };

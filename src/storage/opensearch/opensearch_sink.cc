@@ -364,8 +364,7 @@ std::unique_ptr<sink::Sink> MakeOpenSearchSink(std::shared_ptr<OpenSearchClient>
                                                OpenSearchSinkOptions options) {
   sink::RuntimeOptions r;
   r.name = options.name;
-  // The bound is the sink's: shared by its shards.
-  r.queue_bytes = options.queue_bytes / static_cast<size_t>(std::max(1, options.workers));
+  r.queue_bytes = options.queue_bytes;
   r.retry.backoff_min = options.backoff_min;
   r.retry.backoff_max = options.backoff_max;
   r.retry.drain_timeout = options.drain_timeout;

@@ -371,6 +371,54 @@ TEST(SinkRuntime, AFullQueueRefusesAndLeavesTheItemAsItWas) {
   for (uint64_t i = 1; i < lsn; ++i) EXPECT_EQ(h.issuer.acks(i), 1) << i;
 }
 
+// A request whose traces fall in several shards is taken whole or refused
+// whole when the sink is full, never split (a part taken and a part refused
+// would leave its record neither queued nor in the backlog).
+TEST(SinkRuntime, AFullSinkRefusesARequestOverSeveralShardsWhole) {
+  auto p = std::make_unique<FakePlugin>(4);
+  std::atomic<bool> open{false};
+  p->script = [&](int) {
+    while (!open.load()) std::this_thread::sleep_for(1ms);
+    return Status::Ok();
+  };
+  RuntimeOptions o = FastRetries();
+  Harness h(std::move(p), o);
+  QueuedBatch probe = Request(h.issuer, 999);
+  const size_t one = probe.batch->MemoryBytes();
+  probe.ticket.Ack();
+  RuntimeOptions small = FastRetries();
+  small.queue_bytes = 3 * one * 16;
+  auto p2 = std::make_unique<FakePlugin>(4);
+  p2->script = [&](int) {
+    while (!open.load()) std::this_thread::sleep_for(1ms);
+    return Status::Ok();
+  };
+  Harness full(std::move(p2), small);
+  int refused = 0;
+  for (uint64_t lsn = 1; lsn <= 200 && refused < 5; ++lsn) {
+    // Sixteen traces in one request: spread over the four shards.
+    QueuedBatch q;
+    q.batch = std::make_unique<SpanBatch>();
+    for (uint8_t t = 0; t < 16; ++t) {
+      SpanBatch one_trace = testdata::SampleBatch(1);
+      for (auto& id : one_trace.spans.trace_id) id[15] = static_cast<uint8_t>(lsn * 16 + t);
+      q.batch->Append(one_trace);
+    }
+    q.ticket = full.issuer.Issue(lsn);
+    const Status st = full.sink.Push(q);
+    if (st.ok()) continue;
+    EXPECT_EQ(st.code(), StatusCode::kResourceExhausted) << st.message();
+    EXPECT_TRUE(q.ticket.valid());
+    ASSERT_NE(q.batch, nullptr);
+    EXPECT_EQ(q.batch->span_count(), 48u);
+    ++refused;
+  }
+  EXPECT_GT(refused, 0);
+  open = true;
+  full.sink.Drain();
+  h.sink.Drain();
+}
+
 TEST(Backoff, DoublesUpToItsMaximumWithJitter) {
   Backoff b(100ms, 800ms);
   const std::chrono::milliseconds steps[] = {100ms, 200ms, 400ms, 800ms, 800ms, 800ms};
