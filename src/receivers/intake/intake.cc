@@ -201,18 +201,18 @@ Intake::Submitted Intake::Submit(codec::BodyFormat format, std::string body,
   sink::Ticket ticket;
   if (durable) {
     // Read back, the record is filtered again against `now_ns` (which
-    // changes nothing of spans filtered once). A request that will be read
-    // back (spilled: every sink reads it from the log; a sink has a backlog:
-    // that one does) is logged as the decoded batch's columnar bytes, which a
-    // read-back copies instead of decoding again (larger than protobuf: only
-    // then). Otherwise only a replay after a crash reads the record: a
-    // protobuf body (OTLP or Zipkin) is logged as it came, the batch's
-    // source; one without a source (JSON, or a retry's spans taken out) as
-    // OTLP protobuf encoded from the batch, the smallest.
+    // changes nothing of spans filtered once). A spilled request, which every
+    // sink reads back from the log, is logged as the decoded batch's columnar
+    // bytes: each read-back copies them instead of decoding again. Otherwise
+    // (a sink with a backlog reads it back; a replay after a crash) the
+    // smallest record: a protobuf body (OTLP or Zipkin) as it came, the
+    // batch's source; one without a source (JSON, or a retry's spans taken
+    // out) as OTLP protobuf encoded from the batch. (Columnar bytes are ~1.5x
+    // larger; decision 0055.)
     codec::BodyFormat logged = format;
     std::string encoded;
     std::string_view record = batch->source();
-    if (spilled || queue_.AnyBacklogged()) {
+    if (spilled) {
       batch->AppendColumnar(&encoded);
       record = encoded;
       logged = codec::BodyFormat::kColumnar;
