@@ -33,7 +33,7 @@ TSAN_OPTIONS="halt_on_error=1" build-tsan/net_test --gtest_filter='HttpResponder
 # (epoll and absl::Mutex internals) on every call; suppressing those would hide ours too.
 TSAN_OPTIONS="halt_on_error=1" build-tsan/receivers_test --gtest_filter='-OtlpGrpcReceiver.*'
 
-echo "== fuzzing (libFuzzer, ASan + UBSan: the decoders, the HTTP request parser and the durable log reader, 60 s each, two rounds side by side) ($(date -u +%T), ${SECONDS}s)"
+echo "== fuzzing (libFuzzer, ASan + UBSan: the decoders, the columnar batch reader, the HTTP request parser and the durable log reader, 60 s each, two rounds side by side) ($(date -u +%T), ${SECONDS}s)"
 scripts/fuzz.sh all 60
 
 echo "== end-to-end tests (pytest) ($(date -u +%T), ${SECONDS}s)"

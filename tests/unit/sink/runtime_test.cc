@@ -375,17 +375,8 @@ TEST(SinkRuntime, AFullQueueRefusesAndLeavesTheItemAsItWas) {
 // whole when the sink is full, never split (a part taken and a part refused
 // would leave its record neither queued nor in the backlog).
 TEST(SinkRuntime, AFullSinkRefusesARequestOverSeveralShardsWhole) {
-  auto p = std::make_unique<FakePlugin>(4);
   std::atomic<bool> open{false};
-  p->script = [&](int) {
-    while (!open.load()) std::this_thread::sleep_for(1ms);
-    return Status::Ok();
-  };
-  RuntimeOptions o = FastRetries();
-  Harness h(std::move(p), o);
-  QueuedBatch probe = Request(h.issuer, 999);
-  const size_t one = probe.batch->MemoryBytes();
-  probe.ticket.Ack();
+  const size_t one = testdata::SampleBatch(1).MemoryBytes();
   RuntimeOptions small = FastRetries();
   small.queue_bytes = 3 * one * 16;
   auto p2 = std::make_unique<FakePlugin>(4);
@@ -416,7 +407,6 @@ TEST(SinkRuntime, AFullSinkRefusesARequestOverSeveralShardsWhole) {
   EXPECT_GT(refused, 0);
   open = true;
   full.sink.Drain();
-  h.sink.Drain();
 }
 
 TEST(Backoff, DoublesUpToItsMaximumWithJitter) {
