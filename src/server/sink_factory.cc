@@ -39,18 +39,17 @@ std::unique_ptr<sink::Sink> ClickHouseSink(
   const Config& cfg = *ctx.cfg;
   storage::EmbeddedSinkOptions o;
   o.name = spec.name;
-  // Each shard's own bound is twice the whole budget: the budget (and with
-  // several sinks, the sink's share of it) is what refuses. (A batch's
-  // reservation is corrected to its decoded size after the budget admitted
-  // it, so the budget can run over by a little.)
+  // Its bound is twice the whole budget: the budget (and with several
+  // sinks, the sink's share of it) is what refuses. (A batch's reservation
+  // is corrected to its decoded size after the budget admitted it, so the
+  // budget can run over by a little.)
   o.queue_bytes = spec.queue_bytes != 0 ? spec.queue_bytes : 2 * cfg.queue.max_bytes;
   o.writer = WriterOptionsOf(cfg, ctx.dir);
   o.writer.database = spec.database;
   if (!spec.spool_dir.empty()) o.writer.spool_dir = spec.spool_dir;
   o.cluster_shard = spec.shard;
   o.cluster_shards = spec.shards;
-  return std::make_unique<storage::EmbeddedSink>(std::move(conns), ctx.caps, o, spec.faults,
-                                                 layout);
+  return storage::MakeClickHouseSink(std::move(conns), ctx.caps, o, spec.faults, layout);
 }
 
 size_t Writers(const SinkSpec& spec, const Config& cfg) {

@@ -33,7 +33,7 @@ struct SinkSpec {
   uint32_t shards = 1;
   size_t writers = 0;     // ClickHouse writer threads (0: writer.threads)
   std::string spool_dir;  // ClickHouse spool ("": <data dir>/spool)
-  // Each shard's bound on queued bytes (0: the kind's default from the
+  // The bound on its queued bytes (0: the kind's default from the
   // configuration).
   size_t queue_bytes = 0;
   // Fault injection of the ClickHouse kinds (debug.fault_injection; null: none).

@@ -26,9 +26,16 @@ namespace spanhouse::sink {
 struct Write {
   virtual ~Write() = default;
   size_t rows = 0;  // spans it stores (the sink's counters)
-  // Of those, refused one by one and dead-lettered by the plugin itself
+  // Spans it took from the queue and stores otherwise, not as spans (a
+  // ClickHouse sink's sampled-out spans: narrow rows), so not in
+  // rows_written.
+  size_t other_rows = 0;
+  // Of `rows`, refused one by one and dead-lettered by the plugin itself
   // while the write as a whole succeeded.
   size_t dead_lettered = 0;
+  // Of `rows`, stored by an attempt although the write then failed for good
+  // (the rest was refused): set by DeadLetter, counted as written.
+  size_t stored = 0;
   size_t bytes_sent = 0;        // over the network to the store, every attempt (0: in this process)
   std::vector<Ticket> tickets;  // the records it holds: acked once it is stored or dead-lettered
   // Sealed under `key` before its first attempt (empty: never sealed; a
@@ -48,6 +55,21 @@ class Plugin {
   virtual size_t shards() const { return 1; }
   // Before the threads start (the store's set-up: templates, schema checks).
   virtual Status Start() { return Status::Ok(); }
+  // After the threads stopped (Drain): what the store holds is let go.
+  virtual void Stop() {}
+
+  // The sink's counters: the runtime counts its writes there, the plugin
+  // what it counts itself. A store with counters of its own returns an
+  // extension of SinkStats.
+  virtual SinkStats& stats() { return stats_; }
+
+  // Which spans of a request this sink stores (Sink::Select).
+  virtual bool Select(const SpanBatch& /*batch*/, std::vector<uint32_t>* /*idx*/) const {
+    return false;
+  }
+  // Before an item is queued: drops what this sink does not store (a
+  // replayed block holds whole records; Select made a live request's copy).
+  virtual void Keep(QueuedBatch& /*item*/) const {}
 
   // Spans of `item` this sink stores (its pending rows).
   virtual size_t Rows(const QueuedBatch& item) const;
@@ -81,6 +103,9 @@ class Plugin {
 
   // The store's own /metrics families, labelled sink="<name>".
   virtual void AppendMetrics(const std::string& /*name*/, PromText& /*out*/) const {}
+
+ private:
+  SinkStats stats_;
 };
 
 }  // namespace spanhouse::sink

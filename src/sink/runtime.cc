@@ -28,7 +28,8 @@ RuntimeSink::RuntimeSink(std::unique_ptr<Plugin> plugin, RuntimeOptions options)
       opts_(std::move(options)),
       // The sink's bound is on all its shards together (Push): a shard alone
       // never refuses, so a request split over shards is taken whole or not.
-      queue_(std::max<size_t>(1, plugin_->shards()), std::numeric_limits<size_t>::max() / 2) {}
+      queue_(std::max<size_t>(1, plugin_->shards()), std::numeric_limits<size_t>::max() / 2),
+      stats_(plugin_->stats()) {}
 
 RuntimeSink::~RuntimeSink() {
   // Not drained (a start that failed half-way): nothing more is written.
@@ -50,6 +51,7 @@ Status RuntimeSink::Start() {
 
 Status RuntimeSink::Push(QueuedBatch& item) {
   if (draining_.load()) return Status::Unavailable("sink " + opts_.name + " is stopping");
+  plugin_->Keep(item);
   size_t bytes = item.batch != nullptr ? item.batch->MemoryBytes() : 0;
   if (item.block != nullptr) {
     for (const auto& p : item.block->parts) bytes += p->MemoryBytes();
@@ -59,10 +61,13 @@ Status RuntimeSink::Push(QueuedBatch& item) {
   if (queued != 0 && queued + bytes > opts_.queue_bytes) {
     return Status::Exhausted("sink " + opts_.name + ": queue full, retry later");
   }
+  // Counted before it is queued: the writing thread may be done with it
+  // before Push returns.
   const size_t rows = plugin_->Rows(item);
+  stats_.pending_rows += rows;
   Status st = item.block != nullptr ? queue_.PushTo(plugin_->BlockShard(item.block->key), item)
                                     : queue_.Push(item);
-  if (st.ok()) stats_.pending_rows += rows;
+  if (!st.ok()) stats_.pending_rows -= rows;
   return st;
 }
 
@@ -70,6 +75,7 @@ void RuntimeSink::Drain() {
   if (!draining_.exchange(true)) stop_.Stop(opts_.retry.drain_timeout);
   queue_.Close();
   Join();
+  if (!stopped_.exchange(true)) plugin_->Stop();
 }
 
 void RuntimeSink::Join() {
@@ -136,11 +142,13 @@ void RuntimeSink::WriteLoop(size_t s) {
 
 void RuntimeSink::Deliver(size_t s, Write& w) {
   Status last;
-  const std::string what = fmt::format("sink {}: a write of {} spans", opts_.name, w.rows);
+  const std::string what =
+      fmt::format("sink {}: a write of {} spans", opts_.name, w.rows + w.other_rows);
   const Delivered d = sink::Deliver([&] { return plugin_->WriteOnce(s, w); },
                                     [&](const Status& st) { return plugin_->Classify(st); },
                                     opts_.retry, stop_, stats_, what, &last);
   stats_.bytes_sent += w.bytes_sent;
+  const size_t taken = w.rows + w.other_rows;  // what the write took from the queue
   bool done = d == Delivered::kStored;
   if (d == Delivered::kStored) {
     stats_.rows_written += w.rows - std::min(w.rows, w.dead_lettered);
@@ -151,32 +159,35 @@ void RuntimeSink::Deliver(size_t s, Write& w) {
       stats_.permanent_errors += 1;
     }
   } else if (d == Delivered::kDeadLetter) {
-    if (Status st = plugin_->DeadLetter(s, w, last); st.ok()) {
-      spdlog::error("sink {}: {} spans refused for good, dead-lettered: {}", opts_.name, w.rows,
+    const Status st = plugin_->DeadLetter(s, w, last);
+    const size_t refused = taken - std::min(taken, w.stored);  // `stored`: the plugin's answer
+    if (st.ok()) {
+      spdlog::error("sink {}: {} spans refused for good, dead-lettered: {}", opts_.name, refused,
                     last.message());
-      stats_.rows_dead_lettered += w.rows;
+      stats_.rows_written += w.stored;
+      stats_.rows_dead_lettered += refused;
       stats_.blocks_dead_lettered += 1;
       done = true;
     } else {
       spdlog::error("sink {}: {} spans refused for good ({}) and not dead-lettered: {}", opts_.name,
-                    w.rows, last.message(), st.message());
+                    refused, last.message(), st.message());
     }
   }
   if (!done) {
     // Unacked, the records stay in the durable queue: the next start writes
     // them. Without records, they are lost.
     if (!w.tickets.empty()) {
-      spdlog::error("sink {}: {} spans left in the durable queue", opts_.name, w.rows);
-      stats_.rows_left_queued += w.rows;
+      spdlog::error("sink {}: {} spans left in the durable queue", opts_.name, taken);
+      stats_.rows_left_queued += taken;
     } else {
-      spdlog::error("sink {}: giving up on {} spans", opts_.name, w.rows);
-      stats_.rows_lost += w.rows;
+      spdlog::error("sink {}: giving up on {} spans", opts_.name, taken);
+      stats_.rows_lost += taken;
     }
     w.tickets.clear();
   } else {
     Ack(w);
   }
-  stats_.pending_rows -= std::min<uint64_t>(stats_.pending_rows.load(), w.rows);
+  stats_.pending_rows -= std::min<uint64_t>(stats_.pending_rows.load(), taken);
   plugin_->Finished(s, w, d == Delivered::kStored);
 }
 

@@ -50,6 +50,9 @@ class RuntimeSink final : public Sink {
                     std::vector<uint32_t>* idx) const override {
     return plugin_->BlockMembers(key, batch, idx);
   }
+  bool Select(const SpanBatch& batch, std::vector<uint32_t>* idx) const override {
+    return plugin_->Select(batch, idx);
+  }
   Status Start() override;
   Status Push(QueuedBatch& item) override;
   void Drain() override;
@@ -58,6 +61,7 @@ class RuntimeSink final : public Sink {
   void AppendMetrics(PromText& out) const override;
 
   Plugin& plugin() { return *plugin_; }
+  const Plugin& plugin() const { return *plugin_; }
   // Seconds the oldest span not written yet has waited, held by this sink
   // or waiting for it on disk (0: caught up).
   double LagSeconds() const;
@@ -84,10 +88,11 @@ class RuntimeSink final : public Sink {
   const RuntimeOptions opts_;
   BlockLedger* ledger_ = nullptr;
   ShardedQueue queue_;
-  SinkStats stats_;
+  SinkStats& stats_;  // the plugin's
   StopSignal stop_;
   std::vector<std::unique_ptr<Shard>> shards_;
   std::atomic<bool> draining_{false};
+  std::atomic<bool> stopped_{false};  // the plugin's Stop called
 };
 
 }  // namespace spanhouse::sink

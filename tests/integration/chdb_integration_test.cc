@@ -325,17 +325,14 @@ TEST(ChdbRoundTrip, EachResourceIsStoredOncePerWriter) {
   Capabilities caps;
   ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
   // Two flushes of spans from the same two resources, through one writer.
-  sink::SpanQueue queue(64u << 20);
   // Each batch of 2 traces x 3 spans is a flush, and an insert, of its own.
   const WriterOptions opts = TestWriter(6, 6);
-  EmbeddedWriter writer(Engine::conn.get(), caps, queue, opts);
-  writer.Start();
+  testdata::OneWriter writer(Engine::conn.get(), caps, opts);
   for (int k = 0; k < 2; ++k) {
     auto b = std::make_unique<SpanBatch>(testdata::SampleBatch(2, 1700000000000000000ull + k));
-    ASSERT_TRUE(Enqueue(queue, std::move(b)).ok());
+    ASSERT_TRUE(writer.Push(std::move(b)).ok());
   }
-  queue.Close();
-  writer.Join();
+  writer.Close();
   EXPECT_EQ(writer.stats().writes.load(), 2u);
   EXPECT_EQ(Q(fmt::format("SELECT count(), uniqExact(resource_id) FROM {}.resources", kDatabase)),
             "2\t2\n");
@@ -375,22 +372,19 @@ TEST(ChdbRoundTrip, SpooledBlocksOfOneInsertBecomeOnePart) {
   Reset();
   Capabilities caps;
   ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
-  sink::SpanQueue queue(64u << 20);
   // Each batch of 2 traces x 3 spans is a block of its own, three blocks an insert.
   WriterOptions opts = TestWriter(6, 18);
   opts.max_age = std::chrono::hours(1);
-  EmbeddedWriter writer(Engine::conn.get(), caps, queue, opts);
-  writer.Start();
+  testdata::OneWriter writer(Engine::conn.get(), caps, opts);
   for (int k = 0; k < 6; ++k) {
     auto b = std::make_unique<SpanBatch>(
         testdata::SampleBatch(2, 1700000000000000000ull + static_cast<uint64_t>(k) * 1000));
     for (uint32_t i = 0; i < b->span_count(); ++i) {
       b->spans.trace_id[i] = testdata::MakeTraceId(static_cast<uint8_t>(10 + 2 * k + i / 3));
     }
-    ASSERT_TRUE(Enqueue(queue, std::move(b)).ok());
+    ASSERT_TRUE(writer.Push(std::move(b)).ok());
   }
-  queue.Close();
-  writer.Join();
+  writer.Close();
   EXPECT_EQ(writer.stats().writes.load(), 2u);
   EXPECT_EQ(Q(fmt::format("SELECT count(), sum(rows) FROM system.parts WHERE database = '{}' AND "
                           "table = 'spans' AND active",
@@ -424,12 +418,10 @@ TEST(ChdbRoundTrip, SpoolFilesWrittenOverHoldOnlyTheirBlock) {
   Reset();
   Capabilities caps;
   ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
-  sink::SpanQueue queue(64u << 20);
   WriterOptions opts = TestWriter(1, 1);  // each batch a block, each block an insert
   opts.max_backoff = std::chrono::milliseconds(100);
   opts.shutdown_retries = 1;
-  EmbeddedWriter writer(Engine::conn.get(), caps, queue, opts);
-  writer.Start();
+  testdata::OneWriter writer(Engine::conn.get(), caps, opts);
   SpanBatch all;
   const int kBatches = 8;
   int stored = 0;  // batches stored before the next was pushed
@@ -441,7 +433,7 @@ TEST(ChdbRoundTrip, SpoolFilesWrittenOverHoldOnlyTheirBlock) {
       b->spans.trace_id[i] = testdata::MakeTraceId(static_cast<uint8_t>(40 + 8 * k + i / 3));
     }
     all.Append(*b);
-    EXPECT_TRUE(Enqueue(queue, std::move(b)).ok());
+    EXPECT_TRUE(writer.Push(std::move(b)).ok());
     // Stored before the next comes: its file is free for the next block.
     for (int wait = 0; wait < 1000 && writer.stats().writes.load() < static_cast<uint64_t>(k + 1);
          ++wait) {
@@ -450,8 +442,7 @@ TEST(ChdbRoundTrip, SpoolFilesWrittenOverHoldOnlyTheirBlock) {
     if (writer.stats().writes.load() == static_cast<uint64_t>(k + 1)) ++stored;
   }
   // A block the engine refuses is retried until shutdown gives it up.
-  queue.Close();
-  writer.Join();
+  writer.Close();
   ASSERT_EQ(stored, kBatches);
   EXPECT_EQ(writer.stats().write_errors.load(), 0u);
   EXPECT_EQ(writer.stats().spool_files_reused.load(), static_cast<uint64_t>(kBatches - 1));

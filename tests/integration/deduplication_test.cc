@@ -30,13 +30,11 @@ namespace {
 void InsertBlock(std::vector<std::unique_ptr<SpanBatch>> parts, uint32_t day,
                  const Capabilities& caps, const std::string& token, uint32_t chunks = 1,
                  bool extras_column = true) {
-  sink::SpanQueue queue(64u << 20);
-  EmbeddedWriter writer(
-      Engine::conn.get(), caps, queue, TestWriter(), nullptr, nullptr,
+  testdata::OneWriter writer(
+      Engine::conn.get(), caps, TestWriter(), nullptr,
       // Schema 7's table (no extras) has schema 10's two id columns and
       // no attribute columns too.
       LegacyLayout{UserFieldValues::kMarked, extras_column, extras_column, extras_column});
-  writer.Start();
   size_t n = 0;
   for (const auto& p : parts) n += p->span_count();
   sink::QueuedBatch item;
@@ -45,9 +43,8 @@ void InsertBlock(std::vector<std::unique_ptr<SpanBatch>> parts, uint32_t day,
   item.block->chunks = chunks;
   item.block->sealed = {1, token};
   item.block->parts = std::move(parts);
-  ASSERT_TRUE(queue.Push(item).ok());
-  queue.Close();
-  writer.Join();
+  ASSERT_TRUE(writer.Push(item).ok());
+  writer.Close();
   EXPECT_EQ(writer.stats().rows_written.load(), n);
 }
 
@@ -157,10 +154,10 @@ std::string LogBlock(SegmentLog& log, const SpanBatch& b, bool legacy) {
 }
 
 // The embedded sink as serve makes it, over the test engine.
-std::unique_ptr<EmbeddedSink> Sink(const Capabilities& caps) {
+std::unique_ptr<sink::RuntimeSink> Sink(const Capabilities& caps) {
   EmbeddedSinkOptions o;
   o.writer = TestWriter();
-  return std::make_unique<EmbeddedSink>(LentConnections(), caps, o);
+  return MakeClickHouseSink(LentConnections(), caps, o);
 }
 
 // A start as serve makes it: the schema ensured (its copying upgrade

@@ -90,7 +90,7 @@ inline WriterOptions TestWriter(size_t max_rows = 0, size_t insert_rows = 0) {
   return opts;
 }
 
-// Stores `b` through the real writer path (one EmbeddedWriter, one flush).
+// Stores `b` through the real writer path (a sink of one writer, one flush).
 // `values`: the writer's encoding (kInArrays: schema 4's); `extras_column`
 // the table's (false: schema 7's rare columns); `span_ids_column` too
 // (false: schema 10's two id columns), and `attr_columns` (false: schema
@@ -122,23 +122,10 @@ inline Status Enqueue(sink::SpanQueue& q, std::unique_ptr<SpanBatch> b) {
   return q.Push(item);
 }
 
-// The engine's one connection lent to a sink that wants one of its own
-// (EmbeddedSink takes its connections): Close() leaves it open.
-class LentConnection final : public SqlConnection {
- public:
-  Status Run(std::string_view sql, std::string_view format, QueryResult* result,
-             const std::vector<QueryParam>& params) override {
-    return Engine::conn->Run(sql, format, result, params);
-  }
-  bool local_files() const override { return Engine::conn->local_files(); }
-  void Close() override {}
-};
-
-// `n` lent connections, for an EmbeddedSink of `n` writers.
+// `n` connections lent by the engine, for a ClickHouse sink of `n` writers
+// (their Close leaves the engine's open).
 inline std::vector<std::unique_ptr<SqlConnection>> LentConnections(size_t n = 1) {
-  std::vector<std::unique_ptr<SqlConnection>> out;
-  for (size_t i = 0; i < n; ++i) out.push_back(std::make_unique<LentConnection>());
-  return out;
+  return Borrow(Engine::conn.get(), n);
 }
 
 }  // namespace spanhouse::storage

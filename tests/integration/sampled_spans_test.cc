@@ -207,9 +207,7 @@ TEST(ChdbSampledSpans, MetricsEqualThoseOfTheSameSpansAllKept) {
 // comes, through the writer's queue like any item.
 void InsertBlock(const std::vector<SpanBatch>& parts, uint32_t day, const Capabilities& caps,
                  const std::string& token, uint32_t chunks) {
-  sink::SpanQueue queue(64u << 20);
-  EmbeddedWriter writer(Engine::conn.get(), caps, queue, TestWriter());
-  writer.Start();
+  testdata::OneWriter writer(Engine::conn.get(), caps, TestWriter());
   sink::QueuedBatch item;
   item.block = std::make_unique<sink::ReplayBlock>();
   item.block->key = InsertKey{0, 1, day}.Encode();
@@ -222,9 +220,8 @@ void InsertBlock(const std::vector<SpanBatch>& parts, uint32_t day, const Capabi
     kept += KeptSpans(p);
     all += p.span_count();
   }
-  ASSERT_TRUE(queue.Push(item).ok());
-  queue.Close();
-  writer.Join();
+  ASSERT_TRUE(writer.Push(item).ok());
+  writer.Close();
   EXPECT_EQ(writer.stats().rows_written.load(), kept);
   EXPECT_EQ(writer.stats().sampled_rows_written.load(), all - kept);
   EXPECT_EQ(writer.stats().write_errors.load(), 0u);

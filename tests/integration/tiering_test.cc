@@ -239,18 +239,15 @@ TEST(ChdbTiering, ResourcesInUseAreStoredAgainAfterTheRefresh) {
   Reset();
   Capabilities caps;
   ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
-  sink::SpanQueue queue(64u << 20);
   // Each batch of 2 traces x 3 spans is a flush, and an insert, of its own.
   WriterOptions opts = TestWriter(6, 6);
   opts.resource_refresh = std::chrono::seconds(0);
-  EmbeddedWriter writer(Engine::conn.get(), caps, queue, opts);
-  writer.Start();
+  testdata::OneWriter writer(Engine::conn.get(), caps, opts);
   for (int k = 0; k < 3; ++k) {
     auto b = std::make_unique<SpanBatch>(testdata::SampleBatch(2, NowNs() + k));
-    ASSERT_TRUE(Enqueue(queue, std::move(b)).ok());
+    ASSERT_TRUE(writer.Push(std::move(b)).ok());
   }
-  queue.Close();
-  writer.Join();
+  writer.Close();
   EXPECT_EQ(writer.stats().writes.load(), 3u);
   // Two resources, stored by every flush (with a refresh of a day: once;
   // ChdbRoundTrip.EachResourceIsStoredOncePerWriter).

@@ -1,12 +1,12 @@
 // The integration tests' way of storing one batch through the real writer
-// path: one EmbeddedWriter, its queue, one flush at Close.
+// path: a ClickHouse sink of one writer, one flush at Close.
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <memory>
 
-#include "sink/span_queue.h"
+#include "../testdata/one_writer.h"
 #include "storage/clickhouse/embedded_writer.h"
 
 namespace spanhouse::storage {
@@ -23,14 +23,9 @@ inline size_t KeptSpans(const SpanBatch& b) {
 // an error or anything left pending.
 inline void WriteOneBatch(SqlConnection* conn, const Capabilities& caps, const WriterOptions& o,
                           const SpanBatch& b, LegacyLayout layout = {}) {
-  sink::SpanQueue queue(64u << 20);
-  EmbeddedWriter writer(conn, caps, queue, o, nullptr, nullptr, layout);
-  writer.Start();
-  sink::QueuedBatch item;
-  item.batch = std::make_unique<SpanBatch>(b);
-  ASSERT_TRUE(queue.Push(item).ok());
-  queue.Close();
-  writer.Join();
+  testdata::OneWriter writer(conn, caps, o, nullptr, layout);
+  ASSERT_TRUE(writer.Push(std::make_unique<SpanBatch>(b)).ok());
+  writer.Close();
   const size_t kept = KeptSpans(b);
   EXPECT_EQ(writer.stats().rows_written.load(), kept);
   EXPECT_EQ(writer.stats().sampled_rows_written.load(), b.span_count() - kept);

@@ -4,25 +4,14 @@
 #include <utility>
 
 #include "storage/clickhouse/cluster_shard.h"
+#include "storage/clickhouse/insert_errors.h"
 
 namespace spanhouse::storage {
 
-EmbeddedSink::EmbeddedSink(std::vector<std::unique_ptr<SqlConnection>> connections,
-                           Capabilities caps, EmbeddedSinkOptions options, const SinkFaults* faults,
-                           LegacyLayout layout)
-    : connections_(std::move(connections)),
-      caps_(caps),
-      opts_(std::move(options)),
-      faults_(faults),
-      layout_(layout),
-      queue_(connections_.size(), opts_.queue_bytes) {}
-
-EmbeddedSink::~EmbeddedSink() {
-  Drain();
-}
-
-Status EmbeddedSink::Start() {
-  if (!writers_.empty()) return Status::Ok();
+ClickHousePlugin::ClickHousePlugin(std::vector<std::unique_ptr<SqlConnection>> connections,
+                                   Capabilities caps, EmbeddedSinkOptions options,
+                                   const SinkFaults* faults, LegacyLayout layout)
+    : connections_(std::move(connections)), opts_(std::move(options)) {
   const size_t n = connections_.size();
   for (size_t i = 0; i < n; ++i) {
     WriterOptions w = opts_.writer;
@@ -30,16 +19,27 @@ Status EmbeddedSink::Start() {
     w.name = opts_.name == "chdb" ? std::to_string(i) : opts_.name + "-" + std::to_string(i);
     w.shard = static_cast<uint32_t>(i);
     w.shards = static_cast<uint32_t>(n);
-    w.cursor = cursor_;
-    writers_.push_back(std::make_unique<EmbeddedWriter>(
-        connections_[i].get(), caps_, queue_.shard(i), std::move(w), &stats_, faults_, layout_));
+    writers_.push_back(std::make_unique<EmbeddedWriter>(connections_[i].get(), caps, std::move(w),
+                                                        stats_, faults, layout));
   }
+}
+
+ClickHousePlugin::~ClickHousePlugin() {
+  Stop();
+}
+
+Status ClickHousePlugin::Start() {
   for (auto& w : writers_) w->Start();
   return Status::Ok();
 }
 
-bool EmbeddedSink::BlockMembers(std::string_view key, const SpanBatch& batch,
-                                std::vector<uint32_t>* idx) const {
+void ClickHousePlugin::Stop() {
+  for (auto& w : writers_) w->Stop();
+  for (auto& c : connections_) c->Close();
+}
+
+bool ClickHousePlugin::BlockMembers(std::string_view key, const SpanBatch& batch,
+                                    std::vector<uint32_t>* idx) const {
   InsertKey k;
   if (!k.Decode(key)) return false;
   idx->clear();
@@ -49,17 +49,13 @@ bool EmbeddedSink::BlockMembers(std::string_view key, const SpanBatch& batch,
   return true;
 }
 
-Status EmbeddedSink::Push(sink::QueuedBatch& item) {
-  if (opts_.cluster_shards > 1) KeepOwnShard(item);
-  if (item.block != nullptr) {
-    // To the writer that sealed it, as before (any could: the token makes it once).
-    InsertKey k;
-    return queue_.PushTo(k.Decode(item.block->key) ? k.shard : 0, item);
-  }
-  return queue_.Push(item);
+size_t ClickHousePlugin::BlockShard(std::string_view key) const {
+  // To the writer that sealed it, as before (any could: the token makes it once).
+  InsertKey k;
+  return k.Decode(key) && k.shard < writers_.size() ? k.shard : 0;
 }
 
-bool EmbeddedSink::Select(const SpanBatch& b, std::vector<uint32_t>* idx) const {
+bool ClickHousePlugin::Select(const SpanBatch& b, std::vector<uint32_t>* idx) const {
   if (opts_.cluster_shards <= 1) return false;
   idx->clear();
   for (uint32_t i = 0; i < b.span_count(); ++i) {
@@ -70,7 +66,8 @@ bool EmbeddedSink::Select(const SpanBatch& b, std::vector<uint32_t>* idx) const 
   return true;
 }
 
-void EmbeddedSink::KeepOwnShard(sink::QueuedBatch& item) const {
+void ClickHousePlugin::Keep(sink::QueuedBatch& item) const {
+  if (opts_.cluster_shards <= 1) return;
   // Keeps the rows of `b` this shard owns; false if it has none. (The
   // durable queue hands a live request's own rows only: then this copies
   // nothing.)
@@ -95,15 +92,45 @@ void EmbeddedSink::KeepOwnShard(sink::QueuedBatch& item) const {
   item.reservation.Resize(std::min(item.reservation.bytes(), item.batch->MemoryBytes()));
 }
 
-void EmbeddedSink::Drain() {
-  queue_.Close();
-  for (auto& w : writers_) w->Join();
-  for (auto& c : connections_) c->Close();
+void ClickHousePlugin::Add(size_t shard, sink::QueuedBatch item) {
+  writers_[shard]->Add(std::move(item));
 }
 
-void EmbeddedSink::AppendMetrics(PromText& out) const {
-  sink::AppendSinkMetrics(opts_.name, stats_, out);
-  const std::string label = PromText::Label("sink", opts_.name);
+void ClickHousePlugin::TakeDue(size_t shard, bool /*idle*/, bool flush,
+                               std::vector<std::unique_ptr<sink::Write>>* out) {
+  writers_[shard]->TakeDue(flush, out);
+}
+
+std::chrono::milliseconds ClickHousePlugin::NextDue(size_t shard) const {
+  return writers_[shard]->NextDue();
+}
+
+Status ClickHousePlugin::WriteOnce(size_t shard, sink::Write& w) {
+  return writers_[shard]->WriteOnce(static_cast<Flight&>(w));
+}
+
+sink::Failure ClickHousePlugin::Classify(const Status& st) const {
+  switch (ClassifyInsertError(st)) {
+    case InsertError::kRetryable:
+      return sink::Failure::kRetryable;
+    case InsertError::kPermanent:
+      return sink::Failure::kPermanent;
+    case InsertError::kUnknown:
+      break;
+  }
+  return sink::Failure::kUnknown;
+}
+
+Status ClickHousePlugin::DeadLetter(size_t shard, sink::Write& w, const Status& why) {
+  return writers_[shard]->DeadLetter(static_cast<Flight&>(w), why);
+}
+
+void ClickHousePlugin::Finished(size_t shard, sink::Write& w, bool stored) {
+  writers_[shard]->Finished(static_cast<Flight&>(w), stored);
+}
+
+void ClickHousePlugin::AppendMetrics(const std::string& name, PromText& out) const {
+  const std::string label = PromText::Label("sink", name);
   const uint64_t sorted = stats_.blocks_sorted.load();
   out.Family("spanhouse_sink_blocks_encoded_total", "counter",
              "Blocks encoded by the writers, by row order: sorted by the table key (a block "
@@ -123,8 +150,26 @@ void EmbeddedSink::AppendMetrics(PromText& out) const {
           "catalog and the dependency edges; not stored as spans, not in "
           "spanhouse_sink_rows_written_total).",
           label, stats_.sampled_rows_written.load());
-  out.One("spanhouse_queue_bytes", "gauge", "Bytes of spans waiting in the sink's queue.", label,
-          queue_.bytes());
+}
+
+std::unique_ptr<sink::RuntimeSink> MakeClickHouseSink(
+    std::vector<std::unique_ptr<SqlConnection>> connections, Capabilities caps,
+    EmbeddedSinkOptions options, const SinkFaults* faults, LegacyLayout layout) {
+  sink::RuntimeOptions r;
+  r.name = options.name;
+  r.queue_bytes = options.queue_bytes;
+  r.retry.backoff_max = options.writer.max_backoff;
+  r.retry.unknown_attempts = options.writer.unknown_error_attempts;
+  r.retry.stopping_attempts = options.writer.shutdown_retries;
+  r.retry.drain_timeout = std::chrono::milliseconds::max();
+  return std::make_unique<sink::RuntimeSink>(
+      std::make_unique<ClickHousePlugin>(std::move(connections), caps, std::move(options), faults,
+                                         layout),
+      std::move(r));
+}
+
+const WriterStats& ClickHouseStats(const sink::RuntimeSink& sink) {
+  return static_cast<const ClickHousePlugin&>(sink.plugin()).writer_stats();
 }
 
 }  // namespace spanhouse::storage

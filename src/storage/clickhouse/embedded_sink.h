@@ -1,17 +1,17 @@
-// A ClickHouse sink: spans stored by `writers` writer threads
-// (embedded_writer.h), each draining one shard of the sink's queue (split by
-// trace id) over a connection of its own: to the embedded chDB, or to a
-// server over HTTP. On a cluster each shard has a sink of its own, which
-// takes only the traces its shard owns (cluster_shard.h) and acknowledges
-// the rest at once: a slow or dead shard holds back only itself.
+// A ClickHouse sink: the sink runtime (sink/runtime.h) with the ClickHouse
+// plugin below, one queue shard per connection (to the embedded chDB, or to
+// a server over HTTP), each written by an EmbeddedWriter (embedded_writer.h).
+// On a cluster each shard has a sink of its own, which takes only the traces
+// its shard owns (cluster_shard.h): a slow or dead shard holds back only
+// itself.
 #pragma once
 
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "sink/sharded_queue.h"
-#include "sink/sink.h"
+#include "sink/plugin.h"
+#include "sink/runtime.h"
 #include "storage/clickhouse/embedded_writer.h"
 #include "storage/clickhouse/schema.h"
 #include "storage/clickhouse/sql_connection.h"
@@ -20,50 +20,63 @@ namespace spanhouse::storage {
 
 struct EmbeddedSinkOptions {
   std::string name = "chdb";
-  // Each shard's bound on queued bytes. What bounds the pipeline is the
-  // memory budget; a bound no smaller than it means a shard never refuses.
+  // The bound on the bytes its queue holds. What bounds the pipeline is the
+  // memory budget; a bound no smaller than it means the sink never refuses.
   size_t queue_bytes = size_t{1} << 30;
-  // Every writer's options; name, shard, shards and cursor are set per writer.
+  // Every writer's options; name, shard and shards are set per writer.
   WriterOptions writer;
   // On a cluster of cluster_shards shards, the one this sink writes.
   uint32_t cluster_shard = 0;
   uint32_t cluster_shards = 1;
 };
 
-class EmbeddedSink final : public sink::Sink {
+class ClickHousePlugin final : public sink::Plugin {
  public:
-  // One writer per connection (taken; closed by Drain).
-  EmbeddedSink(std::vector<std::unique_ptr<SqlConnection>> connections, Capabilities caps,
-               EmbeddedSinkOptions options, const SinkFaults* faults = nullptr,
-               LegacyLayout layout = {});
-  ~EmbeddedSink() override;
+  // One writer per connection (taken; closed by Stop).
+  ClickHousePlugin(std::vector<std::unique_ptr<SqlConnection>> connections, Capabilities caps,
+                   EmbeddedSinkOptions options, const SinkFaults* faults = nullptr,
+                   LegacyLayout layout = {});
+  ~ClickHousePlugin() override;
 
-  const std::string& name() const override { return opts_.name; }
-  void Attach(sink::BlockLedger& cursor) override { cursor_ = &cursor; }
+  size_t shards() const override { return writers_.size(); }
   Status Start() override;
+  void Stop() override;
+  WriterStats& stats() override { return stats_; }
+  const WriterStats& writer_stats() const { return stats_; }
+
+  bool Select(const SpanBatch& batch, std::vector<uint32_t>* idx) const override;
+  void Keep(sink::QueuedBatch& item) const override;
   bool BlockMembers(std::string_view key, const SpanBatch& batch,
                     std::vector<uint32_t>* idx) const override;
-  bool Select(const SpanBatch& batch, std::vector<uint32_t>* idx) const override;
-  Status Push(sink::QueuedBatch& item) override;
-  void Drain() override;
-  const sink::SinkStats& stats() const override { return stats_; }
-  const WriterStats& writer_stats() const { return stats_; }
-  size_t queued_bytes() const override { return queue_.bytes(); }
-  void AppendMetrics(PromText& out) const override;
+  size_t BlockShard(std::string_view key) const override;
+
+  void Add(size_t shard, sink::QueuedBatch item) override;
+  void TakeDue(size_t shard, bool idle, bool flush,
+               std::vector<std::unique_ptr<sink::Write>>* out) override;
+  std::chrono::milliseconds NextDue(size_t shard) const override;
+
+  Status WriteOnce(size_t shard, sink::Write& w) override;
+  sink::Failure Classify(const Status& st) const override;
+  Status DeadLetter(size_t shard, sink::Write& w, const Status& why) override;
+  void Finished(size_t shard, sink::Write& w, bool stored) override;
+
+  void AppendMetrics(const std::string& name, PromText& out) const override;
 
  private:
-  // Keeps the spans of the traces this sink's cluster shard owns.
-  void KeepOwnShard(sink::QueuedBatch& item) const;
-
   std::vector<std::unique_ptr<SqlConnection>> connections_;
-  const Capabilities caps_;
   const EmbeddedSinkOptions opts_;
-  const SinkFaults* faults_;
-  const LegacyLayout layout_;
-  sink::BlockLedger* cursor_ = nullptr;
-  sink::ShardedQueue queue_;
   WriterStats stats_;
   std::vector<std::unique_ptr<EmbeddedWriter>> writers_;
 };
+
+// The ClickHouse sink over `connections`: its retry policy from
+// options.writer (no drain deadline: a failing insert is retried
+// writer.shutdown_retries times once stopping).
+std::unique_ptr<sink::RuntimeSink> MakeClickHouseSink(
+    std::vector<std::unique_ptr<SqlConnection>> connections, Capabilities caps,
+    EmbeddedSinkOptions options, const SinkFaults* faults = nullptr, LegacyLayout layout = {});
+
+// The writers' own counters of a sink MakeClickHouseSink made.
+const WriterStats& ClickHouseStats(const sink::RuntimeSink& sink);
 
 }  // namespace spanhouse::storage

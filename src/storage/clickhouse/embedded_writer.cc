@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <thread>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -33,20 +34,18 @@ using Clock = std::chrono::steady_clock;
 
 }  // namespace
 
-EmbeddedWriter::EmbeddedWriter(SqlConnection* conn, Capabilities caps, sink::SpanQueue& queue,
-                               WriterOptions options, WriterStats* stats, const SinkFaults* faults,
-                               LegacyLayout layout)
+EmbeddedWriter::EmbeddedWriter(SqlConnection* conn, Capabilities caps, WriterOptions options,
+                               WriterStats& stats, const SinkFaults* faults, LegacyLayout layout)
     : conn_(conn),
       caps_(caps),
-      queue_(queue),
       opts_(std::move(options)),
       faults_(faults),
       layout_(layout),
-      stats_(stats != nullptr ? *stats : own_stats_),
+      stats_(stats),
       user_fields_(opts_.well_known) {}
 
 EmbeddedWriter::~EmbeddedWriter() {
-  Join();
+  Stop();
 }
 
 void EmbeddedWriter::Start() {
@@ -62,15 +61,9 @@ void EmbeddedWriter::Start() {
     }
   }
   CleanSpool();
-  thread_ = std::thread([this] { Run(); });
-  inserter_ = std::thread([this] { InsertLoop(); });
 }
 
-void EmbeddedWriter::Join() {
-  // Called once the queue is closed: a retrying insert stops waiting.
-  if (queue_.closed() && !stop_.stopping()) stop_.Stop(std::chrono::milliseconds::max());
-  if (thread_.joinable()) thread_.join();
-  if (inserter_.joinable()) inserter_.join();
+void EmbeddedWriter::Stop() {
   RemoveKeptSpoolFiles();
 }
 
@@ -132,7 +125,6 @@ void EmbeddedWriter::Add(sink::QueuedBatch item) {
   bool one_day = true;
   for (size_t i = 1; i < n && one_day; ++i)
     one_day = PartitionDay(b.spans.start_ns[i]) == first_day;
-  stats_.pending_rows += n;
   if (one_day) {
     return AddTo(first_day, std::move(item.batch), std::move(item.reservation),
                  std::move(item.ticket));
@@ -151,65 +143,80 @@ void EmbeddedWriter::Add(sink::QueuedBatch item) {
   item.ticket.Ack();  // each part holds the record now
 }
 
-void EmbeddedWriter::Run() {
-  while (true) {
-    const auto now = Clock::now();
-    auto wait = std::chrono::milliseconds(100);
-    auto until = [&](Clock::time_point due) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(due - now);
-      wait = std::clamp(left, std::chrono::milliseconds(0), wait);
-    };
-    for (auto& [day, p] : pending_) until(p.since + BlockAge());
-    for (auto& [day, f] : open_) until(f.since + opts_.max_age);
-    std::optional<sink::QueuedBatch> item = queue_.Pop(wait);
-    if (item) Add(std::move(*item));
-    const bool done = !item && queue_.closed_and_empty();
-    for (auto it = pending_.begin(); it != pending_.end();) {
-      Pending& p = it->second;
-      // Encoded and spooled when it holds enough, when its oldest span has
-      // waited a quarter of max_age (its memory is better freed early: the
-      // receivers' budget may be waiting for it), or when the day's open
-      // insert is due.
-      const auto open = open_.find(it->first);
-      const bool due = p.rows >= opts_.max_rows || p.bytes >= opts_.max_bytes ||
-                       Clock::now() - p.since >= BlockAge() ||
-                       (open != open_.end() && Clock::now() - open->second.since >= opts_.max_age);
-      // The day's insert will be this block only: none open, and the one it
-      // opens is due at once (the same test as the hand-off's below; once
-      // stopping, every day's open insert goes after this loop).
-      const bool alone = open == open_.end() && (InsertDue(p.rows, p.since) || done);
-      if (p.rows > 0 && (due || done) && Spool(it->first, p, alone)) {
-        it = pending_.erase(it);  // frees the batches
-      } else {
-        ++it;
-      }
-    }
-    for (auto it = open_.begin(); it != open_.end();) {
-      const Flight& f = it->second;
-      if (InsertDue(f.all_rows(), f.since) || (done && pending_.empty())) {
-        HandOff(std::move(it->second));
-        it = open_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    if (done && !pending_.empty() && spool_failures_ >= opts_.shutdown_retries) {
-      // Stopping, and the spool cannot be written: what is left is given up
-      // (or left in the durable queue for the next start).
+std::chrono::milliseconds EmbeddedWriter::NextDue() const {
+  const auto now = Clock::now();
+  auto wait = std::chrono::milliseconds(100);
+  auto until = [&](Clock::time_point due) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(due - now);
+    wait = std::clamp(left, std::chrono::milliseconds(0), wait);
+  };
+  for (const auto& [day, p] : pending_) until(p.since + BlockAge());
+  for (const auto& [day, f] : open_) until(f->since + opts_.max_age);
+  return wait;
+}
+
+void EmbeddedWriter::Due(std::unique_ptr<Flight> f,
+                         std::vector<std::unique_ptr<sink::Write>>* out) const {
+  if (!f->sealed.sealed()) {
+    f->key = InsertKey{opts_.shard, opts_.shards, f->day}.Encode();
+    f->chunks = static_cast<uint32_t>(std::max<size_t>(1, f->spooled.size()));
+  }
+  out->push_back(std::move(f));
+}
+
+void EmbeddedWriter::TakeDue(bool flush, std::vector<std::unique_ptr<sink::Write>>* out) {
+  for (auto& f : replayed_) out->push_back(std::move(f));
+  replayed_.clear();
+  TakeDueOnce(flush, out);
+  // Stopping: this is the last call, so everything leaves now. A spool that
+  // keeps failing is retried a bounded number of times, then what it held
+  // is given up (or left in the durable queue for the next start).
+  while (flush && !pending_.empty()) {
+    if (spool_failures_ >= opts_.shutdown_retries) {
       for (auto& [day, p] : pending_) GiveUpAtShutdown(p.rows, !p.tickets.empty());
       pending_.clear();
-      for (auto& [day, f] : open_) HandOff(std::move(f));
+      for (auto& [day, f] : open_) Due(std::move(f), out);
       open_.clear();
+      break;
     }
-    if (done && pending_.empty() && open_.empty()) {
-      std::lock_guard<std::mutex> lock(mu_);
-      encoding_done_ = true;
-      cv_.notify_all();
-      return;
+    std::this_thread::sleep_for(std::min(
+        opts_.max_backoff, std::chrono::milliseconds(100 << std::min(spool_failures_, 5))));
+    TakeDueOnce(flush, out);
+  }
+  if (!flush && spool_failures_ > 0 && !pending_.empty()) {
+    std::this_thread::sleep_for(std::min(
+        opts_.max_backoff, std::chrono::milliseconds(100 << std::min(spool_failures_, 5))));
+  }
+}
+
+void EmbeddedWriter::TakeDueOnce(bool flush, std::vector<std::unique_ptr<sink::Write>>* out) {
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    Pending& p = it->second;
+    // Encoded and spooled when it holds enough, when its oldest span has
+    // waited a quarter of max_age (its memory is better freed early: the
+    // receivers' budget may be waiting for it), or when the day's open
+    // insert is due.
+    const auto open = open_.find(it->first);
+    const bool due = p.rows >= opts_.max_rows || p.bytes >= opts_.max_bytes ||
+                     Clock::now() - p.since >= BlockAge() ||
+                     (open != open_.end() && Clock::now() - open->second->since >= opts_.max_age);
+    // The day's insert will be this block only: none open, and the one it
+    // opens is due at once (the same test as the hand-off's below; once
+    // stopping, every day's open insert goes after this loop).
+    const bool alone = open == open_.end() && (InsertDue(p.rows, p.since) || flush);
+    if (p.rows > 0 && (due || flush) && Spool(it->first, p, alone)) {
+      it = pending_.erase(it);  // frees the batches
+    } else {
+      ++it;
     }
-    if (spool_failures_ > 0 && !pending_.empty()) {
-      std::this_thread::sleep_for(std::min(
-          opts_.max_backoff, std::chrono::milliseconds(100 << std::min(spool_failures_, 5))));
+  }
+  for (auto it = open_.begin(); it != open_.end();) {
+    const Flight& f = *it->second;
+    if (InsertDue(f.rows + f.other_rows, f.since) || (flush && pending_.empty())) {
+      Due(std::move(it->second), out);
+      it = open_.erase(it);
+    } else {
+      ++it;
     }
   }
 }
@@ -239,22 +246,6 @@ bool InsertKey::Decode(std::string_view key) {
 bool InsertKey::Holds(const SpanBatch& b, uint32_t i) const {
   return sink::ShardOf(b.spans.trace_id[i], shards) == shard &&
          PartitionDay(b.spans.start_ns[i]) == day;
-}
-
-void EmbeddedWriter::Seal(Flight& f) {
-  if (opts_.cursor == nullptr || f.tickets.empty() || f.sealed.sealed()) return;
-  const auto chunks = static_cast<uint32_t>(std::max<size_t>(1, f.spooled.size()));
-  f.sealed =
-      opts_.cursor->Seal(InsertKey{opts_.shard, opts_.shards, f.day}.Encode(), f.tickets, chunks);
-}
-
-void EmbeddedWriter::Finish(Flight& f) {
-  if (opts_.cursor != nullptr) {
-    opts_.cursor->Done(f.sealed, &f.tickets);
-  } else {
-    for (auto& t : f.tickets) t.Ack();
-    f.tickets.clear();
-  }
 }
 
 bool EmbeddedWriter::InsertDue(size_t rows, std::chrono::steady_clock::time_point since) const {
@@ -396,8 +387,10 @@ bool EmbeddedWriter::Spool(uint32_t day, Pending& p, bool alone) {
     if (alone) stats_.blocks_sorted += 1;
   }
   spool_failures_ = 0;
-  auto [it, fresh] = open_.try_emplace(day);
-  Flight& f = it->second;
+  std::unique_ptr<Flight>& slot = open_[day];
+  const bool fresh = slot == nullptr;
+  if (fresh) slot = std::make_unique<Flight>();
+  Flight& f = *slot;
   if (fresh) {
     f.day = day;
     f.since = p.since;
@@ -418,6 +411,7 @@ bool EmbeddedWriter::Spool(uint32_t day, Pending& p, bool alone) {
       f.sampled_memory.push_back(std::move(part));
     }
     f.sampled.Append(sampled_);
+    f.other_rows = f.sampled.rows();
   }
   for (auto& t : p.tickets) f.tickets.push_back(std::move(t));
   // Counted as stored from here: inserts are stored in order, resources
@@ -429,35 +423,10 @@ bool EmbeddedWriter::Spool(uint32_t day, Pending& p, bool alone) {
   }
   known_resources_.insert(p.new_resources.begin(), p.new_resources.end());
   // The spans are on disk now (and in the durable queue, if any): their
-  // memory goes back to the receivers. The hand-off (one insert waiting at
-  // most) is what keeps a slow store from piling up spool files.
+  // memory goes back to the receivers. The runtime's hand-off (one insert
+  // waiting at most) is what keeps a slow store from piling up spool files.
   p.reservations.clear();
   return true;
-}
-
-void EmbeddedWriter::HandOff(Flight f) {
-  Seal(f);
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return !flight_.has_value(); });
-  flight_ = std::move(f);
-  cv_.notify_all();
-}
-
-void EmbeddedWriter::InsertLoop() {
-  for (;;) {
-    Flight f;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return flight_.has_value() || encoding_done_; });
-      if (!flight_) return;
-      f = std::move(*flight_);
-      flight_.reset();
-      cv_.notify_all();  // the slot is free: the next insert may be handed over
-    }
-    Insert(f);
-    ReleaseSpooled(f);  // stored, dead-lettered or given up (then left in the durable queue)
-    f.tickets.clear();  // acked by Insert if stored; else kept for the next start
-  }
 }
 
 void EmbeddedWriter::Encode(const Pending& p, bool sorted) {
@@ -481,7 +450,7 @@ void EmbeddedWriter::Encode(const Pending& p, bool sorted) {
                  user_fields_map_);
 }
 
-Status EmbeddedWriter::InsertOnce(Flight& p) {
+Status EmbeddedWriter::WriteOnce(Flight& f) {
   if (faults_ != nullptr) {
     std::this_thread::sleep_for(std::chrono::milliseconds(faults_->insert_delay_ms.load()));
     if (faults_->fail_inserts.load()) return Status::Unavailable("injected insert failure");
@@ -489,6 +458,18 @@ Status EmbeddedWriter::InsertOnce(Flight& p) {
       return Status::Internal("Code: 53. injected permanent insert failure (TYPE_MISMATCH)");
     }
   }
+  SH_RETURN_IF_ERROR(InsertOnce(f));
+  if (faults_ != nullptr && faults_->kill_after_insert.load()) ::raise(SIGKILL);
+  return Status::Ok();
+}
+
+void EmbeddedWriter::Finished(Flight& f, bool stored) {
+  if (stored) stats_.sampled_rows_written += f.sampled.rows();
+  ReleaseSpooled(f);  // stored, dead-lettered or left in the durable queue
+  f.sampled_memory.clear();
+}
+
+Status EmbeddedWriter::InsertOnce(Flight& p) {
   if (!conn_->local_files()) return InsertInline(p);
   if (!p.spans_stored) {
     // Resources first: a span is never stored before its resource.
@@ -587,49 +568,8 @@ Status EmbeddedWriter::InsertInline(Flight& p) {
                        InsertSettings("sampled_spans", p.sampled.rows(), p.sealed.token));
 }
 
-void EmbeddedWriter::Insert(Flight& f) {
-  sink::RetryPolicy policy;
-  policy.backoff_max = opts_.max_backoff;
-  policy.unknown_attempts = opts_.unknown_error_attempts;
-  // Once the service is stopping (the queue closed), a failing insert is
-  // retried a bounded number of times, not forever; no deadline besides.
-  policy.stopping_attempts = opts_.shutdown_retries;
-  policy.drain_timeout = std::chrono::milliseconds::max();
-  const auto attempt = [&] {
-    if (queue_.closed() && !stop_.stopping()) stop_.Stop(policy.drain_timeout);
-    return InsertOnce(f);
-  };
-  const auto classify = [](const Status& st) {
-    switch (ClassifyInsertError(st)) {
-      case InsertError::kRetryable:
-        return sink::Failure::kRetryable;
-      case InsertError::kPermanent:
-        return sink::Failure::kPermanent;
-      case InsertError::kUnknown:
-        break;
-    }
-    return sink::Failure::kUnknown;
-  };
-  Status last;
-  const std::string what =
-      fmt::format("writer {}: insert of {} spans (day {})", opts_.name, f.all_rows(), f.day);
-  switch (sink::Deliver(attempt, classify, policy, stop_, stats_, what, &last)) {
-    case sink::Delivered::kStored:
-      if (faults_ != nullptr && faults_->kill_after_insert.load()) ::raise(SIGKILL);
-      stats_.rows_written += f.rows;
-      stats_.sampled_rows_written += f.sampled.rows();
-      stats_.pending_rows -= f.all_rows();
-      stats_.writes += 1;
-      return Finish(f);
-    case sink::Delivered::kDeadLetter:
-      return DeadLetter(f, last);
-    case sink::Delivered::kLeftQueued:
-      return GiveUpAtShutdown(f.all_rows(), !f.tickets.empty());
-  }
-}
-
 void EmbeddedWriter::GiveUpAtShutdown(size_t rows, bool logged) {
-  stats_.pending_rows -= rows;
+  stats_.pending_rows -= std::min<uint64_t>(stats_.pending_rows.load(), rows);
   if (logged) {
     // Still in the durable queue: the next start stores them.
     spdlog::error("writer {}: {} spans left in the durable queue at shutdown", opts_.name, rows);
@@ -640,15 +580,14 @@ void EmbeddedWriter::GiveUpAtShutdown(size_t rows, bool logged) {
   stats_.rows_lost += rows;
 }
 
-void EmbeddedWriter::DeadLetter(Flight& f, const Status& st) {
+Status EmbeddedWriter::DeadLetter(Flight& f, const Status& why) {
   // What is not stored yet: the spans block (unless stored before the
   // sampled rows were refused), the sampled_spans block.
   DeadLetterEntry e;
   e.writer = opts_.name;
   e.day = f.day;
-  e.error = st.message();
-  Status written = Status::Ok();
-  size_t rows = 0;
+  e.error = why.message();
+  if (f.spans_stored) f.stored = f.rows;
   if (!f.spans_stored && !f.spooled.empty()) {
     e.rows = f.rows;
     std::vector<std::string> pieces;  // the spooled blocks, read back
@@ -656,32 +595,12 @@ void EmbeddedWriter::DeadLetter(Flight& f, const Status& st) {
       std::ifstream in(SpoolPath(seq), std::ios::binary);
       pieces.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
     }
-    written = WriteDeadLetter(DeadLetterDir(), e, pieces);
-    if (written.ok()) rows += f.rows;
+    SH_RETURN_IF_ERROR(WriteDeadLetter(DeadLetterDir(), e, pieces));
   }
-  if (written.ok() && !f.sampled.empty()) {
-    e.table = "sampled_spans";
-    e.rows = f.sampled.rows();
-    written = WriteDeadLetter(DeadLetterDir(), e, f.sampled.Block(caps_));
-    if (written.ok()) rows += f.sampled.rows();
-  }
-  const size_t stored = f.spans_stored ? f.rows : 0;
-  if (!written.ok()) {
-    // Not all written anywhere: the records stay in the durable queue (if any).
-    spdlog::error("writer {}: {} spans refused by the engine ({}) and not dead-lettered: {}",
-                  opts_.name, f.all_rows() - stored - rows, st.message(), written.message());
-    stats_.rows_dead_lettered += rows;
-    stats_.rows_lost += f.all_rows() - stored - rows;
-    stats_.pending_rows -= f.all_rows();
-    return;
-  }
-  spdlog::error("writer {}: {} spans refused by the engine for good, written to {}: {}", opts_.name,
-                rows, DeadLetterDir(), st.message());
-  stats_.rows_written += stored;
-  stats_.rows_dead_lettered += rows;
-  stats_.blocks_dead_lettered += 1;
-  stats_.pending_rows -= f.all_rows();
-  Finish(f);
+  if (f.sampled.empty()) return Status::Ok();
+  e.table = "sampled_spans";
+  e.rows = f.sampled.rows();
+  return WriteDeadLetter(DeadLetterDir(), e, f.sampled.Block(caps_));
 }
 
 std::string EmbeddedWriter::DeadLetterDir() const {
@@ -694,13 +613,12 @@ void EmbeddedWriter::AddReplayed(sink::ReplayBlock& block) {
   // alone: its token stands for exactly these spans in as many blocks.
   std::map<uint32_t, Pending> saved;
   saved.swap(pending_);
-  std::map<uint32_t, Flight> saved_open;
+  std::map<uint32_t, std::unique_ptr<Flight>> saved_open;
   saved_open.swap(open_);
   InsertKey key;
   (void)key.Decode(block.key);  // read by the sink's BlockMembers already
   const uint32_t day = key.day;
   const size_t rows = block.spans();
-  stats_.pending_rows += rows;
   // As many spooled blocks of spans as the first insert read (each
   // record's spans went to one of them; which one does not matter to the
   // engine). Only records with spans to store make a spans block: one
@@ -739,22 +657,24 @@ void EmbeddedWriter::AddReplayed(sink::ReplayBlock& block) {
     }
     pending_.erase(day);
   }
-  Flight f = std::move(open_[day]);
+  std::unique_ptr<Flight> f = std::move(open_[day]);
   pending_.swap(saved);
   open_.swap(saved_open);
-  if (!spooled) {
+  if (!spooled || f == nullptr) {
     // Its tickets go unacked: the records stay for the next start.
     spdlog::error("writer {}: {} replayed spans left in the durable queue: cannot spool them",
                   opts_.name, rows);
-    stats_.pending_rows -= rows;
+    stats_.pending_rows -= std::min<uint64_t>(stats_.pending_rows.load(), rows);
     stats_.rows_left_queued += rows;
     spool_failures_ = 0;
-    ReleaseSpooled(f);
+    if (f != nullptr) ReleaseSpooled(*f);
     return;
   }
-  f.tickets = std::move(block.tickets);
-  f.sealed = block.sealed;
-  HandOff(std::move(f));
+  f->tickets = std::move(block.tickets);
+  f->sealed = block.sealed;
+  f->key = block.key;
+  f->chunks = block.chunks;
+  replayed_.push_back(std::move(f));
 }
 
 }  // namespace spanhouse::storage

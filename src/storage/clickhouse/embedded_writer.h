@@ -1,7 +1,11 @@
-// The sink writer for embedded ClickHouse: one thread per queue shard, each
-// draining its shard and inserting in large batches over its own connection.
+// One shard of a ClickHouse sink (embedded_sink.h): how the spans the sink
+// runtime (sink/runtime.h) hands this shard become inserts, over the shard's
+// own connection. The runtime runs two threads per shard: the encoding one
+// calls Add and TakeDue, the writing one WriteOnce, DeadLetter and Finished,
+// so the next insert is prepared while the engine stores this one; it
+// retries, seals, acknowledges and drains.
 //
-// Dequeued SpanBatches wait in a pending set per partition (day), so an
+// Added SpanBatches wait in a pending set per partition (day), so an
 // insert touches one partition. A set is encoded when it holds enough rows
 // or bytes (max_rows, max_bytes: the memory it holds), or when its oldest
 // span has waited a quarter of max_age: its spans become one Native block
@@ -15,12 +19,6 @@
 // what saves the engine's CPU: the rows of small parts are merged again soon
 // after (measured in chDB: 1M rows inserted as one part 4.1-4.7 CPU-s, as
 // five parts of 200k 3.2-3.4 plus 7.6-7.9 to merge them into one).
-// A failed insert is retried with backoff and the shard is not drained
-// meanwhile: at most one insert waits while another is being stored, so a
-// slow or failing store stops the encoding thread, fills the queue and the
-// memory budget and turns into back-pressure (429s).
-// Two threads per shard: one drains the queue, encodes and spools, the other
-// inserts, so the next insert is prepared while the engine stores this one.
 //
 // Resources (schema.h) are written once per fingerprint: a pending buffer
 // also carries a resources block with the resources its spans use that this
@@ -41,23 +39,19 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
-#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <unordered_set>
 #include <vector>
 
 #include "common/histogram.h"
-#include "sink/ledger.h"
-#include "sink/retry.h"
+#include "sink/plugin.h"
 #include "sink/sink.h"
-#include "sink/span_queue.h"
 #include "storage/clickhouse/schema.h"
 #include "storage/clickhouse/span_block.h"
 #include "storage/clickhouse/sql_connection.h"
@@ -109,11 +103,9 @@ struct WriterOptions {
   // (schema.cc) counts from last_seen, so a resource in use is never older
   // there than this.
   std::chrono::seconds resource_refresh{86400};
-  // The sink's place in the durable queue (null: none). Before a block of
-  // queued requests is inserted, the writer seals it there (which records
-  // it holds) and inserts it with the deduplication token made from that
-  // seal; once stored, it says so (SinkCursor::Done).
-  sink::BlockLedger* cursor = nullptr;
+  // The writer's shard of its sink's queue: it seals its inserts under
+  // InsertKey{shard, shards, day} (the runtime inserts them with the
+  // deduplication token made from that seal).
   uint32_t shard = 0;
   uint32_t shards = 1;
   // Where blocks the engine refuses for good are written (dead_letter.h);
@@ -173,18 +165,41 @@ struct WriterStats : sink::SinkStats {
   std::atomic<uint64_t> sampled_rows_written{0};
 };
 
+// One insert: spooled blocks of one day, collected by the encoding thread
+// and handed to the writing one.
+struct Flight final : sink::Write {
+  uint32_t day = 0;
+  std::string resource_blocks;              // Native blocks of the resources table
+  std::vector<uint64_t> spooled;            // the spans blocks' spool files (rows: their spans)
+  SampledSpanRows sampled;                  // the sampled_spans rows (other_rows): one block
+  std::vector<Reservation> sampled_memory;  // their bytes, held until done
+  // The resources and spans are stored (a retry inserts only what is
+  // left: the sampled_spans rows).
+  bool spans_stored = false;
+};
+
 class EmbeddedWriter {
  public:
-  // `conn`: the engine (chDB, or a test's fake). `stats`: shared with the
-  // sink's other writers (null: the writer's own).
-  EmbeddedWriter(SqlConnection* conn, Capabilities caps, sink::SpanQueue& queue,
-                 WriterOptions options, WriterStats* stats = nullptr,
+  // `conn`: the engine (chDB, a server, or a test's fake). `stats`: the
+  // sink's, shared with its other writers.
+  EmbeddedWriter(SqlConnection* conn, Capabilities caps, WriterOptions options, WriterStats& stats,
                  const SinkFaults* faults = nullptr, LegacyLayout layout = {});
   ~EmbeddedWriter();
+
+  // Before the first Add: the spans table's user_fields type, the spool.
   void Start();
-  // Returns once the queue is closed and drained and the last insert is done.
-  void Join();
-  const WriterStats& stats() const { return stats_; }
+  // Once its threads stopped: kept spool files removed.
+  void Stop();
+
+  // The encoding thread's (sink::Plugin::Add, TakeDue, NextDue).
+  void Add(sink::QueuedBatch item);
+  void TakeDue(bool flush, std::vector<std::unique_ptr<sink::Write>>* out);
+  std::chrono::milliseconds NextDue() const;
+
+  // The writing thread's (sink::Plugin::WriteOnce, DeadLetter, Finished).
+  Status WriteOnce(Flight& f);
+  Status DeadLetter(Flight& f, const Status& why);
+  void Finished(Flight& f, bool stored);
 
  private:
   // Spans waiting for one partition's next insert: whole batches, encoded
@@ -200,35 +215,15 @@ class EmbeddedWriter {
     std::vector<Reservation> reservations;
     std::vector<sink::Ticket> tickets;  // the durable queue's records of the batches
   };
-  // One insert: spooled blocks of one day, collected by the encoding thread
-  // and handed to the inserting one.
-  struct Flight {
-    uint32_t day = 0;
-    size_t rows = 0;                          // spans rows (spooled)
-    std::string resource_blocks;              // Native blocks of the resources table
-    std::vector<uint64_t> spooled;            // the spans blocks' spool files
-    SampledSpanRows sampled;                  // the sampled_spans rows: one block
-    std::vector<Reservation> sampled_memory;  // their bytes, held until done
-    // The resources and spans are stored (a retry inserts only what is
-    // left: the sampled_spans rows).
-    bool spans_stored = false;
-    std::vector<sink::Ticket> tickets;            // acked once stored
-    sink::SealedBlock sealed;                     // its token: insert_deduplication_token
-    std::chrono::steady_clock::time_point since;  // its oldest span's arrival
-    size_t all_rows() const { return rows + sampled.rows(); }
-  };
-  void Run();  // the encoding thread
-  void Add(sink::QueuedBatch item);
   void AddTo(uint32_t day, std::unique_ptr<SpanBatch> part, Reservation res, sink::Ticket ticket);
   // A block sealed before a crash, inserted again as it was: its parts
   // spooled as `chunks` blocks (the engine's deduplication id counts them),
   // with its token, in an insert of its own.
   void AddReplayed(sink::ReplayBlock& block);
-  // Seals an insert in the durable queue (its token).
-  void Seal(Flight& f);
-  // The insert is stored or dead-lettered: its records are done.
-  void Finish(Flight& f);
-  void DeadLetter(Flight& f, const Status& st);
+  // One pass over the pending sets and open inserts (TakeDue).
+  void TakeDueOnce(bool flush, std::vector<std::unique_ptr<sink::Write>>* out);
+  // An insert leaves for the writing thread: its key, for the seal.
+  void Due(std::unique_ptr<Flight> f, std::vector<std::unique_ptr<sink::Write>>* out) const;
   // Spans not stored when the service stops: left in the durable queue
   // (`logged`: the next start stores them) or counted as lost.
   void GiveUpAtShutdown(size_t rows, bool logged);
@@ -237,11 +232,8 @@ class EmbeddedWriter {
   // memory released); false if spooling failed (nothing changed then).
   // `alone`: the insert will hold this block only (see Encode).
   bool Spool(uint32_t day, Pending& p, bool alone);
-  void HandOff(Flight f);  // blocks while an insert already waits
   // Into block_ (if any span is to be stored) and sampled_.
   void Encode(const Pending& p, bool sorted);
-  void InsertLoop();       // the inserting thread
-  void Insert(Flight& f);  // with retries
   Status InsertOnce(Flight& f);
   Status InsertFiles(std::string_view table, const std::string& path, size_t rows,
                      const std::string& token = {});
@@ -255,7 +247,7 @@ class EmbeddedWriter {
   // How long a pending set waits at most to be encoded and spooled.
   std::chrono::milliseconds BlockAge() const;
   // Whether an insert of `rows` spans, the oldest arrived at `since`, is
-  // handed to the inserting thread now.
+  // handed to the writing thread now.
   bool InsertDue(size_t rows, std::chrono::steady_clock::time_point since) const;
   std::string SpoolPath(uint64_t seq) const;
   // The file an insert's sampled_spans block is written to for file().
@@ -272,25 +264,18 @@ class EmbeddedWriter {
 
   SqlConnection* conn_;
   const Capabilities caps_;
-  sink::SpanQueue& queue_;
   const WriterOptions opts_;
   const SinkFaults* faults_;
   const LegacyLayout layout_;
+  WriterStats& stats_;
   // user_fields as a Map: layout_'s, and the spans table's (Start).
   bool user_fields_map_ = true;
-  std::thread thread_;    // encodes: drains the queue, sorts and encodes blocks
-  std::thread inserter_;  // inserts the encoded blocks, one at a time, in order
-  WriterStats own_stats_;
-  WriterStats& stats_;
-  // The hand-off: one insert may wait while another is being stored, so
-  // encoding the next one overlaps the engine's work on this one.
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::optional<Flight> flight_;         // guarded by mu_
-  bool encoding_done_ = false;           // guarded by mu_
-  std::map<uint32_t, Pending> pending_;  // by partition (days since epoch); writer thread only
-  std::map<uint32_t, Flight> open_;      // inserts being collected, by day; writer thread only
-  uint64_t spool_seq_ = 0;               // numbers the spool files; writer thread only
+  // The encoding thread's.
+  std::map<uint32_t, Pending> pending_;               // by partition (days since epoch)
+  std::map<uint32_t, std::unique_ptr<Flight>> open_;  // inserts being collected, by day
+  std::vector<std::unique_ptr<Flight>> replayed_;     // replayed blocks, due at once
+  uint64_t spool_seq_ = 0;                            // numbers the spool files
+  int spool_failures_ = 0;                            // in a row
   // Spool files inserted and kept to be written over: a new file's pages
   // cost this VM's kernel ~15-38x what writing over cached ones does
   // (BENCHMARKS.md).
@@ -298,15 +283,11 @@ class EmbeddedWriter {
   std::mutex kept_mu_;
   std::vector<uint64_t> kept_spool_files_;  // guarded by kept_mu_
   bool spool_cleaned_ = false;
-  int spool_failures_ = 0;  // in a row; writer thread only
   UserFields user_fields_;
-  // Stopped once the queue is closed: a failing insert is then retried a
-  // bounded number of times (sink/retry.h).
-  sink::StopSignal stop_;
-  EncodedBlock block_;         // the spans block being encoded; writer thread only
-  std::vector<SpanRow> rows_;  // its rows, sorted; writer thread only
-  SampledSpanRows sampled_;    // the pending set's spans sampled out; writer thread only
-  // Resources this writer has stored (writer thread only). Bounded: when it
+  EncodedBlock block_;         // the spans block being encoded; encoding thread only
+  std::vector<SpanRow> rows_;  // its rows, sorted; encoding thread only
+  SampledSpanRows sampled_;    // the pending set's spans sampled out; encoding thread only
+  // Resources this writer has stored (encoding thread only). Bounded: when it
   // grows past kMaxKnownResources it is cleared, which at worst stores some
   // resources again (merges keep one row per id).
   std::unordered_set<uint64_t> known_resources_;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -54,6 +55,34 @@ inline Status SqlConnection::Insert(std::string_view insert, std::string data,
                                     const std::vector<QueryParam>&) {
   data.clear();  // taken, as by any connection; nothing here sends it
   return Status::Internal(fmt::format("this connection takes no inline rows: {}", insert));
+}
+
+// Another's connection lent to one that takes its connections (a sink): it
+// forwards every statement, and its Close leaves the lender's open.
+class BorrowedConnection final : public SqlConnection {
+ public:
+  explicit BorrowedConnection(SqlConnection* lender) : lender_(lender) {}
+  Status Run(std::string_view sql, std::string_view format, QueryResult* result,
+             const std::vector<QueryParam>& params) override {
+    return lender_->Run(sql, format, result, params);
+  }
+  Status Insert(std::string_view insert, std::string data,
+                const std::vector<QueryParam>& settings) override {
+    return lender_->Insert(insert, std::move(data), settings);
+  }
+  bool local_files() const override { return lender_->local_files(); }
+  uint64_t bytes_sent() const override { return lender_->bytes_sent(); }
+  void Close() override {}
+
+ private:
+  SqlConnection* lender_;
+};
+
+// `n` connections borrowed from `lender`.
+inline std::vector<std::unique_ptr<SqlConnection>> Borrow(SqlConnection* lender, size_t n = 1) {
+  std::vector<std::unique_ptr<SqlConnection>> out;
+  for (size_t i = 0; i < n; ++i) out.push_back(std::make_unique<BorrowedConnection>(lender));
+  return out;
 }
 
 }  // namespace spanhouse::storage

@@ -25,10 +25,9 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
-#include "sink/span_queue.h"
 #include "storage/clickhouse/chdb.h"
 #include "storage/clickhouse/dependencies.h"
-#include "storage/clickhouse/embedded_writer.h"
+#include "storage/clickhouse/embedded_sink.h"
 #include "storage/clickhouse/engine_config.h"
 #include "storage/clickhouse/schema.h"
 #include "tools/bench/bench.h"
@@ -108,11 +107,14 @@ int RunFill(const FillOptions& o) {
   const uint64_t traces = std::max<uint64_t>(1, o.spans / 11);
   const uint64_t spacing_ns = std::max<uint64_t>(1, range_ns / traces);
 
-  sink::SpanQueue queue(512u << 20);
-  storage::WriterOptions wopts;
-  wopts.spool_dir = dir + "/spool";
-  storage::EmbeddedWriter writer(conn.get(), caps, queue, wopts);
-  writer.Start();
+  storage::EmbeddedSinkOptions sopts;
+  sopts.queue_bytes = 512u << 20;
+  sopts.writer.spool_dir = dir + "/spool";
+  const auto writer = storage::MakeClickHouseSink(storage::Borrow(conn.get()), caps, sopts);
+  if (const Status st = writer->Start(); !st.ok()) {
+    std::fprintf(stderr, "%s\n", st.message().c_str());
+    return 1;
+  }
   loadgen::TraceGenerator gen(loadgen::CorpusOptions{o.seed});
   const auto t0 = Clock::now();
   uint64_t sent = 0;
@@ -125,7 +127,7 @@ int RunFill(const FillOptions& o) {
     sent += n;
     sink::QueuedBatch item;
     item.batch = std::move(batch);
-    while (queue.Push(item).code() == StatusCode::kResourceExhausted) {
+    while (writer->Push(item).code() == StatusCode::kResourceExhausted) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     if (Seconds(t0) - last_report > 10) {
@@ -134,8 +136,7 @@ int RunFill(const FillOptions& o) {
                    static_cast<double>(sent) / last_report);
     }
   }
-  queue.Close();
-  writer.Join();
+  writer->Drain();
   const double insert_s = Seconds(t0);
   const auto t1 = Clock::now();
   double merge_s = 0;
@@ -149,10 +150,10 @@ int RunFill(const FillOptions& o) {
       "{\"spans\":%llu,\"rows_written\":%llu,\"first_ns\":%llu,\"last_ns\":%llu,"
       "\"insert_s\":%.1f,\"merge_s\":%.1f,\"dependencies_s\":%.1f,\"cpu_s\":%.1f}\n",
       static_cast<unsigned long long>(sent),
-      static_cast<unsigned long long>(writer.stats().rows_written.load()),
+      static_cast<unsigned long long>(writer->stats().rows_written.load()),
       static_cast<unsigned long long>(start_ns), static_cast<unsigned long long>(next_ns), insert_s,
       merge_s, Seconds(t1) - merge_s, CpuSeconds());
-  return writer.stats().rows_written.load() == sent ? 0 : 1;
+  return writer->stats().rows_written.load() == sent ? 0 : 1;
 }
 
 }  // namespace

@@ -86,12 +86,17 @@ struct FakeWrite : Write {
 class FakePlugin final : public Plugin {
  public:
   explicit FakePlugin(size_t shards = 1, bool seals = true) : shards_(shards), seals_(seals) {}
+  // Of each write's spans, this many stored otherwise (Write::other_rows),
+  // and stored by the failed attempts of a write dead-lettered (Write::stored).
+  size_t other_rows = 0;
+  size_t stored_before_refusal = 0;
   size_t shards() const override { return shards_; }
   // Each item a write of its own, sealed under "key".
   void Add(size_t shard, QueuedBatch item) override {
     auto w = std::make_unique<FakeWrite>();
     w->since = std::chrono::steady_clock::now();
-    w->rows = Rows(item);
+    w->rows = Rows(item) - other_rows;
+    w->other_rows = other_rows;
     if (seals_) w->key = "key";
     if (item.batch != nullptr) {
       w->traces = item.batch->spans.trace_id;
@@ -131,7 +136,8 @@ class FakePlugin final : public Plugin {
   }
   Status DeadLetter(size_t, Write& w, const Status& why) override {
     std::lock_guard<std::mutex> lock(mu);
-    dead_lettered += w.rows;
+    dead_lettered += w.rows + w.other_rows - stored_before_refusal;
+    w.stored = stored_before_refusal;
     return dead_letter_fails ? Status::Internal("disk full") : Status::Ok();
   }
 
@@ -148,6 +154,12 @@ class FakePlugin final : public Plugin {
   const bool seals_;
   std::map<size_t, std::vector<std::unique_ptr<Write>>> ready_;
 };
+
+template <typename F>
+bool WaitUntil(F&& pred) {
+  for (int i = 0; i < 3000 && !pred(); ++i) std::this_thread::sleep_for(10ms);  // ~30 s at most
+  return pred();
+}
 
 RuntimeOptions FastRetries() {
   RuntimeOptions o;
@@ -216,6 +228,30 @@ TEST(SinkRuntime, APermanentFailureGoesToTheDeadLetterAtOnce) {
   EXPECT_EQ(s.blocks_dead_lettered.load(), 1u);
   EXPECT_EQ(s.permanent_errors.load(), 1u);
   EXPECT_EQ(s.rows_written.load(), 0u);
+}
+
+// Spans a write stores otherwise (a ClickHouse sink's sampled-out spans)
+// leave the pending count but are not written spans; of a write refused for
+// good after storing part of it, that part counts as written.
+TEST(SinkRuntime, RowsStoredOtherwiseOrBeforeARefusalAreCountedApart) {
+  auto p = std::make_unique<FakePlugin>();
+  p->other_rows = 1;
+  Harness h(std::move(p));
+  QueuedBatch q = Request(h.issuer, 1);
+  ASSERT_TRUE(h.sink.Push(q).ok());
+  EXPECT_TRUE(WaitUntil([&] { return h.issuer.acks(1) == 1; }));
+  EXPECT_EQ(h.sink.stats().rows_written.load(), 2u);
+  EXPECT_EQ(h.sink.stats().pending_rows.load(), 0u);
+  h.plugin->stored_before_refusal = 1;
+  h.plugin->script = [](int) { return Status::Invalid("the sampled rows refused"); };
+  QueuedBatch r = Request(h.issuer, 2);
+  ASSERT_TRUE(h.sink.Push(r).ok());
+  h.sink.Drain();
+  EXPECT_EQ(h.issuer.acks(2), 1);
+  const SinkStats& s = h.sink.stats();
+  EXPECT_EQ(s.rows_written.load(), 3u);        // 2, then the 1 stored before the refusal
+  EXPECT_EQ(s.rows_dead_lettered.load(), 2u);  // the rest of the second write
+  EXPECT_EQ(s.pending_rows.load(), 0u);
 }
 
 TEST(SinkRuntime, AnUnknownFailureIsRetriedABoundedNumberOfTimes) {

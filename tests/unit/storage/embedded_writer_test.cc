@@ -1,6 +1,9 @@
-// The writer's batching, partitioning, retries and memory release, without
-// an engine: a fake connection (and the fault switch) stands in for it.
+// The writer's batching, partitioning, retries and memory release, in a
+// ClickHouse sink as serve makes one, without an engine: a fake connection
+// (and the fault switch) stands in for it.
 #include "storage/clickhouse/embedded_writer.h"
+
+#include "../../testdata/one_writer.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -83,53 +86,48 @@ bool WaitFor(F&& pred) {
   return pred();
 }
 
-void Push(sink::SpanQueue& q, MemoryBudget& budget, SpanBatch b, size_t bytes) {
+using testdata::OneWriter;
+
+void Push(OneWriter& w, MemoryBudget& budget, SpanBatch b, size_t bytes) {
   ASSERT_TRUE(budget.TryReserve(bytes));
   Reservation r(&budget, bytes);
   sink::QueuedBatch item;
   item.batch = std::make_unique<SpanBatch>(std::move(b));
   item.reservation = std::move(r);
-  ASSERT_TRUE(q.Push(item).ok());
+  ASSERT_TRUE(w.Push(item).ok());
 }
 
 // A started writer over a fake engine, a queue and a memory budget of its own.
 struct Rig {
-  explicit Rig(WriterOptions o) : w(&engine, Caps(), q, std::move(o)) { w.Start(); }
+  explicit Rig(WriterOptions o) : w(&engine, Caps(), std::move(o)) {}
   ~Rig() { Stop(); }  // a failed assertion returns early: the writer still stops
   // `batches` batches of `traces` traces (3 spans each), each reserving `bytes`.
   void PushBatches(int batches, size_t traces = 2, size_t bytes = 100) {
-    for (int i = 0; i < batches; ++i) Push(q, budget, testdata::SampleBatch(traces), bytes);
+    for (int i = 0; i < batches; ++i) Push(w, budget, testdata::SampleBatch(traces), bytes);
   }
-  void Stop() {
-    q.Close();
-    w.Join();
-  }
+  void Stop() { w.Close(); }
   MemoryBudget budget{1ull << 30};
-  sink::SpanQueue q{1ull << 30};
   FakeEngine engine;
-  EmbeddedWriter w;
+  OneWriter w;
 };
 
 TEST(EmbeddedWriter, ManyProducersEveryRowWrittenOnceAndMemoryReleased) {
   MemoryBudget budget(1ull << 34);
-  sink::SpanQueue q(1ull << 34);
   WriterOptions o = NullSink();
   o.max_rows = 1000;
   o.max_age = 20ms;
   FakeEngine engine;
-  EmbeddedWriter w(&engine, Caps(), q, o);
-  w.Start();
+  OneWriter w(&engine, Caps(), o);
   constexpr int kProducers = 4;
   constexpr int kBatches = 150;
   std::vector<std::thread> ts;
   for (int p = 0; p < kProducers; ++p) {
     ts.emplace_back([&] {
-      for (int i = 0; i < kBatches; ++i) Push(q, budget, testdata::SampleBatch(2), 100);
+      for (int i = 0; i < kBatches; ++i) Push(w, budget, testdata::SampleBatch(2), 100);
     });
   }
   for (auto& t : ts) t.join();
-  q.Close();
-  w.Join();
+  w.Close();
   EXPECT_EQ(w.stats().rows_written.load(), static_cast<uint64_t>(kProducers * kBatches * 6));
   EXPECT_EQ(w.stats().pending_rows.load(), 0u);
   EXPECT_EQ(w.stats().rows_lost.load(), 0u);
@@ -167,13 +165,10 @@ class FakeServer final : public SqlConnection {
 
 TEST(EmbeddedWriter, ARemoteInsertCarriesItsBlocksAsTheBody) {
   MemoryBudget budget(1ull << 30);
-  sink::SpanQueue q(1ull << 30);
   FakeServer server;
-  EmbeddedWriter w(&server, Capabilities::FromVersion("18.16.1"), q, Batching(6, 12, 1h));
-  w.Start();
-  for (int i = 0; i < 4; ++i) Push(q, budget, testdata::SampleBatch(2), 100);
-  q.Close();
-  w.Join();
+  OneWriter w(&server, Capabilities::FromVersion("18.16.1"), Batching(6, 12, 1h));
+  for (int i = 0; i < 4; ++i) Push(w, budget, testdata::SampleBatch(2), 100);
+  w.Close();
   EXPECT_EQ(w.stats().rows_written.load(), 24u);
   EXPECT_TRUE(server.statements.empty());  // no file() reads
   size_t rows = 0;
@@ -212,10 +207,8 @@ uint64_t BlockRows(const std::string& body, uint64_t* columns = nullptr) {
 // token; the resources only their spans used are not written.
 TEST(EmbeddedWriter, SpansSampledOutGoToSampledSpansWithTheSpansToken) {
   MemoryBudget budget(1ull << 30);
-  sink::SpanQueue q(1ull << 30);
   FakeServer server;
-  EmbeddedWriter w(&server, Caps(), q, Batching(6, 12, 1h));
-  w.Start();
+  OneWriter w(&server, Caps(), Batching(6, 12, 1h));
   // A replayed block of three records: all sampled out, mixed (the "db"
   // service's spans sampled out), all kept; first read as two blocks of
   // spans.
@@ -234,9 +227,8 @@ TEST(EmbeddedWriter, SpansSampledOutGoToSampledSpansWithTheSpansToken) {
     }
     item.block->parts.push_back(std::move(b));
   }
-  ASSERT_TRUE(q.Push(item).ok());
-  q.Close();
-  w.Join();
+  ASSERT_TRUE(w.Push(item).ok());
+  w.Close();
   EXPECT_EQ(kept, 10u);
   EXPECT_EQ(w.stats().rows_written.load(), 10u);
   EXPECT_EQ(w.stats().sampled_rows_written.load(), 8u);
@@ -272,13 +264,11 @@ TEST(EmbeddedWriter, SpansSampledOutGoToSampledSpansWithTheSpansToken) {
 // only their resource.
 TEST(EmbeddedWriter, OnlyWhatIsStoredIsInserted) {
   MemoryBudget budget(1ull << 30);
-  sink::SpanQueue q(1ull << 30);
   FakeServer server;
-  EmbeddedWriter w(&server, Caps(), q, NullSink());
-  w.Start();
+  OneWriter w(&server, Caps(), NullSink());
   SpanBatch all_out = testdata::SampleBatch(2);
   for (auto& m : all_out.spans.metrics_only) m = 1;
-  Push(q, budget, std::move(all_out), 100);
+  Push(w, budget, std::move(all_out), 100);
   ASSERT_TRUE(WaitFor([&] { return w.stats().sampled_rows_written.load() == 6; }));
   {
     std::lock_guard<std::mutex> lock(server.mu_);
@@ -290,9 +280,8 @@ TEST(EmbeddedWriter, OnlyWhatIsStoredIsInserted) {
   EXPECT_TRUE(WaitFor([&] { return budget.used() == 0; }));
   SpanBatch db_out = testdata::SampleBatch(2);
   for (uint32_t i = 0; i < db_out.span_count(); ++i) db_out.spans.metrics_only[i] = i % 3 == 2;
-  Push(q, budget, std::move(db_out), 100);
-  q.Close();
-  w.Join();
+  Push(w, budget, std::move(db_out), 100);
+  w.Close();
   EXPECT_EQ(w.stats().rows_written.load(), 4u);
   EXPECT_EQ(w.stats().sampled_rows_written.load(), 8u);
   ASSERT_EQ(server.inserts.size(), 3u);
@@ -331,7 +320,7 @@ TEST(EmbeddedWriter, OneInsertPerDayPartition) {
   Rig r(o);
   // 6 spans 1 ms apart, starting 3 ms before midnight: 3 on each day.
   const uint64_t midnight = 1700006400ull * 1000000000ull;  // 2023-11-15 00:00:00 UTC
-  Push(r.q, r.budget, testdata::SampleBatch(2, midnight - 3000000), 1000);
+  Push(r.w, r.budget, testdata::SampleBatch(2, midnight - 3000000), 1000);
   r.Stop();
   EXPECT_EQ(r.w.stats().rows_written.load(), 6u);
   EXPECT_EQ(r.w.stats().writes.load(), 2u);
@@ -340,19 +329,17 @@ TEST(EmbeddedWriter, OneInsertPerDayPartition) {
 
 TEST(EmbeddedWriter, FailingInsertsAreRetriedAndStopTheQueueFromDraining) {
   MemoryBudget budget(1ull << 30);
-  sink::SpanQueue q(1ull << 30);
   SinkFaults faults;
   faults.fail_inserts = true;
   WriterOptions o = NullSink();
   o.max_rows = 3;  // a batch of 3 spans is a block (and an insert) of its own
   o.max_age = 1ms;
   FakeEngine engine;
-  EmbeddedWriter w(&engine, Caps(), q, o, nullptr, &faults);
-  w.Start();
+  OneWriter w(&engine, Caps(), o, &faults);
   // The first is being inserted (and fails), the second waits for its
   // turn, the third is encoded and waits to be handed over: the fourth
   // stays queued, its memory reserved.
-  for (int i = 0; i < 4; ++i) Push(q, budget, testdata::SampleBatch(1), 500);
+  for (int i = 0; i < 4; ++i) Push(w, budget, testdata::SampleBatch(1), 500);
   ASSERT_TRUE(WaitFor([&] { return w.stats().write_errors.load() >= 3; }));
   // Back-pressure: the fourth is not drained while inserts fail (and it
   // stays so while they keep failing).
@@ -364,8 +351,7 @@ TEST(EmbeddedWriter, FailingInsertsAreRetriedAndStopTheQueueFromDraining) {
   faults.fail_inserts = false;
   EXPECT_TRUE(WaitFor([&] { return w.stats().rows_written.load() == 12; }));
   EXPECT_TRUE(WaitFor([&] { return budget.used() == 0; }));
-  q.Close();
-  w.Join();
+  w.Close();
   EXPECT_EQ(w.stats().rows_lost.load(), 0u);
 }
 
@@ -416,18 +402,15 @@ TEST(EmbeddedWriter, AnInsertIsDueWhenItsOldestSpanIsMaxAgeOld) {
 
 TEST(EmbeddedWriter, AtShutdownGivesUpAfterItsRetriesAndCountsTheLoss) {
   MemoryBudget budget(1ull << 30);
-  sink::SpanQueue q(1ull << 30);
   SinkFaults faults;
   faults.fail_inserts = true;
   WriterOptions o = NullSink();
   o.max_age = 1h;
   o.shutdown_retries = 2;
   FakeEngine engine;
-  EmbeddedWriter w(&engine, Caps(), q, o, nullptr, &faults);
-  w.Start();
-  Push(q, budget, testdata::SampleBatch(1), 100);
-  q.Close();
-  w.Join();
+  OneWriter w(&engine, Caps(), o, &faults);
+  Push(w, budget, testdata::SampleBatch(1), 100);
+  w.Close();
   EXPECT_EQ(w.stats().rows_lost.load(), 3u);
   EXPECT_EQ(w.stats().rows_written.load(), 0u);
   EXPECT_EQ(w.stats().write_errors.load(), 2u);
