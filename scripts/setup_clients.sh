@@ -6,6 +6,8 @@
 #   tests/e2e/clients/go    go build: OpenTelemetry Go SDK + otlptracegrpc -> emit_otel
 #   tests/e2e/clients/java  mvn package: OpenTelemetry Java SDK + exporter-otlp
 #                           -> target/emit-otel.jar (dependencies in target/lib)
+#   tools/otelcol           the OpenTelemetry Collector Builder: OTLP in, loadbalancing out,
+#                           for tests/e2e/otelcol_server.py (scripts/setup_otelcol.sh)
 #   tests/opensearch        mvn package: a real OpenSearch 2.19.6 node for
 #                           tests/e2e/opensearch_server.py -> target/opensearch-launcher.jar
 #                           (the server and its modules in target/lib)
@@ -83,6 +85,11 @@ if command -v go >/dev/null; then
 else
   echo "setup: no Go toolchain; the Jaeger reference tests will be skipped"
 fi
+
+# The OpenTelemetry Collector (contrib's loadbalancing exporter) that
+# tests/e2e/otelcol_server.py runs in front of several spanhouse nodes: built the same way,
+# with the OpenTelemetry Collector Builder, into the same cache (setup_otelcol.sh says how).
+../../../scripts/setup_otelcol.sh
 
 # OpenSearch: not a client, the server the migration tests write to, built the same way
 # (its jars, ~50 MB, come from Maven Central into ~/.m2). Rebuilt from an empty target/ so a

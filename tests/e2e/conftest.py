@@ -463,6 +463,24 @@ def jaeger(jaeger_factory):
     return jaeger_factory()
 
 
+@pytest.fixture
+def otelcol_factory(tmp_path, request):
+    """Makes OpenTelemetry Collectors (otelcol_server.Collector: OTLP in, the loadbalancing
+    exporter out) under tmp_path, stopped at teardown; skipped when the collector is not built,
+    except under CI, which builds it."""
+    from otelcol_server import CollectorFactory, otelcol_missing
+    why = otelcol_missing()
+    if why:
+        if os.environ.get("CI"):
+            pytest.fail(why, pytrace=False)
+        pytest.skip(why)
+    factory = CollectorFactory(tmp_path)
+    request.node._spanhouse_factories = (getattr(request.node, "_spanhouse_factories", [])
+                                         + [factory])
+    yield factory
+    factory.teardown()
+
+
 @pytest.fixture(scope="module")
 def module_spanhouse(tmp_path_factory, request):
     """One spanhouse shared by the tests of a module."""

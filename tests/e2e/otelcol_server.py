@@ -1,0 +1,222 @@
+"""The OpenTelemetry Collector as the front of several spanhouse nodes: one process on free
+loopback ports that takes OTLP (gRPC and HTTP) and hands each trace to one node with the
+contrib `load_balancing` exporter (`loadbalancing` before v0.161; `routing_key: traceID`, a
+static list of the nodes' OTLP/gRPC addresses).
+
+scripts/setup.sh --tests builds it (scripts/setup_otelcol.sh, from tools/otelcol/builder.yaml
+with the OpenTelemetry Collector Builder) into
+${XDG_CACHE_HOME:-~/.cache}/spanhouse/otelcol-v0.161.0/otelcol; OTELCOL_BIN names another one.
+
+The configuration is written for each start and lists only what the tests need: the OTLP
+receiver and the loadbalancing exporter. Each node gets its own OTLP exporter inside the
+loadbalancing one, with a queue and retries of its own, so a node that is briefly away gets
+its traces once it is back, and no trace moves to the other node meanwhile. The collector's own
+metrics are off (they would listen on 8888, wherever that is). The file is JSON, which the
+collector reads as YAML.
+
+conftest.py's fixture `otelcol_factory` makes them; it skips the test when the binary is not
+built, and fails it under CI=true. Each instance's log is attached to the report of a test
+that fails."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Optional
+
+import requests
+
+from conftest import _die_with_parent, clean_env, free_ports, tail
+from managed_process import ManagedProcess
+
+OTELCOL_VERSION = "v0.161.0"
+READY_DEADLINE_S = 60.0
+STOP_DEADLINE_S = 30.0
+
+
+def otelcol_bin() -> Path:
+    if os.environ.get("OTELCOL_BIN"):
+        return Path(os.environ["OTELCOL_BIN"])
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "spanhouse" / f"otelcol-{OTELCOL_VERSION}" / "otelcol"
+
+
+def otelcol_missing() -> Optional[str]:
+    """Why the collector cannot be run here, or None."""
+    path = otelcol_bin()
+    if path.is_file() and os.access(path, os.X_OK):
+        return None
+    return (f"the OpenTelemetry Collector {OTELCOL_VERSION} is not built ({path} missing): "
+            "scripts/setup.sh --tests builds it with Go (scripts/setup_otelcol.sh)")
+
+
+class Collector(ManagedProcess):
+    """One collector process in front of `backends` (host:port of each node's OTLP/gRPC)."""
+
+    stop_deadline_s = STOP_DEADLINE_S
+    PORT_NAMES = ("otlp_grpc", "otlp_http")
+
+    def __init__(self, root: Path, backends: list[str], routing_key: str = "traceID",
+                 name: str = "otelcol", start: bool = True):
+        if not backends:
+            raise ValueError("the loadbalancing exporter needs at least one backend")
+        self.binary = otelcol_bin()
+        why = otelcol_missing()
+        if why:
+            raise RuntimeError(why)
+        self.name = name
+        self.backends = list(backends)
+        self.routing_key = routing_key
+        self.root = Path(root) / name
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.config_path = self.root / "config.yaml"
+        self.log_path = self.root / "otelcol.log"
+        self.proc: Optional[subprocess.Popen] = None
+        self.ports: dict[str, int] = {}
+        self.starts = 0
+        self.exit_codes: list[int] = []
+        if start:
+            self.start()
+
+    # ---- addresses ----
+    @property
+    def otlp_http_url(self) -> str:
+        """POST {otlp_http_url}/v1/traces."""
+        return f"http://127.0.0.1:{self.ports['otlp_http']}"
+
+    @property
+    def otlp_grpc_address(self) -> str:
+        return f"127.0.0.1:{self.ports['otlp_grpc']}"
+
+    # conftest.py's failure hook shows the log of what a test's factories started.
+    @property
+    def stderr_path(self) -> Path:
+        return self.log_path
+
+    # ---- configuration ----
+    def config(self) -> dict:
+        p = self.ports
+        # One OTLP/gRPC exporter per node (plain text on loopback), each with its own queue and
+        # retries: a node's failure is retried to that node, for up to a minute.
+        per_node = {
+            "tls": {"insecure": True},
+            "timeout": "5s",
+            "sending_queue": {"enabled": True, "queue_size": 10000},
+            "retry_on_failure": {"enabled": True, "initial_interval": "100ms",
+                                 "max_interval": "1s", "max_elapsed_time": "60s"},
+        }
+        return {
+            "receivers": {"otlp": {"protocols": {
+                "grpc": {"endpoint": f"127.0.0.1:{p['otlp_grpc']}"},
+                "http": {"endpoint": f"127.0.0.1:{p['otlp_http']}"},
+            }}},
+            "exporters": {"load_balancing": {
+                "routing_key": self.routing_key,
+                "protocol": {"otlp": per_node},
+                "resolver": {"static": {"hostnames": self.backends}},
+            }},
+            "service": {
+                "pipelines": {"traces": {"receivers": ["otlp"], "exporters": ["load_balancing"]}},
+                "telemetry": {"logs": {"level": "info"}, "metrics": {"level": "none"}},
+            },
+        }
+
+    def command(self) -> list[str]:
+        return [str(self.binary), "--config", f"file:{self.config_path}"]
+
+    # ---- lifecycle ----
+    def start(self, deadline_s: float = READY_DEADLINE_S) -> "Collector":
+        """Starts the collector and waits until both OTLP ports accept connections (the
+        receiver starts after the exporters, so then the pipeline is up); raises with the log's
+        tail if it does not get there. The first start picks free ports (again, if one was
+        taken meanwhile); later ones keep them."""
+        assert not self.running(), f"{self.name} is already running"
+        keep = bool(self.ports)
+        for attempt in range(3):
+            if not keep or attempt > 0:
+                self.ports = dict(zip(self.PORT_NAMES, free_ports(len(self.PORT_NAMES))))
+            self.config_path.write_text(json.dumps(self.config(), indent=2) + "\n")
+            self.starts += 1
+            with open(self.log_path, "ab") as log:
+                log.write(f"\n===== start #{self.starts}: {' '.join(self.command())}\n".encode())
+                self.proc = subprocess.Popen(
+                    self.command(), cwd=self.root, stdin=subprocess.DEVNULL, stdout=log,
+                    stderr=subprocess.STDOUT, env=clean_env(), preexec_fn=_die_with_parent)
+            ready, last = self._wait_ready(deadline_s)
+            if ready:
+                return self
+            if self.proc.poll() is not None and "address already in use" in self.log_text():
+                self.exit_codes.append(self.proc.returncode)
+                continue
+            break
+        if self.proc.poll() is None:
+            msg = f"{self.name} did not accept on its OTLP ports within {deadline_s:.0f} s ({last})"
+            self.kill()
+        else:
+            self.exit_codes.append(self.proc.returncode)
+            msg = f"{self.name} exited with {self.proc.returncode} before it was ready"
+        raise RuntimeError(f"{msg}\n{self.diagnostics()}")
+
+    def _wait_ready(self, deadline_s: float) -> tuple[bool, str]:
+        deadline = time.monotonic() + deadline_s
+        last = "no port accepted"
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                return False, f"exited with {self.proc.returncode}"
+            waiting = [name for name in self.PORT_NAMES if not self._accepts(self.ports[name])]
+            if not waiting:
+                return True, "ready"
+            last = f"not accepting: {', '.join(waiting)}"
+            time.sleep(0.1)
+        return False, last
+
+    @staticmethod
+    def _accepts(port: int) -> bool:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
+            return True
+        except OSError:
+            return False
+
+    # ---- logs ----
+    def diagnostics(self) -> str:
+        return (f"--- {self.name} stderr ({self.log_path}): OpenTelemetry Collector "
+                f"{OTELCOL_VERSION}, routing_key {self.routing_key}, backends {self.backends}, "
+                f"{self.state()}, ports {self.ports}, config {self.config_path}, "
+                f"exit codes so far {self.exit_codes}\n{tail(self.log_text())}")
+
+    # ---- HTTP helpers ----
+    def post_otlp_json(self, body: bytes, session: Optional[requests.Session] = None,
+                       timeout: float = 30) -> requests.Response:
+        return (session or requests).post(f"{self.otlp_http_url}/v1/traces", data=body,
+                                          headers={"Content-Type": "application/json"},
+                                          timeout=timeout)
+
+
+class CollectorFactory:
+    """Collectors under one directory, all stopped at teardown (conftest.py's
+    otelcol_factory). conftest.py's failure hook reads .instances, as it does a
+    SpanhouseFactory's."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self.instances: list[Collector] = []
+
+    def __call__(self, backends: list[str], name: str = "otelcol", start: bool = True,
+                 **kwargs) -> Collector:
+        c = Collector(self.root, backends, name=name, start=False, **kwargs)
+        self.instances.append(c)
+        if start:
+            c.start()
+        return c
+
+    def teardown(self) -> None:
+        for c in self.instances:
+            try:
+                c.stop()
+            finally:
+                c.kill()
