@@ -184,12 +184,10 @@ Status Server::OpenQueue() {
     // The queue's records are stored or will be (the replay); their keys
     // are in the files unless the process ended between a record's sync and
     // the keys' write, or its sync failed after the record reached the disk.
-    // Read as a replay reads them, without tail sampling's marks.
-    pipeline::TailSampler* tail = pipeline_.filter->tail();
-    pipeline_.filter->set_tail(nullptr);
-    pipeline_.queue->ForEachLoggedRequest(
-        [&](const SpanBatch& b) { pipeline_.dedup->Note(b, now); });
-    pipeline_.filter->set_tail(tail);
+    // Noted as the replay at start decodes them (once), before the
+    // receivers open.
+    pipeline_.queue->set_replay_observer(
+        [dedup = pipeline_.dedup.get(), now](const SpanBatch& b) { dedup->Note(b, now); });
   }
   if (pipeline_.tail_sampler != nullptr) {
     writing_.tail_window =
