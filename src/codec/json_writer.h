@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "codec/value_text.h"
 
@@ -50,6 +51,80 @@ class Commas {
  private:
   std::string& out_;
   bool first_ = true;
+};
+
+// Writes a JSON document into `out`: objects, arrays, keys and values, with
+// the commas and the quoting done here, so a caller never pastes JSON text
+// together (a name with a quote in it stays a string). The caller pairs the
+// Begins and Ends; a value inside an object follows its Key.
+class JsonWriter {
+ public:
+  explicit JsonWriter(std::string& out) : out_(out) {}
+
+  JsonWriter& BeginObject() { return Open('{'); }
+  JsonWriter& EndObject() { return Close('}'); }
+  JsonWriter& BeginArray() { return Open('['); }
+  JsonWriter& EndArray() { return Close(']'); }
+  JsonWriter& Key(std::string_view key) {
+    Separate();
+    AppendJsonString(out_, key);
+    out_ += ':';
+    after_key_ = true;
+    return *this;
+  }
+  JsonWriter& String(std::string_view v) {
+    Separate();
+    AppendJsonString(out_, v);
+    return *this;
+  }
+  JsonWriter& Uint(uint64_t v) {
+    Separate();
+    AppendUint(out_, v);
+    return *this;
+  }
+  // Shortest text that reads back as `v`; an integral one as an integer.
+  JsonWriter& Double(double v) {
+    Separate();
+    AppendJsonDouble(out_, v);
+    return *this;
+  }
+  JsonWriter& Bool(bool v) { return Raw(v ? "true" : "false"); }
+  JsonWriter& Null() { return Raw("null"); }
+  // A value that is JSON already (a document another writer made).
+  JsonWriter& Raw(std::string_view json) {
+    Separate();
+    out_ += json;
+    return *this;
+  }
+
+ private:
+  // The comma before a value or key, unless it is the first of its
+  // container or the value of the key just written.
+  void Separate() {
+    if (after_key_) {
+      after_key_ = false;
+      return;
+    }
+    if (!first_.empty()) {
+      if (!first_.back()) out_ += ',';
+      first_.back() = false;
+    }
+  }
+  JsonWriter& Open(char c) {
+    Separate();
+    out_ += c;
+    first_.push_back(true);
+    return *this;
+  }
+  JsonWriter& Close(char c) {
+    out_ += c;
+    if (!first_.empty()) first_.pop_back();
+    return *this;
+  }
+
+  std::string& out_;
+  std::vector<bool> first_;  // per open container: nothing written in it yet
+  bool after_key_ = false;
 };
 
 // Jaeger's key-value up to its value: {"key":<key>,"type":"<type>","value":

@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "codec/value_text.h"
+#include "codec/json_writer.h"
 
 namespace spanhouse::query {
 
@@ -12,30 +12,20 @@ namespace {
 
 // Jaeger's structured envelope around `data` (JSON text).
 std::string Envelope(std::string_view data, size_t total) {
-  return fmt::format("{{\"data\":{},\"total\":{},\"limit\":0,\"offset\":0,\"errors\":null}}", data,
-                     total);
+  std::string out;
+  codec::JsonWriter w(out);
+  w.BeginObject().Key("data").Raw(data).Key("total").Uint(total);
+  w.Key("limit").Uint(0).Key("offset").Uint(0).Key("errors").Null().EndObject();
+  return out;
 }
 
-void AppendNumber(std::string& out, double v) {
-  codec::AppendJsonDouble(out, v);
+void AppendPoint(codec::JsonWriter& w, uint64_t time_s, double value) {
+  w.BeginObject().Key("gaugeValue").BeginObject().Key("doubleValue").Double(value).EndObject();
+  w.Key("timestamp").String(Rfc3339(time_s)).EndObject();
 }
 
-void AppendPoint(std::string& out, bool& first, uint64_t time_s, double value) {
-  out += first ? "" : ",";
-  first = false;
-  out += "{\"gaugeValue\":{\"doubleValue\":";
-  AppendNumber(out, value);
-  out += "},\"timestamp\":\"";
-  out += Rfc3339(time_s);
-  out += "\"}";
-}
-
-void AppendLabel(std::string& out, std::string_view name, std::string_view value) {
-  out += "{\"name\":";
-  codec::AppendJsonString(out, name);
-  out += ",\"value\":";
-  codec::AppendJsonString(out, value);
-  out += '}';
+void AppendLabel(codec::JsonWriter& w, std::string_view name, std::string_view value) {
+  w.BeginObject().Key("name").String(name).Key("value").String(value).EndObject();
 }
 
 }  // namespace
@@ -49,40 +39,35 @@ std::string Rfc3339(uint64_t unix_s) {
 }
 
 std::string RenderStringList(const std::vector<std::string>& values) {
-  std::string data = "[";
-  for (size_t i = 0; i < values.size(); ++i) {
-    if (i != 0) data += ',';
-    codec::AppendJsonString(data, values[i]);
-  }
-  data += ']';
+  std::string data;
+  codec::JsonWriter w(data);
+  w.BeginArray();
+  for (const std::string& v : values) w.String(v);
+  w.EndArray();
   return Envelope(data, values.size());
 }
 
 std::string RenderOperations(const std::vector<OperationInfo>& ops) {
-  std::string data = "[";
-  for (size_t i = 0; i < ops.size(); ++i) {
-    if (i != 0) data += ',';
-    data += "{\"name\":";
-    codec::AppendJsonString(data, ops[i].name);
-    data += ",\"spanKind\":";
-    codec::AppendJsonString(data, SpanKindName(ops[i].kind));
-    data += '}';
+  std::string data;
+  codec::JsonWriter w(data);
+  w.BeginArray();
+  for (const OperationInfo& op : ops) {
+    w.BeginObject().Key("name").String(op.name).Key("spanKind").String(SpanKindName(op.kind));
+    w.EndObject();
   }
-  data += ']';
+  w.EndArray();
   return Envelope(data, ops.size());
 }
 
 std::string RenderDependencies(const std::vector<DependencyLink>& links) {
-  std::string data = "[";
-  for (size_t i = 0; i < links.size(); ++i) {
-    if (i != 0) data += ',';
-    data += "{\"parent\":";
-    codec::AppendJsonString(data, links[i].parent);
-    data += ",\"child\":";
-    codec::AppendJsonString(data, links[i].child);
-    data += fmt::format(",\"callCount\":{}}}", links[i].calls);
+  std::string data;
+  codec::JsonWriter w(data);
+  w.BeginArray();
+  for (const DependencyLink& link : links) {
+    w.BeginObject().Key("parent").String(link.parent).Key("child").String(link.child);
+    w.Key("callCount").Uint(link.calls).EndObject();
   }
-  data += ']';
+  w.EndArray();
   // Jaeger leaves total at 0 here.
   return Envelope(data, 0);
 }
@@ -93,12 +78,14 @@ std::string RenderNumberData(uint64_t value) {
 
 std::string RenderMissingTraces(const std::vector<TraceId>& missing) {
   if (missing.empty()) return "null";
-  std::string out = "[";
-  for (size_t i = 0; i < missing.size(); ++i) {
-    if (i != 0) out += ',';
-    out += fmt::format("{{\"msg\":\"trace not found\",\"traceID\":\"{}\"}}", ToHex(missing[i]));
+  std::string out;
+  codec::JsonWriter w(out);
+  w.BeginArray();
+  for (const TraceId& id : missing) {
+    w.BeginObject().Key("msg").String("trace not found").Key("traceID").String(ToHex(id));
+    w.EndObject();
   }
-  out += ']';
+  w.EndArray();
   return out;
 }
 
@@ -124,24 +111,17 @@ std::string RenderMetricFamily(RedMetric metric, const RedQuery& query,
     name.replace(0, 7, "service_operation");
     help += " & operation";
   }
-  std::string out = "{\"name\":";
-  codec::AppendJsonString(out, name);
-  out += ",\"type\":\"GAUGE\",\"help\":";
-  codec::AppendJsonString(out, help);
-  out += ",\"metrics\":[";
+  std::string out;
+  codec::JsonWriter w(out);
+  w.BeginObject().Key("name").String(name).Key("type").String("GAUGE").Key("help").String(help);
+  w.Key("metrics").BeginArray();
   const uint64_t points = query.lookback_s / query.step_s + 1;
   const double window = static_cast<double>(query.window_s);
-  for (size_t i = 0; i < series.size(); ++i) {
-    const RedSeries& s = series[i];
-    if (i != 0) out += ',';
-    out += "{\"labels\":[";
-    AppendLabel(out, "service_name", s.service);
-    if (query.by_operation) {
-      out += ',';
-      AppendLabel(out, "operation", s.operation);
-    }
-    out += "],\"metricPoints\":[";
-    bool first = true;
+  for (const RedSeries& s : series) {
+    w.BeginObject().Key("labels").BeginArray();
+    AppendLabel(w, "service_name", s.service);
+    if (query.by_operation) AppendLabel(w, "operation", s.operation);
+    w.EndArray().Key("metricPoints").BeginArray();
     if (metric == RedMetric::kCalls) {
       // Every point of the range, zero where its window had no call.
       size_t at = 0;
@@ -151,51 +131,40 @@ std::string RenderMetricFamily(RedMetric metric, const RedQuery& query,
         while (at < s.points.size() && s.points[at].time_s < t) ++at;
         const uint64_t calls =
             at < s.points.size() && s.points[at].time_s == t ? s.points[at].calls : 0;
-        AppendPoint(out, first, t, static_cast<double>(calls) / window);
+        AppendPoint(w, t, static_cast<double>(calls) / window);
       }
     } else {
       for (const RedPoint& p : s.points) {
         if (p.calls == 0) continue;
-        AppendPoint(out, first, p.time_s,
+        AppendPoint(w, p.time_s,
                     metric == RedMetric::kErrors
                         ? static_cast<double>(p.errors) / static_cast<double>(p.calls)
                         : p.quantile_ms);
       }
     }
-    out += "]}";
+    w.EndArray().EndObject();
   }
-  out += "]}";
+  w.EndArray().EndObject();
   return out;
 }
 
 std::string RenderSummary(const RedSummaryQuery& query, const std::vector<RedSummaryRow>& rows) {
   const double seconds = static_cast<double>(query.to_s - query.from_s);
-  std::string data = "[";
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const RedSummaryRow& r = rows[i];
-    if (i != 0) data += ',';
-    data += "{\"service\":";
-    codec::AppendJsonString(data, r.service);
+  std::string data;
+  codec::JsonWriter w(data);
+  w.BeginArray();
+  for (const RedSummaryRow& r : rows) {
+    w.BeginObject().Key("service").String(r.service);
     if (!query.service.empty()) {
-      data += ",\"operation\":";
-      codec::AppendJsonString(data, r.operation);
-      data += ",\"span_kind\":";
-      codec::AppendJsonString(data, SpanKindName(r.kind));
+      w.Key("operation").String(r.operation).Key("span_kind").String(SpanKindName(r.kind));
     }
-    data += ",\"rate_per_s\":";
-    AppendNumber(data, seconds > 0 ? static_cast<double>(r.calls) / seconds : 0);
-    data += ",\"error_rate\":";
-    AppendNumber(data,
-                 r.calls > 0 ? static_cast<double>(r.errors) / static_cast<double>(r.calls) : 0);
-    data += ",\"p50_ms\":";
-    AppendNumber(data, r.p50_ms);
-    data += ",\"p95_ms\":";
-    AppendNumber(data, r.p95_ms);
-    data += ",\"p99_ms\":";
-    AppendNumber(data, r.p99_ms);
-    data += fmt::format(",\"calls\":{},\"errors\":{}}}", r.calls, r.errors);
+    w.Key("rate_per_s").Double(seconds > 0 ? static_cast<double>(r.calls) / seconds : 0);
+    w.Key("error_rate")
+        .Double(r.calls > 0 ? static_cast<double>(r.errors) / static_cast<double>(r.calls) : 0);
+    w.Key("p50_ms").Double(r.p50_ms).Key("p95_ms").Double(r.p95_ms).Key("p99_ms").Double(r.p99_ms);
+    w.Key("calls").Uint(r.calls).Key("errors").Uint(r.errors).EndObject();
   }
-  data += ']';
+  w.EndArray();
   return Envelope(data, rows.size());
 }
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "codec/json_writer.h"
 #include "query/api_json.h"
 #include "query/jaeger_json.h"
 
@@ -84,7 +85,8 @@ void QueryApi::CountSpans(const QueryString& q, net::HttpResponse& resp) {
   uint64_t n = 0;
   Status st = reader_.CountSpansWithAttr(owner, *key, value == nullptr ? "" : *value, &n);
   if (!st.ok()) return Fail(st, "count spans", resp);
-  resp.body = "{\"count\":" + std::to_string(n) + "}";
+  resp.body.clear();
+  codec::JsonWriter(resp.body).BeginObject().Key("count").Uint(n).EndObject();
 }
 
 void QueryApi::GetTrace(std::string_view hex, net::HttpResponse& resp) {

@@ -17,7 +17,7 @@
 #include <future>
 #include <set>
 
-#include "codec/value_text.h"
+#include "codec/json_writer.h"
 #include "common/clock.h"
 #include "net/http_status.h"
 #include "query/jaeger_json.h"
@@ -130,13 +130,14 @@ void Server::ReadSourceEndpoint(const net::HttpRequest& req, net::HttpResponse& 
     resp.headers.emplace_back("Allow", "GET, PUT");
     return Fail(resp, 405, "method not allowed: GET or PUT");
   }
-  std::string sources;
-  for (const auto& s : reading_.read_switch->sources()) {
-    sources += (sources.empty() ? "\"" : ",\"") + s + "\"";
-  }
-  resp.body = fmt::format(R"({{"read_from":"{}","fallback":{},"sources":[{}]}})",
-                          reading_.read_switch->current(),
-                          reading_.read_switch->fallback() ? "true" : "false", sources);
+  std::string out;
+  codec::JsonWriter w(out);
+  w.BeginObject().Key("read_from").String(reading_.read_switch->current());
+  w.Key("fallback").Bool(reading_.read_switch->fallback());
+  w.Key("sources").BeginArray();
+  for (const auto& s : reading_.read_switch->sources()) w.String(s);
+  w.EndArray().EndObject();
+  resp.body = std::move(out);
 }
 
 void Server::SpanCountsEndpoint(const net::HttpRequest& req, net::HttpResponse& resp) {
@@ -153,18 +154,15 @@ void Server::SpanCountsEndpoint(const net::HttpRequest& req, net::HttpResponse& 
   std::vector<query::SpanCountRow> rows;
   if (Status st = c.reader->CountSpans(q, &rows); !st.ok())
     return FailStore(resp, st, "span counts");
-  std::string out = "{\"source\":";
-  codec::AppendJsonString(out, c.source);
-  out += ",\"bucket_s\":" + std::to_string(q.bucket_s) + ",\"rows\":[";
-  for (size_t i = 0; i < rows.size(); ++i) {
-    if (i != 0) out += ',';
-    out += "{\"bucket\":" + std::to_string(rows[i].bucket_s) + ",\"service\":";
-    codec::AppendJsonString(out, rows[i].service);
-    out += ",\"kind\":";
-    codec::AppendJsonString(out, SpanKindName(rows[i].kind));
-    out += ",\"spans\":" + std::to_string(rows[i].spans) + "}";
+  std::string out;
+  codec::JsonWriter w(out);
+  w.BeginObject().Key("source").String(c.source).Key("bucket_s").Uint(q.bucket_s);
+  w.Key("rows").BeginArray();
+  for (const query::SpanCountRow& row : rows) {
+    w.BeginObject().Key("bucket").Uint(row.bucket_s).Key("service").String(row.service);
+    w.Key("kind").String(SpanKindName(row.kind)).Key("spans").Uint(row.spans).EndObject();
   }
-  out += "]}";
+  w.EndArray().EndObject();
   resp.body = std::move(out);
 }
 
@@ -189,12 +187,13 @@ void Server::SpanIdsEndpoint(const net::HttpRequest& req, net::HttpResponse& res
   }
   std::vector<query::SpanKey> keys;
   if (Status st = c.reader->ListSpans(q, &keys); !st.ok()) return FailStore(resp, st, "span ids");
-  std::string out = "{\"spans\":[";
-  for (size_t i = 0; i < keys.size(); ++i) {
-    if (i != 0) out += ',';
-    out += "[\"" + ToHex(keys[i].trace_id) + "\",\"" + ToHex(keys[i].span_id) + "\"]";
+  std::string out;
+  codec::JsonWriter w(out);
+  w.BeginObject().Key("spans").BeginArray();
+  for (const query::SpanKey& k : keys) {
+    w.BeginArray().String(ToHex(k.trace_id)).String(ToHex(k.span_id)).EndArray();
   }
-  out += "]}";
+  w.EndArray().EndObject();
   resp.body = std::move(out);
 }
 
@@ -211,14 +210,16 @@ void Server::DocumentsEndpoint(const net::HttpRequest& req, net::HttpResponse& r
   if (!st.ok() && st.code() != StatusCode::kNotFound) return FailStore(resp, st, "documents");
   DropRepeatedSpans(&batch);  // one document per span, as Jaeger's _id makes it
   storage::opensearch::DocumentWriter writer(batch);
-  std::string out = "{\"source\":";
-  codec::AppendJsonString(out, c.source);
-  out += ",\"documents\":[";
+  std::string out;
+  codec::JsonWriter w(out);
+  w.BeginObject().Key("source").String(c.source).Key("documents").BeginArray();
+  std::string document;
   for (uint32_t s = 0; s < batch.span_count(); ++s) {
-    if (s != 0) out += ',';
-    writer.AppendSpan(out, s);
+    document.clear();
+    writer.AppendSpan(document, s);
+    w.Raw(document);  // the document writer's JSON
   }
-  out += "]}";
+  w.EndArray().EndObject();
   resp.body = std::move(out);
 }
 
@@ -228,7 +229,7 @@ void Server::ImportEndpoint(const net::HttpRequest& req, net::HttpResponse& resp
   SpanBatch batch;
   uint64_t received = 0;
   uint64_t invalid = 0;
-  std::string errors;
+  std::vector<std::string> errors;  // the first few
   std::string_view body = req.body;
   while (!body.empty()) {
     const size_t nl = body.find('\n');
@@ -239,9 +240,7 @@ void Server::ImportEndpoint(const net::HttpRequest& req, net::HttpResponse& resp
     ++received;
     if (Status st = storage::opensearch::AppendSpanFromDocument(line, &batch); !st.ok()) {
       if (++invalid <= 5) {
-        if (!errors.empty()) errors += ',';
-        codec::AppendJsonString(errors,
-                                "document " + std::to_string(received) + ": " + st.message());
+        errors.push_back("document " + std::to_string(received) + ": " + st.message());
       }
     }
   }
@@ -277,9 +276,14 @@ void Server::ImportEndpoint(const net::HttpRequest& req, net::HttpResponse& resp
       return Fail(resp, 503, "import: " + st.message());
     }
   }
-  resp.body = fmt::format(
-      R"({{"received":{},"invalid":{},"already_stored":{},"imported":{},"errors":[{}]}})", received,
-      invalid, batch.span_count() - fresh.size(), written, errors);
+  std::string out;
+  codec::JsonWriter w(out);
+  w.BeginObject().Key("received").Uint(received).Key("invalid").Uint(invalid);
+  w.Key("already_stored").Uint(batch.span_count() - fresh.size()).Key("imported").Uint(written);
+  w.Key("errors").BeginArray();
+  for (const std::string& e : errors) w.String(e);
+  w.EndArray().EndObject();
+  resp.body = std::move(out);
 }
 
 Status Server::Import(const SpanBatch& batch, uint64_t* written) {

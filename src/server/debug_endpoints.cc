@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "codec/json_writer.h"
 #include "query/query_api.h"
 #include "storage/clickhouse/chdb.h"
 #include "storage/clickhouse/schema.h"
@@ -15,7 +16,8 @@ namespace {
 
 void Error(net::HttpResponse& resp, int status, const std::string& message) {
   resp.status = status;
-  resp.body = fmt::format("{{\"error\":\"{}\"}}", message);
+  resp.body.clear();
+  codec::JsonWriter(resp.body).BeginObject().Key("error").String(message).EndObject();
 }
 
 bool IsIdentifier(const std::string& s) {
@@ -55,9 +57,11 @@ void HandleSink(const net::HttpRequest& req, net::HttpResponse& resp,
       return Error(resp, 400, fmt::format("{}: want true or false", name));
     *flag = v == "true";
   }
-  resp.body = fmt::format("{{\"insert_delay_ms\":{},\"fail_inserts\":{},\"fail_permanent\":{}}}",
-                          faults->insert_delay_ms.load(), faults->fail_inserts.load(),
-                          faults->fail_permanent.load());
+  resp.body.clear();
+  codec::JsonWriter w(resp.body);
+  w.BeginObject().Key("insert_delay_ms").Uint(faults->insert_delay_ms.load());
+  w.Key("fail_inserts").Bool(faults->fail_inserts.load());
+  w.Key("fail_permanent").Bool(faults->fail_permanent.load()).EndObject();
 }
 
 void HandleSpans(const net::HttpRequest& req, net::HttpResponse& resp, const DebugStore& store) {
@@ -79,8 +83,11 @@ void HandleSpans(const net::HttpRequest& req, net::HttpResponse& resp, const Deb
   const auto rows = storage::TsvRows(r.data);
   std::vector<std::string> f = rows.empty() ? std::vector<std::string>() : rows[0];
   if (f.size() != 3) f.resize(3, "0");
-  resp.body =
-      fmt::format("{{\"rows\":{},\"unique_span_ids\":{},\"red_calls\":{}}}", f[0], f[1], f[2]);
+  resp.body.clear();
+  codec::JsonWriter w(resp.body);
+  // The engine's numbers as it wrote them (TSV).
+  w.BeginObject().Key("rows").Raw(f[0]).Key("unique_span_ids").Raw(f[1]);
+  w.Key("red_calls").Raw(f[2]).EndObject();
 }
 
 }  // namespace

@@ -9,7 +9,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "codec/value_text.h"
+#include "codec/json_writer.h"
 #include "common/clock.h"
 #include "query/jaeger_json.h"
 #include "server/debug_endpoints.h"
@@ -184,12 +184,10 @@ Status Server::OpenQueue() {
     // The queue's records are stored or will be (the replay); their keys
     // are in the files unless the process ended between a record's sync and
     // the keys' write, or its sync failed after the record reached the disk.
-    // Read as a replay reads them, without tail sampling's marks.
-    pipeline::TailSampler* tail = pipeline_.filter->tail();
-    pipeline_.filter->set_tail(nullptr);
-    pipeline_.queue->ForEachLoggedRequest(
-        [&](const SpanBatch& b) { pipeline_.dedup->Note(b, now); });
-    pipeline_.filter->set_tail(tail);
+    // Noted as the replay at start decodes them (once), before the
+    // receivers open.
+    pipeline_.queue->set_replay_observer(
+        [dedup = pipeline_.dedup.get(), now](const SpanBatch& b) { dedup->Note(b, now); });
   }
   if (pipeline_.tail_sampler != nullptr) {
     writing_.tail_window =
@@ -586,20 +584,25 @@ std::string Server::SamplingJson() const {
   //  "metricsCountEverySpan": true}}; traces and spans are head sampling's
   //  (tail sampling's when it is the only one); keptShare is the share of
   //  traces kept since start by both (null before any).
-  std::string out = R"({"data":{"head":{"probability":)";
-  out += fmt::format("{}", cfg_.sampling.head.probability);
-  out += R"(,"services":{)";
+  std::string out;
+  codec::JsonWriter w(out);
+  w.BeginObject().Key("data").BeginObject();
+  w.Key("head").BeginObject().Key("probability").Double(cfg_.sampling.head.probability);
+  w.Key("services").BeginObject();
   std::vector<std::pair<std::string, double>> services;
   ParseServiceProbabilities(cfg_.sampling.head.services, &services);
-  for (size_t i = 0; i < services.size(); ++i) {
-    if (i != 0) out += ',';
-    codec::AppendJsonString(out, services[i].first);
-    out += fmt::format(":{}", services[i].second);
-  }
-  out += "}},\"tail\":";
+  for (const auto& [service, probability] : services) w.Key(service).Double(probability);
+  w.EndObject().EndObject();
   const auto share = [](uint64_t kept, uint64_t dropped) {
     return kept + dropped == 0 ? -1.0
                                : static_cast<double>(kept) / static_cast<double>(kept + dropped);
+  };
+  const auto share_value = [&w](double s) {  // null: nothing decided yet
+    if (s < 0) {
+      w.Null();
+    } else {
+      w.Double(s);
+    }
   };
   uint64_t kept = 0, dropped = 0, kept_spans = 0, dropped_spans = 0;
   double kept_share = 1;
@@ -611,23 +614,24 @@ std::string Server::SamplingJson() const {
     dropped_spans = st.dropped_spans.load();
     kept_share = share(kept, dropped);
   }
+  w.Key("tail");
   if (pipeline_.tail_sampler == nullptr) {
-    out += "null";
+    w.Null();
   } else {
     const pipeline::TailPolicies& p = pipeline_.tail_sampler->policies();
-    out += R"({"policies":)";
-    codec::AppendJsonString(out, cfg_.sampling.tail.policies);
-    out += fmt::format(R"(,"decisionWaitMs":{},"kept":{{)", cfg_.sampling.tail.decision_wait_ms);
+    w.BeginObject().Key("policies").String(cfg_.sampling.tail.policies);
+    w.Key("decisionWaitMs").Uint(cfg_.sampling.tail.decision_wait_ms);
+    w.Key("kept").BeginObject();
     uint64_t tail_kept = 0;
     for (size_t k = 0; k < p.policies().size(); ++k) {
-      if (k != 0) out += ',';
-      codec::AppendJsonString(out, p.policies()[k].name);
-      out += fmt::format(":{}", p.kept(k));
+      w.Key(p.policies()[k].name).Uint(p.kept(k));
       tail_kept += p.kept(k);
     }
+    w.EndObject();
     const double tail_share = share(tail_kept, p.dropped());
-    out += fmt::format(R"(}},"dropped":{},"keptShare":{}}})", p.dropped(),
-                       tail_share < 0 ? std::string("null") : fmt::format("{}", tail_share));
+    w.Key("dropped").Uint(p.dropped()).Key("keptShare");
+    share_value(tail_share);
+    w.EndObject();
     if (pipeline_.head_sampler == nullptr) {
       kept = tail_kept;
       dropped = p.dropped();
@@ -636,10 +640,13 @@ std::string Server::SamplingJson() const {
     }
     kept_share = kept_share < 0 || tail_share < 0 ? -1 : kept_share * tail_share;
   }
-  out += fmt::format(R"(,"traces":{{"kept":{},"dropped":{}}},"spans":{{"kept":{},"dropped":{}}},)"
-                     R"("keptShare":{},"metricsCountEverySpan":true}}}})",
-                     kept, dropped, kept_spans, dropped_spans,
-                     kept_share < 0 ? std::string("null") : fmt::format("{}", kept_share));
+  w.Key("traces").BeginObject().Key("kept").Uint(kept).Key("dropped").Uint(dropped).EndObject();
+  w.Key("spans").BeginObject();
+  w.Key("kept").Uint(kept_spans).Key("dropped").Uint(dropped_spans).EndObject();
+  w.Key("keptShare");
+  share_value(kept_share);
+  w.Key("metricsCountEverySpan").Bool(true);
+  w.EndObject().EndObject();
   return out;
 }
 

@@ -13,7 +13,9 @@
 // tokens (a block stored before the crash is kept once by the store), then
 // the spans of every record no block of that sink held, like new requests.
 // Records are filtered again against their receive time, so spans the
-// client was told were rejected stay out.
+// client was told were rejected stay out. Each record is decoded once for
+// all of that (every sink, every block, the replay observer), held between
+// the replay's reads of the log up to a share of the memory budget.
 //
 // Without a log (durable.enabled: false) nothing is on disk: tickets are
 // empty, a sink that cannot take spans now refuses the request (429), and
@@ -59,6 +61,8 @@ struct ReplayStats {
   std::atomic<uint64_t> bad_block_records{0};
 };
 
+class DecodedRecords;
+
 class DurableQueue final : public Delivery {
  public:
   // Opens the log (indexing what a previous process left) when enabled.
@@ -79,10 +83,13 @@ class DurableQueue final : public Delivery {
   // stored, and the copy must not begin.
   Status ReplaySealedBlocks(sink::Sink& sink);
 
-  // Before Start: calls `fn` with the spans of every request record in the
-  // log (decoded and filtered as a replay reads them; undecodable ones
-  // skipped). Every one of them is stored, or will be by the replay.
-  void ForEachLoggedRequest(const std::function<void(const SpanBatch&)>& fn);
+  // Before Start: Start (with sinks) calls `fn` with the spans of every request record in
+  // the log (decoded and filtered as the replay reads them, before tail
+  // sampling's marks; undecodable ones skipped), before the receivers
+  // open. Every one of them is stored, or will be by the replay.
+  void set_replay_observer(std::function<void(const SpanBatch&)> fn) {
+    replay_observer_ = std::move(fn);
+  }
 
   // Replays to every sink what it had not finished, then starts the
   // backlogs' threads. Call once every sink is started, so that what it is
@@ -148,12 +155,16 @@ class DurableQueue final : public Delivery {
   // The sealed and acked blocks of every sink, from the log as found at Open
   // and this process's acks before Start.
   std::unordered_map<std::string, SinkBlocks> ScanBlocks();
-  // Writes `cursor`'s unfinished blocks again; returns their LSNs.
-  std::vector<uint64_t> ReplayBlocks(SinkCursor& cursor, const SinkBlocks& blocks);
+  // Writes the unfinished blocks of each of `cursors` (its `blocks`, by
+  // index) again, reading the log once; returns each one's block LSNs.
+  std::vector<std::vector<uint64_t>> ReplayBlocks(const std::vector<SinkCursor*>& cursors,
+                                                  const std::vector<const SinkBlocks*>& blocks,
+                                                  DecodedRecords& decoded);
   // Tail sampling: the spans of every record read, their traces decided.
-  void ObserveForTail();
+  void ObserveForTail(DecodedRecords& decoded);
   // Hands every sink the spans no block of its own held.
-  void ReplayRecords(const std::unordered_map<std::string, SinkBlocks>& blocks);
+  void ReplayRecords(const std::unordered_map<std::string, SinkBlocks>& blocks,
+                     DecodedRecords& decoded);
   void NoteAck(const std::string& sink, uint64_t block_lsn);
   // A sealed block of `cursor`'s whose key its sink refused (counted).
   void BadKey(SinkCursor& cursor, uint64_t block_lsn);
@@ -173,6 +184,7 @@ class DurableQueue final : public Delivery {
   std::unordered_map<std::string, std::unordered_set<uint64_t>> acked_early_;  // by acked_mu_
   std::atomic<bool> started_{false};
   TailWindow* tail_window_ = nullptr;
+  std::function<void(const SpanBatch&)> replay_observer_;
 };
 
 }  // namespace spanhouse::pipeline::durable

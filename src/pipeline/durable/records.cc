@@ -121,7 +121,7 @@ bool RequestTargets(RecordKind kind, std::string_view payload, std::vector<std::
 }
 
 Status DecodeRequestRecord(RecordKind kind, std::string payload, SpanFilter* filter,
-                           SpanBatch* batch, uint64_t lsn) {
+                           SpanBatch* batch, uint64_t lsn, bool tail_marks) {
   if (kind == RecordKind::kTargetedRequest) {
     const size_t head = TargetedHead(payload, nullptr);
     if (head == 0 || !codec::IsBodyFormat(static_cast<uint8_t>(payload[kRequestHeadBytes]))) {
@@ -155,9 +155,15 @@ Status DecodeRequestRecord(RecordKind kind, std::string payload, SpanFilter* fil
   if (Status st = codec::DecodeBody(format, payload, batch); !st.ok()) return st;
   if (timed && filter != nullptr) {
     FilterReport report;
-    filter->Apply(*batch, received_ns, &report, /*count=*/false, lsn);
+    filter->Apply(*batch, received_ns, &report, /*count=*/false, lsn, tail_marks);
   }
   return Status::Ok();
+}
+
+void MarkRequestRecord(RecordKind kind, SpanFilter* filter, SpanBatch* batch, uint64_t lsn) {
+  // The records DecodeRequestRecord filters: those with a receive time.
+  const bool timed = kind == RecordKind::kRequest || kind == RecordKind::kEncodedRequest;
+  if (timed && filter != nullptr) filter->ApplyTail(*batch, lsn);
 }
 
 std::string DedupToken(uint64_t epoch, uint64_t block_lsn) {

@@ -112,9 +112,13 @@ struct AckRecord {
 // (when given; not a kTargetedRequest's) against the clock they were
 // received at, uncounted: the spans the client was told were rejected are
 // dropped again, the same values trimmed (and sampled the same: `lsn`, the
-// record's, for tail sampling's decisions).
+// record's, for tail sampling's decisions). `tail_marks` false: tail
+// sampling's marks are left for MarkRequestRecord.
 Status DecodeRequestRecord(RecordKind kind, std::string payload, SpanFilter* filter,
-                           SpanBatch* batch, uint64_t lsn = 0);
+                           SpanBatch* batch, uint64_t lsn = 0, bool tail_marks = true);
+// Tail sampling's marks on a request record decoded without them (only
+// noted while the sampler observes); nothing for a record not filtered.
+void MarkRequestRecord(RecordKind kind, SpanFilter* filter, SpanBatch* batch, uint64_t lsn);
 inline bool IsRequestRecord(RecordKind kind) {
   return kind == RecordKind::kEncodedRequest || kind == RecordKind::kTargetedRequest ||
          kind == RecordKind::kRequest || kind == RecordKind::kSpans;

@@ -127,7 +127,7 @@ SpanFilter::SpanFilter(const FilterLimits& limits)
     : limits_(limits), names_(limits.max_span_names_per_service) {}
 
 void SpanFilter::Apply(SpanBatch& batch, uint64_t now_ns, FilterReport* report, bool count,
-                       uint64_t record_lsn) {
+                       uint64_t record_lsn, bool tail) {
   *report = FilterReport();
   Reject(batch, now_ns, report);
   TrimLists(batch, report);
@@ -137,10 +137,12 @@ void SpanFilter::Apply(SpanBatch& batch, uint64_t now_ns, FilterReport* report, 
   if (sampler_ != nullptr) {
     report->sampled_out = static_cast<uint32_t>(sampler_->Apply(batch, count));
   }
-  if (tail_ != nullptr && !count) {
-    report->sampled_out +=
-        static_cast<uint32_t>(tail_->Apply(batch, record_lsn, WallClockNs(), false));
-  }
+  if (tail && !count) report->sampled_out += static_cast<uint32_t>(ApplyTail(batch, record_lsn));
+}
+
+size_t SpanFilter::ApplyTail(SpanBatch& batch, uint64_t record_lsn) {
+  if (tail_ == nullptr) return 0;
+  return tail_->Apply(batch, record_lsn, WallClockNs(), false);
 }
 
 void SpanFilter::Reject(SpanBatch& batch, uint64_t now_ns, FilterReport* report) const {

@@ -108,8 +108,14 @@ class SpanFilter {
   // again with the clock it was received at (same spans dropped, same
   // trims), not counted twice. Safe to call from several threads at once.
   // `record_lsn`: the durable-queue record a batch read back came from.
+  // `tail` false: tail sampling's marks left for ApplyTail (a replay that
+  // reads a record before its traces are decided, and marks it later).
   void Apply(SpanBatch& batch, uint64_t now_ns, FilterReport* report, bool count = true,
-             uint64_t record_lsn = 0);
+             uint64_t record_lsn = 0, bool tail = true);
+  // Tail sampling's part of Apply on a batch read back (none without a tail
+  // sampler; while it observes, its spans are only noted): the spans
+  // sampled out.
+  size_t ApplyTail(SpanBatch& batch, uint64_t record_lsn);
 
   // Head sampling as the last step of Apply (live and read back alike), so a
   // record read back from the queue is sampled as it was when it came;

@@ -16,7 +16,12 @@
 #include <set>
 #include <vector>
 
+#include "codec/body.h"
 #include "codec/otlp_encode.h"
+#include "common/clock.h"
+#include "pipeline/filter/span_filter.h"
+#include "pipeline/sampling/tail_policy.h"
+#include "pipeline/sampling/tail_sampler.h"
 #include "sink/ticket_latch.h"
 #include "testdata/test_sink.h"
 
@@ -370,6 +375,118 @@ TEST_F(DurableQueueTest, BlocksStoredBeforeAnUpgradeAreNotHandedOverAgain) {
               start == 0 ? upgrade : std::function<void(DurableQueue&)>());
     EXPECT_FALSE(r.sink(0).Pop(300ms).has_value()) << "start " << start;
   }
+}
+
+// Two sinks, each with an unfinished block over records the other's block
+// holds some of, and the observer (the dedup index's): each record is
+// decoded once at the restart however many of them want it
+// (codec::BodyDecodes counts every OTLP decode in the process).
+TEST_F(DurableQueueTest, ARestartDecodesEachRecordOnceForEverySinkAndBlock) {
+  constexpr uint64_t kRecords = 8;
+  {
+    Running r(dir_, {"a", "b"}, 1 << 30);
+    for (uint64_t t = 1; t <= kRecords; ++t) {
+      ASSERT_TRUE(Send(*r.q, r.budget, Request(t, 10)).ok());
+    }
+    // a sealed records 1-4 in a block, b records 3-6; neither finished.
+    for (size_t k = 0; k < 2; ++k) {
+      std::vector<QueuedBatch> got = Take(r.sink(k), kRecords);
+      ASSERT_EQ(got.size(), kRecords);
+      std::vector<Ticket> sealed;
+      for (size_t i = 2 * k; i < 2 * k + 4; ++i) sealed.push_back(std::move(got[i].ticket));
+      ASSERT_TRUE(r.sink(k).cursor()->Seal(TestSink::DayKey(20000), sealed, 1).sealed());
+    }
+  }
+  std::vector<uint64_t> observed;  // the first span id of each record observed
+  const uint64_t before = codec::BodyDecodes();
+  Running r(dir_, {"a", "b"}, 1 << 30, true, [&](DurableQueue& q) {
+    q.set_replay_observer([&](const SpanBatch& b) { observed.push_back(SpanIdOf(b, 0)); });
+  });
+  EXPECT_EQ(codec::BodyDecodes() - before, kRecords);
+  EXPECT_EQ(observed, (std::vector<uint64_t>{1001, 2001, 3001, 4001, 5001, 6001, 7001, 8001}));
+  // Each sink: its block whole, then the records it did not hold, once.
+  for (size_t k = 0; k < 2; ++k) {
+    std::vector<QueuedBatch> got = Take(r.sink(k), 1 + kRecords - 4);
+    ASSERT_EQ(got.size(), 1 + kRecords - 4) << k;
+    ASSERT_NE(got[0].block, nullptr) << k;
+    EXPECT_EQ(SpanIds(got[0]).size(), 40u);
+    EXPECT_EQ(SpanIds(got[0]).front(), (2 * k + 1) * 1000 + 1);
+    std::set<uint64_t> ids;
+    for (size_t i = 1; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].block, nullptr);
+      for (uint64_t id : SpanIds(got[i])) ids.insert(id);
+    }
+    EXPECT_EQ(ids.size(), 40u);
+    for (uint64_t t = 2 * k + 1; t <= 2 * k + 4; ++t) EXPECT_EQ(ids.count(t * 1000 + 1), 0u) << t;
+    EXPECT_FALSE(r.sink(k).Pop(200ms).has_value());
+  }
+  EXPECT_EQ(codec::BodyDecodes() - before, kRecords);
+}
+
+// A filter with tail sampling keeping traces with an error, as serve makes it.
+std::unique_ptr<SpanFilter> TailFilter(MemoryBudget& budget, std::unique_ptr<TailSampler>* tail) {
+  std::unique_ptr<TailPolicies> policies;
+  EXPECT_TRUE(TailPolicies::Parse("error", &policies).ok());
+  *tail = std::make_unique<TailSampler>(TailSamplingOptions{}, std::move(policies), &budget);
+  auto filter = std::make_unique<SpanFilter>(FilterLimits{});
+  filter->set_tail(tail->get());
+  return filter;
+}
+
+// With tail sampling the replay reads the log twice (every trace decided
+// before any record is marked): a record held decoded between the reads is
+// decoded once, the observer sees it unmarked (as the dedup index keyed
+// it), and the sink marked by the decisions, as a second decode marks it.
+TEST_F(DurableQueueTest, WithTailSamplingARestartDecodesARecordOnceAndMarksItLater) {
+  constexpr uint64_t kRecords = 4;
+  const uint64_t now = WallClockNs();
+  {
+    MemoryBudget budget(1 << 30);
+    std::unique_ptr<TailSampler> tail;
+    auto filter = TailFilter(budget, &tail);
+    std::unique_ptr<DurableQueue> q;
+    ASSERT_TRUE(DurableQueue::Open(OptionsAt(dir_), budget, filter.get(), &q).ok());
+    for (uint64_t t = 1; t <= kRecords; ++t) {
+      SpanBatch request = Request(t, 2, now - 1000000000);
+      if (t == 1) request.spans.status_code[0] = static_cast<uint8_t>(StatusCodeOtlp::kError);
+      Ticket ticket;
+      ASSERT_TRUE(
+          q->Append(now, codec::BodyFormat::kOtlpProto, codec::EncodeOtlpProto(request), &ticket)
+              .ok());
+    }
+  }  // killed before any trace was decided
+  MemoryBudget budget(1 << 30);
+  std::unique_ptr<TailSampler> tail;
+  auto filter = TailFilter(budget, &tail);
+  std::unique_ptr<DurableQueue> q;
+  ASSERT_TRUE(DurableQueue::Open(OptionsAt(dir_), budget, filter.get(), &q).ok());
+  TestSink sink("a");
+  q->AddSink(sink);
+  size_t observed = 0;
+  size_t observed_marked = 0;  // spans sampled out or named by a policy, as observed
+  q->set_replay_observer([&](const SpanBatch& b) {
+    ++observed;
+    for (uint32_t i = 0; i < b.span_count(); ++i) {
+      observed_marked += b.spans.metrics_only[i] + (b.spans.attrs[i].end - b.spans.attrs[i].begin);
+    }
+  });
+  const uint64_t before = codec::BodyDecodes();
+  q->Start();
+  EXPECT_EQ(codec::BodyDecodes() - before, kRecords);
+  EXPECT_EQ(observed, kRecords);
+  EXPECT_EQ(observed_marked, 0u);
+  std::vector<QueuedBatch> got = Take(sink, kRecords);
+  ASSERT_EQ(got.size(), kRecords);
+  for (size_t r = 0; r < got.size(); ++r) {
+    const SpanBatch& b = *got[r].batch;
+    ASSERT_EQ(b.span_count(), 2u);
+    for (uint32_t i = 0; i < 2; ++i) {
+      // Trace 1 (an error) kept, its roots naming the policy; the rest out.
+      EXPECT_EQ(b.spans.metrics_only[i], r == 0 ? 0 : 1) << r;
+      EXPECT_EQ(b.spans.attrs[i].end - b.spans.attrs[i].begin, r == 0 ? 1u : 0u) << r;
+    }
+  }
+  q->StopBacklogs();
 }
 
 }  // namespace
