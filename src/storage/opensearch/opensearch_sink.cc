@@ -17,6 +17,7 @@
 #include "model/service_name.h"
 #include "sink/plugin.h"
 #include "sink/runtime.h"
+#include "storage/opensearch/bulk_action.h"
 #include "storage/opensearch/jaeger_document.h"
 
 namespace spanhouse::storage::opensearch {
@@ -29,17 +30,6 @@ inline void Optional(simdjson::error_code /*absent*/) {}
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-void AppendAction(std::string& out, std::string_view verb, std::string_view index,
-                  std::string_view id) {
-  out += "{\"";
-  out += verb;
-  out += "\":{\"_index\":";
-  codec::AppendJsonString(out, index);
-  out += ",\"_id\":";
-  codec::AppendJsonString(out, id);
-  out += "}}";
-}
 
 // Appends `lines` to the dead letter, each a refused document with the
 // reason; synced.
@@ -227,7 +217,7 @@ void OpenSearchPlugin::AddBatch(BulkWrite& w, const SpanBatch& b) {
     w.rows += 1;
     BulkWrite::Doc d;
     const uint64_t start = b.spans.start_ns[s];
-    AppendAction(d.action, "create", DailyIndex(span_base_, start), SpanDocumentId(b, s));
+    AppendBulkAction(d.action, "create", DailyIndex(span_base_, start), SpanDocumentId(b, s));
     writer.AppendSpan(d.source, s);
     w.todo.push_back(w.docs.size());
     w.docs.push_back(std::move(d));
@@ -244,7 +234,7 @@ void OpenSearchPlugin::AddBatch(BulkWrite& w, const SpanBatch& b) {
     w.new_services.push_back(std::move(key));
     BulkWrite::Doc sd;
     sd.service = true;
-    AppendAction(sd.action, "index", index, id);
+    AppendBulkAction(sd.action, "index", index, id);
     DocumentWriter::AppendService(sd.source, service, op);
     w.todo.push_back(w.docs.size());
     w.docs.push_back(std::move(sd));
