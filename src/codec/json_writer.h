@@ -24,9 +24,13 @@ inline void AppendUint(std::string& out, uint64_t v) {
 // The lowercase hex of `data`, no quotes.
 inline void AppendHex(std::string& out, const uint8_t* data, size_t n) {
   static constexpr char kDigits[] = "0123456789abcdef";
+  // Grown once and written in place: a += per digit checks the capacity each time.
+  const size_t at = out.size();
+  out.resize(at + 2 * n);
+  char* p = out.data() + at;
   for (size_t i = 0; i < n; ++i) {
-    out += kDigits[data[i] >> 4];
-    out += kDigits[data[i] & 0xf];
+    p[2 * i] = kDigits[data[i] >> 4];
+    p[2 * i + 1] = kDigits[data[i] & 0xf];
   }
 }
 

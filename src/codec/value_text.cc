@@ -81,6 +81,19 @@ void AppendJsonString(std::string& out, std::string_view s) {
   out += '"';
   size_t i = 0;
   while (i < s.size()) {
+    // A run of printable ASCII without quote or backslash, appended at once:
+    // most text is only that, and a byte at a time costs a bounds check each.
+    size_t run = i;
+    while (run < s.size()) {
+      const auto r = static_cast<unsigned char>(s[run]);
+      if (r < 0x20 || r >= 0x80 || r == '"' || r == '\\') break;
+      ++run;
+    }
+    if (run > i) {
+      out.append(s.data() + i, run - i);
+      i = run;
+      if (i == s.size()) break;
+    }
     auto c = static_cast<unsigned char>(s[i]);
     if (c == '"' || c == '\\') {
       out += '\\';
@@ -108,9 +121,6 @@ void AppendJsonString(std::string& out, std::string_view s) {
           out += kHex[c >> 4];
           out += kHex[c & 0xF];
       }
-      ++i;
-    } else if (c < 0x80) {
-      out += static_cast<char>(c);
       ++i;
     } else {
       size_t n = Utf8SeqLen(s, i);

@@ -5,7 +5,6 @@
 #include <charconv>
 #include <cmath>
 #include <ctime>
-#include <map>
 #include <string>
 
 #include "codec/json_writer.h"
@@ -35,12 +34,32 @@ bool IsWhole(std::string_view text, const char* end) {
   return !text.empty() && end == text.data() + text.size();
 }
 
-// The JSON value of an attribute as the document holds it; returns its type name.
-std::string_view AppendTypedValue(std::string& out, ValueType type, std::string_view value) {
+// The type name of an attribute's value in the document.
+std::string_view TypeName(ValueType type) {
+  switch (type) {
+    case ValueType::kBool:
+      return "bool";
+    case ValueType::kInt:
+      return "int64";
+    case ValueType::kDouble:
+      return "float64";
+    case ValueType::kBytes:
+      return "binary";
+    case ValueType::kString:
+    case ValueType::kArray:
+    case ValueType::kKvList:
+    case ValueType::kEmpty:
+    default:
+      return "string";
+  }
+}
+
+// The JSON value of an attribute as the document holds it (of type TypeName(type)).
+void AppendTypedValue(std::string& out, ValueType type, std::string_view value) {
   switch (type) {
     case ValueType::kBool:
       out += value == "true" ? "true" : "false";
-      return "bool";
+      return;
     case ValueType::kInt: {
       int64_t v = 0;
       auto res = std::from_chars(value.data(), value.data() + value.size(), v);
@@ -49,7 +68,7 @@ std::string_view AppendTypedValue(std::string& out, ValueType type, std::string_
       } else {
         codec::AppendJsonString(out, value);
       }
-      return "int64";
+      return;
     }
     case ValueType::kDouble: {
       double v = 0;
@@ -59,63 +78,68 @@ std::string_view AppendTypedValue(std::string& out, ValueType type, std::string_
       } else {
         codec::AppendJsonString(out, value);
       }
-      return "float64";
+      return;
     }
     case ValueType::kBytes:
       out += '"';
       codec::AppendHex(out, reinterpret_cast<const uint8_t*>(value.data()), value.size());
       out += '"';
-      return "binary";
+      return;
     case ValueType::kString:
     case ValueType::kArray:
     case ValueType::kKvList:
     case ValueType::kEmpty:
     default:
       codec::AppendJsonString(out, value);
-      return "string";
+      return;
   }
 }
 
 // One attribute as a typed key-value of the document.
 void AppendAttrKv(std::string& out, std::string_view key, ValueType type, std::string_view value) {
-  std::string v;
-  codec::AppendKeyValueHead(out, key, AppendTypedValue(v, type, value));
-  out += v;
+  codec::AppendKeyValueHead(out, key, TypeName(type));
+  AppendTypedValue(out, type, value);
   out += '}';
 }
 
 // A span's or process's tags: the nested "tags" list, and the keys Jaeger
 // always keeps as fields of "tag" instead (span.kind and error, '.' written
-// '@'; binary values stay nested), as its v2 writer does.
+// '@'; binary values stay nested), as its v2 writer does. The list is written
+// to `out` as the tags come (nothing else is written meanwhile), the two
+// fields held until Finish: no buffer of its own per span.
 class TagList {
  public:
-  void Add(std::string_view key, std::string_view type, std::string_view value_json) {
-    if (type != "binary" && (key == "span.kind" || key == "error")) {
-      std::string field(key);
-      for (char& c : field) {
-        if (c == '.') c = '@';
-      }
-      fields_[field] = std::string(value_json);
+  explicit TagList(std::string& out) : out_(out) { out_ += "\"tags\":["; }
+
+  void AddAttr(std::string_view key, ValueType type, std::string_view value) {
+    if (std::string* field = FieldOf(key, TypeName(type))) {
+      field->clear();
+      AppendTypedValue(*field, type, value);
       return;
     }
-    if (!nested_.empty()) nested_ += ',';
-    nested_ += "{\"key\":";
-    codec::AppendJsonString(nested_, key);
-    nested_ += ",\"type\":\"";
-    nested_ += type;
-    nested_ += "\",\"value\":";
-    nested_ += value_json;
-    nested_ += '}';
-  }
-  void AddAttr(std::string_view key, ValueType type, std::string_view value) {
-    scratch_.clear();
-    const std::string_view name = AppendTypedValue(scratch_, type, value);
-    Add(key, name, scratch_);
+    Head(key, TypeName(type));
+    AppendTypedValue(out_, type, value);
+    out_ += '}';
   }
   void AddString(std::string_view key, std::string_view value) {
-    scratch_.clear();
-    codec::AppendJsonString(scratch_, value);
-    Add(key, "string", scratch_);
+    if (std::string* field = FieldOf(key, "string")) {
+      field->clear();
+      codec::AppendJsonString(*field, value);
+      return;
+    }
+    Head(key, "string");
+    codec::AppendJsonString(out_, value);
+    out_ += '}';
+  }
+  // A value already JSON.
+  void AddJson(std::string_view key, std::string_view type, std::string_view value_json) {
+    if (std::string* field = FieldOf(key, type)) {
+      field->assign(value_json);
+      return;
+    }
+    Head(key, type);
+    out_ += value_json;
+    out_ += '}';
   }
   void AddAttrs(const SpanBatch& b, const AttrColumns& cols, Range range,
                 std::string_view skip_key = {}) {
@@ -125,28 +149,50 @@ class TagList {
       AddAttr(key, cols.type[i], b.Str(cols.value[i]));
     }
   }
-  // "tags":[...] then, when any, ,"tag":{...} (keys sorted).
-  void Render(std::string& out) const {
-    out += "\"tags\":[";
-    out += nested_;
-    out += ']';
-    if (fields_.empty()) return;
-    out += ",\"tag\":{";
-    bool first = true;
-    for (const auto& [k, v] : fields_) {
-      if (!first) out += ',';
-      first = false;
-      codec::AppendJsonString(out, k);
-      out += ':';
-      out += v;
+  // Closes "tags" then, when any, ,"tag":{...} (keys sorted: "error" before "span@kind").
+  void Finish() {
+    out_ += ']';
+    if (!has_error_ && !has_kind_) return;
+    out_ += ",\"tag\":{";
+    if (has_error_) {
+      out_ += "\"error\":";
+      out_ += error_;
     }
-    out += '}';
+    if (has_kind_) {
+      if (has_error_) out_ += ',';
+      out_ += "\"span@kind\":";
+      out_ += kind_;
+    }
+    out_ += '}';
   }
 
  private:
-  std::string nested_;
-  std::map<std::string, std::string> fields_;
-  std::string scratch_;
+  // The field a tag is kept in instead of the list (a later one replaces
+  // it), or null.
+  std::string* FieldOf(std::string_view key, std::string_view type) {
+    if (type == "binary") return nullptr;
+    if (key == "span.kind") {
+      has_kind_ = true;
+      return &kind_;
+    }
+    if (key == "error") {
+      has_error_ = true;
+      return &error_;
+    }
+    return nullptr;
+  }
+  void Head(std::string_view key, std::string_view type) {
+    if (!first_) out_ += ',';
+    first_ = false;
+    codec::AppendKeyValueHead(out_, key, type);
+  }
+
+  std::string& out_;
+  bool first_ = true;
+  bool has_error_ = false;
+  bool has_kind_ = false;
+  std::string error_;  // the JSON values of the fields
+  std::string kind_;
 };
 
 void AppendAttrKvs(std::string& out, Commas& commas, const SpanBatch& b, const AttrColumns& cols,
@@ -188,7 +234,7 @@ void AppendReferences(std::string& out, const SpanBatch& b, uint32_t s) {
 
 void AppendTags(std::string& out, const SpanBatch& b, uint32_t s) {
   const SpanBatch::Spans& sp = b.spans;
-  TagList tags;
+  TagList tags(out);
   const uint32_t scope = sp.scope[s];
   if (scope < b.scopes.name.size()) {
     std::string_view name = b.Str(b.scopes.name[scope]);
@@ -204,7 +250,7 @@ void AppendTags(std::string& out, const SpanBatch& b, uint32_t s) {
       tags.AddString("otel.status_code", "OK");
       break;
     case StatusCodeOtlp::kError:
-      tags.Add("error", "bool", "true");
+      tags.AddJson("error", "bool", "true");
       break;
     default:
       break;
@@ -213,7 +259,7 @@ void AppendTags(std::string& out, const SpanBatch& b, uint32_t s) {
   if (!message.empty()) tags.AddString("otel.status_description", message);
   std::string_view trace_state = b.Str(sp.trace_state[s]);
   if (!trace_state.empty()) tags.AddString("w3c.tracestate", trace_state);
-  tags.Render(out);
+  tags.Finish();
 }
 
 void AppendLogs(std::string& out, const SpanBatch& b, uint32_t s) {
@@ -249,10 +295,10 @@ std::string RenderProcess(const SpanBatch& b, uint32_t r) {
   std::string out = "{\"serviceName\":";
   codec::AppendJsonString(out, JaegerServiceName(b, r));
   out += ',';
-  TagList tags;
+  TagList tags(out);
   const Range attrs = r < b.resources.attrs.size() ? b.resources.attrs[r] : Range{};
   tags.AddAttrs(b, b.resource_attrs, attrs, "service.name");
-  tags.Render(out);
+  tags.Finish();
   out += '}';
   return out;
 }
@@ -287,12 +333,16 @@ std::string DailyIndex(std::string_view base, uint64_t time_ns) {
 std::string SpanDocumentId(const SpanBatch& b, uint32_t span) {
   std::string out;
   out.reserve(48);
-  codec::AppendHex(out, b.spans.trace_id[span].data(), 16);
-  codec::AppendHex(out, b.spans.span_id[span].data(), 8);
+  AppendSpanDocumentId(out, b, span);
   return out;
 }
 
-std::string ServiceDocumentId(std::string_view service, std::string_view operation) {
+void AppendSpanDocumentId(std::string& out, const SpanBatch& b, uint32_t span) {
+  codec::AppendHex(out, b.spans.trace_id[span].data(), 16);
+  codec::AppendHex(out, b.spans.span_id[span].data(), 8);
+}
+
+uint64_t ServiceDocumentHash(std::string_view service, std::string_view operation) {
   uint64_t h = 14695981039346656037ull;
   for (std::string_view part : {service, operation}) {
     for (unsigned char c : part) {
@@ -300,9 +350,19 @@ std::string ServiceDocumentId(std::string_view service, std::string_view operati
       h *= 1099511628211ull;
     }
   }
+  return h;
+}
+
+void AppendServiceDocumentId(std::string& out, uint64_t hash) {
   char buf[17];
-  auto res = std::to_chars(buf, buf + sizeof(buf), h, 16);
-  return std::string(buf, res.ptr);
+  auto res = std::to_chars(buf, buf + sizeof(buf), hash, 16);
+  out.append(buf, res.ptr);
+}
+
+std::string ServiceDocumentId(std::string_view service, std::string_view operation) {
+  std::string out;
+  AppendServiceDocumentId(out, ServiceDocumentHash(service, operation));
+  return out;
 }
 
 DocumentWriter::DocumentWriter(const SpanBatch& batch)

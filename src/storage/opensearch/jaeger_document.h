@@ -47,9 +47,13 @@ std::string DailyIndex(std::string_view base, uint64_t time_ns);
 // A span document's _id: its trace id and span id in hex (a retried write of
 // the same span is then the same document, refused with 409 by `create`).
 std::string SpanDocumentId(const SpanBatch& b, uint32_t span);
+void AppendSpanDocumentId(std::string& out, const SpanBatch& b, uint32_t span);
 // A service document's _id as Jaeger makes it: FNV-1a (64) of the service
 // name then the operation name, in lowercase hex without leading zeros.
 std::string ServiceDocumentId(std::string_view service, std::string_view operation);
+// That hash as a number (ServiceDocumentId is its hex).
+uint64_t ServiceDocumentHash(std::string_view service, std::string_view operation);
+void AppendServiceDocumentId(std::string& out, uint64_t hash);
 
 // Renders span documents. Processes are rendered once per resource of the
 // batch it was built for.

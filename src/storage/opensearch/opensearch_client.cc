@@ -101,6 +101,11 @@ Status OpenSearchClient::Post(std::string_view target, std::string body, net::Ht
   return Call(true, target, &body, content_type, result);
 }
 
+Status OpenSearchClient::Post(std::string_view target, std::string* body, net::HttpResult* result,
+                              std::string_view content_type) {
+  return Call(true, target, body, content_type, result);
+}
+
 Status OpenSearchClient::Get(std::string_view target, net::HttpResult* result) {
   std::string none;
   return Call(false, target, &none, {}, result);

@@ -41,6 +41,10 @@ class OpenSearchClient {
   // when no node answered (or each answered 502/503/504).
   Status Post(std::string_view target, std::string body, net::HttpResult* result,
               std::string_view content_type = "application/json");
+  // As Post, `body` lent to the call and handed back unchanged (a caller
+  // that may send it again keeps it without a copy).
+  Status Post(std::string_view target, std::string* body, net::HttpResult* result,
+              std::string_view content_type = "application/json");
   // GET `target`, as Post.
   Status Get(std::string_view target, net::HttpResult* result);
   // Post, then a Status from the HTTP status: OK for 2xx; the cluster's

@@ -17,6 +17,7 @@
 #include "model/service_name.h"
 #include "sink/plugin.h"
 #include "sink/runtime.h"
+#include "storage/opensearch/bulk_action.h"
 #include "storage/opensearch/jaeger_document.h"
 
 namespace spanhouse::storage::opensearch {
@@ -29,17 +30,6 @@ inline void Optional(simdjson::error_code /*absent*/) {}
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-void AppendAction(std::string& out, std::string_view verb, std::string_view index,
-                  std::string_view id) {
-  out += "{\"";
-  out += verb;
-  out += "\":{\"_index\":";
-  codec::AppendJsonString(out, index);
-  out += ",\"_id\":";
-  codec::AppendJsonString(out, id);
-  out += "}}";
-}
 
 // Appends `lines` to the dead letter, each a refused document with the
 // reason; synced.
@@ -100,18 +90,67 @@ ItemResult ClassifyItem(int status) {
   return ItemResult::kDeadLetter;
 }
 
+// A service document written: its day (since the epoch, UTC: one daily
+// index) and its id's hash, which stand for "<index>/<id>".
+struct ServiceKey {
+  uint64_t day = 0;
+  uint64_t hash = 0;
+  bool operator==(const ServiceKey&) const = default;
+};
+struct ServiceKeyHash {
+  size_t operator()(const ServiceKey& k) const { return k.hash ^ (k.day * 0x9e3779b97f4a7c15ull); }
+};
+
+constexpr uint64_t kNsPerDay = 86400ull * 1000000000ull;
+
+// The daily index of a base for the day of a time, made once per day seen
+// (DailyIndex formats the date each call).
+class DailyIndexName {
+ public:
+  explicit DailyIndexName(const std::string& base) : base_(base) {}
+  const std::string& For(uint64_t time_ns) {
+    const uint64_t day = time_ns / kNsPerDay;
+    if (day != day_ || name_.empty()) {
+      name_ = DailyIndex(base_, time_ns);
+      day_ = day;
+    }
+    return name_;
+  }
+
+ private:
+  const std::string& base_;
+  uint64_t day_ = 0;
+  std::string name_;
+};
+
+// What a _bulk answer should hold: per item its status, and the error of
+// one refused (the rest of each item is not read).
+constexpr std::string_view kBulkTarget = "/_bulk?filter_path=errors,items.*.status,items.*.error";
+
 // One _bulk: the documents of the spans it holds, and which are still to
 // write (a retry sends only the items that failed).
 struct BulkWrite : sink::Write {
+  // Where one item lies in `text`: its action line, then its source line.
   struct Doc {
-    std::string action;  // {"create":{...}}
-    std::string source;
+    size_t begin = 0;   // the action: {"create":{...}}
+    size_t source = 0;  // the source, after the action's newline
+    size_t end = 0;     // past the source's newline
     bool service = false;
   };
+  // Every item's "<action>\n<source>\n", in the order of `docs`: the body
+  // of the first attempt as it is, sent without a copy.
+  std::string text;
   std::vector<Doc> docs;
-  std::vector<size_t> todo;
-  std::vector<std::string> new_services;  // "<index>/<id>" first written by this one
-  std::vector<Reservation> memory;        // the items' share of the budget, held until done
+  std::vector<size_t> todo;              // ascending
+  std::vector<ServiceKey> new_services;  // first written by this one
+  std::vector<Reservation> memory;       // the items' share of the budget, held until done
+
+  std::string_view Action(const Doc& d) const {
+    return std::string_view(text).substr(d.begin, d.source - d.begin - 1);
+  }
+  std::string_view Source(const Doc& d) const {
+    return std::string_view(text).substr(d.source, d.end - d.source - 1);
+  }
 };
 
 class OpenSearchPlugin final : public sink::Plugin {
@@ -122,7 +161,8 @@ class OpenSearchPlugin final : public sink::Plugin {
         span_base_(SpanIndexBase(opts_.index_prefix)),
         service_base_(ServiceIndexBase(opts_.index_prefix)),
         pending_(shards()),
-        ready_(shards()) {}
+        ready_(shards()),
+        text_hint_(shards(), 0) {}
 
   size_t shards() const override { return static_cast<size_t>(std::max(1, opts_.workers)); }
   size_t Rows(const sink::QueuedBatch& item) const override { return StoredSpans(item); }
@@ -134,6 +174,7 @@ class OpenSearchPlugin final : public sink::Plugin {
       Flush(shard);
       auto w = std::make_unique<BulkWrite>();
       w->since = Clock::now();
+      w->text.reserve(text_hint_[shard]);
       w->sealed = item.block->sealed;
       w->tickets = std::move(item.block->tickets);
       for (const auto& part : item.block->parts) AddBatch(*w, *part);
@@ -144,6 +185,8 @@ class OpenSearchPlugin final : public sink::Plugin {
     if (w == nullptr) {
       w = std::make_unique<BulkWrite>();
       w->since = Clock::now();
+      // About the last write's size: the text grows without copies as a rule.
+      w->text.reserve(text_hint_[shard]);
     }
     if (item.batch != nullptr) AddBatch(*w, *item.batch);
     if (item.ticket.valid()) w->tickets.push_back(std::move(item.ticket));
@@ -170,7 +213,7 @@ class OpenSearchPlugin final : public sink::Plugin {
   Status DeadLetter(size_t /*shard*/, sink::Write& w, const Status& why) override {
     auto& bulk = static_cast<BulkWrite&>(w);
     std::vector<std::string> dead;
-    for (size_t i : bulk.todo) dead.push_back(DeadLine(why.message(), bulk.docs[i]));
+    for (size_t i : bulk.todo) dead.push_back(DeadLine(why.message(), bulk, bulk.docs[i]));
     return WriteDeadLetter(dead);
   }
 
@@ -178,7 +221,7 @@ class OpenSearchPlugin final : public sink::Plugin {
     if (stored) return;
     // Not written: the services are written again with the spans later.
     std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& k : static_cast<BulkWrite&>(w).new_services) services_.erase(k);
+    for (const ServiceKey& k : static_cast<BulkWrite&>(w).new_services) services_.erase(k);
   }
 
   void AppendMetrics(const std::string& name, PromText& out) const override {
@@ -189,17 +232,23 @@ class OpenSearchPlugin final : public sink::Plugin {
 
  private:
   void Flush(size_t shard) {
-    if (pending_[shard] != nullptr) ready_[shard].push_back(std::move(pending_[shard]));
+    if (pending_[shard] == nullptr) return;
+    text_hint_[shard] = pending_[shard]->text.size();
+    ready_[shard].push_back(std::move(pending_[shard]));
   }
   // The documents of the stored spans of `b`, and of operations not written yet.
   void AddBatch(BulkWrite& w, const SpanBatch& b);
   Status EnsureTemplates();
   // One _bulk of the documents still to write; those refused for now stay in `todo`.
   Status Bulk(BulkWrite& bulk);
-  static std::string DeadLine(std::string_view why, const BulkWrite::Doc& d) {
+  static std::string DeadLine(std::string_view why, const BulkWrite& w, const BulkWrite::Doc& d) {
     std::string line = "{\"error\":";
     codec::AppendJsonString(line, why);
-    line += ",\"action\":" + d.action + ",\"document\":" + d.source + "}";
+    line += ",\"action\":";
+    line += w.Action(d);
+    line += ",\"document\":";
+    line += w.Source(d);
+    line += '}';
     return line;
   }
   Status WriteDeadLetter(const std::vector<std::string>& lines) const {
@@ -214,40 +263,56 @@ class OpenSearchPlugin final : public sink::Plugin {
   // those made and not yet handed over.
   std::vector<std::unique_ptr<BulkWrite>> pending_;
   std::vector<std::vector<std::unique_ptr<sink::Write>>> ready_;
+  std::vector<size_t> text_hint_;  // the last write's text size
   std::atomic<bool> templates_ok_{false};
   std::atomic<uint64_t> items_retried_{0};
   std::mutex mu_;
-  std::unordered_set<std::string> services_;  // "<index>/<id>" written; guarded by mu_
+  std::unordered_set<ServiceKey, ServiceKeyHash> services_;  // written; guarded by mu_
 };
 
 void OpenSearchPlugin::AddBatch(BulkWrite& w, const SpanBatch& b) {
   DocumentWriter writer(b);
+  DailyIndexName span_index(span_base_);
+  DailyIndexName service_index(service_base_);
+  std::string id;
   for (uint32_t s = 0; s < b.span_count(); ++s) {
     if (b.spans.metrics_only[s] != 0) continue;  // no span document, no service document
     w.rows += 1;
-    BulkWrite::Doc d;
     const uint64_t start = b.spans.start_ns[s];
-    AppendAction(d.action, "create", DailyIndex(span_base_, start), SpanDocumentId(b, s));
-    writer.AppendSpan(d.source, s);
+    BulkWrite::Doc d;
+    d.begin = w.text.size();
+    id.clear();
+    AppendSpanDocumentId(id, b, s);
+    AppendBulkAction(w.text, "create", span_index.For(start), id);
+    w.text += '\n';
+    d.source = w.text.size();
+    writer.AppendSpan(w.text, s);
+    w.text += '\n';
+    d.end = w.text.size();
     w.todo.push_back(w.docs.size());
-    w.docs.push_back(std::move(d));
+    w.docs.push_back(d);
     const std::string_view service = JaegerServiceName(b, b.spans.resource[s]);
     const std::string_view op = b.Str(b.spans.name[s]);
-    const std::string index = DailyIndex(service_base_, start);
-    std::string id = ServiceDocumentId(service, op);
-    std::string key = index + "/" + id;
+    const ServiceKey key{start / kNsPerDay, ServiceDocumentHash(service, op)};
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (services_.size() > 200000) services_.clear();
       if (!services_.insert(key).second) continue;
     }
-    w.new_services.push_back(std::move(key));
+    w.new_services.push_back(key);
     BulkWrite::Doc sd;
     sd.service = true;
-    AppendAction(sd.action, "index", index, id);
-    DocumentWriter::AppendService(sd.source, service, op);
+    sd.begin = w.text.size();
+    id.clear();
+    AppendServiceDocumentId(id, key.hash);
+    AppendBulkAction(w.text, "index", service_index.For(start), id);
+    w.text += '\n';
+    sd.source = w.text.size();
+    DocumentWriter::AppendService(w.text, service, op);
+    w.text += '\n';
+    sd.end = w.text.size();
     w.todo.push_back(w.docs.size());
-    w.docs.push_back(std::move(sd));
+    w.docs.push_back(sd);
   }
 }
 
@@ -275,19 +340,23 @@ Status OpenSearchPlugin::WriteOnce(size_t /*shard*/, sink::Write& w) {
 Status OpenSearchPlugin::Bulk(BulkWrite& bulk) {
   if (bulk.todo.empty()) return Status::Ok();  // every span sampled out: nothing to send
   SH_RETURN_IF_ERROR(EnsureTemplates());
-  size_t bytes = 0;
-  for (size_t i : bulk.todo) bytes += bulk.docs[i].action.size() + bulk.docs[i].source.size() + 2;
-  std::string body;
-  body.reserve(bytes);
-  for (size_t i : bulk.todo) {
-    body += bulk.docs[i].action;
-    body += '\n';
-    body += bulk.docs[i].source;
-    body += '\n';
-  }
-  bulk.bytes_sent += body.size();
   net::HttpResult r;
-  SH_RETURN_IF_ERROR(client_->Post("/_bulk", std::move(body), &r, "application/x-ndjson"));
+  if (bulk.todo.size() == bulk.docs.size()) {
+    // Every item (todo is ascending): the text is the body, lent to the call.
+    bulk.bytes_sent += bulk.text.size();
+    SH_RETURN_IF_ERROR(client_->Post(kBulkTarget, &bulk.text, &r, "application/x-ndjson"));
+  } else {
+    size_t bytes = 0;
+    for (size_t i : bulk.todo) bytes += bulk.docs[i].end - bulk.docs[i].begin;
+    std::string body;
+    body.reserve(bytes);
+    for (size_t i : bulk.todo) {
+      const BulkWrite::Doc& d = bulk.docs[i];
+      body.append(bulk.text, d.begin, d.end - d.begin);
+    }
+    bulk.bytes_sent += body.size();
+    SH_RETURN_IF_ERROR(client_->Post(kBulkTarget, &body, &r, "application/x-ndjson"));
+  }
   if (r.status < 200 || r.status >= 300) {
     const std::string reason = "HTTP " + std::to_string(r.status) + ": " + ErrorReason(r.body);
     return ClassifyItem(r.status) == ItemResult::kRetry ? Status::Unavailable(reason)
@@ -337,7 +406,7 @@ Status OpenSearchPlugin::Bulk(BulkWrite& bulk) {
         if (inner["error"].get(err) == simdjson::SUCCESS) {
           why += ": " + ErrorReason(std::string("{\"error\":") + simdjson::minify(err) + "}");
         }
-        dead.push_back(DeadLine(why, bulk.docs[i]));
+        dead.push_back(DeadLine(why, bulk, bulk.docs[i]));
         dead_docs.push_back(i);
         spdlog::warn("opensearch sink: a document refused for good, dead-lettered: {}", why);
         break;
@@ -348,6 +417,7 @@ Status OpenSearchPlugin::Bulk(BulkWrite& bulk) {
     // Kept nowhere: sent again (and refused again) rather than lost.
     spdlog::error("opensearch sink: {}", st.message());
     retry.insert(retry.end(), dead_docs.begin(), dead_docs.end());
+    std::sort(retry.begin(), retry.end());
     if (reason.empty()) reason = st.message();
   } else {
     for (size_t i : dead_docs) bulk.dead_lettered += bulk.docs[i].service ? 0 : 1;

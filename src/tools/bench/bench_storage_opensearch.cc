@@ -26,6 +26,7 @@
 #include "model/service_name.h"
 #include "model/span_batch.h"
 #include "net/http_client.h"
+#include "storage/opensearch/bulk_action.h"
 #include "storage/opensearch/index_templates.h"
 #include "storage/opensearch/jaeger_document.h"
 #include "storage/opensearch/opensearch_client.h"
@@ -124,17 +125,6 @@ std::string BulkFailure(const std::string& answer, bool* retry) {
   return failure;
 }
 
-void AppendAction(std::string& out, std::string_view verb, std::string_view index,
-                  std::string_view id) {
-  out += "{\"";
-  out += verb;
-  out += "\":{\"_index\":";
-  codec::AppendJsonString(out, index);
-  out += ",\"_id\":";
-  codec::AppendJsonString(out, id);
-  out += "}}\n";
-}
-
 // Writes the corpus as the OpenSearch sink does: each span a `create` of its
 // document in the daily span index of its start, each (day, service,
 // operation) once an `index` of its service document.
@@ -173,7 +163,9 @@ Status BulkLoad(const Corpus& c, const StorageOptions& o, os::OpenSearchClient& 
         os::DocumentWriter writer(b);
         for (uint32_t s = 0; s < b.span_count(); ++s) {
           const uint64_t start = b.spans.start_ns[s];
-          AppendAction(body, "create", os::DailyIndex(span_base, start), os::SpanDocumentId(b, s));
+          os::AppendBulkAction(body, "create", os::DailyIndex(span_base, start),
+                               os::SpanDocumentId(b, s));
+          body += '\n';
           writer.AppendSpan(body, s);
           body += '\n';
           const std::string_view service = JaegerServiceName(b, b.spans.resource[s]);
@@ -185,7 +177,8 @@ Status BulkLoad(const Corpus& c, const StorageOptions& o, os::OpenSearchClient& 
             if (!services.insert(index + "/" + id).second) continue;
           }
           service_docs += 1;
-          AppendAction(body, "index", index, id);
+          os::AppendBulkAction(body, "index", index, id);
+          body += '\n';
           os::DocumentWriter::AppendService(body, service, op);
           body += '\n';
         }
