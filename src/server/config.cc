@@ -16,6 +16,7 @@
 #include "auth/bearer_auth.h"
 #include "net/http_server.h"
 #include "pipeline/sampling/tail_policy.h"
+#include "storage/clickhouse/job_lease.h"
 
 namespace spanhouse::server {
 
@@ -273,6 +274,10 @@ const std::vector<Key>& Keys() {
             return Status::Ok();
           },
           [](const Config& c) { return std::string(c.clickhouse.run_jobs ? "true" : "false"); }},
+      SH_UINT_KEY("clickhouse.job_lease_s", clickhouse.job_lease_s, ParseUint, 5, 300,
+                  "seconds, 5 to 300"),
+      SH_STRING_KEY("node.id", node.id, v.empty() || storage::ValidNodeId(v),
+                    "empty, or 1 to 64 letters, digits, '.', '_' or '-'"),
       SH_STRING_KEY("user_fields.also_well_known", user_fields.also_well_known, IsNamespaceList(v),
                     "comma-separated namespaces, e.g. shop,app.internal"),
       Key{"sampling.head.probability",
@@ -535,6 +540,8 @@ const std::map<std::string, std::string>& ConfigEnvVars() {
       {"SPANHOUSE_CLICKHOUSE_PASSWORD", "clickhouse.password"},
       {"SPANHOUSE_CLICKHOUSE_USER", "clickhouse.user"},
       {"SPANHOUSE_CLICKHOUSE_DATABASE", "clickhouse.database"},
+      // Each node's own, like its data directory.
+      {"SPANHOUSE_NODE_ID", "node.id"},
       {"SPANHOUSE_OPENSEARCH_PASSWORD", "opensearch.password"},
   };
   return vars;

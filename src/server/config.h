@@ -143,11 +143,23 @@ struct Config {
     // Insert bodies: "none" or "gzip" (fewer bytes on the network for CPU:
     // BENCHMARKS.md has both).
     std::string compression = "none";
-    // This spanhouse creates and upgrades the schema and runs the dependency
-    // job. With several spanhouse nodes in front of one cluster, exactly one
-    // has it true; the others wait at start until the schema is current.
+    // This spanhouse may create and upgrade the schema and run the
+    // dependency job. Of the nodes with it true on one server or cluster,
+    // exactly one runs them at a time, the holder of the job lease
+    // (storage/clickhouse/job_lease.h); the others stand by and take over
+    // within job_lease_s of its death. false: never; such a node waits at
+    // start until the schema is current.
     bool run_jobs = true;
+    // How long a job runner's heartbeat holds the lease (renewed every
+    // third of it): a dead runner is replaced after about this long.
+    uint64_t job_lease_s = 15;
   } clickhouse;
+  struct {
+    // This node's name among the nodes sharing a ClickHouse (the job
+    // lease). "": one made up at the first start and kept in
+    // <data_dir>/node_id. Each node needs its own.
+    std::string id;
+  } node;
   struct {
     // Attribute keys outside the OpenTelemetry semantic-convention
     // namespaces (http, db, k8s, ...) are copied to the spans' user_fields

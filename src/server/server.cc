@@ -3,8 +3,13 @@
 #include <malloc.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <functional>
+#include <random>
 #include <thread>
 
 #include <spdlog/spdlog.h>
@@ -243,18 +248,137 @@ Status Server::EnsureDatabase(const std::string& database, const std::string& si
                                             database);
 }
 
-Status Server::WaitForRemoteSchema() {
+Status Server::WaitForRemoteSchema(bool* taken_over) {
   store_.caps = storage::Capabilities::FromVersion(
       static_cast<storage::ReplicaSet&>(*store_.read_conn).version());
-  SH_RETURN_IF_ERROR(
-      storage::WaitForClusterSchema(store_.job_conns, store_.database, std::chrono::minutes(10)));
+  std::function<bool()> take_over;
+  if (store_.lease != nullptr) take_over = [this] { return store_.lease->runner(); };
+  SH_RETURN_IF_ERROR(storage::WaitForClusterSchema(
+      store_.job_conns, store_.database, std::chrono::minutes(10), take_over, taken_over));
+  if (taken_over != nullptr && *taken_over) {
+    spdlog::info("job lease: this node runs the jobs now, before the schema was made: making it");
+    return Status::Ok();
+  }
   spdlog::info("ClickHouse {}.{}: schema {} found in database {}", store_.caps.major,
                store_.caps.minor, storage::kSchemaVersion, store_.database);
   return Status::Ok();
 }
 
+namespace {
+
+// node.id, or the one kept in the data directory (made at the first start).
+Status NodeIdOf(const Config& cfg, const std::string& dir, std::string* out) {
+  if (!cfg.node.id.empty()) {
+    *out = cfg.node.id;
+    return Status::Ok();
+  }
+  const std::filesystem::path path = std::filesystem::path(dir) / "node_id";
+  if (std::FILE* f = std::fopen(path.c_str(), "r")) {
+    char buf[80] = {};
+    const size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+    std::fclose(f);
+    std::string id(buf, n);
+    while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
+    if (!storage::ValidNodeId(id)) {
+      return Status::Invalid(fmt::format(
+          "{}: '{}' is not a node id (1 to 64 letters, digits, '.', '_' or '-'); fix or remove "
+          "it, or set node.id",
+          path.string(), id));
+    }
+    *out = id;
+    return Status::Ok();
+  }
+  std::random_device rd;
+  const std::string id = fmt::format("node-{:08x}{:08x}", rd(), rd());
+  const std::filesystem::path tmp = path.string() + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "w");
+  if (f == nullptr || std::fprintf(f, "%s\n", id.c_str()) < 0 || std::fclose(f) != 0) {
+    return Status::Internal(fmt::format("cannot write {}: {}", tmp.string(), std::strerror(errno)));
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return Status::Internal(fmt::format("cannot write {}: {}", path.string(), ec.message()));
+  *out = id;
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status Server::StartJobLease() {
+  storage::JobLeaseOptions o;
+  SH_RETURN_IF_ERROR(NodeIdOf(cfg_, dir_, &o.node_id));
+  o.database = store_.database;
+  o.lease = std::chrono::seconds(cfg_.clickhouse.job_lease_s);
+  // The table is on the first shard, the one place every node reads; with
+  // replicas there, replicated between them like the other tables.
+  const std::vector<std::string>& first = store_.shards.front();
+  const bool replicated = first.size() > 1;
+  // A replica's copy of the heartbeats may lag: a registration waits for
+  // that too (one heartbeat interval) before it counts.
+  o.settle_s = 3 + (replicated ? static_cast<uint32_t>(cfg_.clickhouse.job_lease_s / 3) : 0);
+  size_t made = 0;
+  std::string errors;
+  for (const std::string& url : first) {
+    std::unique_ptr<storage::RemoteConnection> c;
+    Status st = storage::RemoteConnection::Open(RemoteOptionsOf(cfg_, url), &c);
+    if (st.code() == StatusCode::kUnavailable) {
+      spdlog::warn("job lease: ClickHouse {} unreachable at start: {}", url, st.message());
+      errors += (errors.empty() ? "" : "; ") + st.message();
+      continue;
+    }
+    SH_RETURN_IF_ERROR(st);
+    // Nodes starting together make it together: IF NOT EXISTS is not atomic
+    // on older servers, so a lost race is tried again.
+    for (int attempt = 1;; ++attempt) {
+      st = c->Query(fmt::format("CREATE DATABASE IF NOT EXISTS {}", store_.database), "");
+      if (st.ok()) st = c->Query(storage::JobLeaseDdl(store_.database, replicated), "");
+      if (st.ok() || attempt == 3) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    }
+    if (!st.ok()) {
+      return {st.code(), fmt::format("job lease: ClickHouse {}: {}", url, st.message())};
+    }
+    ++made;
+  }
+  if (made == 0) {
+    return Status::Unavailable(
+        fmt::format("job lease: no replica of the first shard reachable: {}", errors));
+  }
+  std::vector<std::unique_ptr<storage::SqlConnection>> conns;
+  SH_RETURN_IF_ERROR(OpenConnections(1, &conns, 0));
+  spdlog::info("job lease: node {} registering in {}.job_lease (lease {} s)", o.node_id,
+               store_.database, o.lease.count());
+  store_.lease = std::make_unique<storage::JobLease>(std::move(conns[0]), o);
+  store_.lease->Start();
+  // The schema is the runner's to make: the start waits for the first
+  // decision (a few seconds: the settle time).
+  const std::chrono::seconds wait = std::chrono::seconds(60) + 4 * o.lease;
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  while (!store_.lease->decided()) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      const std::string error = store_.lease->last_error();
+      return Status::Unavailable(fmt::format(
+          "job lease: no decision on which node runs the jobs after {} s: {}", wait.count(),
+          error.empty() ? "registrations kept taking over a second to write" : error));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return Status::Ok();
+}
+
+bool Server::JobRunner() const {
+  if (!remote()) return true;
+  return store_.lease != nullptr && store_.lease->runner();
+}
+
 Status Server::EnsureRemoteStore() {
   if (!cfg_.clickhouse.run_jobs) return WaitForRemoteSchema();
+  SH_RETURN_IF_ERROR(StartJobLease());
+  if (!store_.lease->runner()) {
+    bool taken_over = false;
+    SH_RETURN_IF_ERROR(WaitForRemoteSchema(&taken_over));
+    if (!taken_over) return Status::Ok();
+  }
   const bool one_server = store_.shards.size() == 1 && store_.shards[0].size() == 1;
   if (one_server) {
     SH_RETURN_IF_ERROR(EnsureDatabase(store_.database, "clickhouse", &store_.caps));
@@ -391,7 +515,9 @@ void Server::MakeQueryApi() {
   job.interval = std::chrono::seconds(cfg_.dependencies.interval_s);
   job.lag = std::chrono::seconds(cfg_.dependencies.lag_s);
   job.database = store_.database;
-  // With several spanhouse nodes on one cluster, one runs the job.
+  // With several spanhouse nodes on one cluster, the holder of the job
+  // lease runs it; the others' jobs skip their turns.
+  if (store_.lease != nullptr) job.may_run = [this] { return store_.lease->runner(); };
   if (!remote() || cfg_.clickhouse.run_jobs) {
     for (auto& conn : store_.job_conns) {
       writing_.dependency_jobs.push_back(std::make_unique<storage::DependencyJob>(*conn, job));
@@ -536,6 +662,8 @@ void Server::Receivers::Stop() {
 }
 
 void Server::Store::Close() {
+  // Released before the connections close: the next node takes over now.
+  if (lease != nullptr) lease->Stop();
   for (auto& conn : job_conns) conn->Close();
   if (read_conn != nullptr) read_conn->Close();
 }
@@ -675,8 +803,41 @@ std::string Server::Metrics() {
   if (reading_.read_switch != nullptr) reading_.read_switch->AppendMetrics(out);
   if (reading_.recent_reader != nullptr) reading_.recent_reader->AppendMetrics(out);
   security_.AppendMetrics(out.trailer());
+  AppendJobMetrics(out);
   AppendStorageMetrics(*store_.read_conn, store_.database, store_.caps.ttl_moves, out);
   return out.Render();
+}
+
+void Server::AppendJobMetrics(PromText& out) const {
+  out.One("spanhouse_job_runner", "gauge",
+          "1 when this node runs the schema and dependency jobs: always on the embedded engine; "
+          "on a shared ClickHouse, while it holds the job lease.",
+          "", JobRunner() ? 1 : 0);
+  if (store_.lease != nullptr) {
+    const storage::JobLeaseStats& st = store_.lease->stats();
+    out.One("spanhouse_job_lease_renewals_total", "counter",
+            "Job lease heartbeats written and read back.", "", st.renewals.load());
+    out.One("spanhouse_job_lease_failures_total", "counter",
+            "Job lease heartbeats that failed (the store unreachable or refusing).", "",
+            st.failures.load());
+    out.One("spanhouse_job_lease_acquired_total", "counter",
+            "Times this node became the job runner.", "", st.acquired.load());
+    out.One("spanhouse_job_lease_nodes", "gauge",
+            "Live nodes in the job lease at the last heartbeat (run_jobs true).", "",
+            st.live_nodes.load());
+  }
+  uint64_t runs = 0;
+  uint64_t errors = 0;
+  for (const auto& job : writing_.dependency_jobs) {
+    runs += job->runs();
+    errors += job->errors();
+  }
+  out.One("spanhouse_dependency_job_runs_total", "counter",
+          "Runs of the dependency job on this node (one per shard per interval while it runs "
+          "the jobs).",
+          "", runs);
+  out.One("spanhouse_dependency_job_errors_total", "counter",
+          "Runs of the dependency job that failed (the log says why).", "", errors);
 }
 
 }  // namespace spanhouse::server

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/memory_budget.h"
+#include "common/prom_text.h"
 #include "common/status.h"
 #include "pipeline/dedup/dedup_index.h"
 #include "pipeline/durable/durable_queue.h"
@@ -37,6 +38,7 @@
 #include "storage/clickhouse/chdb_span_reader.h"
 #include "storage/clickhouse/dependencies.h"
 #include "storage/clickhouse/embedded_writer.h"
+#include "storage/clickhouse/job_lease.h"
 #include "storage/clickhouse/schema.h"
 #include "storage/opensearch/opensearch_client.h"
 
@@ -69,9 +71,15 @@ class Server {
   bool remote() const { return cfg_.storage.engine == "clickhouse"; }
   // The schema on every replica of every shard, and the Distributed tables.
   Status EnsureRemoteStore();
-  // clickhouse.run_jobs false: waits until every shard's schema is current
-  // (another spanhouse makes it so).
-  Status WaitForRemoteSchema();
+  // Waits until every shard's schema is current (the job runner makes it
+  // so); with the job lease, stops waiting when this node becomes the
+  // runner (`taken_over`: it then makes the schema itself).
+  Status WaitForRemoteSchema(bool* taken_over = nullptr);
+  // clickhouse.run_jobs on a server: the lease table, this node's
+  // heartbeats, and the first decision (which node runs the jobs).
+  Status StartJobLease();
+  // Whether this node runs the jobs now (always on the embedded engine).
+  bool JobRunner() const;
   Status OpenQueue();
   Status EnsureStore();
   // The schema of one database, the blocks its sink left unfinished written
@@ -102,6 +110,8 @@ class Server {
   void MakeReceivers();
   std::string NotReady() const;
   std::string Metrics();
+  // The job runner gauge, the lease's and the dependency job's counters.
+  void AppendJobMetrics(PromText& out) const;
   std::string SamplingJson() const;
   std::string Listening() const;
 
@@ -135,6 +145,9 @@ class Server {
     // The OpenSearch cluster of the opensearch section (null: none), shared
     // by its sink and its reader.
     std::shared_ptr<storage::opensearch::OpenSearchClient> opensearch;
+    // Which node runs the jobs (null: the embedded engine, or run_jobs
+    // false); declared here so it outlives the jobs that ask it.
+    std::unique_ptr<storage::JobLease> lease;
     void Close();
   };
   // From an accepted request to the sinks: memory, filter, sampling, dedup,

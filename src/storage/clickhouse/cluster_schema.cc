@@ -80,10 +80,16 @@ Status EnsureClusterSchema(const ClusterSchemaOptions& o, Capabilities* caps_out
 }
 
 Status WaitForClusterSchema(const std::vector<std::unique_ptr<SqlConnection>>& shards,
-                            const std::string& database, std::chrono::seconds wait) {
+                            const std::string& database, std::chrono::seconds wait,
+                            const std::function<bool()>& take_over, bool* taken_over) {
+  if (taken_over != nullptr) *taken_over = false;
   const auto deadline = std::chrono::steady_clock::now() + wait;
   for (size_t s = 0; s < shards.size(); ++s) {
     for (bool logged = false;; logged = true) {
+      if (take_over && take_over()) {
+        if (taken_over != nullptr) *taken_over = true;
+        return Status::Ok();
+      }
       QueryResult r;
       const Status st = shards[s]->Query(
           fmt::format("SELECT max(version) FROM {}.schema_version", database), "TSV", &r);
@@ -91,13 +97,13 @@ Status WaitForClusterSchema(const std::vector<std::unique_ptr<SqlConnection>>& s
       if (std::chrono::steady_clock::now() > deadline) {
         return Status::Unavailable(fmt::format(
             "ClickHouse shard {}: the schema of database {} is not at version {} after {} "
-            "minutes; the spanhouse with clickhouse.run_jobs true makes it so ({})",
+            "minutes; the node running the jobs (clickhouse.run_jobs, the job lease) makes it "
+            "so ({})",
             s + 1, database, kSchemaVersion, wait.count() / 60,
             st.ok() ? "at " + r.data.substr(0, r.data.find('\n')) : st.message()));
       }
       if (!logged) {
-        spdlog::info("waiting for the schema of shard {} (clickhouse.run_jobs is false here)",
-                     s + 1);
+        spdlog::info("waiting for the schema of shard {} (another node runs the jobs)", s + 1);
       }
       std::this_thread::sleep_for(std::chrono::seconds(1));
     }

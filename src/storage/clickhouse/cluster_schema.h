@@ -1,11 +1,12 @@
 // The schema of a ClickHouse cluster, made by the spanhouse that runs the
-// jobs (clickhouse.run_jobs): the tables on every replica of every shard
+// jobs (the holder of the job lease, job_lease.h): the tables on every replica of every shard
 // (replicated when a shard has several replicas) and, with several shards,
 // the Distributed tables reads go through; or, on the other nodes, waited
 // for.
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,8 +34,11 @@ struct ClusterSchemaOptions {
 Status EnsureClusterSchema(const ClusterSchemaOptions& options, Capabilities* caps);
 
 // Waits until every shard (one connection each) has the current schema,
-// made by another spanhouse; kUnavailable after `wait`.
+// made by another spanhouse; kUnavailable after `wait`. Returns early, with
+// `*taken_over` true, once `take_over` (if set) says this node is to make it.
 Status WaitForClusterSchema(const std::vector<std::unique_ptr<SqlConnection>>& shards,
-                            const std::string& database, std::chrono::seconds wait);
+                            const std::string& database, std::chrono::seconds wait,
+                            const std::function<bool()>& take_over = {},
+                            bool* taken_over = nullptr);
 
 }  // namespace spanhouse::storage

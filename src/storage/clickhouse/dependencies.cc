@@ -125,6 +125,7 @@ Status DependencyJob::RunOnce(uint32_t* done_until) {
       return st;
     }
     *done_until = to;
+    if (opts_.may_run && !opts_.may_run()) return Status::Ok();
     std::lock_guard<std::mutex> lock(mu_);
     if (stop_) return Status::Ok();
   }
@@ -147,11 +148,17 @@ void DependencyJob::Run() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {
     lock.unlock();
-    Status st = RunOnce(&done_until);
-    runs_++;
-    if (!st.ok()) {
-      errors_++;
-      spdlog::warn("dependency job: {}", st.message());
+    if (opts_.may_run && !opts_.may_run()) {
+      // Another node moves the table on meanwhile: start again from where
+      // it left off when this node runs the job again.
+      done_until = 0;
+    } else {
+      Status st = RunOnce(&done_until);
+      runs_++;
+      if (!st.ok()) {
+        errors_++;
+        spdlog::warn("dependency job: {}", st.message());
+      }
     }
     lock.lock();
     cv_.wait_for(lock, opts_.interval, [&] { return stop_; });

@@ -22,6 +22,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -69,6 +70,9 @@ struct DependencyJobOptions {
   std::chrono::seconds first_lookback{900};       // on a fresh start, how far back to begin
   uint32_t max_minutes_per_query = 5;             // catching up goes in steps of this
   std::string database = std::string(kDatabase);  // where the tables are
+  // Asked before each run and between its steps; false: this node does not
+  // run the job now (another holds the job lease, job_lease.h). Empty: always.
+  std::function<bool()> may_run;
 };
 
 // Runs ComputeDependencies every interval over the minutes that have become
@@ -79,6 +83,7 @@ class DependencyJob {
   ~DependencyJob();
   void Start();
   void Stop();
+  // Runs done (skipped ones, while another node runs the job, not counted).
   uint64_t runs() const { return runs_.load(); }
   uint64_t errors() const { return errors_.load(); }
 

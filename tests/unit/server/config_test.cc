@@ -303,6 +303,24 @@ TEST(Config, BadStorageValues) {
   }
 }
 
+TEST(Config, JobLeaseAndNodeId) {
+  EXPECT_EQ(Config().clickhouse.job_lease_s, 15u);
+  EXPECT_EQ(Config().node.id, "");
+  for (const std::string v : {"0", "4", "301", "15s", ""}) {
+    ExpectBadSetting("clickhouse.job_lease_s", v);
+  }
+  ExpectGoodSetting("clickhouse.job_lease_s", "5");
+  ExpectGoodSetting("clickhouse.job_lease_s", "300");
+  for (const std::string& v :
+       std::vector<std::string>{"a b", "a'b", "\xc3\xbc", std::string(65, 'n'), "a/b"}) {
+    ExpectBadSetting("node.id", v);
+  }
+  for (const std::string& v :
+       std::vector<std::string>{"", "node-1", "eu_west.1", std::string(64, 'n')}) {
+    ExpectGoodSetting("node.id", v);
+  }
+}
+
 TEST(Config, ValidateStorageRules) {
   Config c;
   c.storage.move_after_s = c.storage.retention_s;

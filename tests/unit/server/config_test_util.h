@@ -151,6 +151,8 @@ inline const std::map<std::string, std::string>& ValidValues() {
       {"clickhouse.cluster", "spans_cluster"},
       {"clickhouse.timeout_s", "30"},
       {"clickhouse.run_jobs", "false"},
+      {"clickhouse.job_lease_s", "30"},
+      {"node.id", "eu-west.1_a"},
       {"query.read_from", "opensearch"},
       {"query.fallback", "false"},
       {"query.fallback_after_ms", "750"},
