@@ -19,10 +19,7 @@ under CI=true. Each instance's log is attached to the report of a test that fail
 
 from __future__ import annotations
 
-import json
 import os
-import socket
-import subprocess
 import time
 from pathlib import Path
 from typing import Optional
@@ -30,8 +27,8 @@ from typing import Optional
 import pytest
 import requests
 
-from conftest import _die_with_parent, clean_env, free_ports, tail
-from managed_process import ManagedProcess
+from conftest import tail
+from configured_program import ConfiguredProgram, ProgramFactory
 # The fixtures live in conftest.py; also importable from here (`from jaeger_server import
 # jaeger_factory`), as the first version of this module had them.
 from conftest import jaeger, jaeger_factory  # noqa: F401
@@ -71,10 +68,12 @@ def _merge(base: dict, extra: dict) -> dict:
     return out
 
 
-class Jaeger(ManagedProcess):
+class Jaeger(ConfiguredProgram):
     """One Jaeger v2 process (and its restarts, on the same ports and the same data)."""
 
     stop_deadline_s = STOP_DEADLINE_S
+    ready_deadline_s = READY_DEADLINE_S
+    LOG_NAME = "jaeger.log"
 
     def __init__(self, root: Path, storage: str = "memory", opensearch_url: Optional[str] = None,
                  index_prefix: str = "", create_mappings: bool = True, start: bool = True,
@@ -93,7 +92,6 @@ class Jaeger(ManagedProcess):
         why = jaeger_missing()
         if why:
             raise RuntimeError(why)
-        self.name = name
         self.storage = storage
         self.opensearch_url = opensearch_url
         self.index_prefix = index_prefix
@@ -101,14 +99,7 @@ class Jaeger(ManagedProcess):
         self.shards = shards
         self.replicas = replicas
         self.storage_options = storage_options or {}
-        self.root = Path(root) / name
-        self.root.mkdir(parents=True, exist_ok=True)
-        self.config_path = self.root / "config.yaml"
-        self.log_path = self.root / "jaeger.log"
-        self.proc: Optional[subprocess.Popen] = None
-        self.ports: dict[str, int] = {}
-        self.starts = 0
-        self.exit_codes: list[int] = []
+        self._init_files(root, name)
         if start:
             self.start()
 
@@ -219,42 +210,8 @@ class Jaeger(ManagedProcess):
             "exporters": {"jaeger_storage_exporter": {"trace_storage": "store"}},
         }
 
-    def command(self) -> list[str]:
-        return [str(self.binary), "--config", f"file:{self.config_path}"]
-
-    # ---- lifecycle ----
-    def start(self, deadline_s: float = READY_DEADLINE_S) -> "Jaeger":
-        """Starts Jaeger and waits until GET /api/services answers 200 and both OTLP ports
-        accept connections (the receivers bind after the query API); raises with the log's
-        tail if it does not get there. The first start picks free ports (again, if one was
-        taken meanwhile); later ones keep them."""
-        assert not self.running(), f"{self.name} is already running"
-        keep = bool(self.ports)
-        for attempt in range(3):
-            if not keep or attempt > 0:
-                self.ports = dict(zip(self.PORT_NAMES, free_ports(len(self.PORT_NAMES))))
-            self.config_path.write_text(json.dumps(self.config(), indent=2) + "\n")
-            self.starts += 1
-            with open(self.log_path, "ab") as log:
-                log.write(f"\n===== start #{self.starts}: {' '.join(self.command())}\n".encode())
-                self.proc = subprocess.Popen(
-                    self.command(), cwd=self.root, stdin=subprocess.DEVNULL, stdout=log,
-                    stderr=subprocess.STDOUT, env=clean_env(), preexec_fn=_die_with_parent)
-            ready, last = self._wait_ready(deadline_s)
-            if ready:
-                return self
-            if self.proc.poll() is not None and "address already in use" in self.log_text():
-                self.exit_codes.append(self.proc.returncode)
-                continue
-            break
-        if self.proc.poll() is None:
-            msg = (f"{self.name} did not answer GET /api/services within {deadline_s:.0f} s "
-                   f"(last: {last})")
-            self.kill()
-        else:
-            self.exit_codes.append(self.proc.returncode)
-            msg = f"{self.name} exited with {self.proc.returncode} before it was ready"
-        raise RuntimeError(f"{msg}\n{self.diagnostics()}")
+    def not_ready(self, deadline_s: float, last: str) -> str:
+        return f"{self.name} did not answer GET /api/services within {deadline_s:.0f} s (last: {last})"
 
     def _wait_ready(self, deadline_s: float) -> tuple[bool, str]:
         deadline = time.monotonic() + deadline_s
@@ -273,14 +230,6 @@ class Jaeger(ManagedProcess):
                 last = f"{type(e).__name__}: {e}"
             time.sleep(0.1)
         return False, last
-
-    @staticmethod
-    def _accepts(port: int) -> bool:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=2).close()
-            return True
-        except OSError:
-            return False
 
     # ---- logs ----
     def diagnostics(self) -> str:
@@ -318,25 +267,11 @@ class Jaeger(ManagedProcess):
             time.sleep(0.2)
 
 
-class JaegerFactory:
-    """Jaegers under one directory, all stopped at teardown (conftest.py's jaeger_factory).
-    conftest.py's failure hook reads .instances, as it does a SpanhouseFactory's."""
+class JaegerFactory(ProgramFactory):
+    """Jaegers under one directory, all stopped at teardown (conftest.py's jaeger_factory)."""
 
     def __init__(self, root: Path):
-        self.root = Path(root)
-        self.instances: list[Jaeger] = []
+        super().__init__(root, Jaeger)
 
     def __call__(self, name: str = "jaeger", start: bool = True, **kwargs) -> Jaeger:
-        j = Jaeger(self.root, name=name, start=False, **kwargs)
-        self.instances.append(j)
-        if start:
-            j.start()
-        return j
-
-    def teardown(self) -> None:
-        for j in self.instances:
-            try:
-                j.stop()
-            finally:
-                j.kill()
-
+        return self._add(name, start, **kwargs)

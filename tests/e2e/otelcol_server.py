@@ -20,18 +20,15 @@ that fails."""
 
 from __future__ import annotations
 
-import json
 import os
-import socket
-import subprocess
 import time
 from pathlib import Path
 from typing import Optional
 
 import requests
 
-from conftest import _die_with_parent, clean_env, free_ports, tail
-from managed_process import ManagedProcess
+from conftest import tail
+from configured_program import ConfiguredProgram, ProgramFactory
 
 OTELCOL_VERSION = "v0.161.0"
 READY_DEADLINE_S = 60.0
@@ -54,10 +51,12 @@ def otelcol_missing() -> Optional[str]:
             "scripts/setup.sh --tests builds it with Go (scripts/setup_otelcol.sh)")
 
 
-class Collector(ManagedProcess):
+class Collector(ConfiguredProgram):
     """One collector process in front of `backends` (host:port of each node's OTLP/gRPC)."""
 
     stop_deadline_s = STOP_DEADLINE_S
+    ready_deadline_s = READY_DEADLINE_S
+    LOG_NAME = "otelcol.log"
     PORT_NAMES = ("otlp_grpc", "otlp_http")
 
     def __init__(self, root: Path, backends: list[str], routing_key: str = "traceID",
@@ -68,17 +67,9 @@ class Collector(ManagedProcess):
         why = otelcol_missing()
         if why:
             raise RuntimeError(why)
-        self.name = name
         self.backends = list(backends)
         self.routing_key = routing_key
-        self.root = Path(root) / name
-        self.root.mkdir(parents=True, exist_ok=True)
-        self.config_path = self.root / "config.yaml"
-        self.log_path = self.root / "otelcol.log"
-        self.proc: Optional[subprocess.Popen] = None
-        self.ports: dict[str, int] = {}
-        self.starts = 0
-        self.exit_codes: list[int] = []
+        self._init_files(root, name)
         if start:
             self.start()
 
@@ -91,11 +82,6 @@ class Collector(ManagedProcess):
     @property
     def otlp_grpc_address(self) -> str:
         return f"127.0.0.1:{self.ports['otlp_grpc']}"
-
-    # conftest.py's failure hook shows the log of what a test's factories started.
-    @property
-    def stderr_path(self) -> Path:
-        return self.log_path
 
     # ---- configuration ----
     def config(self) -> dict:
@@ -125,41 +111,8 @@ class Collector(ManagedProcess):
             },
         }
 
-    def command(self) -> list[str]:
-        return [str(self.binary), "--config", f"file:{self.config_path}"]
-
-    # ---- lifecycle ----
-    def start(self, deadline_s: float = READY_DEADLINE_S) -> "Collector":
-        """Starts the collector and waits until both OTLP ports accept connections (the
-        receiver starts after the exporters, so then the pipeline is up); raises with the log's
-        tail if it does not get there. The first start picks free ports (again, if one was
-        taken meanwhile); later ones keep them."""
-        assert not self.running(), f"{self.name} is already running"
-        keep = bool(self.ports)
-        for attempt in range(3):
-            if not keep or attempt > 0:
-                self.ports = dict(zip(self.PORT_NAMES, free_ports(len(self.PORT_NAMES))))
-            self.config_path.write_text(json.dumps(self.config(), indent=2) + "\n")
-            self.starts += 1
-            with open(self.log_path, "ab") as log:
-                log.write(f"\n===== start #{self.starts}: {' '.join(self.command())}\n".encode())
-                self.proc = subprocess.Popen(
-                    self.command(), cwd=self.root, stdin=subprocess.DEVNULL, stdout=log,
-                    stderr=subprocess.STDOUT, env=clean_env(), preexec_fn=_die_with_parent)
-            ready, last = self._wait_ready(deadline_s)
-            if ready:
-                return self
-            if self.proc.poll() is not None and "address already in use" in self.log_text():
-                self.exit_codes.append(self.proc.returncode)
-                continue
-            break
-        if self.proc.poll() is None:
-            msg = f"{self.name} did not accept on its OTLP ports within {deadline_s:.0f} s ({last})"
-            self.kill()
-        else:
-            self.exit_codes.append(self.proc.returncode)
-            msg = f"{self.name} exited with {self.proc.returncode} before it was ready"
-        raise RuntimeError(f"{msg}\n{self.diagnostics()}")
+    def not_ready(self, deadline_s: float, last: str) -> str:
+        return f"{self.name} did not accept on its OTLP ports within {deadline_s:.0f} s ({last})"
 
     def _wait_ready(self, deadline_s: float) -> tuple[bool, str]:
         deadline = time.monotonic() + deadline_s
@@ -173,14 +126,6 @@ class Collector(ManagedProcess):
             last = f"not accepting: {', '.join(waiting)}"
             time.sleep(0.1)
         return False, last
-
-    @staticmethod
-    def _accepts(port: int) -> bool:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=2).close()
-            return True
-        except OSError:
-            return False
 
     # ---- logs ----
     def diagnostics(self) -> str:
@@ -197,26 +142,13 @@ class Collector(ManagedProcess):
                                           timeout=timeout)
 
 
-class CollectorFactory:
+class CollectorFactory(ProgramFactory):
     """Collectors under one directory, all stopped at teardown (conftest.py's
-    otelcol_factory). conftest.py's failure hook reads .instances, as it does a
-    SpanhouseFactory's."""
+    otelcol_factory)."""
 
     def __init__(self, root: Path):
-        self.root = Path(root)
-        self.instances: list[Collector] = []
+        super().__init__(root, Collector)
 
     def __call__(self, backends: list[str], name: str = "otelcol", start: bool = True,
                  **kwargs) -> Collector:
-        c = Collector(self.root, backends, name=name, start=False, **kwargs)
-        self.instances.append(c)
-        if start:
-            c.start()
-        return c
-
-    def teardown(self) -> None:
-        for c in self.instances:
-            try:
-                c.stop()
-            finally:
-                c.kill()
+        return self._add(name, start, backends, **kwargs)
