@@ -438,21 +438,27 @@ def opensearch(tmp_path_factory):
     server.stop()
 
 
-@pytest.fixture
-def jaeger_factory(tmp_path, request):
-    """Makes Jaeger v2 processes (jaeger_server.Jaeger, the reference implementation) under
-    tmp_path, stopped at teardown; skipped when Jaeger is not built, except under CI, which
-    builds it."""
-    from jaeger_server import JaegerFactory, jaeger_missing
-    why = jaeger_missing()
+def _program_factory(tmp_path, request, missing, make):
+    """A factory of reference programs (configured_program.ProgramFactory) for one test: the
+    test is skipped when `missing()` says the program is not built, except under CI, which
+    builds it; the failure hook below attaches the logs of its instances to the report."""
+    why = missing()
     if why:
         if os.environ.get("CI"):
             pytest.fail(why, pytrace=False)
         pytest.skip(why)
-    factory = JaegerFactory(tmp_path)
-    # The failure hook below attaches the logs of its instances to the report.
+    factory = make(tmp_path)
     request.node._spanhouse_factories = (getattr(request.node, "_spanhouse_factories", [])
                                          + [factory])
+    return factory
+
+
+@pytest.fixture
+def jaeger_factory(tmp_path, request):
+    """Makes Jaeger v2 processes (jaeger_server.Jaeger, the reference implementation) under
+    tmp_path, stopped at teardown."""
+    from jaeger_server import JaegerFactory, jaeger_missing
+    factory = _program_factory(tmp_path, request, jaeger_missing, JaegerFactory)
     yield factory
     factory.teardown()
 
@@ -466,17 +472,9 @@ def jaeger(jaeger_factory):
 @pytest.fixture
 def otelcol_factory(tmp_path, request):
     """Makes OpenTelemetry Collectors (otelcol_server.Collector: OTLP in, the loadbalancing
-    exporter out) under tmp_path, stopped at teardown; skipped when the collector is not built,
-    except under CI, which builds it."""
+    exporter out) under tmp_path, stopped at teardown."""
     from otelcol_server import CollectorFactory, otelcol_missing
-    why = otelcol_missing()
-    if why:
-        if os.environ.get("CI"):
-            pytest.fail(why, pytrace=False)
-        pytest.skip(why)
-    factory = CollectorFactory(tmp_path)
-    request.node._spanhouse_factories = (getattr(request.node, "_spanhouse_factories", [])
-                                         + [factory])
+    factory = _program_factory(tmp_path, request, otelcol_missing, CollectorFactory)
     yield factory
     factory.teardown()
 
