@@ -21,6 +21,7 @@ RULES = {
     "sink": {"common", "model"},
     "common": set(),
     "model": {"common"},
+    "peers": {"common", "model", "codec", "sink"},
 }
 FORBIDDEN = {
     "storage": {"pipeline", "server", "receivers"},
