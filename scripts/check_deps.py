@@ -21,6 +21,9 @@ RULES = {
     "sink": {"common", "model"},
     "common": set(),
     "model": {"common"},
+    # The peer sink: a sink plug-in over the codec, nothing of the pipeline,
+    # the receivers or the server that will wire it.
+    "peers": {"common", "model", "codec", "sink"},
 }
 FORBIDDEN = {
     "storage": {"pipeline", "server", "receivers"},
