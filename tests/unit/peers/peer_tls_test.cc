@@ -128,7 +128,7 @@ class PeerTls : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
   std::string WriteCa(const std::string& name, const std::string& pem) {
-    const std::string path = (dir_ / name).string();
+    std::string path = (dir_ / name).string();
     std::ofstream(path) << pem;
     return path;
   }
