@@ -233,12 +233,10 @@ Status Server::EnsureDatabase(const std::string& database, const std::string& si
       SinkContext ctx = SinkContextOf();
       ctx.caps = c;
       std::unique_ptr<sink::Sink> upgrade;
-      SH_RETURN_IF_ERROR(MakeSink({.kind = "chdb",
-                                   .name = sink,
-                                   .database = database,
-                                   .writers = 1,
-                                   .spool_dir = dir_ + "/spool-upgrade"},
-                                  ctx, &upgrade));
+      SinkSpec spec = Spec("chdb", sink, database);
+      spec.writers = 1;
+      spec.spool_dir = dir_ + "/spool-upgrade";
+      SH_RETURN_IF_ERROR(MakeSink(spec, ctx, &upgrade));
       return pipeline_.queue->ReplaySealedBlocks(*upgrade);
     };
   }

@@ -152,30 +152,36 @@ std::string SecondarySinkName(const Config& cfg) {
   return "chdb:" + cfg.secondary.database;
 }
 
+SinkSpec Spec(std::string kind, std::string name, std::string database) {
+  SinkSpec s;
+  s.kind = std::move(kind);
+  s.name = std::move(name);
+  s.database = std::move(database);
+  return s;
+}
+
 std::vector<SinkSpec> ServeSinks(const Config& cfg, size_t cluster_shards) {
   std::vector<SinkSpec> specs;
   if (cfg.writer.sink == "null") {
-    specs.push_back({.kind = "null", .name = "null"});
+    specs.push_back(Spec("null", "null"));
   } else if (cfg.storage.engine == "clickhouse") {
     // One sink per shard, each with the shard's replicas; one shard: all of it.
     for (size_t s = 0; s < cluster_shards; ++s) {
-      specs.push_back(
-          {.kind = "clickhouse",
-           .name = cluster_shards == 1 ? "clickhouse" : fmt::format("clickhouse-shard{}", s + 1),
-           .database = cfg.clickhouse.database,
-           .shard = static_cast<uint32_t>(s),
-           .shards = static_cast<uint32_t>(cluster_shards)});
+      SinkSpec spec =
+          Spec("clickhouse",
+               cluster_shards == 1 ? "clickhouse" : fmt::format("clickhouse-shard{}", s + 1),
+               cfg.clickhouse.database);
+      spec.shard = static_cast<uint32_t>(s);
+      spec.shards = static_cast<uint32_t>(cluster_shards);
+      specs.push_back(std::move(spec));
     }
   } else {
-    specs.push_back({.kind = "chdb", .name = "chdb", .database = std::string(storage::kDatabase)});
+    specs.push_back(Spec("chdb", "chdb", std::string(storage::kDatabase)));
   }
   if (cfg.secondary.type == "chdb") {
-    specs.push_back(
-        {.kind = "chdb", .name = SecondarySinkName(cfg), .database = cfg.secondary.database});
+    specs.push_back(Spec("chdb", SecondarySinkName(cfg), cfg.secondary.database));
   }
-  if (cfg.secondary.type == "opensearch") {
-    specs.push_back({.kind = "opensearch", .name = "opensearch"});
-  }
+  if (cfg.secondary.type == "opensearch") specs.push_back(Spec("opensearch", "opensearch"));
   return specs;
 }
 

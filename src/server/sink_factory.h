@@ -40,6 +40,10 @@ struct SinkSpec {
   const storage::SinkFaults* faults = nullptr;
 };
 
+// A spec of `kind` named `name` (ClickHouse kinds: on `database`), the rest
+// defaults.
+SinkSpec Spec(std::string kind, std::string name, std::string database = {});
+
 // What sinks are made with: the configuration and what the server opened.
 struct SinkContext {
   const Config* cfg = nullptr;

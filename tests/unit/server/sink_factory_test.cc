@@ -51,16 +51,16 @@ TEST(SinkFactory, AKindIsMadeByItsLineOrRefusedByName) {
   SinkContext ctx;
   ctx.cfg = &cfg;
   std::unique_ptr<sink::Sink> made;
-  ASSERT_TRUE(MakeSink({.kind = "null", .name = "nothing"}, ctx, &made).ok());
+  ASSERT_TRUE(MakeSink(Spec("null", "nothing"), ctx, &made).ok());
   ASSERT_NE(made, nullptr);
   EXPECT_EQ(made->name(), "nothing");
-  const Status st = MakeSink({.kind = "kafka", .name = "k"}, ctx, &made);
+  const Status st = MakeSink(Spec("kafka", "k"), ctx, &made);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("unknown kind 'kafka'"), std::string::npos) << st.message();
   EXPECT_NE(st.message().find("chdb, clickhouse, null, opensearch"), std::string::npos)
       << st.message();
   // OpenSearch without a cluster: a clear error, not a crash.
-  EXPECT_EQ(MakeSink({.kind = "opensearch", .name = "opensearch"}, ctx, &made).code(),
+  EXPECT_EQ(MakeSink(Spec("opensearch", "opensearch"), ctx, &made).code(),
             StatusCode::kInvalidArgument);
 }
 
