@@ -107,12 +107,12 @@ void PeerHealth::ProbeOnce() {
 }
 
 void PeerHealth::AppendMetrics(PromText& out) const {
-  out.Family("spanhouse_peer_up", "gauge",
+  out.Family("spanhouse_peer_in_ring", "gauge",
              "Whether this node gives a peer its traces: 1 while it answers, 0 once it has not "
              "answered for peers.down_after_s (its traces then go to the nodes next in line).");
   for (size_t i = 0; i < ring_.size(); ++i) {
     if (i == ring_.self()) continue;
-    out.Sample("spanhouse_peer_up", PromText::Label("peer", ring_.node(i).name),
+    out.Sample("spanhouse_peer_in_ring", PromText::Label("peer", ring_.node(i).name),
                ring_.Up(i) ? 1 : 0);
   }
   out.Family("spanhouse_peer_probe_failures_total", "counter",

@@ -44,7 +44,7 @@ class PeerHealth {
   // One round of probes now (the thread's body; tests call it).
   void ProbeOnce();
 
-  // spanhouse_peer_up{peer}, spanhouse_peer_probe_failures_total{peer},
+  // spanhouse_peer_in_ring{peer}, spanhouse_peer_probe_failures_total{peer},
   // spanhouse_peers_up.
   void AppendMetrics(PromText& out) const;
   // For /readyz: "a up, b down 12 s, c up" (this node is not listed).

@@ -135,7 +135,7 @@ TEST(PeerHealth, APeerThatStopsAnsweringIsDownOnlyAfterDownAfter) {
   EXPECT_FALSE(ring.Up(1));
   PromText out;
   health.AppendMetrics(out);
-  EXPECT_NE(out.Render().find("spanhouse_peer_up{peer=\"node-1\"} 0"), std::string::npos)
+  EXPECT_NE(out.Render().find("spanhouse_peer_in_ring{peer=\"node-1\"} 0"), std::string::npos)
       << out.Render();
   EXPECT_NE(health.Summary().find("node-1 down"), std::string::npos) << health.Summary();
 }
