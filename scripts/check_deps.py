@@ -21,6 +21,10 @@ RULES = {
     "sink": {"common", "model"},
     "common": set(),
     "model": {"common"},
+    # Several nodes as one: ownership, health and the peer sink (a sink
+    # plug-in over the codec), nothing of the pipeline, the receivers or the
+    # server that wires them.
+    "peers": {"common", "model", "codec", "sink"},
 }
 FORBIDDEN = {
     "storage": {"pipeline", "server", "receivers"},

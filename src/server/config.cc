@@ -15,6 +15,7 @@
 
 #include "auth/bearer_auth.h"
 #include "net/http_server.h"
+#include "peers/ring.h"
 #include "pipeline/sampling/tail_policy.h"
 #include "storage/clickhouse/job_lease.h"
 
@@ -127,6 +128,12 @@ bool IsUrlList(const std::string& v) {
 }
 
 // Jaeger's index prefix: what OpenSearch allows at the start of an index name.
+bool IsPeerList(const std::string& v) {
+  std::vector<peers::PeerNode> nodes;
+  std::string why;
+  return peers::ParsePeerNodes(v, &nodes, &why);
+}
+
 bool IsIndexPrefix(const std::string& v) {
   if (v.empty()) return true;
   if (v.size() > 100 || v[0] == '-' || v[0] == '_') return false;
@@ -278,6 +285,12 @@ const std::vector<Key>& Keys() {
                   "seconds, 5 to 300"),
       SH_STRING_KEY("node.id", node.id, v.empty() || storage::ValidNodeId(v),
                     "empty, or 1 to 64 letters, digits, '.', '_' or '-'"),
+      SH_STRING_KEY("peers.nodes", peers.nodes, IsPeerList(v),
+                    "name=host:port=http(s)://host:port entries split by ';'"),
+      SH_UINT_KEY("peers.down_after_s", peers.down_after_s, ParseUint, 1, 86400,
+                  "seconds, 1 to 86400"),
+      SH_UINT_KEY("peers.probe_ms", peers.probe_ms, ParseUint, 100, 60000,
+                  "milliseconds, 100 to 60000"),
       SH_STRING_KEY("user_fields.also_well_known", user_fields.also_well_known, IsNamespaceList(v),
                     "comma-separated namespaces, e.g. shop,app.internal"),
       Key{"sampling.head.probability",
@@ -456,6 +469,20 @@ Status Walk(const YAML::Node& node, const std::string& prefix, Config* cfg) {
       if (Status st = ApplySetting(path, list, cfg); !st.ok()) return st;
       continue;
     }
+    if (path == "peers.nodes" && kv.second.IsSequence()) {
+      // A list of {name, otlp, query}.
+      std::string list;
+      for (const auto& n : kv.second) {
+        if (!n.IsMap() || !n["name"] || !n["otlp"] || !n["query"] || n.size() != 3) {
+          return Status::Invalid(
+              "config key 'peers.nodes': each node is {name: ..., otlp: host:port, query: URL}");
+        }
+        list += (list.empty() ? "" : ";") + n["name"].as<std::string>() + "=" +
+                n["otlp"].as<std::string>() + "=" + n["query"].as<std::string>();
+      }
+      if (Status st = ApplySetting(path, list, cfg); !st.ok()) return st;
+      continue;
+    }
     if (!kv.second.IsScalar()) {
       return Status::Invalid("config key '" + path + "': expected a single value");
     }
@@ -592,6 +619,29 @@ Status Validate(const Config& cfg) {
     if (cfg.query.read_from == "opensearch") {
       return Status::Invalid(
           "config key 'opensearch.urls': query.read_from is opensearch, but no node is given");
+    }
+  }
+  if (!cfg.peers.nodes.empty()) {
+    std::vector<peers::PeerNode> nodes;
+    std::string why;
+    if (!peers::ParsePeerNodes(cfg.peers.nodes, &nodes, &why)) {
+      return Status::Invalid("config key 'peers.nodes': " + why);
+    }
+    if (cfg.node.id.empty()) {
+      return Status::Invalid(
+          "config key 'node.id': with peers.nodes, each node names itself (one of the list's "
+          "names)");
+    }
+    if (!cfg.sampling.tail.policies.empty()) {
+      // A node would decide on the spans it received, not on its own traces.
+      return Status::Invalid(
+          "config key 'peers.nodes': tail sampling (sampling.tail.policies) with several nodes "
+          "is not supported yet; route by trace id in front instead (README)");
+    }
+    if (std::none_of(nodes.begin(), nodes.end(),
+                     [&](const peers::PeerNode& n) { return n.name == cfg.node.id; })) {
+      return Status::Invalid("config key 'node.id': '" + cfg.node.id +
+                             "' is not a name of peers.nodes");
     }
   }
   if (cfg.queue.max_bytes < cfg.otlp_http.max_body_bytes) {

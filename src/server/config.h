@@ -161,6 +161,17 @@ struct Config {
     std::string id;
   } node;
   struct {
+    // The nodes that act as one system, the same list on every node:
+    // "name=host:port=http(s)://host:port;..." (name, OTLP/gRPC address,
+    // query URL; YAML: a list of {name, otlp, query}). One of them is this
+    // node (node.id). Empty: this node is alone.
+    std::string nodes;
+    // A peer that has not answered this long is down: its traces go to the
+    // nodes next in line, and the spans waiting for it are decided here.
+    uint64_t down_after_s = 30;
+    uint64_t probe_ms = 1000;  // how often each peer is probed
+  } peers;
+  struct {
     // Attribute keys outside the OpenTelemetry semantic-convention
     // namespaces (http, db, k8s, ...) are copied to the spans' user_fields
     // column (a Map; the JSON type in stores made before schema 13).

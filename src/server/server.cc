@@ -20,6 +20,7 @@
 #include "server/debug_endpoints.h"
 #include "server/metrics.h"
 #include "sink/observed_sink.h"
+#include "sink/owned_sink.h"
 #include "storage/clickhouse/cluster_schema.h"
 #include "storage/clickhouse/deduplication.h"
 #include "storage/clickhouse/engine_config.h"
@@ -433,9 +434,35 @@ SinkContext Server::SinkContextOf() {
   return ctx;
 }
 
+Status Server::OpenPeers() {
+  std::vector<peers::PeerNode> nodes;
+  std::string why;
+  if (!peers::ParsePeerNodes(cfg_.peers.nodes, &nodes, &why)) {
+    return Status::Invalid("config key 'peers.nodes': " + why);
+  }
+  const auto self = std::find_if(nodes.begin(), nodes.end(),
+                                 [&](const peers::PeerNode& n) { return n.name == cfg_.node.id; });
+  if (self == nodes.end()) return Status::Invalid("config key 'node.id': not in peers.nodes");
+  const auto index = static_cast<size_t>(self - nodes.begin());
+  writing_.ring = std::make_unique<peers::PeerRing>(std::move(nodes), index);
+  peers::HealthOptions h;
+  h.probe_interval = std::chrono::milliseconds(cfg_.peers.probe_ms);
+  h.down_after = std::chrono::seconds(cfg_.peers.down_after_s);
+  writing_.health = std::make_unique<peers::PeerHealth>(*writing_.ring, h);
+  writing_.health->Start();
+  spdlog::info(
+      "peers: node {} of {}; the traces this node owns are stored here, the others' go "
+      "to their owners",
+      cfg_.node.id, writing_.ring->size());
+  return Status::Ok();
+}
+
 Status Server::MakeSinks() {
   if (cfg_.secondary.type == "opensearch") SH_RETURN_IF_ERROR(OpenOpenSearch());
-  const SinkContext ctx = SinkContextOf();
+  if (!cfg_.peers.nodes.empty()) SH_RETURN_IF_ERROR(OpenPeers());
+  SinkContext ctx = SinkContextOf();
+  ctx.ring = writing_.ring.get();
+  std::vector<bool> local;  // per sink: a store here, not a peer
   for (SinkSpec& spec : ServeSinks(cfg_, remote() ? store_.shards.size() : 1)) {
     if (spec.kind == "chdb" || spec.kind == "clickhouse") {
       writing_.faults.push_back({spec.name, std::make_unique<storage::SinkFaults>()});
@@ -443,6 +470,7 @@ Status Server::MakeSinks() {
     }
     std::unique_ptr<sink::Sink> made;
     SH_RETURN_IF_ERROR(MakeSink(spec, ctx, &made));
+    local.push_back(spec.kind != "peer");
     writing_.sinks.push_back(std::move(made));
   }
   if (cfg_.secondary.type == "opensearch") {
@@ -464,6 +492,14 @@ Status Server::MakeSinks() {
     // all of them and keeps its own).
     writing_.sinks.front() =
         std::make_unique<sink::ObservedSink>(std::move(writing_.sinks.front()), *writing_.recent);
+  }
+  for (size_t i = 0; writing_.ring != nullptr && i < writing_.sinks.size(); ++i) {
+    if (!local[i]) continue;
+    // A store here (and the recent index in front of the primary) keeps the
+    // traces this node owns; the peer sinks take the rest.
+    const peers::PeerRing* ring = writing_.ring.get();
+    writing_.sinks[i] = std::make_unique<sink::OwnedSink>(
+        std::move(writing_.sinks[i]), [ring](const TraceId& t) { return ring->OwnedHere(t); });
   }
   for (auto& s : writing_.sinks) pipeline_.queue->AddSink(*s);
   return Status::Ok();
@@ -798,6 +834,7 @@ std::string Server::Metrics() {
   m.queue = pipeline_.queue.get();
   m.dedup = pipeline_.dedup.get();
   AppendPipelineMetrics(m, out);
+  if (writing_.health != nullptr) writing_.health->AppendMetrics(out);
   if (reading_.read_switch != nullptr) reading_.read_switch->AppendMetrics(out);
   if (reading_.recent_reader != nullptr) reading_.recent_reader->AppendMetrics(out);
   security_.AppendMetrics(out.trailer());

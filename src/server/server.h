@@ -18,6 +18,8 @@
 #include "common/memory_budget.h"
 #include "common/prom_text.h"
 #include "common/status.h"
+#include "peers/health.h"
+#include "peers/ring.h"
 #include "pipeline/dedup/dedup_index.h"
 #include "pipeline/durable/durable_queue.h"
 #include "pipeline/filter/span_filter.h"
@@ -91,6 +93,8 @@ class Server {
                          size_t shard = 0);
   // What the sink factory makes sinks with (sink_factory.h).
   SinkContext SinkContextOf();
+  // The ring and the health checks of peers.nodes.
+  Status OpenPeers();
   Status MakeSinks();
   // The OpenSearch cluster of the opensearch section (made once, shared by
   // its sink and reader).
@@ -171,6 +175,11 @@ class Server {
       std::unique_ptr<storage::SinkFaults> faults;
     };
     std::vector<Faults> faults;  // one per ClickHouse sink, before the sinks that use them
+    // Several nodes as one (peers.nodes; null: alone): which node owns a
+    // trace, and the other nodes' health that moves it; before the sinks
+    // that ask them.
+    std::unique_ptr<peers::PeerRing> ring;
+    std::unique_ptr<peers::PeerHealth> health;
     // Recent spans in memory (null: query.recent_max_bytes 0), fed by the
     // primary sink (sink::ObservedSink): declared before the sinks, so it
     // outlives the one that refers to it.

@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include "peers/peer_sink.h"
 #include "sink/null_sink.h"
 #include "storage/clickhouse/embedded_sink.h"
 #include "storage/opensearch/opensearch_sink.h"
@@ -102,6 +103,41 @@ Status MakeOpenSearch(const SinkSpec& spec, const SinkContext& ctx,
   return Status::Ok();
 }
 
+Status MakePeer(const SinkSpec& spec, const SinkContext& ctx, std::unique_ptr<sink::Sink>* out) {
+  const peers::PeerRing* ring = ctx.ring;
+  size_t index = ring == nullptr ? 0 : ring->size();
+  for (size_t i = 0; ring != nullptr && i < ring->size(); ++i) {
+    if (ring->node(i).name == spec.peer && i != ring->self()) index = i;
+  }
+  if (ring == nullptr || index == ring->size()) {
+    return Status::Invalid("sink " + spec.name + ": '" + spec.peer +
+                           "' is not another node of peers.nodes");
+  }
+  const Config& cfg = *ctx.cfg;
+  peers::PeerSinkOptions o;
+  o.name = spec.name;
+  o.self = cfg.node.id;
+  o.peer = spec.peer;
+  o.address = ring->node(index).otlp;
+  o.owns = [ring, index](const TraceId& t) { return ring->Owner(t) == index; };
+  if (ctx.decide_here) {  // else its spans wait for it, however long it is down
+    o.handoff_after = std::chrono::seconds(cfg.peers.down_after_s);
+    o.decide_here = ctx.decide_here;
+  }
+  o.dead_letter_dir = ctx.dir + "/dead-letter";
+  if (spec.queue_bytes != 0) o.queue_bytes = spec.queue_bytes;
+  // The peers share the ingest tokens ("tok1,tok2"): the first one opens theirs.
+  const std::string& tokens = cfg.auth.ingest_tokens;
+  std::string token = tokens.substr(0, tokens.find(','));
+  token.erase(0, token.find_first_not_of(' '));
+  token.erase(token.find_last_not_of(' ') + 1);
+  o.bearer_token = token;
+  std::unique_ptr<sink::RuntimeSink> made;
+  SH_RETURN_IF_ERROR(peers::MakePeerSink(std::move(o), &made));
+  *out = std::move(made);
+  return Status::Ok();
+}
+
 using Maker = Status (*)(const SinkSpec&, const SinkContext&, std::unique_ptr<sink::Sink>*);
 
 // Every kind of sink: one line each.
@@ -110,6 +146,7 @@ const std::map<std::string_view, Maker>& Kinds() {
       {"chdb", MakeChdb},
       {"clickhouse", MakeClickHouseShard},
       {"opensearch", MakeOpenSearch},
+      {"peer", MakePeer},
       {"null",
        [](const SinkSpec& spec, const SinkContext&, std::unique_ptr<sink::Sink>* out) {
          *out = sink::MakeNullSink(spec.name);
@@ -182,6 +219,17 @@ std::vector<SinkSpec> ServeSinks(const Config& cfg, size_t cluster_shards) {
     specs.push_back(Spec("chdb", SecondarySinkName(cfg), cfg.secondary.database));
   }
   if (cfg.secondary.type == "opensearch") specs.push_back(Spec("opensearch", "opensearch"));
+  // Every other node of peers.nodes: the spans of the traces it owns.
+  std::vector<peers::PeerNode> nodes;
+  std::string why;
+  if (peers::ParsePeerNodes(cfg.peers.nodes, &nodes, &why)) {
+    for (const peers::PeerNode& n : nodes) {
+      if (n.name == cfg.node.id) continue;
+      SinkSpec spec = Spec("peer", "peer:" + n.name);
+      spec.peer = n.name;
+      specs.push_back(std::move(spec));
+    }
+  }
   return specs;
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "peers/ring.h"
 #include "server/config.h"
 #include "sink/sink.h"
 #include "storage/clickhouse/embedded_writer.h"
@@ -36,6 +37,8 @@ struct SinkSpec {
   // The bound on its queued bytes (0: the kind's default from the
   // configuration).
   size_t queue_bytes = 0;
+  // Kind peer: the node's name in peers.nodes.
+  std::string peer;
   // Fault injection of the ClickHouse kinds (debug.fault_injection; null: none).
   const storage::SinkFaults* faults = nullptr;
 };
@@ -53,6 +56,11 @@ struct SinkContext {
   std::function<Status(size_t n, size_t shard,
                        std::vector<std::unique_ptr<storage::SqlConnection>>* out)>
       connect;
+  // Several nodes as one (peers.nodes): which node owns a trace, and where a
+  // peer's spans go once it has been down for peers.down_after_s (this
+  // node's intake). Null: this node is alone.
+  const peers::PeerRing* ring = nullptr;
+  std::function<Status(std::unique_ptr<SpanBatch>)> decide_here;
   // The OpenSearch cluster of the opensearch section (null: none).
   std::shared_ptr<storage::opensearch::OpenSearchClient> opensearch;
 };

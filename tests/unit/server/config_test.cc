@@ -321,6 +321,42 @@ TEST(Config, JobLeaseAndNodeId) {
   }
 }
 
+TEST(Config, PeersListTheNodesAndNameThisOne) {
+  EXPECT_EQ(Config().peers.nodes, "");
+  EXPECT_EQ(Config().peers.down_after_s, 30u);
+  for (const std::string v : {"a=h:1", "a=h:0=http://x", "a=h:1=http://x;a=h:2=http://y"}) {
+    ExpectBadSetting("peers.nodes", v);
+  }
+  ExpectBadSetting("peers.down_after_s", "0");
+  ExpectBadSetting("peers.probe_ms", "99");
+  Config c;
+  ASSERT_TRUE(ApplyYaml(R"(
+node: {id: b}
+peers:
+  nodes:
+    - {name: a, otlp: "10.0.0.1:4317", query: "http://10.0.0.1:16686"}
+    - {name: b, otlp: "10.0.0.2:4317", query: "http://10.0.0.2:16686"}
+)",
+                        &c)
+                  .ok());
+  EXPECT_EQ(c.peers.nodes,
+            "a=10.0.0.1:4317=http://10.0.0.1:16686;b=10.0.0.2:4317=http://10.0.0.2:16686");
+  EXPECT_TRUE(Validate(c).ok());
+  c.sampling.tail.policies = "error";
+  EXPECT_FALSE(Validate(c).ok());
+  c.sampling.tail.policies = "";
+  c.node.id = "c";
+  Status st = Validate(c);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("node.id"), std::string::npos) << st.message();
+  c.node.id = "";
+  EXPECT_FALSE(Validate(c).ok());
+  Config bad;
+  st = ApplyYaml("peers:\n  nodes:\n    - {name: a, otlp: \"h:1\"}\n", &bad);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("peers.nodes"), std::string::npos) << st.message();
+}
+
 TEST(Config, ValidateStorageRules) {
   Config c;
   c.storage.move_after_s = c.storage.retention_s;
