@@ -10,18 +10,9 @@
 
 #include <fmt/format.h>
 
+#include "common/clock.h"
+
 namespace spanhouse::peers {
-
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
 
 bool CanConnect(const std::string& host_port, std::chrono::milliseconds timeout) {
   const size_t colon = host_port.rfind(':');
@@ -96,11 +87,11 @@ void PeerHealth::ProbeOnce() {
     s.failures += 1;
     int64_t since = s.failing_since_ns.load();
     if (since == 0) {
-      since = NowNs();
+      since = SteadyClockNs();
       s.failing_since_ns.store(since);
     }
     // Down only after down_after: a restart or a short outage keeps its traces.
-    if (NowNs() - since >= std::chrono::nanoseconds(opts_.down_after).count()) {
+    if (SteadyClockNs() - since >= std::chrono::nanoseconds(opts_.down_after).count()) {
       ring_.SetUp(i, false);
     }
   }
@@ -137,7 +128,7 @@ std::string PeerHealth::Summary() const {
       out += " up";
     } else {
       out += fmt::format(" {} {} s", ring_.Up(i) ? "not answering" : "down",
-                         (NowNs() - since) / 1000000000);
+                         (SteadyClockNs() - since) / 1000000000);
     }
   }
   return out;

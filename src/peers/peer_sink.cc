@@ -15,17 +15,13 @@
 #include <spdlog/spdlog.h>
 
 #include "codec/otlp_encode.h"
+#include "common/clock.h"
 
 namespace spanhouse::peers {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
-      .count();
-}
 
 const char* CodeName(grpc::StatusCode c) {
   switch (c) {
@@ -176,7 +172,7 @@ std::chrono::milliseconds PeerPlugin::down_for() const {
   const int64_t since = failing_since_ns_.load();
   if (since == 0) return std::chrono::milliseconds(0);
   return std::chrono::duration_cast<std::chrono::milliseconds>(
-      std::chrono::nanoseconds(NowNs() - since));
+      std::chrono::nanoseconds(SteadyClockNs() - since));
 }
 
 bool PeerPlugin::Select(const SpanBatch& b, std::vector<uint32_t>* idx) const {
@@ -306,8 +302,8 @@ void PeerPlugin::TakeDue(size_t shard, bool idle, bool flush,
 bool PeerPlugin::HandoffDue() const {
   if (!opts_.decide_here || opts_.handoff_after.count() <= 0) return false;
   const int64_t since = failing_since_ns_.load();
-  return since != 0 &&
-         std::chrono::nanoseconds(NowNs() - since) >= std::chrono::nanoseconds(opts_.handoff_after);
+  return since != 0 && std::chrono::nanoseconds(SteadyClockNs() - since) >=
+                           std::chrono::nanoseconds(opts_.handoff_after);
 }
 
 void PeerPlugin::MarkDown() {
@@ -316,7 +312,7 @@ void PeerPlugin::MarkDown() {
                  opts_.address);
   }
   int64_t none = 0;
-  failing_since_ns_.compare_exchange_strong(none, NowNs());
+  failing_since_ns_.compare_exchange_strong(none, SteadyClockNs());
 }
 
 Status PeerPlugin::HandOver(PeerWrite& w) {
