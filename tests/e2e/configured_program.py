@@ -11,6 +11,7 @@ message when it did not get there) and `diagnostics()`."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 from pathlib import Path
@@ -18,6 +19,22 @@ from typing import Optional
 
 from conftest import _die_with_parent, clean_env, free_ports
 from managed_process import ManagedProcess
+
+
+def cached_binary(env_var: str, name: str, version: str) -> Path:
+    """$env_var, or the build the setup scripts keep at
+    ${XDG_CACHE_HOME:-~/.cache}/spanhouse/<name>-<version>/<name>."""
+    if os.environ.get(env_var):
+        return Path(os.environ[env_var])
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "spanhouse" / f"{name}-{version}" / name
+
+
+def not_built(path: Path, what: str, how: str) -> Optional[str]:
+    """None when `path` is an executable; else why `what` cannot run and `how` to build it."""
+    if path.is_file() and os.access(path, os.X_OK):
+        return None
+    return f"{what} is not built ({path} missing): {how}"
 
 
 class ConfiguredProgram(ManagedProcess):

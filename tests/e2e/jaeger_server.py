@@ -19,7 +19,6 @@ under CI=true. Each instance's log is attached to the report of a test that fail
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 from typing import Optional
@@ -28,7 +27,7 @@ import pytest
 import requests
 
 from conftest import tail
-from configured_program import ConfiguredProgram, ProgramFactory
+from configured_program import ConfiguredProgram, ProgramFactory, cached_binary, not_built
 # The fixtures live in conftest.py; also importable from here (`from jaeger_server import
 # jaeger_factory`), as the first version of this module had them.
 from conftest import jaeger, jaeger_factory  # noqa: F401
@@ -42,19 +41,13 @@ DATE_LAYOUT = "2006-01-02"
 
 
 def jaeger_bin() -> Path:
-    if os.environ.get("JAEGER_BIN"):
-        return Path(os.environ["JAEGER_BIN"])
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "spanhouse" / f"jaeger-{JAEGER_VERSION}" / "jaeger"
+    return cached_binary("JAEGER_BIN", "jaeger", JAEGER_VERSION)
 
 
 def jaeger_missing() -> Optional[str]:
     """Why Jaeger cannot be run here, or None."""
-    path = jaeger_bin()
-    if path.is_file() and os.access(path, os.X_OK):
-        return None
-    return (f"Jaeger {JAEGER_VERSION} is not built ({path} missing): scripts/setup.sh --tests "
-            "builds it with Go from tools/jaeger/go.mod")
+    return not_built(jaeger_bin(), f"Jaeger {JAEGER_VERSION}",
+                     "scripts/setup.sh --tests builds it with Go from tools/jaeger/go.mod")
 
 
 def _merge(base: dict, extra: dict) -> dict:

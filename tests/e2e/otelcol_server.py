@@ -20,7 +20,6 @@ that fails."""
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 from typing import Optional
@@ -28,7 +27,7 @@ from typing import Optional
 import requests
 
 from conftest import tail
-from configured_program import ConfiguredProgram, ProgramFactory
+from configured_program import ConfiguredProgram, ProgramFactory, cached_binary, not_built
 
 OTELCOL_VERSION = "v0.161.0"
 READY_DEADLINE_S = 60.0
@@ -36,19 +35,13 @@ STOP_DEADLINE_S = 30.0
 
 
 def otelcol_bin() -> Path:
-    if os.environ.get("OTELCOL_BIN"):
-        return Path(os.environ["OTELCOL_BIN"])
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "spanhouse" / f"otelcol-{OTELCOL_VERSION}" / "otelcol"
+    return cached_binary("OTELCOL_BIN", "otelcol", OTELCOL_VERSION)
 
 
 def otelcol_missing() -> Optional[str]:
     """Why the collector cannot be run here, or None."""
-    path = otelcol_bin()
-    if path.is_file() and os.access(path, os.X_OK):
-        return None
-    return (f"the OpenTelemetry Collector {OTELCOL_VERSION} is not built ({path} missing): "
-            "scripts/setup.sh --tests builds it with Go (scripts/setup_otelcol.sh)")
+    return not_built(otelcol_bin(), f"the OpenTelemetry Collector {OTELCOL_VERSION}",
+                     "scripts/setup.sh --tests builds it with Go (scripts/setup_otelcol.sh)")
 
 
 class Collector(ConfiguredProgram):
