@@ -92,8 +92,10 @@ class SpanBatch {
   static constexpr uint32_t kSourceBit = 1u << 31;
   StrRef AddString(std::string_view s);
   std::string_view Str(StrRef r) const {
-    const char* base = (r.off & kSourceBit) != 0 ? src_.data() - kSourceBit : arena_.data();
-    return {base + r.off, r.len};
+    // Masking instead of subtracting kSourceBit from the base: an empty ref into an empty
+    // (null) source must stay null + 0, which is defined.
+    if ((r.off & kSourceBit) != 0) return {src_.data() + (r.off & ~kSourceBit), r.len};
+    return {arena_.data() + r.off, r.len};
   }
   // Takes `body` (moved from) as the batch's source if the batch has none
   // yet and it is shorter than 2 GiB; otherwise false, `body` untouched.

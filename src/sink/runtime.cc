@@ -173,6 +173,8 @@ void RuntimeSink::Deliver(size_t s, Write& w) {
                     refused, last.message(), st.message());
     }
   }
+  // Counted before the acknowledgement, so that a caller who sees the ack sees the counters.
+  stats_.pending_rows -= std::min<uint64_t>(stats_.pending_rows.load(), taken);
   if (!done) {
     // Unacked, the records stay in the durable queue: the next start writes
     // them. Without records, they are lost.
@@ -187,7 +189,6 @@ void RuntimeSink::Deliver(size_t s, Write& w) {
   } else {
     Ack(w);
   }
-  stats_.pending_rows -= std::min<uint64_t>(stats_.pending_rows.load(), taken);
   plugin_->Finished(s, w, d == Delivered::kStored);
 }
 

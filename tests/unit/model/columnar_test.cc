@@ -52,6 +52,20 @@ TEST(Columnar, StringsInTheSourceComeBackFromTheRecord) {
   EXPECT_EQ(back.Str(back.span_attrs.value[0]), "a value in the arena");
 }
 
+TEST(Columnar, AnEmptyStringInAnEmptySourceReadsBackEmpty) {
+  // A reference of length 0 marked as lying in the source, in a batch that has no source
+  // (bytes a fuzzer made): valid, and read as "" without arithmetic on a null base.
+  SpanBatch b = testdata::SampleBatch(1);
+  b.spans.name[0] = {SpanBatch::kSourceBit, 0};
+  std::string bytes;
+  b.AppendColumnar(&bytes);
+  SpanBatch back;
+  std::string why;
+  ASSERT_TRUE(back.ReadColumnar(bytes, &why)) << why;
+  EXPECT_TRUE(back.source().empty());
+  EXPECT_EQ(back.Str(back.spans.name[0]), "");
+}
+
 TEST(Columnar, BytesThatAreNotABatchAreRefused) {
   const SpanBatch b = testdata::SampleBatch(2);
   std::string good;
