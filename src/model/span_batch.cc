@@ -357,6 +357,7 @@ void SpanBatch::Append(const SpanBatch& o) {
 }
 
 void SpanBatch::AppendSpans(const SpanBatch& o, const uint32_t* which, size_t n) {
+  if (empty()) peer_view = o.peer_view;
   // Resources and scopes are copied once each, on first use, so a subset of
   // spans brings only what it refers to.
   constexpr uint32_t kNone = ~0u;

@@ -187,6 +187,16 @@ class SpanBatch {
   } links;
   AttrColumns link_attrs;
 
+  // When several nodes act as one system (peers/ring.h): the nodes that were up when the
+  // request was accepted (bit i: node i of peers.nodes), among which each trace's owner is
+  // chosen, so that every reading of the request (live, or its record read back later)
+  // hands each span to the same node. Logged with the request; 0: none (a single node).
+  // A batch made from another by Append or AppendSpans takes its view when it had none.
+  uint64_t peer_view = 0;
+  // The view of a request that is this node's whole, whatever is up: one forwarded here by
+  // another node (never forwarded twice), an import into the shared store.
+  static constexpr uint64_t kViewHere = ~uint64_t{0};
+
   // Append a row with every column defaulted; returns its index.
   uint32_t AddResource();
   uint32_t AddScope();

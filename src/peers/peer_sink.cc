@@ -138,7 +138,7 @@ OtlpGrpcClientOptions ClientOptions(const PeerSinkOptions& o, std::string tls_ca
   c.tls = o.tls;
   c.tls_ca_pem = std::move(tls_ca_pem);
   c.tls_server_name = o.tls_server_name;
-  c.metadata.emplace_back(kForwardedByHeader, o.self);
+  c.metadata.emplace_back(kForwardedByMetadata, o.self);
   if (!o.bearer_token.empty()) c.metadata.emplace_back("authorization", "Bearer " + o.bearer_token);
   return c;
 }
@@ -184,7 +184,7 @@ bool PeerPlugin::Select(const SpanBatch& b, std::vector<uint32_t>* idx) const {
   for (uint32_t i = 0; i < b.span_count(); ++i) {
     const TraceId& t = b.spans.trace_id[i];
     if (prev == nullptr || t != *prev) {
-      owned = opts_.owns(t);
+      owned = opts_.owns(t, b.peer_view);
       prev = &t;
     }
     if (owned) idx->push_back(i);

@@ -24,16 +24,13 @@
 #include <utility>
 #include <vector>
 
+#include "common/forwarding.h"
 #include "common/status.h"
 #include "model/span_batch.h"
 #include "peers/otlp_grpc_client.h"
 #include "sink/runtime.h"
 
 namespace spanhouse::peers {
-
-// The metadata a forwarded request carries, naming the node that forwarded
-// it: a receiver that sees it decides the spans itself, never forwards them again.
-inline constexpr const char* kForwardedByHeader = "x-spanhouse-forwarded-by";
 
 struct PeerSinkOptions {
   // The sink's name, stable across restarts (the durable queue keys its
@@ -61,9 +58,10 @@ struct PeerSinkOptions {
   size_t queue_bytes = size_t{64} << 20;  // the runtime's queue; more waits on disk
   size_t writers = 1;                     // Export calls in flight at once
   sink::RetryPolicy retry;
-  // Which traces the peer owns: the spans Select picks (a live request) and
-  // Keep keeps (a record read back from the backlog). Null: every span.
-  std::function<bool(const TraceId&)> owns;
+  // Which traces the peer owns under a request's view (SpanBatch::peer_view): the spans
+  // Select picks (a live request) and Keep keeps (a record read back from the backlog).
+  // Null: every span.
+  std::function<bool(const TraceId&, uint64_t view)> owns;
   // After the peer has failed without a success for handoff_after, a write
   // is no longer sent (unless the channel is connected again): its spans go
   // to decide_here (processed on this node) and the write is done. An error

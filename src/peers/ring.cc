@@ -87,6 +87,10 @@ bool ParsePeerNodes(const std::string& text, std::vector<PeerNode>* out, std::st
       }
     }
     out->push_back(std::move(n));
+    if (out->size() > kMaxPeerNodes) {
+      *why = "more than " + std::to_string(kMaxPeerNodes) + " nodes";
+      return false;
+    }
   }
   return true;
 }
@@ -109,19 +113,28 @@ uint64_t PeerRing::Score(size_t i, const TraceId& trace) const {
   return Mix(Mix(lo ^ seeds_[i]) ^ hi);
 }
 
-size_t PeerRing::Owner(const TraceId& trace) const {
-  size_t best = self_;
-  uint64_t best_score = Score(self_, trace);
+uint64_t PeerRing::View() const {
+  uint64_t v = 0;
+  for (size_t i = 0; i < nodes_.size(); ++i) v |= Up(i) ? uint64_t{1} << i : 0;
+  return v;
+}
+
+size_t PeerRing::Owner(const TraceId& trace, uint64_t view) const {
+  if (view == SpanBatch::kViewHere) return self_;
+  if (view == 0) view = View();
+  size_t best = nodes_.size();
+  uint64_t best_score = 0;
   for (size_t i = 0; i < nodes_.size(); ++i) {
-    if (i == self_ || !Up(i)) continue;
+    if ((view >> i & 1) == 0) continue;
     const uint64_t s = Score(i, trace);
     // Ties (never in practice) go to the earlier name in the list, the same on every node.
-    if (s > best_score || (s == best_score && i < best)) {
+    if (best == nodes_.size() || s > best_score) {
       best = i;
       best_score = s;
     }
   }
-  return best;
+  // A view naming none of the nodes (a record logged under a longer list): this node.
+  return best == nodes_.size() ? self_ : best;
 }
 
 size_t PeerRing::UpCount() const {

@@ -28,6 +28,9 @@ struct PeerNode {
   std::string query;  // http(s)://host:port
 };
 
+// A view (SpanBatch::peer_view) has one bit per node; all 64 set means "this node".
+inline constexpr size_t kMaxPeerNodes = 63;
+
 // Parses `peers.nodes` ("name=host:port=url;..."; the YAML list of maps is
 // turned into this form), into `out`. False, with `why`, on a malformed
 // entry or a name given twice.
@@ -42,11 +45,17 @@ class PeerRing {
   size_t self() const { return self_; }
   const PeerNode& node(size_t i) const { return nodes_[i]; }
 
-  // The index of the node that owns `trace`: the up node scoring highest
-  // (this node itself always counts as up: it never hands its own traces
-  // away because it cannot reach the others).
-  size_t Owner(const TraceId& trace) const;
-  bool OwnedHere(const TraceId& trace) const { return Owner(trace) == self_; }
+  // The nodes up now (bit i: node i), this node always among them: it never hands its own
+  // traces away because it cannot reach the others. What the intake stamps on a request
+  // (SpanBatch::peer_view).
+  uint64_t View() const;
+  // The index of the node that owns `trace`: the node of `view` scoring highest (view 0:
+  // View(), the nodes up now; SpanBatch::kViewHere: this node). Every node answers the same
+  // for the same view.
+  size_t Owner(const TraceId& trace, uint64_t view = 0) const;
+  bool OwnedHere(const TraceId& trace, uint64_t view = 0) const {
+    return Owner(trace, view) == self_;
+  }
 
   // Set by the health checks (health.h); this node's own flag is ignored.
   void SetUp(size_t i, bool up) { up_[i].store(up, std::memory_order_relaxed); }

@@ -21,6 +21,12 @@ class Delivery {
   // span count.
   virtual Status Deliver(std::unique_ptr<SpanBatch> batch, Reservation reservation,
                          sink::Ticket ticket, size_t bytes, size_t spans) = 0;
+  // Deliver, after tail sampling decided the request: to the sinks that did not take it
+  // before (the durable queue's before-tail sinks). Default: Deliver.
+  virtual Status DeliverAfterTail(std::unique_ptr<SpanBatch> batch, Reservation reservation,
+                                  sink::Ticket ticket, size_t bytes, size_t spans) {
+    return Deliver(std::move(batch), std::move(reservation), std::move(ticket), bytes, spans);
+  }
   // True when some sink is behind, reading requests back from disk.
   virtual bool AnyBacklogged() const = 0;
 };

@@ -632,12 +632,6 @@ Status Validate(const Config& cfg) {
           "config key 'node.id': with peers.nodes, each node names itself (one of the list's "
           "names)");
     }
-    if (!cfg.sampling.tail.policies.empty()) {
-      // A node would decide on the spans it received, not on its own traces.
-      return Status::Invalid(
-          "config key 'peers.nodes': tail sampling (sampling.tail.policies) with several nodes "
-          "is not supported yet; route by trace id in front instead (README)");
-    }
     if (std::none_of(nodes.begin(), nodes.end(),
                      [&](const peers::PeerNode& n) { return n.name == cfg.node.id; })) {
       return Status::Invalid("config key 'node.id': '" + cfg.node.id +

@@ -457,11 +457,30 @@ Status Server::OpenPeers() {
   return Status::Ok();
 }
 
+Status Server::HandOff(std::unique_ptr<SpanBatch> batch, size_t peer) {
+  if (pipeline_.handoff == nullptr) return Status::Unavailable("the intake is not open yet");
+  const uint64_t view = writing_.ring->View() & ~(uint64_t{1} << peer);
+  return pipeline_.handoff->Redirect(std::move(batch), view);
+}
+
 Status Server::MakeSinks() {
   if (cfg_.secondary.type == "opensearch") SH_RETURN_IF_ERROR(OpenOpenSearch());
   if (!cfg_.peers.nodes.empty()) SH_RETURN_IF_ERROR(OpenPeers());
   SinkContext ctx = SinkContextOf();
   ctx.ring = writing_.ring.get();
+  if (const peers::PeerRing* ring = ctx.ring; ring != nullptr) {
+    ctx.decide_here = [this](std::unique_ptr<SpanBatch> b, size_t peer) {
+      return HandOff(std::move(b), peer);
+    };
+    // Each trace sampled on its owner, whole: the other nodes forward its spans at once.
+    if (pipeline_.tail_sampler != nullptr) {
+      pipeline_.tail_sampler->set_owns(
+          [ring](const TraceId& t, uint64_t view) { return ring->OwnedHere(t, view); });
+      // A rate holds for the system: each owner keeps its share of it.
+      pipeline_.tail_sampler->policies().set_rate_share(
+          [ring] { return 1.0 / static_cast<double>(ring->UpCount()); });
+    }
+  }
   std::vector<bool> local;  // per sink: a store here, not a peer
   for (SinkSpec& spec : ServeSinks(cfg_, remote() ? store_.shards.size() : 1)) {
     if (spec.kind == "chdb" || spec.kind == "clickhouse") {
@@ -499,9 +518,12 @@ Status Server::MakeSinks() {
     // traces this node owns; the peer sinks take the rest.
     const peers::PeerRing* ring = writing_.ring.get();
     writing_.sinks[i] = std::make_unique<sink::OwnedSink>(
-        std::move(writing_.sinks[i]), [ring](const TraceId& t) { return ring->OwnedHere(t); });
+        std::move(writing_.sinks[i]),
+        [ring](const TraceId& t, uint64_t view) { return ring->OwnedHere(t, view); });
   }
-  for (auto& s : writing_.sinks) pipeline_.queue->AddSink(*s);
+  for (size_t i = 0; i < writing_.sinks.size(); ++i) {
+    pipeline_.queue->AddSink(*writing_.sinks[i], /*before_tail=*/!local[i]);
+  }
   return Status::Ok();
 }
 
@@ -629,6 +651,11 @@ void Server::MakeReceivers() {
   intake.max_spans_per_request = cfg_.otlp_http.max_spans_per_request;
   intake.memory_wait = std::chrono::milliseconds(cfg_.queue.wait_ms);
   intake.dedup = pipeline_.dedup.get();
+  if (const peers::PeerRing* ring = writing_.ring.get(); ring != nullptr) {
+    intake.peer_view = [ring] { return ring->View(); };
+    pipeline_.handoff = std::make_unique<receivers::Intake>(
+        intake, *pipeline_.queue, std::make_shared<receivers::IntakeStats>());
+  }
   // Every receiver: the same limits, guard, TLS and intake (each its own
   // counters); an empty address turns Zipkin or OTLP/gRPC off.
   receivers::HttpListenerOptions http{.address = cfg_.otlp_http.listen,

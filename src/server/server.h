@@ -95,6 +95,9 @@ class Server {
   SinkContext SinkContextOf();
   // The ring and the health checks of peers.nodes.
   Status OpenPeers();
+  // The spans a peer sink could not deliver to node `peer` for peers.down_after_s, handed
+  // to their traces' owners among the nodes up without it.
+  Status HandOff(std::unique_ptr<SpanBatch> batch, size_t peer);
   Status MakeSinks();
   // The OpenSearch cluster of the opensearch section (made once, shared by
   // its sink and reader).
@@ -166,6 +169,9 @@ class Server {
     // The keys of spans accepted lately (null: dedup.enabled false); the
     // receivers drop a retried request's spans by it.
     std::unique_ptr<pipeline::DedupIndex> dedup;
+    // Hands on again the spans of a peer down for longer than peers.down_after_s (the
+    // peer sinks' decide_here); null without peers.
+    std::unique_ptr<receivers::Intake> handoff;
   };
   // Where the spans go: the sinks, what feeds them (the tail window) and
   // what they feed (the recent index, the dependency job).

@@ -119,10 +119,12 @@ Status MakePeer(const SinkSpec& spec, const SinkContext& ctx, std::unique_ptr<si
   o.self = cfg.node.id;
   o.peer = spec.peer;
   o.address = ring->node(index).otlp;
-  o.owns = [ring, index](const TraceId& t) { return ring->Owner(t) == index; };
+  o.owns = [ring, index](const TraceId& t, uint64_t view) { return ring->Owner(t, view) == index; };
   if (ctx.decide_here) {  // else its spans wait for it, however long it is down
     o.handoff_after = std::chrono::seconds(cfg.peers.down_after_s);
-    o.decide_here = ctx.decide_here;
+    o.decide_here = [here = ctx.decide_here, index](std::unique_ptr<SpanBatch> b) {
+      return here(std::move(b), index);
+    };
   }
   o.dead_letter_dir = ctx.dir + "/dead-letter";
   if (spec.queue_bytes != 0) o.queue_bytes = spec.queue_bytes;

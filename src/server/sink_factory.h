@@ -60,7 +60,8 @@ struct SinkContext {
   // peer's spans go once it has been down for peers.down_after_s (this
   // node's intake). Null: this node is alone.
   const peers::PeerRing* ring = nullptr;
-  std::function<Status(std::unique_ptr<SpanBatch>)> decide_here;
+  // `peer`: the node's index in the ring.
+  std::function<Status(std::unique_ptr<SpanBatch>, size_t peer)> decide_here;
   // The OpenSearch cluster of the opensearch section (null: none).
   std::shared_ptr<storage::opensearch::OpenSearchClient> opensearch;
 };

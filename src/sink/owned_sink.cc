@@ -5,7 +5,7 @@
 namespace spanhouse::sink {
 
 void OwnedSink::Narrow(const SpanBatch& batch, std::vector<uint32_t>* idx) const {
-  std::erase_if(*idx, [&](uint32_t i) { return !owns_(batch.spans.trace_id[i]); });
+  std::erase_if(*idx, [&](uint32_t i) { return !owns_(batch.spans.trace_id[i], batch.peer_view); });
 }
 
 bool OwnedSink::Select(const SpanBatch& batch, std::vector<uint32_t>* idx) const {
@@ -19,8 +19,8 @@ bool OwnedSink::Select(const SpanBatch& batch, std::vector<uint32_t>* idx) const
 
 bool OwnedSink::BlockMembers(std::string_view key, const SpanBatch& batch,
                              std::vector<uint32_t>* idx) const {
-  // The block was sealed of the spans this node owned then; the owners do
-  // not change while the nodes stay up.
+  // The block was sealed of the spans this node owned under each record's view, which the
+  // record read back carries.
   if (!inner_->BlockMembers(key, batch, idx)) return false;
   Narrow(batch, idx);
   return true;

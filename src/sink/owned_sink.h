@@ -17,8 +17,9 @@ namespace spanhouse::sink {
 
 class OwnedSink final : public Sink {
  public:
-  // `owns`: whether this node owns a trace (called from the pushing threads).
-  using Owns = std::function<bool(const TraceId&)>;
+  // `owns`: whether this node owns a trace under a request's view (SpanBatch::peer_view),
+  // called from the pushing threads.
+  using Owns = std::function<bool(const TraceId&, uint64_t view)>;
   OwnedSink(std::unique_ptr<Sink> inner, Owns owns)
       : inner_(std::move(inner)), owns_(std::move(owns)) {}
 

@@ -42,9 +42,10 @@ DurableQueue::~DurableQueue() {
   Close();
 }
 
-SinkCursor& DurableQueue::AddSink(sink::Sink& sink) {
+SinkCursor& DurableQueue::AddSink(sink::Sink& sink, bool before_tail) {
   cursors_.push_back(std::unique_ptr<SinkCursor>(new SinkCursor(*this, sink)));
   sink.Attach(*cursors_.back());
+  (before_tail ? before_tail_ : after_tail_).push_back(cursors_.back().get());
   return *cursors_.back();
 }
 
@@ -64,11 +65,17 @@ bool DurableQueue::AnyBacklogged() const {
 }
 
 Status DurableQueue::Append(uint64_t received_ns, codec::BodyFormat format, std::string_view body,
-                            Ticket* ticket, const std::vector<std::string>& targets) {
+                            Ticket* ticket, const std::vector<std::string>& targets,
+                            uint64_t view) {
   if (log_ == nullptr) return Status::Ok();
   if (!targets.empty()) {
     return log_->Append(RecordKind::kTargetedRequest,
                         TargetedRequestHead(received_ns, format, targets), body, ticket);
+  }
+  if (view != 0) {
+    std::string head = EncodedRequestHead(received_ns, format);
+    PutLe(&head, view, 8);
+    return log_->Append(RecordKind::kViewedRequest, head, body, ticket);
   }
   return log_->Append(RecordKind::kEncodedRequest, EncodedRequestHead(received_ns, format), body,
                       ticket);
@@ -93,29 +100,62 @@ Status DurableQueue::DeliverTo(const std::vector<std::string>& targets,
     ticket.Ack();  // no sink will ever take it
     return Status::Invalid("none of the sinks a request is for is configured");
   }
+  return DeliverToCursors(to, std::move(batch), std::move(reservation), std::move(ticket), bytes,
+                          spans);
+}
+
+void DurableQueue::DeliverBeforeTail(const SpanBatch* batch, const Ticket& ticket, size_t bytes,
+                                     size_t spans) {
+  std::vector<uint32_t> idx;
+  for (SinkCursor* c : before_tail_) {
+    if (Status st = OfferCopy(*c, batch, ticket, bytes, spans, idx); !st.ok()) {
+      // Only without a log (none is kept for such a sink) or while shutting down.
+      spdlog::warn("sink {}: a request was not handed on: {}", c->name(), st.message());
+    }
+  }
+}
+
+Status DurableQueue::DeliverAfterTail(std::unique_ptr<SpanBatch> batch, Reservation reservation,
+                                      Ticket ticket, size_t bytes, size_t spans) {
+  if (before_tail_.empty() || after_tail_.empty()) {
+    return Deliver(std::move(batch), std::move(reservation), std::move(ticket), bytes, spans);
+  }
+  return DeliverToCursors(after_tail_, std::move(batch), std::move(reservation), std::move(ticket),
+                          bytes, spans);
+}
+
+Status DurableQueue::OfferCopy(SinkCursor& c, const SpanBatch* batch, const Ticket& ticket,
+                               size_t bytes, size_t spans, std::vector<uint32_t>& idx) {
+  QueuedBatch item;
+  item.ticket = ticket.Clone();
+  if (batch != nullptr && !(log_ != nullptr && c.backlogged())) {
+    const bool subset = c.sink_.Select(*batch, &idx);
+    if (subset && idx.empty()) {
+      item.ticket.Ack();  // none of it is this sink's
+      return Status::Ok();
+    }
+    auto copy = std::make_unique<SpanBatch>();
+    copy->AppendSpans(*batch, subset ? idx.data() : nullptr,
+                      subset ? idx.size() : batch->span_count());
+    if (c.Reserve(copy->MemoryBytes(), std::chrono::milliseconds(0), &item.reservation)) {
+      item.batch = std::move(copy);
+    }
+  }
+  return Offer(c, item, bytes, spans);
+}
+
+Status DurableQueue::DeliverToCursors(const std::vector<SinkCursor*>& to,
+                                      std::unique_ptr<SpanBatch> batch, Reservation reservation,
+                                      Ticket ticket, size_t bytes, size_t spans) {
   Status result;
   std::vector<uint32_t> idx;
   // Every sink but the last gets a copy with memory of its own, of the
   // spans it stores (a cluster shard's sink: its shard's); the last gets
   // the batch itself, or its own spans of it.
   for (size_t i = 0; i + 1 < to.size(); ++i) {
-    SinkCursor& c = *to[i];
-    QueuedBatch item;
-    item.ticket = ticket.Clone();
-    if (batch != nullptr && !(log_ != nullptr && c.backlogged())) {
-      const bool subset = c.sink_.Select(*batch, &idx);
-      if (subset && idx.empty()) {
-        item.ticket.Ack();  // none of it is this sink's
-        continue;
-      }
-      auto copy = std::make_unique<SpanBatch>();
-      copy->AppendSpans(*batch, subset ? idx.data() : nullptr,
-                        subset ? idx.size() : batch->span_count());
-      if (c.Reserve(copy->MemoryBytes(), std::chrono::milliseconds(0), &item.reservation)) {
-        item.batch = std::move(copy);
-      }
+    if (Status st = OfferCopy(*to[i], batch.get(), ticket, bytes, spans, idx); !st.ok()) {
+      result = st;
     }
-    if (Status st = Offer(c, item, bytes, spans); !st.ok()) result = st;
   }
   SinkCursor& last = *to.back();
   QueuedBatch item;

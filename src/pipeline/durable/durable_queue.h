@@ -72,8 +72,10 @@ class DurableQueue final : public Delivery {
   ~DurableQueue() override;
 
   // Before Start: a sink and its cursor (attached to the sink). With several
-  // sinks each may hold at most its share of the memory budget.
-  SinkCursor& AddSink(sink::Sink& sink);
+  // sinks each may hold at most its share of the memory budget. `before_tail`:
+  // the sink forwards spans to the node that owns their traces (a peer sink),
+  // which samples them, so it takes a request before tail sampling decides it.
+  SinkCursor& AddSink(sink::Sink& sink, bool before_tail = false);
 
   // Before Start, for a sink not added (its name the same as one that will
   // be): writes the blocks it sealed and did not finish, then logs, synced,
@@ -108,9 +110,10 @@ class DurableQueue final : public Delivery {
   // body. kResourceExhausted: the log is full; kUnavailable: it cannot be
   // written. Without a log: OK with an empty ticket.
   // `targets`: the sinks it is for (an import; replayed to those only);
-  // empty: every sink.
+  // empty: every sink. `view`: the request's SpanBatch::peer_view (0: none),
+  // logged with it when it is for every sink.
   Status Append(uint64_t received_ns, codec::BodyFormat format, std::string_view body,
-                Ticket* ticket, const std::vector<std::string>& targets = {});
+                Ticket* ticket, const std::vector<std::string>& targets = {}, uint64_t view = 0);
   // Hands an appended request's spans to every sink. `batch` null: it was
   // not kept in memory (spilled), and every sink reads it back from the log.
   // `bytes` and `spans`: the decoded batch's memory and span count. Refused
@@ -123,6 +126,12 @@ class DurableQueue final : public Delivery {
   // is configured.
   Status DeliverTo(const std::vector<std::string>& targets, std::unique_ptr<SpanBatch> batch,
                    Reservation reservation, Ticket ticket, size_t bytes, size_t spans);
+  // With tail sampling: the before-tail sinks' copies of a request (`batch`
+  // null: spilled), at once, each with a claim of its own on `ticket`'s record.
+  void DeliverBeforeTail(const SpanBatch* batch, const Ticket& ticket, size_t bytes, size_t spans);
+  // Deliver, to the sinks DeliverBeforeTail does not serve (all without any).
+  Status DeliverAfterTail(std::unique_ptr<SpanBatch> batch, Reservation reservation, Ticket ticket,
+                          size_t bytes, size_t spans) override;
   // SegmentLog::OnDurable; done(true) at once without a log.
   void OnDurable(uint64_t lsn, std::function<void(bool ok)> done);
 
@@ -168,6 +177,13 @@ class DurableQueue final : public Delivery {
   void NoteAck(const std::string& sink, uint64_t block_lsn);
   // A sealed block of `cursor`'s whose key its sink refused (counted).
   void BadKey(SinkCursor& cursor, uint64_t block_lsn);
+  // Hands the sinks `to` their spans of `batch`: copies to all but the last, which gets the
+  // batch itself.
+  Status DeliverToCursors(const std::vector<SinkCursor*>& to, std::unique_ptr<SpanBatch> batch,
+                          Reservation reservation, Ticket ticket, size_t bytes, size_t spans);
+  // A copy of `c`'s spans of `batch` (null: read back) with a claim of its own on the record.
+  Status OfferCopy(SinkCursor& c, const SpanBatch* batch, const Ticket& ticket, size_t bytes,
+                   size_t spans, std::vector<uint32_t>& idx);
   // `item` (its batch null: read back from the log) to `c`, or to its
   // backlog when it is full.
   Status Offer(SinkCursor& c, QueuedBatch& item, size_t bytes, size_t spans);
@@ -177,6 +193,8 @@ class DurableQueue final : public Delivery {
   SpanFilter* filter_;
   std::unique_ptr<SegmentLog> log_;
   std::vector<std::unique_ptr<SinkCursor>> cursors_;
+  std::vector<SinkCursor*> before_tail_;  // of cursors_: the peer sinks'
+  std::vector<SinkCursor*> after_tail_;   // the others
   ReplayStats replay_;
   // Blocks acknowledged in this process before Start: their records went to
   // segments the replay does not read.

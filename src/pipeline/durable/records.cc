@@ -129,30 +129,38 @@ Status DecodeRequestRecord(RecordKind kind, std::string payload, SpanFilter* fil
     }
     const auto format = static_cast<codec::BodyFormat>(payload[kRequestHeadBytes]);
     payload.erase(0, head);
-    return codec::DecodeBody(format, payload, batch);
+    SH_RETURN_IF_ERROR(codec::DecodeBody(format, payload, batch));
+    batch->peer_view = SpanBatch::kViewHere;  // an import: stored where it was taken
+    return Status::Ok();
   }
   uint64_t received_ns = 0;
   codec::BodyFormat format = codec::BodyFormat::kOtlpProto;
-  const bool timed = kind == RecordKind::kRequest || kind == RecordKind::kEncodedRequest;
+  const bool timed = kind == RecordKind::kRequest || kind == RecordKind::kEncodedRequest ||
+                     kind == RecordKind::kViewedRequest;
+  uint64_t view = 0;
   if (timed) {
     if (payload.size() < kRequestHeadBytes) {
       return Status::Invalid("durable queue: request record too short");
     }
     received_ns = GetLe(payload, 0, 8);
   }
-  if (kind == RecordKind::kEncodedRequest) {
-    if (payload.size() < kEncodedRequestHeadBytes ||
+  if (kind == RecordKind::kEncodedRequest || kind == RecordKind::kViewedRequest) {
+    const size_t head =
+        kind == RecordKind::kViewedRequest ? kViewedRequestHeadBytes : kEncodedRequestHeadBytes;
+    if (payload.size() < head ||
         !codec::IsBodyFormat(static_cast<uint8_t>(payload[kRequestHeadBytes]))) {
       return Status::Invalid("durable queue: request record without a known body format");
     }
     format = static_cast<codec::BodyFormat>(payload[kRequestHeadBytes]);
-    payload.erase(0, kEncodedRequestHeadBytes);
+    if (kind == RecordKind::kViewedRequest) view = GetLe(payload, kEncodedRequestHeadBytes, 8);
+    payload.erase(0, head);
   } else if (kind == RecordKind::kRequest) {
     payload.erase(0, kRequestHeadBytes);
   } else if (kind != RecordKind::kSpans) {
     return Status::Invalid("durable queue: not a request record");
   }
   if (Status st = codec::DecodeBody(format, payload, batch); !st.ok()) return st;
+  batch->peer_view = view;  // before the filter: tail sampling observes the owned traces only
   if (timed && filter != nullptr) {
     FilterReport report;
     filter->Apply(*batch, received_ns, &report, /*count=*/false, lsn, tail_marks);
@@ -162,7 +170,8 @@ Status DecodeRequestRecord(RecordKind kind, std::string payload, SpanFilter* fil
 
 void MarkRequestRecord(RecordKind kind, SpanFilter* filter, SpanBatch* batch, uint64_t lsn) {
   // The records DecodeRequestRecord filters: those with a receive time.
-  const bool timed = kind == RecordKind::kRequest || kind == RecordKind::kEncodedRequest;
+  const bool timed = kind == RecordKind::kRequest || kind == RecordKind::kEncodedRequest ||
+                     kind == RecordKind::kViewedRequest;
   if (timed && filter != nullptr) filter->ApplyTail(*batch, lsn);
 }
 

@@ -16,6 +16,11 @@
 //   a sink's name, then the body. Read back, they are not filtered or
 //   sampled again: an import takes spans as they were stored.
 //
+// A request when several nodes act as one system (kViewedRequest): u64
+//   receive time, u8 BodyFormat, u64 view (SpanBatch::peer_view: the nodes up
+//   when it came, by which every reading hands each span to the same node),
+//   then the body. Read back as kEncodedRequest is, the view on the batch.
+//
 // Tail sampling's decisions (kTailDecisions): payload of TailSampler
 //   (u32 n, then n times the 16-byte trace id, i8 policy or -1, u8 flags);
 //   loaded at start before any record is read back.
@@ -66,6 +71,7 @@ inline uint64_t GetLe(std::string_view p, size_t off, int bytes) {
 
 inline constexpr size_t kRequestHeadBytes = 8;         // kRequest
 inline constexpr size_t kEncodedRequestHeadBytes = 9;  // kEncodedRequest
+inline constexpr size_t kViewedRequestHeadBytes = 17;  // kViewedRequest
 
 inline std::string EncodedRequestHead(uint64_t received_ns, codec::BodyFormat format) {
   std::string head;
@@ -107,7 +113,7 @@ struct AckRecord {
   bool Decode(std::string_view p, bool named);
 };
 
-// Decodes a request record (kEncodedRequest, kTargetedRequest, kRequest or
+// Decodes a request record (kEncodedRequest, kViewedRequest, kTargetedRequest, kRequest or
 // kSpans; `payload` taken) into `batch`, and filters its spans with `filter`
 // (when given; not a kTargetedRequest's) against the clock they were
 // received at, uncounted: the spans the client was told were rejected are
@@ -121,7 +127,8 @@ Status DecodeRequestRecord(RecordKind kind, std::string payload, SpanFilter* fil
 void MarkRequestRecord(RecordKind kind, SpanFilter* filter, SpanBatch* batch, uint64_t lsn);
 inline bool IsRequestRecord(RecordKind kind) {
   return kind == RecordKind::kEncodedRequest || kind == RecordKind::kTargetedRequest ||
-         kind == RecordKind::kRequest || kind == RecordKind::kSpans;
+         kind == RecordKind::kViewedRequest || kind == RecordKind::kRequest ||
+         kind == RecordKind::kSpans;
 }
 
 // The deduplication token of the block sealed as record `block_lsn`.

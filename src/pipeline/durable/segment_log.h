@@ -87,6 +87,7 @@ enum class RecordKind : uint8_t {
   kTailDecisions = 8,     // tail sampling's decisions (pipeline/sampling/tail_sampler.h)
   kKeyedBlock = 9,        // a sink's sealed block: its key and which records' spans it holds
   kTargetedRequest = 10,  // a request for some sinks only (an import): records.h
+  kViewedRequest = 11,    // a request and the nodes up when it came (peers): records.h
 };
 
 struct LogOptions {

@@ -188,7 +188,7 @@ uint64_t TailPolicies::Matches(const SpanBatch& b, uint32_t i, uint64_t matched)
 }
 
 bool TailPolicies::TakeToken(size_t policy, const std::string& service, uint64_t now_ns) {
-  const double rate = policies_[policy].per_second;
+  const double rate = policies_[policy].per_second * (share_ ? share_() : 1.0);
   const double burst = std::max(1.0, rate);
   std::lock_guard<std::mutex> lock(mu_);
   auto [it, fresh] = buckets_[policy].try_emplace(service);

@@ -22,6 +22,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -76,6 +77,11 @@ class TailPolicies {
   // decision's time (the rate's clock). Thread-safe.
   int Decide(const TraceVerdictState& st, uint64_t now_ns);
 
+  // Several nodes as one system, each deciding the traces it owns: the share
+  // of every `rate` this node keeps (1 / the nodes up), so that together
+  // they keep the rate. Unset: 1. Set before the first decision.
+  void set_rate_share(std::function<double()> share) { share_ = std::move(share); }
+
   // Since start, per policy: traces kept by it; and traces dropped.
   uint64_t kept(size_t policy) const { return kept_[policy]->load(); }
   uint64_t dropped() const { return dropped_.load(); }
@@ -88,6 +94,7 @@ class TailPolicies {
   bool TakeToken(size_t policy, const std::string& service, uint64_t now_ns);
 
   std::vector<TailPolicy> policies_;
+  std::function<double()> share_;
   std::vector<std::unique_ptr<std::atomic<uint64_t>>> kept_;
   std::atomic<uint64_t> dropped_{0};
   std::mutex mu_;                                                 // the rate buckets

@@ -87,21 +87,49 @@ bool TailSampler::Observe(const SpanBatch& batch, uint64_t now_ns, bool* decided
     stats_.refused_batches++;
     return false;
   }
+  const std::vector<uint8_t> foreign = Foreign(batch);
   uint64_t late = 0;
   size_t created = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    created = Open(batch, now_ns, &late);
+    created = Open(batch, now_ns, &late, foreign);
   }
   stats_.late_spans += late;
   budget_->Release(worst - created * kTraceBytes);
   if (decided != nullptr) {
+    // Nothing of it waits for a decision here: late spans, spans head
+    // sampling dropped, and other nodes' spans (theirs to sample).
     size_t sampled = 0;
-    for (const uint8_t m : batch.spans.metrics_only) sampled += m;
-    *decided = late > 0 && late + sampled == n;
-    if (*decided) stats_.late_requests++;
+    size_t others = 0;
+    for (uint32_t i = 0; i < n; ++i) {
+      if (!foreign.empty() && foreign[i] != 0) {
+        ++others;
+      } else {
+        sampled += batch.spans.metrics_only[i];
+      }
+    }
+    *decided = (late > 0 || others > 0) && late + sampled + others == n;
+    if (*decided && late > 0) stats_.late_requests++;
   }
   return true;
+}
+
+std::vector<uint8_t> TailSampler::Foreign(const SpanBatch& batch) const {
+  std::vector<uint8_t> out;
+  if (!owns_) return out;
+  out.resize(batch.span_count());
+  // A trace's spans mostly come together: asked once per run.
+  const TraceId* prev = nullptr;
+  uint8_t mine = 1;
+  for (uint32_t i = 0; i < batch.span_count(); ++i) {
+    const TraceId& t = batch.spans.trace_id[i];
+    if (prev == nullptr || t != *prev) {
+      mine = owns_(t, batch.peer_view) ? 1 : 0;
+      prev = &t;
+    }
+    out[i] = mine ^ 1;
+  }
+  return out;
 }
 
 std::vector<uint32_t> TailSampler::ServicesOf(const SpanBatch& batch) {
@@ -112,12 +140,14 @@ std::vector<uint32_t> TailSampler::ServicesOf(const SpanBatch& batch) {
   return out;
 }
 
-size_t TailSampler::Open(const SpanBatch& batch, uint64_t now_ns, uint64_t* late) {
+size_t TailSampler::Open(const SpanBatch& batch, uint64_t now_ns, uint64_t* late,
+                         const std::vector<uint8_t>& foreign) {
   const std::vector<uint32_t> res_service = ServicesOf(batch);
   const auto& s = batch.spans;
   size_t created = 0;
   for (uint32_t i = 0; i < batch.span_count(); ++i) {
-    if (s.metrics_only[i] != 0) continue;  // head sampling dropped it
+    if (s.metrics_only[i] != 0) continue;               // head sampling dropped it
+    if (!foreign.empty() && foreign[i] != 0) continue;  // its owner samples it
     auto [it, fresh] = traces_.try_emplace(s.trace_id[i]);
     Entry& e = it->second;
     if (fresh) {
@@ -190,10 +220,11 @@ size_t TailSampler::DecideDue(uint64_t now_ns, bool all) {
 size_t TailSampler::Apply(SpanBatch& batch, uint64_t record_lsn, uint64_t now_ns, bool count) {
   const size_t n = batch.span_count();
   auto& s = batch.spans;
+  const std::vector<uint8_t> foreign = Foreign(batch);
   if (observing_) {
     uint64_t decided = 0;  // traces with a logged decision keep it
     std::lock_guard<std::mutex> lock(mu_);
-    budget_->ForceReserve(Open(batch, now_ns, &decided) * kTraceBytes);
+    budget_->ForceReserve(Open(batch, now_ns, &decided, foreign) * kTraceBytes);
     return 0;
   }
   // Each span's trace's decision (kOpen: not sampled here) and flags,
@@ -212,6 +243,7 @@ size_t TailSampler::Apply(SpanBatch& batch, uint64_t record_lsn, uint64_t now_ns
     size_t created = 0;
     for (uint32_t i = 0; i < n; ++i) {
       if (s.metrics_only[i] != 0) continue;
+      if (!foreign.empty() && foreign[i] != 0) continue;  // its owner marks it
       auto [it, fresh] = traces_.try_emplace(s.trace_id[i]);
       Entry& e = it->second;
       entry[i] = &e;

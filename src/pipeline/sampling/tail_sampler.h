@@ -83,6 +83,14 @@ class TailSampler {
   using Persist = std::function<uint64_t(std::string_view payload)>;
   void set_persist(Persist persist) { persist_ = std::move(persist); }
 
+  // Several nodes as one system: whether this node owns a trace under a
+  // request's view (SpanBatch::peer_view; peers/ring.h). The spans of other
+  // nodes' traces are neither noted nor marked here: their owners sample
+  // them, so a trace is decided once, whole. Unset: every trace is this
+  // node's. Set before the first span.
+  using Owns = std::function<bool(const TraceId&, uint64_t view)>;
+  void set_owns(Owns owns) { owns_ = std::move(owns); }
+
   // Notes the spans of `batch` (received at `now_ns`) in their traces. False,
   // and nothing noted, when the budget cannot take its new traces.
   // `*decided` (if given): every trace of the batch was decided already (its
@@ -131,10 +139,13 @@ class TailSampler {
   uint32_t ServiceIndex(std::string_view service);
   // ServiceIndex of each resource of `batch`.
   std::vector<uint32_t> ServicesOf(const SpanBatch& batch);
+  // Per span of `batch`: 1 for another node's trace (empty: none is).
+  std::vector<uint8_t> Foreign(const SpanBatch& batch) const;
   // Opens the traces of `batch`'s spans not known yet and notes the spans
-  // of open ones; spans of decided traces are counted in `late`. Returns
-  // the traces opened.
-  size_t Open(const SpanBatch& batch, uint64_t now_ns, uint64_t* late);
+  // of open ones (not `foreign` ones); spans of decided traces are counted
+  // in `late`. Returns the traces opened.
+  size_t Open(const SpanBatch& batch, uint64_t now_ns, uint64_t* late,
+              const std::vector<uint8_t>& foreign);
   void Note(const SpanBatch& b, uint32_t i, Entry* e, uint32_t service);
   void DecideOne(const TraceId& id, Entry* e, uint64_t now_ns, std::string* record);
   // Logs `record` (decisions) and stamps their entries; false on failure.
@@ -145,6 +156,7 @@ class TailSampler {
   std::unique_ptr<TailPolicies> policies_;
   MemoryBudget* budget_;
   Persist persist_;
+  Owns owns_;
   TailSamplingStats stats_;
 
   std::mutex mu_;

@@ -59,8 +59,8 @@ bool TailWindow::Hold(std::unique_ptr<SpanBatch>& batch, Reservation& reservatio
 
 void TailWindow::HandOn(Held& h, uint64_t now_ns) {
   sampler_.Apply(*h.batch, h.ticket.lsn(), now_ns, /*count=*/true);
-  if (Status st = queue_.Deliver(std::move(h.batch), std::move(h.reservation), std::move(h.ticket),
-                                 h.bytes, h.spans);
+  if (Status st = queue_.DeliverAfterTail(std::move(h.batch), std::move(h.reservation),
+                                          std::move(h.ticket), h.bytes, h.spans);
       !st.ok()) {
     // Only while shutting down; the record is replayed at the next start.
     spdlog::warn("tail sampling: a held request was not handed on: {}", st.message());

@@ -51,17 +51,20 @@ IntakeResult Accepted(const pipeline::FilterReport& filtered, const pipeline::Sp
 
 // Hands an appended request to the tail window (held until its traces are
 // decided; spilled when they do not fit) or to every sink. `batch` null: it
-// was spilled, and the sinks read its record back.
+// was spilled, and the sinks read its record back. With tail sampling, the
+// peer sinks take their spans at once: their owners sample them.
 Status Hand(pipeline::durable::DurableQueue& queue, std::unique_ptr<SpanBatch>& batch,
             Reservation& reservation, sink::Ticket& ticket, size_t bytes, size_t n,
             uint64_t now_ns) {
   pipeline::TailWindow* window = queue.tail_window();
   if (window != nullptr) {
+    queue.DeliverBeforeTail(batch.get(), ticket, bytes, n);
     if (batch != nullptr && window->Hold(batch, reservation, ticket, bytes, n, now_ns)) {
       return Status::Ok();
     }
     batch.reset();  // spilled: decided when read back
     reservation.Reset();
+    return queue.DeliverAfterTail(nullptr, std::move(reservation), std::move(ticket), bytes, n);
   }
   return queue.Deliver(std::move(batch), std::move(reservation), std::move(ticket), bytes, n);
 }
@@ -96,7 +99,7 @@ bool IsCompressed(std::string_view coding) {
 
 Intake::Intake(IntakeOptions options, pipeline::durable::DurableQueue& queue,
                std::shared_ptr<IntakeStats> stats)
-    : opts_(options), queue_(queue), filter_(queue.filter()), stats_(std::move(stats)) {}
+    : opts_(std::move(options)), queue_(queue), filter_(queue.filter()), stats_(std::move(stats)) {}
 
 IntakeResult Intake::Refuse(const Status& st, std::atomic<uint64_t> IntakeStats::*counter) {
   ((*stats_).*counter)++;
@@ -141,8 +144,10 @@ IntakeResult Intake::Decode(codec::BodyFormat format, std::string body,
 }
 
 Intake::Submitted Intake::Submit(codec::BodyFormat format, std::string body,
-                                 std::string_view content_encoding, const Later& later) {
+                                 std::string_view content_encoding, const Later& later,
+                                 bool from_peer) {
   stats_->requests++;
+  if (from_peer) stats_->requests_from_peers++;
   content_encoding = TrimCoding(content_encoding);
   // Reserve before decoding: twice the body (decoded columns plus the body
   // itself), or for a compressed body twice a bounded guess at its
@@ -172,6 +177,7 @@ Intake::Submitted Intake::Submit(codec::BodyFormat format, std::string body,
   if (IntakeResult r = Decode(format, std::move(body), content_encoding, batch.get()); !r.ok()) {
     return {false, std::move(r)};
   }
+  batch->peer_view = from_peer ? SpanBatch::kViewHere : opts_.peer_view ? opts_.peer_view() : 0;
   pipeline::FilterReport filtered;
   const uint64_t now_ns = NowNs();
   if (filter_ != nullptr) filter_->Apply(*batch, now_ns, &filtered);
@@ -221,7 +227,8 @@ Intake::Submitted Intake::Submit(codec::BodyFormat format, std::string body,
       record = encoded;
       logged = codec::BodyFormat::kOtlpProto;
     }
-    if (Status st = queue_.Append(now_ns, logged, record, &ticket); !st.ok()) {
+    if (Status st = queue_.Append(now_ns, logged, record, &ticket, {}, batch->peer_view);
+        !st.ok()) {
       return refuse(st, st.code() == StatusCode::kResourceExhausted
                             ? &IntakeStats::rejected_durable_full
                             : &IntakeStats::durable_errors);
@@ -298,6 +305,34 @@ Intake::Submitted Intake::Submit(codec::BodyFormat format, std::string body,
     answer(std::move(*accepted));
   });
   return {true, {}};
+}
+
+Status Intake::Redirect(std::unique_ptr<SpanBatch> batch, uint64_t view) {
+  if (batch == nullptr || batch->empty()) return Status::Ok();
+  batch->peer_view = view;
+  const uint64_t now_ns = NowNs();
+  const size_t n = batch->span_count();
+  sink::Ticket ticket;
+  if (queue_.durable()) {
+    std::string record;
+    batch->AppendColumnar(&record);
+    SH_RETURN_IF_ERROR(
+        queue_.Append(now_ns, codec::BodyFormat::kColumnar, record, &ticket, {}, view));
+  }
+  const size_t bytes = batch->MemoryBytes();
+  MemoryBudget& budget = queue_.budget();
+  Reservation reservation;
+  if (budget.ReserveWithin(bytes, std::chrono::milliseconds(0))) {
+    reservation = Reservation(&budget, bytes);
+  } else if (queue_.durable()) {
+    batch.reset();  // read back from its record when memory allows
+  } else {
+    return Status::Exhausted("spanhouse is at its memory limit, retry later");
+  }
+  SH_RETURN_IF_ERROR(Hand(queue_, batch, reservation, ticket, bytes, n, now_ns));
+  stats_->requests_accepted++;
+  stats_->spans_accepted += n;
+  return Status::Ok();
 }
 
 }  // namespace spanhouse::receivers

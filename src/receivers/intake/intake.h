@@ -48,6 +48,9 @@ struct IntakeOptions {
   std::chrono::milliseconds memory_wait{250};
   // Drops spans accepted before (null: none). Outlives the intake.
   pipeline::DedupIndex* dedup = nullptr;
+  // Several nodes as one system (peers.nodes): the nodes up now (PeerRing::View), stamped
+  // on each request and its record (SpanBatch::peer_view). Null: this node is alone.
+  std::function<uint64_t()> peer_view;
 };
 
 // One receiver's counters (spanhouse_receiver_*{receiver=...}).
@@ -66,6 +69,7 @@ struct IntakeStats {
   std::atomic<uint64_t> rejected_durable_full{0};     // the durable queue is full
   std::atomic<uint64_t> durable_errors{0};            // the log could not be written or synced
   std::atomic<uint64_t> rejected_unauthenticated{0};  // gRPC only (HTTP: the auth guard's own)
+  std::atomic<uint64_t> requests_from_peers{0};       // forwarded by another node (gRPC)
 };
 
 // What became of a request, protocol-neutral.
@@ -107,8 +111,16 @@ class Intake {
     bool deferred = false;
     IntakeResult result;  // when not deferred
   };
+  // `from_peer`: forwarded by another node (peers/peer_sink.h), so every span of it is
+  // this node's (SpanBatch::kViewHere), never forwarded again.
   Submitted Submit(codec::BodyFormat format, std::string body, std::string_view content_encoding,
-                   const Later& later);
+                   const Later& later, bool from_peer = false);
+
+  // Spans this node took and must now hand on again under `view` (a peer down for longer
+  // than peers.down_after_s: its spans go to the traces' owners among the nodes up, this
+  // node included), as a new request: logged (columnar bytes, with the view), then
+  // delivered, not filtered or deduplicated again. Not OK: not taken (retry later).
+  Status Redirect(std::unique_ptr<SpanBatch> batch, uint64_t view);
 
   const IntakeOptions& options() const { return opts_; }
   const std::shared_ptr<IntakeStats>& stats() const { return stats_; }

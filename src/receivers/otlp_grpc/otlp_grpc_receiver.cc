@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "codec/otlp.h"
+#include "common/forwarding.h"
 
 namespace spanhouse::receivers {
 
@@ -74,7 +75,9 @@ class Refusal final : public grpc::ServerGenericBidiReactor {
 // what comes back (now, or from the log's sync thread).
 class ExportCall final : public grpc::ServerGenericBidiReactor {
  public:
-  explicit ExportCall(Intake& intake) : intake_(intake) { StartRead(&request_); }
+  ExportCall(Intake& intake, bool from_peer) : intake_(intake), from_peer_(from_peer) {
+    StartRead(&request_);
+  }
 
   void OnReadDone(bool ok) override {
     if (!ok) {
@@ -83,9 +86,9 @@ class ExportCall final : public grpc::ServerGenericBidiReactor {
     }
     std::string body = Flatten(request_);
     request_.Clear();
-    Intake::Submitted done =
-        intake_.Submit(codec::BodyFormat::kOtlpProto, std::move(body), "",
-                       [this] { return [this](IntakeResult&& r) { Reply(r); }; });
+    Intake::Submitted done = intake_.Submit(
+        codec::BodyFormat::kOtlpProto, std::move(body), "",
+        [this] { return [this](IntakeResult&& r) { Reply(r); }; }, from_peer_);
     if (!done.deferred) Reply(done.result);
   }
 
@@ -101,6 +104,7 @@ class ExportCall final : public grpc::ServerGenericBidiReactor {
   }
 
   Intake& intake_;
+  const bool from_peer_;
   grpc::ByteBuffer request_;
   grpc::ByteBuffer response_;
 };
@@ -143,7 +147,9 @@ struct OtlpGrpcReceiver::Service final : grpc::CallbackGenericService {
       return new Refusal({grpc::StatusCode::UNAUTHENTICATED,
                           "a bearer token is required: authorization: Bearer <token>"});
     }
-    return new ExportCall(intake);
+    // Another spanhouse node's forward (peers/peer_sink.h): its spans are this node's.
+    const bool from_peer = ctx->client_metadata().count(kForwardedByMetadata) != 0;
+    return new ExportCall(intake, from_peer);
   }
 
   // The HTTP listener's guard, asked with the call's metadata.

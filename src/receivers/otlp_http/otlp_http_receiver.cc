@@ -96,7 +96,7 @@ void Answer(Encoding enc, const IntakeResult& r, net::HttpResponse& resp) {
 
 }  // namespace
 
-OtlpHttpReceiver::OtlpHttpReceiver(const HttpListenerOptions& listener, IntakeOptions intake,
+OtlpHttpReceiver::OtlpHttpReceiver(const HttpListenerOptions& listener, const IntakeOptions& intake,
                                    pipeline::durable::DurableQueue& queue)
     : intake_(intake, queue, stats_),
       server_(ServerOptionsOf("otlp-http", listener, intake),

@@ -36,7 +36,7 @@ using OtlpHttpStats = IntakeStats;
 class OtlpHttpReceiver {
  public:
   // The queue must outlive the receiver.
-  OtlpHttpReceiver(const HttpListenerOptions& listener, IntakeOptions intake,
+  OtlpHttpReceiver(const HttpListenerOptions& listener, const IntakeOptions& intake,
                    pipeline::durable::DurableQueue& queue);
   Status Start();
   void Stop();

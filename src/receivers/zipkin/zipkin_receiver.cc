@@ -46,7 +46,7 @@ void Answer(const IntakeResult& r, net::HttpResponse& resp) {
 
 }  // namespace
 
-ZipkinReceiver::ZipkinReceiver(const HttpListenerOptions& listener, IntakeOptions intake,
+ZipkinReceiver::ZipkinReceiver(const HttpListenerOptions& listener, const IntakeOptions& intake,
                                pipeline::durable::DurableQueue& queue)
     : intake_(intake, queue, stats_),
       server_(ServerOptionsOf("zipkin", listener, intake),

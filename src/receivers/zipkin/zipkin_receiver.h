@@ -30,7 +30,7 @@ namespace spanhouse::receivers {
 class ZipkinReceiver {
  public:
   // The queue must outlive the receiver.
-  ZipkinReceiver(const HttpListenerOptions& listener, IntakeOptions intake,
+  ZipkinReceiver(const HttpListenerOptions& listener, const IntakeOptions& intake,
                  pipeline::durable::DurableQueue& queue);
   Status Start();
   void Stop();

@@ -101,7 +101,7 @@ class FakePeer final : public grpc::CallbackGenericService {
   grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext* ctx) override {
     Call call;
     const auto& md = ctx->client_metadata();
-    if (auto it = md.find(kForwardedByHeader); it != md.end()) {
+    if (auto it = md.find(kForwardedByMetadata); it != md.end()) {
       call.forwarded_by.assign(it->second.data(), it->second.size());
     }
     if (auto it = md.find("authorization"); it != md.end()) {
@@ -280,7 +280,7 @@ TEST(PeerSink, SelectsAndKeepsOnlyTheTracesThePeerOwns) {
   PeerServer server(fake);
   PeerSinkOptions o = Options(server.port);
   // SampleBatch's traces differ in their last byte: the peer owns the even ones.
-  o.owns = [](const TraceId& t) { return t[15] % 2 == 0; };
+  o.owns = [](const TraceId& t, uint64_t) { return t[15] % 2 == 0; };
   Sink s(o);
   FakeIssuer issuer;
   sink::QueuedBatch q = Request(issuer, 1, 4, 1);

@@ -80,6 +80,43 @@ TEST(PeerRing, ANodeDownMovesOnlyItsTracesAndGetsThemBack) {
   for (size_t k = 0; k < traces.size(); ++k) EXPECT_EQ(ring.Owner(traces[k]), before[k]);
 }
 
+TEST(PeerRing, AStampedViewKeepsItsOwnersWhateverIsUpNow) {
+  // A request is judged by the nodes up when it was accepted, so a record read back after
+  // a node went down still hands that node's spans to its peer sink (which decides, after
+  // peers.down_after_s, to take them back here), never to nobody.
+  PeerRing ring(Nodes(3), 0);
+  const auto traces = Traces(3000);
+  const uint64_t all = ring.View();
+  EXPECT_EQ(all, 0b111u);
+  std::vector<size_t> before;
+  for (const TraceId& t : traces) before.push_back(ring.Owner(t));
+  ring.SetUp(1, false);
+  EXPECT_EQ(ring.View(), 0b101u);
+  size_t differ = 0;
+  for (size_t k = 0; k < traces.size(); ++k) {
+    EXPECT_EQ(ring.Owner(traces[k], all), before[k]);
+    differ += ring.Owner(traces[k]) != before[k] ? 1 : 0;
+  }
+  EXPECT_GT(differ, 500u);  // node 1's third moved for new requests
+  // A forwarded request: all of it here, whatever is up.
+  for (const TraceId& t : traces) EXPECT_TRUE(ring.OwnedHere(t, SpanBatch::kViewHere));
+  // Every node answers the same for the same view.
+  PeerRing other(Nodes(3), 2);
+  for (const TraceId& t : traces) EXPECT_EQ(other.Owner(t, 0b011), ring.Owner(t, 0b011));
+}
+
+TEST(PeerNodes, AtMost63Nodes) {
+  std::string list;
+  for (int i = 0; i < 64; ++i) {
+    if (i > 0) list += ";";
+    list += "n" + std::to_string(i) + "=h:4317=http://h";
+  }
+  std::vector<PeerNode> nodes;
+  std::string why;
+  EXPECT_FALSE(ParsePeerNodes(list, &nodes, &why));
+  EXPECT_NE(why.find("63"), std::string::npos) << why;
+}
+
 TEST(PeerRing, ThisNodeCountsAsUpWhateverItIsTold) {
   PeerRing ring(Nodes(2), 1);
   ring.SetUp(1, false);

@@ -181,6 +181,53 @@ TEST_F(DurableQueueTest, EverySinkGetsEveryRequestAndASegmentGoesOnlyWhenAllAcke
   EXPECT_GE(log.stats().segments_deleted.load(), 3u);
 }
 
+TEST_F(DurableQueueTest, BeforeTailSinksTakeARequestAtOnceTheOthersAfter) {
+  // With tail sampling and several nodes: the peer sinks (before tail) get their copy while
+  // the request waits in the tail window; the stores get it once decided. Each holds a claim.
+  MemoryBudget budget(size_t{1} << 30);
+  std::unique_ptr<DurableQueue> q = Open(budget);
+  TestSink store("store");
+  TestSink peer("peer:b");
+  q->AddSink(store);
+  q->AddSink(peer, /*before_tail=*/true);
+  q->Start();
+  Ticket ticket;
+  const SpanBatch request = Request(1, 10);
+  ASSERT_TRUE(
+      q->Append(1, codec::BodyFormat::kOtlpProto, codec::EncodeOtlpProto(request), &ticket).ok());
+  auto batch = std::make_unique<SpanBatch>(request);
+  const size_t bytes = batch->MemoryBytes();
+  ASSERT_TRUE(budget.TryReserve(bytes));
+  q->DeliverBeforeTail(batch.get(), ticket, bytes, 10);
+  auto early = peer.Pop(0s);
+  ASSERT_TRUE(early.has_value());
+  EXPECT_EQ(SpanIds(*early).size(), 10u);
+  EXPECT_FALSE(store.Pop(0s).has_value()) << "the store waits for the decision";
+  ASSERT_TRUE(q->DeliverAfterTail(std::move(batch), Reservation(&budget, bytes), std::move(ticket),
+                                  bytes, 10)
+                  .ok());
+  auto late = store.Pop(0s);
+  ASSERT_TRUE(late.has_value());
+  EXPECT_EQ(SpanIds(*late), SpanIds(*early));
+  EXPECT_FALSE(peer.Pop(0s).has_value()) << "not twice";
+  early->ticket.Ack();
+  late->ticket.Ack();
+  // Spilled (no batch): both read it back from the log.
+  Ticket spilled;
+  ASSERT_TRUE(
+      q->Append(2, codec::BodyFormat::kOtlpProto, codec::EncodeOtlpProto(Request(2, 4)), &spilled)
+          .ok());
+  q->DeliverBeforeTail(nullptr, spilled, 1000, 4);
+  ASSERT_TRUE(q->DeliverAfterTail(nullptr, Reservation(), std::move(spilled), 1000, 4).ok());
+  for (TestSink* s : {&peer, &store}) {
+    auto back = Take(*s, 1);
+    ASSERT_EQ(back.size(), 1u) << s->name();
+    EXPECT_EQ(SpanIds(back[0]).size(), 4u);
+    back[0].ticket.Ack();
+  }
+  q->StopBacklogs();
+}
+
 TEST_F(DurableQueueTest, ASinkThatRefusesHoldsBackOnlyItselfAndCatchesUpInOrder) {
   Running r(dir_, {"a", "b"}, 1 << 30);
   auto& q = r.q;

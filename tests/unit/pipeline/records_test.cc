@@ -140,5 +140,37 @@ TEST(RequestRecord, ReadsBackTheSpansItWasAppendedWith) {
   EXPECT_FALSE(DecodeRequestRecord(RecordKind::kSinkBlock, body, nullptr, &bad).ok());
 }
 
+TEST(RequestRecord, AViewedRequestCarriesTheNodesUpWhenItCame) {
+  const SpanBatch sent = testdata::SampleBatch();
+  const std::string body = codec::EncodeOtlpProto(sent);
+  std::string head = EncodedRequestHead(7, codec::BodyFormat::kOtlpProto);
+  PutLe(&head, 0b1011, 8);
+  ASSERT_EQ(head.size(), kViewedRequestHeadBytes);
+  ASSERT_TRUE(IsRequestRecord(RecordKind::kViewedRequest));
+  SpanBatch back;
+  ASSERT_TRUE(DecodeRequestRecord(RecordKind::kViewedRequest, head + body, nullptr, &back).ok());
+  std::string why;
+  EXPECT_TRUE(back.LogicallyEquals(sent, &why)) << why;
+  EXPECT_EQ(back.peer_view, 0b1011u);
+  // Without a view (a single node) and as an import (every span stored where it was taken).
+  SpanBatch plain;
+  ASSERT_TRUE(DecodeRequestRecord(RecordKind::kEncodedRequest,
+                                  EncodedRequestHead(7, codec::BodyFormat::kOtlpProto) + body,
+                                  nullptr, &plain)
+                  .ok());
+  EXPECT_EQ(plain.peer_view, 0u);
+  SpanBatch imported;
+  ASSERT_TRUE(
+      DecodeRequestRecord(RecordKind::kTargetedRequest,
+                          TargetedRequestHead(7, codec::BodyFormat::kOtlpProto, {"chdb"}) + body,
+                          nullptr, &imported)
+          .ok());
+  EXPECT_EQ(imported.peer_view, SpanBatch::kViewHere);
+  // Cut inside the view.
+  SpanBatch bad;
+  EXPECT_FALSE(
+      DecodeRequestRecord(RecordKind::kViewedRequest, head.substr(0, 12), nullptr, &bad).ok());
+}
+
 }  // namespace
 }  // namespace spanhouse::pipeline::durable

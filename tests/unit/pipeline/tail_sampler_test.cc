@@ -108,6 +108,59 @@ TEST(TailSampler, KeepsAnErrorTraceWholeAcrossRequestsAndNamesThePolicy) {
   EXPECT_EQ(t->stats().dropped_spans.load(), 2u);
 }
 
+TEST(TailSampler, AnotherNodesTracesAreNeitherNotedNorMarked) {
+  // Several nodes as one: this node owns the odd traces under the request's view; the even
+  // ones are forwarded to their owner, which samples them.
+  MemoryBudget budget(64 << 20);
+  auto t = Sampler("error", &budget);
+  std::vector<uint64_t> views;
+  t->set_owns([&](const TraceId& id, uint64_t view) {
+    views.push_back(view);
+    return id[12] % 2 == 1;
+  });
+  SpanBatch b;
+  AddSpan(b, 1, true);
+  AddSpan(b, 2, true, /*error=*/true);
+  AddSpan(b, 3, true);
+  b.peer_view = 0b110;
+  bool decided = true;
+  ASSERT_TRUE(t->Observe(b, kT0, &decided));
+  EXPECT_FALSE(decided);
+  EXPECT_EQ(t->open_traces(), 2u);  // 1 and 3
+  ASSERT_FALSE(views.empty());
+  for (const uint64_t v : views) EXPECT_EQ(v, 0b110u);
+  EXPECT_EQ(t->DecideDue(kT0 + kWait), 2u);
+  EXPECT_EQ(t->Apply(b, 1, kT0 + kWait, true), 2u);
+  EXPECT_EQ(b.spans.metrics_only[0], 1);
+  EXPECT_EQ(b.spans.metrics_only[1], 0) << "another node's trace: left for its owner";
+  EXPECT_EQ(PolicyOf(b, 1), "");
+  EXPECT_EQ(b.spans.metrics_only[2], 1);
+  EXPECT_EQ(t->stats().dropped_spans.load(), 2u);
+  // A request of other nodes' spans only waits for nothing here.
+  SpanBatch theirs;
+  AddSpan(theirs, 4, true);
+  AddSpan(theirs, 6, false);
+  ASSERT_TRUE(t->Observe(theirs, kT0 + kWait, &decided));
+  EXPECT_TRUE(decided);
+  EXPECT_EQ(t->open_traces(), 0u);
+  EXPECT_EQ(t->stats().late_requests.load(), 0u);
+}
+
+TEST(TailPolicies, ARateIsSharedByTheNodes) {
+  // Three nodes up: each keeps a third of `rate 30/s` of the traces it owns.
+  std::unique_ptr<TailPolicies> p;
+  ASSERT_TRUE(TailPolicies::Parse("rate 30/s", &p).ok());
+  p->set_rate_share([] { return 1.0 / 3; });
+  TraceVerdictState st;
+  st.service = "checkout";
+  int kept = 0;
+  for (int i = 0; i < 1000; ++i) {  // 10 s of decisions, 100 per second
+    kept += p->Decide(st, kT0 + static_cast<uint64_t>(i) * 10 * kMs) >= 0 ? 1 : 0;
+  }
+  EXPECT_GE(kept, 100);  // 10/s for 10 s, plus a burst of 10
+  EXPECT_LE(kept, 111);
+}
+
 TEST(TailSampler, ARecordReadBackAfterARestartIsMarkedTheSame) {
   MemoryBudget budget(64 << 20);
   Log log;

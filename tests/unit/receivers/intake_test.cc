@@ -180,6 +180,55 @@ TEST(Intake, RecordsNameTheirDecoderAndDecodeBack) {
 // decoded batch's columnar bytes, and the sink reads those back without a
 // second decode. Only the request that found the sink full, logged before
 // the sink had a backlog, is decoded again when read back.
+// Several nodes as one: each request carries the nodes up when it came, in its batch and its
+// record; one forwarded by another node is this node's whole; spans handed on again
+// (Redirect) are logged under the view given.
+TEST(Intake, ARequestCarriesTheNodesUpWhenItCame) {
+  TestLogDir dir("intake-views");
+  {
+    TestPipeline p({.budget_bytes = 1 << 20, .log_dir = dir.path});
+    auto stats = std::make_shared<IntakeStats>();
+    uint64_t up = 0b111;
+    Intake intake({.max_body_bytes = 4096,
+                   .max_spans_per_request = 3,
+                   .memory_wait = milliseconds(0),
+                   .peer_view = [&] { return up; }},
+                  *p.queue, stats);
+    ASSERT_TRUE(intake.Submit(BodyFormat::kOtlpProto, ProtoRequest(kTraceHex, 2), "", NoLater())
+                    .result.ok());
+    up = 0b101;
+    ASSERT_TRUE(intake
+                    .Submit(BodyFormat::kOtlpProto, ProtoRequest(kTraceHex, 1), "", NoLater(),
+                            /*from_peer=*/true)
+                    .result.ok());
+    auto redirected = std::make_unique<SpanBatch>();
+    std::string body = ProtoRequest(kTraceHex, 2);
+    ASSERT_TRUE(codec::DecodeBody(BodyFormat::kOtlpProto, body, redirected.get()).ok());
+    ASSERT_TRUE(intake.Redirect(std::move(redirected), 0b011).ok());
+    std::vector<uint64_t> live;
+    while (auto got = p.sink.Pop(milliseconds(0))) live.push_back(got->batch->peer_view);
+    EXPECT_EQ(live, (std::vector<uint64_t>{0b111, SpanBatch::kViewHere, 0b011}));
+    EXPECT_EQ(stats->requests_from_peers, 1u);
+    EXPECT_EQ(stats->requests_accepted, 3u);
+    EXPECT_EQ(stats->spans_accepted, 5u);
+  }
+  pipeline::durable::LogOptions lo;
+  lo.dir = dir.path;
+  std::unique_ptr<pipeline::durable::SegmentLog> log;
+  ASSERT_TRUE(pipeline::durable::SegmentLog::Open(lo, &log).ok());
+  std::vector<uint64_t> logged;
+  log->ReadReplay([&](const pipeline::durable::SegmentLog::Record& r, uint64_t) {
+    if (!pipeline::durable::IsRequestRecord(r.kind)) return;
+    EXPECT_EQ(r.kind, RecordKind::kViewedRequest);
+    SpanBatch back;
+    ASSERT_TRUE(
+        pipeline::durable::DecodeRequestRecord(r.kind, std::string(r.payload), nullptr, &back)
+            .ok());
+    logged.push_back(back.peer_view);
+  });
+  EXPECT_EQ(logged, (std::vector<uint64_t>{0b111, SpanBatch::kViewHere, 0b011}));
+}
+
 TEST(Intake, ARequestReadBackByItsSinkIsDecodedOnce) {
   TestLogDir dir("intake-decode-once");
   IntakeFixture f(dir.path);

@@ -14,8 +14,8 @@
 namespace spanhouse::sink {
 namespace {
 
-// Owns the traces whose id's last byte is even.
-bool Even(const TraceId& t) {
+// Owns the traces whose id's last byte is even (whatever the view).
+bool Even(const TraceId& t, uint64_t /*view*/ = 0) {
   return t[15] % 2 == 0;
 }
 
@@ -45,10 +45,31 @@ TEST(OwnedSink, SelectsAndKeepsOnlyTheTracesThisNodeOwns) {
   for (const TraceId& t : got->batch->spans.trace_id) EXPECT_TRUE(Even(t));
 }
 
+TEST(OwnedSink, AsksWithTheViewTheRequestCarries) {
+  // A record read back is judged under the nodes up when it was accepted, not now.
+  std::vector<uint64_t> views;
+  OwnedSink sink(std::make_unique<testdata::TestSink>(), [&](const TraceId&, uint64_t view) {
+    views.push_back(view);
+    return true;
+  });
+  SpanBatch b = Mixed();
+  b.peer_view = 0b101;
+  std::vector<uint32_t> idx;
+  ASSERT_TRUE(sink.Select(b, &idx));
+  EXPECT_EQ(idx.size(), b.span_count());
+  ASSERT_FALSE(views.empty());
+  for (const uint64_t v : views) EXPECT_EQ(v, 0b101u);
+  // A part copied out of it keeps the view.
+  SpanBatch part;
+  const uint32_t first = 0;
+  part.AppendSpans(b, &first, 1);
+  EXPECT_EQ(part.peer_view, 0b101u);
+}
+
 TEST(OwnedSink, ARecordWithNothingOwnedHereIsDoneWithout) {
   auto inner = std::make_unique<testdata::TestSink>();
   testdata::TestSink* store = inner.get();
-  OwnedSink sink(std::move(inner), [](const TraceId&) { return false; });
+  OwnedSink sink(std::move(inner), [](const TraceId&, uint64_t) { return false; });
   QueuedBatch item;
   item.batch = std::make_unique<SpanBatch>(Mixed());
   ASSERT_TRUE(sink.Push(item).ok());
