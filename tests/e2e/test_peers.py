@@ -2,7 +2,7 @@
 owned by one node (rendezvous hashing), and a node forwards the spans of the traces it does
 not own to their owner over OTLP/gRPC, through its durable queue (the `peer:<node>` sinks).
 
-Three nodes, no front: the spans of each trace are sent to different nodes directly, span
+Three nodes, no front (tail sampling and a node killed too, below): the spans of each trace are sent to different nodes directly, span
 by span, interleaved with other traces' spans. Every trace must then be found whole on
 exactly one node (its owner) and nowhere else, each node must own some, and the nodes must
 have forwarded the rest. The same traffic to three nodes that do not know each other leaves
@@ -165,3 +165,64 @@ def test_tail_sampling_decides_each_trace_whole_on_its_owner(tail_peers):
         time.sleep(0.5)
     assert calls == {s: len(corpus) for s in SERVICES}, calls
     assert errors == {"web": 0, "api": 0, "store": n_error}, errors
+
+
+@pytest.fixture(scope="module")
+def failing_peers(tmp_path_factory, request):
+    factory, nodes = start_nodes(tmp_path_factory.mktemp("failing_peers"), request,
+                                 "  down_after_s: 2\n  probe_ms: 200\n")
+    yield nodes
+    factory.teardown()
+
+
+def send_spread(nodes, traces, rng) -> None:
+    n = 0
+    for bodies in requests_by_round(traces, rng):
+        for body in bodies:
+            r = nodes[n % len(nodes)].post_traces(body)
+            n += 1
+            assert r.status_code == 200, f"{r.status_code} {r.text}"
+
+
+def settle_whole(nodes, traces) -> list[int]:
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        held, problems = whole_on_one_node(traces, placement(nodes, traces))
+        if not problems or time.monotonic() >= deadline:
+            break
+        time.sleep(0.5)
+    assert not problems, (f"{len(problems)} of {len(traces)} traces not whole on exactly one "
+                          f"node (whole: {held}):\n" + "\n".join(problems[:20]) + "\n"
+                          + "\n".join(sh.diagnostics() for sh in nodes))
+    return held
+
+
+def test_a_node_killed_loses_nothing_and_its_traces_move(failing_peers):
+    """kill -9 of one node: the others keep taking spans; the spans they had waiting for it
+    (and those of its traces that come after) go, once it has been down for
+    peers.down_after_s, to the traces' next owners, each trace whole on one node; once it is
+    back, what it had stored before is still there and nothing is on two nodes."""
+    a, b, c = failing_peers
+    rng = random.Random(4403)
+    before = make_traces(rng)
+    send_spread(failing_peers, before, rng)
+    held_before = settle_whole(failing_peers, before)
+    assert held_before[2] > 0, held_before
+    c.kill()
+    during = make_traces(rng)
+    send_spread([a, b], during, rng)  # at once: the first requests still name c as up
+    held = settle_whole([a, b], during)
+    assert all(held), held
+    handed = sum(metric_sum(sh, "spanhouse_peer_spans_decided_here_total") for sh in (a, b))
+    # The first requests after the kill came within down_after_s: c was still up for them.
+    assert handed > 0
+    in_ring = [metric_sum(sh, "spanhouse_peer_in_ring") for sh in (a, b)]
+    assert in_ring == [1, 1], in_ring  # c is out of both rings
+    c.start(keep_ports=True)
+    deadline = time.monotonic() + DEADLINE_S
+    while metric_sum(a, "spanhouse_peer_in_ring") != 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    # c's traces from before it died are on c again, nothing of the rest came to it.
+    assert settle_whole(failing_peers, before) == held_before
+    where = placement(failing_peers, during)
+    assert not any(where[t][2] for t in during), "a span of the outage on the node that was down"
