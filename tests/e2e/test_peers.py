@@ -77,21 +77,8 @@ def test_each_trace_meets_on_its_owner(peers):
     rng = random.Random(4401)
     traces = make_traces(rng)
     forwarded_before = sum(metric_sum(sh, "spanhouse_peer_spans_forwarded_total") for sh in peers)
-    n = 0
-    for bodies in requests_by_round(traces, rng):
-        for body in bodies:  # request k to node k % 3: a trace's spans land on different nodes
-            r = peers[n % len(peers)].post_traces(body)
-            n += 1
-            assert r.status_code == 200, f"{r.status_code} {r.text}"
-    deadline = time.monotonic() + DEADLINE_S
-    while True:
-        held, problems = whole_on_one_node(traces, placement(peers, traces))
-        if not problems or time.monotonic() >= deadline:
-            break
-        time.sleep(0.5)
-    assert not problems, (f"{len(problems)} of {TRACES} traces not whole on exactly one node "
-                          f"(whole: {held}):\n" + "\n".join(problems[:20]) + "\n"
-                          + "\n".join(sh.diagnostics() for sh in peers))
+    send_spread(peers, traces, rng)  # request k to node k % 3: a trace's spans land apart
+    held = settle_whole(peers, traces)
     assert all(held), f"a node owns no trace ({held})"
     forwarded = sum(metric_sum(sh, "spanhouse_peer_spans_forwarded_total")
                     for sh in peers) - forwarded_before
