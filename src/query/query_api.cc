@@ -286,6 +286,10 @@ void QueryApi::Handle(const net::HttpRequest& req, net::HttpResponse& resp) {
     const std::string why = hooks_.not_ready ? hooks_.not_ready() : std::string();
     resp.status = why.empty() ? 200 : 503;
     resp.body = why.empty() ? "ready\n" : "not ready: " + why + "\n";
+    if (hooks_.ready_detail) {
+      const std::string more = hooks_.ready_detail();
+      if (!more.empty()) resp.body += more + "\n";
+    }
     return;
   }
   if (path == "/metrics" && hooks_.metrics) {

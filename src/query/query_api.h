@@ -34,6 +34,9 @@ struct AdminHooks {
   std::function<std::string()> metrics;  // GET /metrics, Prometheus text
   // GET /readyz: "" when ready, else why not (answered 503). Unset: ready.
   std::function<std::string()> not_ready;
+  // More of the /readyz answer, ready or not (the peers' health: "peers: b up, c down 12 s");
+  // unset or "": nothing.
+  std::function<std::string()> ready_detail;
   // /debug/... (fault injection for tests); only set when enabled in config.
   std::function<void(const net::HttpRequest&, net::HttpResponse&)> debug;
   // /api/admin/... (any method): the server's run-time controls (the read

@@ -618,6 +618,10 @@ void Server::MakeQueryApi() {
   hooks.metrics = [this] { return Metrics(); };
   hooks.sampling = [this] { return SamplingJson(); };
   hooks.not_ready = [this] { return NotReady(); };
+  if (writing_.health != nullptr) {
+    // A peer down does not make this node unready: its spans wait, or go to the next owner.
+    hooks.ready_detail = [this] { return "peers: " + writing_.health->Summary(); };
+  }
   if (cfg_.debug.fault_injection) {
     spdlog::warn("fault injection is enabled (debug.fault_injection): POST /debug/sink");
     hooks.debug = [this](const net::HttpRequest& req, net::HttpResponse& resp) {

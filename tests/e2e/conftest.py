@@ -238,7 +238,7 @@ class Spanhouse:
             try:
                 # Not /healthz: that answers while the receivers are still binding.
                 r = requests.get(self.readyz_url, timeout=2, verify=self.verify)
-                if r.status_code == 200 and r.text.strip() == "ready":
+                if r.status_code == 200 and r.text.split("\n", 1)[0] == "ready":
                     return True
             except requests.RequestException:
                 pass

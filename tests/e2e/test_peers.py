@@ -205,6 +205,9 @@ def test_a_node_killed_loses_nothing_and_its_traces_move(failing_peers):
     assert handed > 0
     in_ring = [metric_sum(sh, "spanhouse_peer_in_ring") for sh in (a, b)]
     assert in_ring == [1, 1], in_ring  # c is out of both rings
+    ready = a.session.get(f"{a.query_url}/readyz", timeout=30)
+    assert ready.status_code == 200, ready.text  # a peer down: this node still takes spans
+    assert "node-b up" in ready.text and "node-c down" in ready.text, ready.text
     c.start(keep_ports=True)
     deadline = time.monotonic() + DEADLINE_S
     while metric_sum(a, "spanhouse_peer_in_ring") != 2 and time.monotonic() < deadline:

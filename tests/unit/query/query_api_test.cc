@@ -477,6 +477,21 @@ TEST(QueryApi, ReadyzFollowsTheHook) {
   EXPECT_EQ(f.Do(Get("/readyz")).status, 503);
 }
 
+TEST(QueryApi, ReadyzAddsThePeersHealthWithoutChangingTheVerdict) {
+  std::string why;
+  AdminHooks hooks;
+  hooks.not_ready = [&] { return why; };
+  hooks.ready_detail = [] { return std::string("peers: b up, c down 12 s"); };
+  Fixture f(std::move(hooks));
+  net::HttpResponse resp = f.Do(Get("/readyz"));
+  EXPECT_EQ(resp.status, 200);
+  EXPECT_EQ(resp.body, "ready\npeers: b up, c down 12 s\n");
+  why = "starting";
+  resp = f.Do(Get("/readyz"));
+  EXPECT_EQ(resp.status, 503);
+  EXPECT_EQ(resp.body, "not ready: starting\npeers: b up, c down 12 s\n");
+}
+
 // The UI hook sees what no route took, outside /api only; when it declines,
 // the usual 404 envelope follows.
 TEST(QueryApi, UiHookTakesUnroutedPathsOutsideApi) {
