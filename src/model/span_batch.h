@@ -279,6 +279,22 @@ void SpanContentKeys(const SpanBatch& b, std::vector<SpanContentKey>* keys);
 // ids but not content (a Zipkin shared span's two halves) are both kept.
 size_t DropRepeatedSpans(SpanBatch* b);
 
+// Appends to `idx` the spans of `b` whose trace `pick(trace_id)` takes, asking
+// once per run of spans of one trace (a trace's spans mostly come together).
+template <typename Pick>
+void SpansOfTraces(const SpanBatch& b, const Pick& pick, std::vector<uint32_t>* idx) {
+  const TraceId* prev = nullptr;
+  bool taken = false;
+  for (uint32_t i = 0; i < b.span_count(); ++i) {
+    const TraceId& t = b.spans.trace_id[i];
+    if (prev == nullptr || t != *prev) {
+      taken = pick(t);
+      prev = &t;
+    }
+    if (taken) idx->push_back(i);
+  }
+}
+
 // Jaeger's reference type for link `l` of `b`: "CHILD_OF" when the link's
 // opentracing.ref_type attribute is child_of, else "FOLLOWS_FROM" (the
 // OpenTelemetry translator's rule).

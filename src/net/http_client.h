@@ -28,6 +28,9 @@ struct HttpUrl {
 // `allow_https` (default port 443).
 bool ParseHttpUrl(std::string_view s, HttpUrl* out, std::string* error, bool allow_https = false);
 
+// `s` percent-encoded for a query string's name or value (only A-Z a-z 0-9 - _ . ~ left as is).
+std::string UrlEncode(std::string_view s);
+
 using HttpHeaders = std::vector<std::pair<std::string, std::string>>;
 
 struct HttpResult {

@@ -178,17 +178,8 @@ std::chrono::milliseconds PeerPlugin::down_for() const {
 bool PeerPlugin::Select(const SpanBatch& b, std::vector<uint32_t>* idx) const {
   if (!opts_.owns) return false;
   idx->clear();
-  // A trace's spans mostly come together: the ring is asked once per run.
-  const TraceId* prev = nullptr;
-  bool owned = false;
-  for (uint32_t i = 0; i < b.span_count(); ++i) {
-    const TraceId& t = b.spans.trace_id[i];
-    if (prev == nullptr || t != *prev) {
-      owned = opts_.owns(t, b.peer_view);
-      prev = &t;
-    }
-    if (owned) idx->push_back(i);
-  }
+  SpansOfTraces(
+      b, [&](const TraceId& t) { return opts_.owns(t, b.peer_view); }, idx);
   return true;
 }
 

@@ -2,24 +2,16 @@
 
 #include <cstring>
 
+#include "common/hash.h"
+
 namespace spanhouse::peers {
 
 namespace {
 
-uint64_t Mix(uint64_t h) {
-  // The murmur3 finalizer: every input bit flips about half the output bits.
-  h ^= h >> 33;
-  h *= 0xff51afd7ed558ccdull;
-  h ^= h >> 33;
-  h *= 0xc4ceb9fe1a85ec53ull;
-  h ^= h >> 33;
-  return h;
-}
-
 uint64_t NameSeed(const std::string& name) {
   uint64_t h = 0x84222325cbf29ce4ull;
-  for (const char c : name) h = Mix(h ^ static_cast<uint8_t>(c));
-  return Mix(h ^ name.size());
+  for (const char c : name) h = Murmur3Fmix(h ^ static_cast<uint8_t>(c));
+  return Murmur3Fmix(h ^ name.size());
 }
 
 // host:port with a port of 1..65535 and a host without spaces.
@@ -110,7 +102,7 @@ uint64_t PeerRing::Score(size_t i, const TraceId& trace) const {
   uint64_t hi;
   std::memcpy(&hi, trace.data(), 8);
   std::memcpy(&lo, trace.data() + 8, 8);
-  return Mix(Mix(lo ^ seeds_[i]) ^ hi);
+  return Murmur3Fmix(Murmur3Fmix(lo ^ seeds_[i]) ^ hi);
 }
 
 uint64_t PeerRing::View() const {

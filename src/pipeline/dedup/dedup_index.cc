@@ -14,6 +14,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/hash.h"
+
 namespace spanhouse::pipeline {
 
 namespace {
@@ -43,12 +45,7 @@ uint64_t KeyHash(const SpanContentKey& k) {
   std::memcpy(&c, k.span_id.data(), 8);
   uint64_t h = k.content ^ a * 0x9e3779b97f4a7c15ull ^ Rotl(b * 0xc2b2ae3d27d4eb4full, 29) ^
                Rotl(c * 0x165667b19e3779f9ull, 43);
-  h ^= h >> 33;
-  h *= 0xff51afd7ed558ccdull;
-  h ^= h >> 33;
-  h *= 0xc4ceb9fe1a85ec53ull;
-  h ^= h >> 33;
-  return h;
+  return Murmur3Fmix(h);
 }
 
 uint32_t Fingerprint(uint64_t h, uint32_t mask) {

@@ -117,18 +117,11 @@ bool TailSampler::Observe(const SpanBatch& batch, uint64_t now_ns, bool* decided
 std::vector<uint8_t> TailSampler::Foreign(const SpanBatch& batch) const {
   std::vector<uint8_t> out;
   if (!owns_) return out;
-  out.resize(batch.span_count());
-  // A trace's spans mostly come together: asked once per run.
-  const TraceId* prev = nullptr;
-  uint8_t mine = 1;
-  for (uint32_t i = 0; i < batch.span_count(); ++i) {
-    const TraceId& t = batch.spans.trace_id[i];
-    if (prev == nullptr || t != *prev) {
-      mine = owns_(t, batch.peer_view) ? 1 : 0;
-      prev = &t;
-    }
-    out[i] = mine ^ 1;
-  }
+  out.assign(batch.span_count(), 1);
+  std::vector<uint32_t> mine;
+  SpansOfTraces(
+      batch, [&](const TraceId& t) { return owns_(t, batch.peer_view); }, &mine);
+  for (const uint32_t i : mine) out[i] = 0;
   return out;
 }
 

@@ -27,24 +27,6 @@ std::string Trim(std::string_view s) {
 
 }  // namespace
 
-std::string UrlEncode(std::string_view s) {
-  static const char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  out.reserve(s.size() * 3 / 2);
-  for (const char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    if ((u >= 'a' && u <= 'z') || (u >= 'A' && u <= 'Z') || (u >= '0' && u <= '9') || u == '-' ||
-        u == '_' || u == '.' || u == '~') {
-      out.push_back(c);
-    } else {
-      out.push_back('%');
-      out.push_back(kHex[u >> 4]);
-      out.push_back(kHex[u & 15]);
-    }
-  }
-  return out;
-}
-
 std::string TrailingException(std::string_view body) {
   // The server writes its exception after what it had already sent, on a
   // line of its own: "Code: N, e.displayText() = DB::Exception: ..." (18.x)

@@ -82,7 +82,6 @@ class RemoteConnection final : public SqlConnection {
 // answering), or "" when the body ends with none.
 std::string TrailingException(std::string_view body);
 
-// `s` as application/x-www-form-urlencoded (a query string's value).
-std::string UrlEncode(std::string_view s);
+using net::UrlEncode;
 
 }  // namespace spanhouse::storage

@@ -38,7 +38,6 @@ bool ParseTime(std::string_view text, uint64_t* unix_us);
 std::string FormatTime(uint64_t unix_us);
 // "3600", "90s", "15m", "1h", "1d" -> seconds.
 bool ParseDuration(std::string_view text, uint64_t* seconds);
-// Percent-encodes a query-string value.
-std::string UrlEncode(std::string_view s);
+using net::UrlEncode;
 
 }  // namespace spanhouse::migrate
