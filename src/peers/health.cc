@@ -9,6 +9,7 @@
 #include <cerrno>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "common/clock.h"
 
@@ -81,6 +82,9 @@ void PeerHealth::ProbeOnce() {
     State& s = state_[i];
     if (CanConnect(ring_.node(i).otlp, opts_.connect_timeout)) {
       s.failing_since_ns.store(0);
+      if (!ring_.Up(i)) {
+        spdlog::info("peers: {} answers again: its traces come back to it", ring_.node(i).name);
+      }
       ring_.SetUp(i, true);
       continue;
     }
@@ -91,7 +95,13 @@ void PeerHealth::ProbeOnce() {
       s.failing_since_ns.store(since);
     }
     // Down only after down_after: a restart or a short outage keeps its traces.
-    if (SteadyClockNs() - since >= std::chrono::nanoseconds(opts_.down_after).count()) {
+    if (SteadyClockNs() - since >= std::chrono::nanoseconds(opts_.down_after).count() &&
+        ring_.Up(i)) {
+      spdlog::warn(
+          "peers: {} has not answered at {} for {} s: down, its traces go to the nodes "
+          "next in line",
+          ring_.node(i).name, ring_.node(i).otlp,
+          std::chrono::duration_cast<std::chrono::seconds>(opts_.down_after).count());
       ring_.SetUp(i, false);
     }
   }

@@ -291,6 +291,8 @@ const std::vector<Key>& Keys() {
                   "seconds, 1 to 86400"),
       SH_UINT_KEY("peers.probe_ms", peers.probe_ms, ParseUint, 100, 60000,
                   "milliseconds, 100 to 60000"),
+      SH_UINT_KEY("peers.read_timeout_ms", peers.read_timeout_ms, ParseUint, 50, 60000,
+                  "milliseconds, 50 to 60000"),
       SH_STRING_KEY("user_fields.also_well_known", user_fields.also_well_known, IsNamespaceList(v),
                     "comma-separated namespaces, e.g. shop,app.internal"),
       Key{"sampling.head.probability",
@@ -637,6 +639,11 @@ Status Validate(const Config& cfg) {
       return Status::Invalid("config key 'node.id': '" + cfg.node.id +
                              "' is not a name of peers.nodes");
     }
+    if (!cfg.durable.enabled) {
+      return Status::Invalid(
+          "config key 'peers.nodes': forwarding to the other nodes needs the durable queue "
+          "(durable.enabled: true), where the spans for a node that is down wait");
+    }
   }
   if (cfg.queue.max_bytes < cfg.otlp_http.max_body_bytes) {
     return Status::Invalid(
@@ -741,6 +748,13 @@ std::vector<std::vector<std::string>> ClickHouseShards(std::string_view list) {
 
 std::string DedupDir(const Config& cfg) {
   return cfg.data_dir + "/dedup";
+}
+
+std::string FirstToken(std::string_view tokens) {
+  std::string_view t = tokens.substr(0, tokens.find(','));
+  while (!t.empty() && t.front() == ' ') t.remove_prefix(1);
+  while (!t.empty() && t.back() == ' ') t.remove_suffix(1);
+  return std::string(t);
 }
 
 std::string DurableDir(const Config& cfg) {

@@ -329,6 +329,7 @@ TEST(Config, PeersListTheNodesAndNameThisOne) {
   }
   ExpectBadSetting("peers.down_after_s", "0");
   ExpectBadSetting("peers.probe_ms", "99");
+  ExpectBadSetting("peers.read_timeout_ms", "49");
   Config c;
   ASSERT_TRUE(ApplyYaml(R"(
 node: {id: b}
@@ -345,8 +346,12 @@ peers:
   c.sampling.tail.policies = "error";  // each trace sampled on its owner
   EXPECT_TRUE(Validate(c).ok());
   c.sampling.tail.policies = "";
-  c.node.id = "c";
+  c.durable.enabled = false;  // forwarding waits on disk for a node that is down
   Status st = Validate(c);
+  EXPECT_NE(st.message().find("durable.enabled"), std::string::npos) << st.message();
+  c.durable.enabled = true;
+  c.node.id = "c";
+  st = Validate(c);
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message().find("node.id"), std::string::npos) << st.message();
   c.node.id = "";
