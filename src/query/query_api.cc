@@ -6,6 +6,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include "codec/json_writer.h"
 #include "query/api_json.h"
@@ -13,18 +19,91 @@
 
 namespace spanhouse::query {
 
+// A few threads and a bounded queue of deferred requests.
+class QueryApi::Workers {
+ public:
+  explicit Workers(int n) {
+    for (int i = 0; i < n; ++i) threads_.emplace_back([this] { Run(); });
+  }
+  ~Workers() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+  // False when the queue is full.
+  bool Post(std::function<void()> job) {
+    {
+      std::lock_guard lock(mu_);
+      if (jobs_.size() >= kMaxQueued) return false;
+      jobs_.push_back(std::move(job));
+    }
+    cv_.notify_one();
+    return true;
+  }
+
+ private:
+  static constexpr size_t kMaxQueued = 256;
+  void Run() {
+    for (;;) {
+      std::function<void()> job;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
+        if (jobs_.empty()) return;  // stopping, nothing left
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      job();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> jobs_;
+  bool stop_ = false;
+  std::vector<std::thread> threads_;
+};
+
 QueryApi::QueryApi(const QueryApiOptions& options, SpanReader& reader, AdminHooks hooks)
     : reader_(reader),
       hooks_(std::move(hooks)),
       limits_(options.limits),
       now_ns_(options.now_ns),
+      workers_(options.trace_workers > 0 ? std::make_unique<Workers>(options.trace_workers)
+                                         : nullptr),
       server_({.name = "query",
                .address = options.address,
                .max_body_bytes = 32u << 20,  // POST /api/admin/import: pages of documents
                .threads = options.threads,
                .authorize = options.authorize,
                .tls = options.tls},
-              [this](const net::HttpRequest& req, net::HttpResponse& resp) { Handle(req, resp); }) {
+              [this](net::HttpRequest& req, net::HttpResponse& resp, net::HttpDeferral& later) {
+                Route(req, resp, later);
+              }) {}
+
+QueryApi::~QueryApi() {
+  server_.Stop();  // answers in flight first, while the workers still run
+}
+
+void QueryApi::Route(net::HttpRequest& req, net::HttpResponse& resp, net::HttpDeferral& later) {
+  if (workers_ == nullptr || !req.path().starts_with("/api/traces")) return Handle(req, resp);
+  auto job = std::make_shared<std::pair<net::HttpRequest, net::HttpResponder>>(std::move(req),
+                                                                               later.Defer());
+  const bool queued = workers_->Post([this, job] {
+    net::HttpResponse answer;
+    Handle(job->first, answer);
+    job->second.Respond(std::move(answer));
+  });
+  if (!queued) {
+    net::HttpResponse busy;
+    busy.status = 503;
+    busy.content_type = "application/json";
+    busy.headers.emplace_back("Retry-After", "1");
+    busy.body = RenderJaegerError(503, "too many trace lookups waiting: try again");
+    job->second.Respond(std::move(busy));
+  }
 }
 
 Status QueryApi::Start() {
@@ -260,6 +339,9 @@ void QueryApi::HandleApi(std::string_view path, const QueryString& q, net::HttpR
   if (path == "spanhouse/sampling" && hooks_.sampling) {
     resp.body = hooks_.sampling();
     return;
+  }
+  if (first == "spanhouse" && rest.starts_with("peer/") && hooks_.peer) {
+    return hooks_.peer(rest.substr(5), q, resp);
   }
   if (first == "spanhouse" && next(rest) == "services") {
     if (rest == "summary") return Summary("", q, resp);

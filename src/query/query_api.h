@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "net/http_server.h"
@@ -27,6 +28,10 @@ struct QueryApiOptions {
   std::shared_ptr<const net::TlsContext> tls{};  // set: HTTPS only
   QueryLimits limits{};
   std::function<uint64_t()> now_ns{};  // the clock (tests); unset: the system clock
+  // Threads that answer trace lookups and searches off the listener's own
+  // threads (0: on them). Set where those ask other nodes (query/peer_reader.h):
+  // a listener thread waiting on a peer could not answer that peer asking back.
+  int trace_workers = 0;
 };
 
 // Endpoints the server wires in beside the query routes; each may be empty.
@@ -45,6 +50,9 @@ struct AdminHooks {
   // GET /api/spanhouse/sampling: what share of traces is kept (JSON, the
   // server's sampling settings and counts). Unset: 404.
   std::function<std::string()> sampling;
+  // GET /api/spanhouse/peer/<what>: what another node of the `peers` list asks
+  // this one (query/peer_reader.h, PeerEndpoint). Unset: 404.
+  std::function<void(std::string_view what, const QueryString&, net::HttpResponse&)> peer;
   // Called after every /api/ request with its answer (headers to add: the
   // store that answered).
   std::function<void(net::HttpResponse&)> annotate;
@@ -56,6 +64,7 @@ struct AdminHooks {
 class QueryApi {
  public:
   QueryApi(const QueryApiOptions& options, SpanReader& reader, AdminHooks hooks = {});
+  ~QueryApi();
   Status Start();
   void Stop();
   uint16_t port() const { return server_.port(); }
@@ -80,10 +89,15 @@ class QueryApi {
   void Fail(const Status& st, std::string_view what, net::HttpResponse& resp);
   uint64_t Now() const;
 
+  class Workers;
+  // Hands `req` to the trace workers when it is a lookup or search and there are workers.
+  void Route(net::HttpRequest& req, net::HttpResponse& resp, net::HttpDeferral& later);
+
   SpanReader& reader_;
   AdminHooks hooks_;
   QueryLimits limits_;
   std::function<uint64_t()> now_ns_;
+  std::unique_ptr<Workers> workers_;  // null: none
   net::HttpServer server_;
 };
 

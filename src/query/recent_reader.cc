@@ -10,32 +10,23 @@
 
 namespace spanhouse::query {
 
-namespace {
-
-// Appends to `out` the spans of `recent` that `out` does not hold yet (by
-// trace and span id and kind: the halves of a Zipkin shared span share an
-// id; the kind, unlike some other fields, reads back the same from every
-// store); returns how many.
-size_t MergeMissing(const SpanBatch& recent, SpanBatch* out) {
+size_t AppendMissingSpans(const SpanBatch& from, SpanBatch* out) {
   std::set<std::pair<SpanKey, uint8_t>> have;
   for (uint32_t s = 0; s < out->span_count(); ++s) {
     have.insert({{out->spans.trace_id[s], out->spans.span_id[s]}, out->spans.kind[s]});
   }
   std::vector<uint32_t> which;
-  for (uint32_t s = 0; s < recent.span_count(); ++s) {
-    if (!have.contains(
-            {{recent.spans.trace_id[s], recent.spans.span_id[s]}, recent.spans.kind[s]})) {
+  for (uint32_t s = 0; s < from.span_count(); ++s) {
+    if (!have.contains({{from.spans.trace_id[s], from.spans.span_id[s]}, from.spans.kind[s]})) {
       which.push_back(s);
     }
   }
-  out->AppendSpans(recent, which.data(), which.size());
+  out->AppendSpans(from, which.data(), which.size());
   return which.size();
 }
 
-}  // namespace
-
 RecentReader::RecentReader(SpanReader& store, RecentTraces& recent, RecentReaderOptions options)
-    : store_(store), recent_(recent), opts_(options) {}
+    : ReaderInFront(store), recent_(recent), opts_(options) {}
 
 Status RecentReader::GetTrace(const TraceId& id, SpanBatch* out) {
   const uint64_t now = WallClockNs();
@@ -52,24 +43,24 @@ Status RecentReader::GetTrace(const TraceId& id, SpanBatch* out) {
     out->Append(held);
     return Status::Ok();
   }
-  Status st = store_.GetTrace(id, out);
+  Status st = inner_.GetTrace(id, out);
   if (st.code() == StatusCode::kNotFound && hit.spans != 0) st = Status::Ok();
   if (!st.ok()) return st;
-  merged_spans_.fetch_add(MergeMissing(held, out), std::memory_order_relaxed);
+  merged_spans_.fetch_add(AppendMissingSpans(held, out), std::memory_order_relaxed);
   return Status::Ok();
 }
 
 Status RecentReader::GetTraces(const std::vector<TraceId>& ids, SpanBatch* out) {
-  SH_RETURN_IF_ERROR(store_.GetTraces(ids, out));
+  SH_RETURN_IF_ERROR(inner_.GetTraces(ids, out));
   SpanBatch held;
   for (const TraceId& id : ids) recent_.Collect(id, &held);
-  merged_spans_.fetch_add(MergeMissing(held, out), std::memory_order_relaxed);
+  merged_spans_.fetch_add(AppendMissingSpans(held, out), std::memory_order_relaxed);
   return Status::Ok();
 }
 
 Status RecentReader::FindTraceIds(const TraceQuery& query, std::vector<TraceId>* out) {
   std::vector<TraceId> stored;
-  SH_RETURN_IF_ERROR(store_.FindTraceIds(query, &stored));
+  SH_RETURN_IF_ERROR(inner_.FindTraceIds(query, &stored));
   // The recent ones first: they are the newest, and the store may not have
   // them yet.
   recent_.Find(query, out);
@@ -82,7 +73,7 @@ Status RecentReader::FindTraceIds(const TraceQuery& query, std::vector<TraceId>*
 }
 
 Status RecentReader::GetServices(std::vector<std::string>* out) {
-  SH_RETURN_IF_ERROR(store_.GetServices(out));
+  SH_RETURN_IF_ERROR(inner_.GetServices(out));
   recent_.Services(out);
   std::sort(out->begin(), out->end());
   out->erase(std::unique(out->begin(), out->end()), out->end());
@@ -91,7 +82,7 @@ Status RecentReader::GetServices(std::vector<std::string>* out) {
 
 Status RecentReader::GetOperations(const std::string& service, bool any_kind, uint8_t kind,
                                    std::vector<OperationInfo>* out) {
-  SH_RETURN_IF_ERROR(store_.GetOperations(service, any_kind, kind, out));
+  SH_RETURN_IF_ERROR(inner_.GetOperations(service, any_kind, kind, out));
   const bool kinds_known =
       std::all_of(out->begin(), out->end(), [](const OperationInfo& o) { return o.kind_known; });
   recent_.Operations(service, any_kind, kind, out);

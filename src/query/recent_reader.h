@@ -16,6 +16,12 @@
 
 namespace spanhouse::query {
 
+// Appends to `out` the spans of `from` that `out` does not hold yet (by trace
+// and span id and kind: the halves of a Zipkin shared span share an id; the
+// kind, unlike some other fields, reads back the same from every store);
+// returns how many.
+size_t AppendMissingSpans(const SpanBatch& from, SpanBatch* out);
+
 struct RecentReaderOptions {
   // The store is written by this process alone, so a trace whose every span
   // was received after the index's horizon is all in memory and the store
@@ -28,42 +34,20 @@ struct RecentReaderOptions {
   std::chrono::milliseconds clock_skew{std::chrono::seconds(10)};
 };
 
-class RecentReader final : public SpanReader {
+class RecentReader final : public ReaderInFront {
  public:
   RecentReader(SpanReader& store, RecentTraces& recent, RecentReaderOptions options);
 
   Status GetTrace(const TraceId& id, SpanBatch* out) override;
   Status GetTraces(const std::vector<TraceId>& ids, SpanBatch* out) override;
   Status FindTraceIds(const TraceQuery& query, std::vector<TraceId>* out) override;
-
   Status GetServices(std::vector<std::string>* out) override;
   Status GetOperations(const std::string& service, bool any_kind, uint8_t kind,
                        std::vector<OperationInfo>* out) override;
-  Status GetDependencies(uint64_t from_s, uint64_t to_s,
-                         std::vector<DependencyLink>* out) override {
-    return store_.GetDependencies(from_s, to_s, out);
-  }
-  Status GetRedSeries(const RedQuery& query, std::vector<RedSeries>* out) override {
-    return store_.GetRedSeries(query, out);
-  }
-  Status GetRedSummary(const RedSummaryQuery& query, std::vector<RedSummaryRow>* out) override {
-    return store_.GetRedSummary(query, out);
-  }
-  Status CountSpans(const SpanCountQuery& query, std::vector<SpanCountRow>* out) override {
-    return store_.CountSpans(query, out);
-  }
-  Status ListSpans(const SpanIdQuery& query, std::vector<SpanKey>* out) override {
-    return store_.ListSpans(query, out);
-  }
-  Status CountSpansWithAttr(AttrOwner owner, const std::string& key, const std::string& value,
-                            uint64_t* count) override {
-    return store_.CountSpansWithAttr(owner, key, value, count);
-  }
 
   void AppendMetrics(PromText& out) const;
 
  private:
-  SpanReader& store_;
   RecentTraces& recent_;
   const RecentReaderOptions opts_;
   std::atomic<uint64_t> from_memory_{0};   // lookups answered without the store

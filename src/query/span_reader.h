@@ -187,4 +187,47 @@ class SpanReader {
                                     const std::string& value, uint64_t* count) = 0;
 };
 
+// A reader in front of another (the recent index's, the peers'): every call
+// goes on to `inner` unless the subclass answers it itself.
+class ReaderInFront : public SpanReader {
+ public:
+  explicit ReaderInFront(SpanReader& inner) : inner_(inner) {}
+
+  Status GetTrace(const TraceId& id, SpanBatch* out) override { return inner_.GetTrace(id, out); }
+  Status GetTraces(const std::vector<TraceId>& ids, SpanBatch* out) override {
+    return inner_.GetTraces(ids, out);
+  }
+  Status FindTraceIds(const TraceQuery& query, std::vector<TraceId>* out) override {
+    return inner_.FindTraceIds(query, out);
+  }
+  Status GetServices(std::vector<std::string>* out) override { return inner_.GetServices(out); }
+  Status GetOperations(const std::string& service, bool any_kind, uint8_t kind,
+                       std::vector<OperationInfo>* out) override {
+    return inner_.GetOperations(service, any_kind, kind, out);
+  }
+  Status GetDependencies(uint64_t from_s, uint64_t to_s,
+                         std::vector<DependencyLink>* out) override {
+    return inner_.GetDependencies(from_s, to_s, out);
+  }
+  Status GetRedSeries(const RedQuery& query, std::vector<RedSeries>* out) override {
+    return inner_.GetRedSeries(query, out);
+  }
+  Status GetRedSummary(const RedSummaryQuery& query, std::vector<RedSummaryRow>* out) override {
+    return inner_.GetRedSummary(query, out);
+  }
+  Status CountSpans(const SpanCountQuery& query, std::vector<SpanCountRow>* out) override {
+    return inner_.CountSpans(query, out);
+  }
+  Status ListSpans(const SpanIdQuery& query, std::vector<SpanKey>* out) override {
+    return inner_.ListSpans(query, out);
+  }
+  Status CountSpansWithAttr(AttrOwner owner, const std::string& key, const std::string& value,
+                            uint64_t* count) override {
+    return inner_.CountSpansWithAttr(owner, key, value, count);
+  }
+
+ protected:
+  SpanReader& inner_;
+};
+
 }  // namespace spanhouse::query

@@ -170,6 +170,9 @@ struct Config {
     // nodes next in line, and the spans waiting for it are decided here.
     uint64_t down_after_s = 30;
     uint64_t probe_ms = 1000;  // how often each peer is probed
+    // How long a trace lookup or search waits for each peer's recent spans;
+    // an answer without them names the peer in X-Spanhouse-Peers-Missing.
+    uint64_t read_timeout_ms = 2000;
   } peers;
   struct {
     // Attribute keys outside the OpenTelemetry semantic-convention
@@ -306,6 +309,8 @@ bool ParseServiceProbabilities(std::string_view text,
                                std::string* problem = nullptr);
 // opensearch.urls as a list.
 std::vector<std::string> OpenSearchUrls(std::string_view list);
+// The first token of a list ("tok1, tok2"): what this node shows its peers, which share the list.
+std::string FirstToken(std::string_view tokens);
 // The durable queue's directory: durable.dir, or <data_dir>/queue.
 std::string DurableDir(const Config& cfg);
 // The dedup index's key files: <data_dir>/dedup.

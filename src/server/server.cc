@@ -79,7 +79,7 @@ Status Server::Create(const Config& cfg, std::unique_ptr<Server>* out) {
   SH_RETURN_IF_ERROR(s->EnsureStore());
   SH_RETURN_IF_ERROR(s->MakeSinks());
   SH_RETURN_IF_ERROR(s->OpenOpenSearch());
-  s->MakeQueryApi();
+  SH_RETURN_IF_ERROR(s->MakeQueryApi());
   s->MakeReceivers();
   *out = std::move(s);
   return Status::Ok();
@@ -566,7 +566,7 @@ void Server::Reload(const Config& fresh) {
   }
 }
 
-void Server::MakeQueryApi() {
+Status Server::MakeQueryApi() {
   storage::DependencyJobOptions job;
   job.interval = std::chrono::seconds(cfg_.dependencies.interval_s);
   job.lag = std::chrono::seconds(cfg_.dependencies.lag_s);
@@ -614,6 +614,9 @@ void Server::MakeQueryApi() {
     if (!info.fallback.empty()) {
       resp.headers.emplace_back("X-Spanhouse-Read-Fallback", info.fallback);
     }
+    if (std::string missing = query::PeerReader::TakeMissing(); !missing.empty()) {
+      resp.headers.emplace_back("X-Spanhouse-Peers-Missing", std::move(missing));
+    }
   };
   hooks.metrics = [this] { return Metrics(); };
   hooks.sampling = [this] { return SamplingJson(); };
@@ -643,10 +646,32 @@ void Server::MakeQueryApi() {
         std::make_unique<query::RecentReader>(*reading_.read_switch, *writing_.recent, o);
     api_reader = reading_.recent_reader.get();
   }
-  reading_.query_api = std::make_unique<query::QueryApi>(
-      query::QueryApiOptions{cfg_.query.listen, 2, security_.query->Authorizer(),
-                             security_.query_tls},
-      *api_reader, std::move(hooks));
+  if (const peers::PeerRing* ring = writing_.ring.get(); ring != nullptr) {
+    // Fresh traces from every node: lookups and searches ask the peers too;
+    // the peers ask this node's own reader, never on to the others.
+    query::PeerReaderOptions o;
+    for (size_t i = 0; i < ring->size(); ++i) {
+      o.nodes.push_back({ring->node(i).name, ring->node(i).query});
+    }
+    o.self = ring->self();
+    o.up = [ring](size_t i) { return ring->Up(i); };
+    o.shared_store = remote();
+    o.timeout = std::chrono::milliseconds(cfg_.peers.read_timeout_ms);
+    o.bearer_token = FirstToken(cfg_.auth.query_tokens);
+    SH_RETURN_IF_ERROR(query::PeerReader::Make(*api_reader, std::move(o), &reading_.peer_reader));
+  }
+  // What this node alone holds, for its peers (and for people asking).
+  reading_.peer_endpoint =
+      std::make_unique<query::PeerEndpoint>(*api_reader, writing_.recent.get());
+  hooks.peer = [this](std::string_view what, const query::QueryString& q, net::HttpResponse& resp) {
+    reading_.peer_endpoint->Handle(what, q, resp);
+  };
+  if (reading_.peer_reader != nullptr) api_reader = reading_.peer_reader.get();
+  query::QueryApiOptions api{cfg_.query.listen, 2, security_.query->Authorizer(),
+                             security_.query_tls};
+  if (reading_.peer_reader != nullptr) api.trace_workers = 4;
+  reading_.query_api = std::make_unique<query::QueryApi>(api, *api_reader, std::move(hooks));
+  return Status::Ok();
 }
 
 void Server::MakeReceivers() {
@@ -868,6 +893,7 @@ std::string Server::Metrics() {
   if (writing_.health != nullptr) writing_.health->AppendMetrics(out);
   if (reading_.read_switch != nullptr) reading_.read_switch->AppendMetrics(out);
   if (reading_.recent_reader != nullptr) reading_.recent_reader->AppendMetrics(out);
+  if (reading_.peer_reader != nullptr) reading_.peer_reader->AppendMetrics(out);
   security_.AppendMetrics(out.trailer());
   AppendJobMetrics(out);
   AppendStorageMetrics(*store_.read_conn, store_.database, store_.caps.ttl_moves, out);

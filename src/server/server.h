@@ -24,6 +24,7 @@
 #include "pipeline/durable/durable_queue.h"
 #include "pipeline/filter/span_filter.h"
 #include "pipeline/sampling/tail_window.h"
+#include "query/peer_reader.h"
 #include "query/query_api.h"
 #include "query/read_switch.h"
 #include "query/recent_reader.h"
@@ -113,7 +114,7 @@ class Server {
   // (those not stored yet), written before the answer.
   void ImportEndpoint(const net::HttpRequest& req, net::HttpResponse& resp);
   Status Import(const SpanBatch& batch, uint64_t* written);
-  void MakeQueryApi();
+  Status MakeQueryApi();
   void MakeReceivers();
   std::string NotReady() const;
   std::string Metrics();
@@ -201,8 +202,12 @@ class Server {
     std::unique_ptr<storage::ChdbSpanReader> reader;
     std::unique_ptr<query::SpanReader> opensearch_reader;
     std::unique_ptr<query::ReadSwitch> read_switch;
-    std::unique_ptr<query::RecentReader> recent_reader;  // what the query API reads
-    std::mutex import_mu;                                // one import at a time
+    std::unique_ptr<query::RecentReader> recent_reader;
+    // With peers: the others' recent spans merged in (what the query API reads then),
+    // and what this node answers them.
+    std::unique_ptr<query::PeerReader> peer_reader;
+    std::unique_ptr<query::PeerEndpoint> peer_endpoint;
+    std::mutex import_mu;  // one import at a time
     std::unique_ptr<query::QueryApi> query_api;
   };
   // Intake: the listeners of every protocol.

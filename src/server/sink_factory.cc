@@ -129,11 +129,7 @@ Status MakePeer(const SinkSpec& spec, const SinkContext& ctx, std::unique_ptr<si
   o.dead_letter_dir = ctx.dir + "/dead-letter";
   if (spec.queue_bytes != 0) o.queue_bytes = spec.queue_bytes;
   // The peers share the ingest tokens ("tok1,tok2"): the first one opens theirs.
-  const std::string& tokens = cfg.auth.ingest_tokens;
-  std::string token = tokens.substr(0, tokens.find(','));
-  token.erase(0, token.find_first_not_of(' '));
-  token.erase(token.find_last_not_of(' ') + 1);
-  o.bearer_token = token;
+  o.bearer_token = FirstToken(cfg.auth.ingest_tokens);
   std::unique_ptr<sink::RuntimeSink> made;
   SH_RETURN_IF_ERROR(peers::MakePeerSink(std::move(o), &made));
   *out = std::move(made);

@@ -24,6 +24,13 @@ from conftest import _die_with_parent, free_ports, tail
 SERVER_BIN = "/usr/sbin/clickhouse-server"
 
 
+def server_missing() -> Optional[str]:
+    """Why no clickhouse-server can be started here, or None."""
+    if shutil.which("clickhouse-server") or Path(SERVER_BIN).exists():
+        return None
+    return "clickhouse-server is not installed: run scripts/setup.sh --tests"
+
+
 class ClickHouseError(Exception):
     def __init__(self, status: int, text: str):
         super().__init__(f"HTTP {status}: {text}")

@@ -130,8 +130,13 @@ class Collector(ConfiguredProgram):
     # ---- HTTP helpers ----
     def post_otlp_json(self, body: bytes, session: Optional[requests.Session] = None,
                        timeout: float = 30) -> requests.Response:
+        return self.post_otlp(body, "application/json", session, timeout)
+
+    def post_otlp(self, body: bytes, content_type: str = "application/x-protobuf",
+                  session: Optional[requests.Session] = None,
+                  timeout: float = 30) -> requests.Response:
         return (session or requests).post(f"{self.otlp_http_url}/v1/traces", data=body,
-                                          headers={"Content-Type": "application/json"},
+                                          headers={"Content-Type": content_type},
                                           timeout=timeout)
 
 

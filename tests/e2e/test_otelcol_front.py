@@ -8,8 +8,11 @@ collector in front of them (otelcol_server.py). The spans of each trace come in 
 requests, interleaved with the spans of other traces, and every request holds spans of
 several traces, as from many services' SDKs at once. Each trace must then be found whole on
 exactly one node and not at all on the other, and both nodes must have some. A front that
-spreads a trace's spans over the nodes fails that check: the last test feeds the nodes in turn,
-span by span, and asserts that the same check sees every trace split."""
+spreads a trace's spans over the nodes fails that check: the control test feeds the nodes in
+turn, span by span, and asserts that the same check sees every trace split.
+
+Tail sampling behind the front (the last test): three independent nodes, each deciding the traces
+the collector gives it, keep exactly what one node would, each trace decided once."""
 
 from __future__ import annotations
 
@@ -22,6 +25,10 @@ import requests
 
 from conftest import SpanhouseFactory, otlp_json_span
 from otelcol_server import Collector
+from tail_nodes import (assert_decided_once, assert_each_whole_on_one_node,
+                        assert_red_counts_every_span_once, by_round, settle_kept, tail_config)
+from test_sampling import export
+from test_tail_sampling import traces
 
 TRACES = 200
 SPANS_PER_TRACE = 4
@@ -108,18 +115,17 @@ def wait_delivered(nodes, want: int, front=None) -> None:
 
 
 def placement(nodes, traces: dict[str, list[dict]]) -> dict[str, list[set[str]]]:
-    """For each trace, the span ids each node answers for it (an empty set: 404)."""
+    """For each trace, the span ids each node itself holds of it (in memory and in its store;
+    nodes that know each other answer /api/traces/{id} with the others' spans merged in)."""
     out = {}
     for trace_id in traces:
         per_node = []
         for sh in nodes:
-            r = sh.get_trace(trace_id)
-            if r.status_code == 404:
-                per_node.append(set())
-                continue
-            assert r.status_code == 200, f"{sh.name}: GET trace {trace_id}: {r.status_code} {r.text}"
-            (trace,) = r.json()["data"]
-            ids = [s["spanID"] for s in trace["spans"]]
+            r = sh.session.get(f"{sh.query_url}/api/spanhouse/peer/traces",
+                               params={"scope": "all", "format": "json", "id": trace_id},
+                               timeout=30)
+            assert r.status_code == 200, f"{sh.name}: trace {trace_id}: {r.status_code} {r.text}"
+            ids = [s["spanID"] for t in r.json()["data"] or [] for s in t["spans"]]
             assert len(ids) == len(set(ids)), f"{sh.name}: a span of {trace_id} answered twice"
             per_node.append(set(ids))
         out[trace_id] = per_node
@@ -175,3 +181,44 @@ def test_the_check_sees_traces_split_by_a_front_without_affinity(nodes):
     held, problems = whole_on_one_node(traces, placement(nodes, traces))
     assert held == [0, 0] and len(problems) == TRACES, \
         f"round-robin left {held} traces whole; want none\n" + "\n".join(problems[:5])
+
+
+TAIL_POLICIES = "error; latency 1s; probability 0"
+SLOW_MS = 1200  # the corpus's slow traces: an api span the latency policy keeps
+
+
+@pytest.fixture(scope="module")
+def tail_nodes(tmp_path_factory, request):
+    """Three nodes that know nothing of each other, each with tail sampling."""
+    root = tmp_path_factory.mktemp("otelcol_tail")
+    factory = SpanhouseFactory(root)
+    request.module._spanhouse_factories = (getattr(request.module, "_spanhouse_factories", [])
+                                           + [factory])
+    config = root / "tail.yaml"
+    config.write_text(tail_config(TAIL_POLICIES))
+    yield [factory(name, config=config) for name in ("node-a", "node-b", "node-c")]
+    factory.teardown()
+
+
+def test_tail_sampling_behind_the_front_decides_each_trace_once_on_one_node(tail_nodes,
+                                                                              otelcol_factory):
+    """Tail sampling needs a trace's spans on one node; the front gives it that. Every span of
+    a trace comes in a request of its own, among other traces' spans, all through the
+    collector. Exactly the error and slow traces must be kept, each whole on exactly one node,
+    nothing else anywhere; each trace decided once (the nodes' decisions add up to the corpus,
+    policy by policy); RED counting every span once over the nodes, sampled or not."""
+    rng = random.Random(4405)
+    front: Collector = otelcol_factory([sh.grpc_target for sh in tail_nodes])
+    now = time.time_ns()
+    corpus = traces(600, now, seed=4405, straddlers=0, slow_ms=SLOW_MS)
+    before = sum(accepted_spans(sh) for sh in tail_nodes)
+    with requests.Session() as session:
+        for spans in by_round(corpus, rng):
+            r = front.post_otlp(export(spans), session=session)
+            assert r.status_code == 200, f"{r.status_code} {r.text}\n{front.diagnostics()}"
+    wait_delivered(tail_nodes, before + sum(len(t["spans"]) for t in corpus), front)
+    on = settle_kept(tail_nodes, corpus, now)
+    assert_each_whole_on_one_node(tail_nodes, corpus, on)
+    assert all(on), "a node stores no kept trace: the front did not balance"
+    assert_decided_once(tail_nodes, corpus, "latency 1s")
+    assert_red_counts_every_span_once(tail_nodes, corpus, now)

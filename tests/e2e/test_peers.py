@@ -2,7 +2,7 @@
 owned by one node (rendezvous hashing), and a node forwards the spans of the traces it does
 not own to their owner over OTLP/gRPC, through its durable queue (the `peer:<node>` sinks).
 
-Three nodes, no front (tail sampling and a node killed too, below): the spans of each trace are sent to different nodes directly, span
+Three nodes, no front (tail sampling, a rate held for the system and a node killed too, below): the spans of each trace are sent to different nodes directly, span
 by span, interleaved with other traces' spans. Every trace must then be found whole on
 exactly one node (its owner) and nowhere else, each node must own some, and the nodes must
 have forwarded the rest. The same traffic to three nodes that do not know each other leaves
@@ -18,8 +18,11 @@ import pytest
 from conftest import SpanhouseFactory, free_ports
 from test_otelcol_front import (SPANS_PER_TRACE, TRACES, make_traces, placement,
                                 requests_by_round, whole_on_one_node)
-from test_sampling import get, metric, post
-from test_tail_sampling import S, SERVICES, keys_of, stored, traces
+from tail_nodes import (assert_decided_once, assert_each_whole_on_one_node,
+                        assert_red_counts_every_span_once, send_apart, settle_kept, tail_config,
+                        window_of)
+from test_sampling import metric, post
+from test_tail_sampling import keys_of, stored, traces
 
 NAMES = ("node-a", "node-b", "node-c")
 DEADLINE_S = 60.0
@@ -60,15 +63,12 @@ def peers(tmp_path_factory, request):
 
 
 TAIL_POLICIES = "error; latency 500ms; probability 0"
-TAIL_WAIT_MS = 2000
 
 
 @pytest.fixture(scope="module")
 def tail_peers(tmp_path_factory, request):
     factory, nodes = start_nodes(
-        tmp_path_factory.mktemp("tail_peers"), request,
-        f"sampling:\n  tail:\n    policies: \"{TAIL_POLICIES}\"\n"
-        f"    decision_wait_ms: {TAIL_WAIT_MS}\n")
+        tmp_path_factory.mktemp("tail_peers"), request, tail_config(TAIL_POLICIES))
     yield nodes
     factory.teardown()
 
@@ -96,62 +96,93 @@ def test_tail_sampling_decides_each_trace_whole_on_its_owner(tail_peers):
     to what was sent; and each trace is decided once, by its owner."""
     now = time.time_ns()
     corpus = traces(600, now, seed=4402, straddlers=0)
-    by_node: list[list[dict]] = [[] for _ in tail_peers]
-    for t, trace in enumerate(corpus):
-        by_node[t % 3] += trace["spans"][:2]
-        by_node[(t + 1) % 3].append(trace["spans"][2])
-    for sh, spans in zip(tail_peers, by_node):
-        post(sh, spans, per_request=200)
-    must = {k for t in corpus if t["kind"] in ("error", "slow") for k in keys_of(t)}
-    start_ns, end_ns = now - 3600 * S, now + 60 * S
+    send_apart(tail_peers, corpus)
+    on = settle_kept(tail_peers, corpus, now)
+    assert_each_whole_on_one_node(tail_peers, corpus, on)
+    assert all(on), "a node stores no kept trace"
+    assert_decided_once(tail_peers, corpus, "latency 500ms")
+    assert_red_counts_every_span_once(tail_peers, corpus, now)
+
+
+RATE = 20
+TRACES_PER_S = 150
+BATCH = 15
+SEND_S = 12.0
+
+
+@pytest.fixture(scope="module")
+def rate_peers(tmp_path_factory, request):
+    factory, nodes = start_nodes(tmp_path_factory.mktemp("rate_peers"), request,
+                                 tail_config(f"rate {RATE}/s"))
+    yield nodes
+    factory.teardown()
+
+
+def test_a_rate_holds_for_the_system(rate_peers):
+    check_rate_holds(rate_peers)
+
+
+def check_rate_holds(rate_peers) -> None:
+    """`rate 20/s` on three nodes that forward to each other keeps about 20 traces a second
+    over all of them, not 20 on each. Each owner keeps 20 / (nodes up) a second of its traces:
+    a token bucket (per root service, here one) that starts full, holds at most a second of
+    its rate and refills at it, spent once per decision, on the wall clock of the decision.
+    Fresh traces come at TRACES_PER_S for SEND_S seconds, each trace's spans spread over the
+    nodes, so every node owns far more than 20 a second of them and nodes deciding alone would
+    keep 3 x 20 a second. The traces kept over the nodes must be 20 a second of the sending
+    time measured here: at most the three full buckets (20) plus 20 a second of a second more
+    than that time (a trace is decided decision_wait_ms after its first span reached its owner,
+    on a tick of a tenth of that, so the decisions span the sending time give or take a tick
+    and the forwarding); at least 20 a second of two seconds less (a bucket drained all along
+    holds only a second of refill, so a node that stalls longer on a shared machine, or whose
+    first or last traces arrive late, keeps less). Each kept trace is stored whole."""
+    for sh in rate_peers:
+        assert metric_sum(sh, "spanhouse_peer_in_ring") == len(rate_peers) - 1, sh.name
+    now = time.time_ns()
+    sent: list[dict] = []
+    began = ended = time.monotonic()
+    while ended - began < SEND_S:
+        batch = traces(BATCH, now, seed=4404 + len(sent), straddlers=0)
+        by_node: list[list[dict]] = [[] for _ in rate_peers]
+        for t, trace in enumerate(batch):
+            for i, span in enumerate(trace["spans"]):
+                by_node[(t + i) % len(rate_peers)].append(span)
+        for sh, spans in zip(rate_peers, by_node):
+            post(sh, spans)
+        ended = time.monotonic()
+        sent += batch
+        time.sleep(max(0.0, began + len(sent) / TRACES_PER_S - time.monotonic()))
+    sending_s = ended - began
+    assert len(sent) / sending_s > 3 * RATE, \
+        f"{len(sent)} traces in {sending_s:.1f} s: too few for every node to exceed the rate"
+    label = f'policy="rate {RATE}/s",decision="kept"'
     deadline = time.monotonic() + 120
-    last, since = None, time.monotonic()
     while True:
-        on = [stored(sh, start_ns, end_ns) for sh in tail_peers]
-        union = set().union(*on)
-        if union != last:
-            last, since = union, time.monotonic()
-        elif must <= union and time.monotonic() - since > 3:
+        kept = sum(metric(sh, "spanhouse_sampling_traces_total", label) for sh in rate_peers)
+        dropped = sum(metric(sh, "spanhouse_sampling_traces_total",
+                             'policy="tail",decision="dropped"') for sh in rate_peers)
+        if kept + dropped >= len(sent):
             break
         assert time.monotonic() < deadline, (
-            f"{len(must - union)} spans of kept traces not stored\n"
-            + "\n".join(sh.diagnostics() for sh in tail_peers))
+            f"{kept + dropped} of {len(sent)} traces decided\n"
+            + "\n".join(sh.diagnostics() for sh in rate_peers))
         time.sleep(0.5)
-    assert union == must, (f"{len(union - must)} spans stored that sampling drops, "
-                           f"{len(must - union)} kept ones missing")
-    for t in corpus:
-        if t["kind"] not in ("error", "slow"):
-            continue
-        holders = [sh.name for sh, keys in zip(tail_peers, on) if keys & keys_of(t)]
-        assert len(holders) == 1 and keys_of(t) <= on[[sh.name for sh in tail_peers]
-                                                      .index(holders[0])], (t["id"], holders)
-    assert all(on), "a node stores no kept trace"
-    # Decided once each, on its owner: the nodes' counts add up to the corpus.
-    n_error = sum(t["kind"] == "error" for t in corpus)
-    n_slow = sum(t["kind"] == "slow" for t in corpus)
-    total = lambda name, labels: sum(metric(sh, name, labels) for sh in tail_peers)  # noqa: E731
-    assert total("spanhouse_sampling_traces_total", 'policy="error",decision="kept"') == n_error
-    assert total("spanhouse_sampling_traces_total",
-                 'policy="latency 500ms",decision="kept"') == n_slow
-    assert total("spanhouse_sampling_traces_total", 'policy="tail",decision="dropped"') == \
-        len(corpus) - n_error - n_slow
-    # RED: every span counted once over the nodes, sampled or not.
-    end_ms = (now // S // 60 + 1) * 60 * 1000
-    window = {"endTs": end_ms, "lookback": 30 * 60 * 1000}
+    assert kept + dropped == len(sent), f"{kept} kept, {dropped} dropped of {len(sent)}"
+    low, high = RATE * (sending_s - 2), RATE * (sending_s + 1) + RATE
+    assert low <= kept <= high, (f"{kept} traces kept over {sending_s:.1f} s of sending, "
+                                 f"want {RATE}/s: {low:.0f} to {high:.0f}")
+    assert kept < 2 * RATE * sending_s, \
+        f"{kept} kept: near {len(rate_peers)} x {RATE}/s, the nodes decided alone"
+    start_ns, end_ns = window_of(now)
     deadline = time.monotonic() + 60
     while True:
-        calls = {s: 0 for s in SERVICES}
-        errors = {s: 0 for s in SERVICES}
-        for sh in tail_peers:
-            for r in get(sh, "/api/spanhouse/services/summary", window)["data"]:
-                if r["service"] in calls:
-                    calls[r["service"]] += r["calls"]
-                    errors[r["service"]] += r["errors"]
-        if all(calls[s] == len(corpus) for s in SERVICES) or time.monotonic() > deadline:
+        got = set().union(*(stored(sh, start_ns, end_ns) for sh in rate_peers))
+        whole = [t for t in sent if keys_of(t) <= got]
+        if len(whole) == kept or time.monotonic() > deadline:
             break
         time.sleep(0.5)
-    assert calls == {s: len(corpus) for s in SERVICES}, calls
-    assert errors == {"web": 0, "api": 0, "store": n_error}, errors
+    assert len(whole) == kept and got == {k for t in whole for k in keys_of(t)}, \
+        f"{len(whole)} traces stored whole, {kept} kept; {len(got)} spans stored"
 
 
 @pytest.fixture(scope="module")

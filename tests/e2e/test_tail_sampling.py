@@ -24,8 +24,8 @@ POLICIES = "error; latency 500ms; rate 2/s"
 SERVICES = ("web", "api", "store")
 
 
-def traces(n: int, now_ns: int, seed: int, straddlers: int) -> list[dict]:
-    """n traces, 5% with an error on the store span, 5% slow (api 700 ms); then `straddlers`
+def traces(n: int, now_ns: int, seed: int, straddlers: int, slow_ms: int = 700) -> list[dict]:
+    """n traces, 5% with an error on the store span, 5% slow (api `slow_ms`); then `straddlers`
     with an error on the root and as many plain ones, whose store span is sent late."""
     rng = random.Random(seed)
     out = []
@@ -39,7 +39,7 @@ def traces(n: int, now_ns: int, seed: int, straddlers: int) -> list[dict]:
             kind = "slow"
         tid = rng.randbytes(16)
         t0 = now_ns - rng.randrange(60 * S, 120 * S)
-        d_api = 700 * MS if kind == "slow" else int(rng.lognormvariate(15.5, 0.6))
+        d_api = slow_ms * MS if kind == "slow" else int(rng.lognormvariate(15.5, 0.6))
         web, api = rng.randbytes(8), rng.randbytes(8)
         spans = [
             {"service": "web", "trace_id": tid, "span_id": web, "name": "GET /cart",

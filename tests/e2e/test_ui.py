@@ -356,3 +356,31 @@ def test_pages_say_what_share_sampling_keeps(spanhouse_factory, tmp_path, reques
         assert any("Sampling keeps 25% of traces (cart: 1%); of those, the traces these policies "
                    "keep: error; rate 5/s." in t and "count every span" in t
                    for t in texts), (path, res["notices"])
+
+
+def test_a_trace_page_names_a_node_it_could_not_ask(tmp_path, request):
+    """Three nodes that forward to each other, one of them down: a trace page on another node
+    draws what it has and says which node's spans may be missing."""
+    from test_otelcol_front import placement
+    from test_peers import start_nodes
+
+    factory, nodes = start_nodes(tmp_path, request)
+    try:
+        now = time.time_ns()
+        while True:  # a trace node-a owns, so its page is whole without node-c
+            trace_id = os.urandom(16).hex()
+            spans = [otlp_json_span(trace_id, f"{i + 1:016x}", f"op{i}",
+                                    parent=f"{i:016x}" if i else "", start_ns=now + i * 1000,
+                                    dur_ns=1_000_000) for i in range(3)]
+            for i, span in enumerate(spans):
+                assert nodes[i].post_traces(otlp_json_request([span], "peers-ui")).status_code == 200
+            nodes[2].wait_for_trace(trace_id, lambda d: len(d["data"][0]["spans"]) == 3)
+            if placement(nodes[:1], {trace_id: spans})[trace_id][0]:
+                break
+        nodes[2].kill()
+        res = browse(nodes[0].query_url, "page", artifacts(request), path=f"/trace/{trace_id}")
+        assert res["rows"] == 3, res
+        warned = [n["text"] for n in res["notices"] if n["kind"] == "warn"]
+        assert any("node-c" in t and "may be missing" in t for t in warned), res["notices"]
+    finally:
+        factory.teardown()

@@ -61,7 +61,19 @@ export async function api(path, query) {
     throw err;
   }
   if (body === null) throw new ApiError(resp.status, 'the answer is not JSON', endpointOf(url));
+  // Nodes of a `peers` list whose spans the answer lacks (down, or silent): peersNotice says so.
+  const missing = resp.headers.get('X-Spanhouse-Peers-Missing');
+  if (missing && typeof body === 'object') Object.defineProperty(body, 'peersMissing', { value: missing });
   return body;
+}
+
+// A notice naming the other nodes an answer could not include, or null.
+export function peersNotice(body) {
+  if (!body || !body.peersMissing) return null;
+  const el = notice('warn', 'Spans that other spanhouse nodes hold may be missing here.',
+    `Not included: ${body.peersMissing}. Stored spans are shown; the recent ones of those nodes are not.`);
+  el.dataset.peersMissing = body.peersMissing;
+  return el;
 }
 
 // A notice for a failed call, saying what the page could not show and why.

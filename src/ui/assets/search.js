@@ -1,6 +1,6 @@
 // Trace search (/search?service=&operation=&tags=&minDuration=&maxDuration=
 // &lookback=&limit=): the form's state lives in the URL, so a search is a link.
-import { api, errorNotice, samplingNotice, settle } from './api.js';
+import { api, errorNotice, peersNotice, samplingNotice, settle } from './api.js';
 import { scatter } from './charts.js';
 import { clear, formatTime, formatWhen, h, link, loading, notice, queryParams, serviceColor } from './dom.js';
 import { LOOKBACKS, formatDurationUs, lookbackMs, parseDurationUs, parseTags, traceSummary } from './model.js';
@@ -110,6 +110,8 @@ export async function render(main, _arg, ctx) {
     results.append(errorNotice(res.error, 'Trace search'));
     return;
   }
+  const partial = peersNotice(res.value);
+  if (partial) results.append(partial);
   const traces = res.value.data || [];
   results.dataset.count = String(traces.length);
   if (!traces.length) {

@@ -1,6 +1,6 @@
 // One trace (/trace/<id>): a waterfall of its spans nested by parent, each
 // span's details on a click, errors in red, and the critical path.
-import { api, errorNotice, settle } from './api.js';
+import { api, errorNotice, peersNotice, settle } from './api.js';
 import { clear, formatTime, h, link, loading, notice, serviceColor } from './dom.js';
 import { buildTraceTree, criticalPath, formatDurationUs } from './model.js';
 import { pageHeader } from './nav.js';
@@ -25,6 +25,8 @@ export async function render(main, id, ctx) {
     }
     return;
   }
+  const partial = peersNotice(res.value);
+  if (partial) main.append(partial);
   const trace = (res.value.data || [])[0];
   if (!trace || !(trace.spans || []).length) {
     main.append(notice('warn', `Trace ${id} has no spans.`));

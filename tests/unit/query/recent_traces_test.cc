@@ -10,11 +10,17 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
+
+#include <fmt/format.h>
 
 #include "codec/otlp_encode.h"
+#include "common/clock.h"
 #include "pipeline/durable/records.h"
 #include "pipeline/durable/segment_log.h"
 #include "pipeline/filter/span_filter.h"
+#include "query/peer_reader.h"
+#include "query/query_api.h"
 #include "query/recent_reader.h"
 
 namespace spanhouse::query {
@@ -441,6 +447,268 @@ TEST(RecentReader, AnswersFromMemoryOnlyWhenTheWholeTraceMustBeHeld) {
   RecentReader shared(store, recent, {.sole_writer = false});
   ASSERT_TRUE(shared.GetTrace(Trace(1), &out).ok());
   EXPECT_EQ(store.lookups, 2);
+}
+
+// Another node of a `peers` list: its store, its recent index and its query
+// API answering /api/spanhouse/peer/ on a free port.
+struct PeerNodeForTest {
+  Store store;
+  RecentTraces recent{Options(), nullptr, WallClockNs()};
+  RecentReader reader{store, recent, {}};
+  PeerEndpoint endpoint{reader, &recent};
+  std::unique_ptr<QueryApi> api;
+
+  PeerNodeForTest() {
+    QueryApiOptions o;
+    o.address = "127.0.0.1:0";
+    o.threads = 1;
+    AdminHooks hooks;
+    hooks.peer = [this](std::string_view what, const QueryString& q, net::HttpResponse& resp) {
+      endpoint.Handle(what, q, resp);
+    };
+    api = std::make_unique<QueryApi>(o, reader, std::move(hooks));
+    EXPECT_TRUE(api->Start().ok());
+  }
+  ~PeerNodeForTest() { api->Stop(); }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(api->port()); }
+};
+
+std::unique_ptr<PeerReader> ReaderOver(SpanReader& local, const std::string& peer_url,
+                                       bool shared_store, std::function<bool(size_t)> up = {}) {
+  PeerReaderOptions o;
+  o.nodes = {{"node-a", "http://127.0.0.1:1"}, {"node-b", peer_url}};
+  o.self = 0;
+  o.shared_store = shared_store;
+  o.up = std::move(up);
+  o.timeout = std::chrono::milliseconds(2000);
+  std::unique_ptr<PeerReader> r;
+  EXPECT_TRUE(PeerReader::Make(local, std::move(o), &r).ok());
+  return r;
+}
+
+TEST(PeerReader, MergesAPeersRecentSpansIntoTheLookupEachOnce) {
+  PeerNodeForTest b;
+  Store here;
+  here.stored.Append(*Batch({{.span = 1}, {.span = 2, .parent = 1}}));
+  // The owner holds spans 2 and 3 in memory; span 9 is in its store, which on a shared
+  // store this node reads itself: the peer is asked for its recent spans only.
+  b.recent.Add(Batch({{.span = 2, .parent = 1}, {.span = 3, .parent = 2}}), WallClockNs());
+  b.store.stored.Append(*Batch({{.span = 9, .parent = 1}}));
+  auto reader = ReaderOver(here, b.url(), /*shared_store=*/true);
+  SpanBatch out;
+  ASSERT_TRUE(reader->GetTrace(Trace(1), &out).ok());
+  EXPECT_EQ(SpanIds(out), (std::set<SpanId>{Span(1, 1), Span(1, 2), Span(1, 3)}));
+  EXPECT_EQ(out.span_count(), 3u);
+  EXPECT_EQ(b.store.lookups, 0);
+  EXPECT_EQ(PeerReader::TakeMissing(), "");
+  // Each node its own store: the peer answers from its store too.
+  auto own = ReaderOver(here, b.url(), /*shared_store=*/false);
+  SpanBatch all;
+  ASSERT_TRUE(own->GetTrace(Trace(1), &all).ok());
+  EXPECT_EQ(SpanIds(all), (std::set<SpanId>{Span(1, 1), Span(1, 2), Span(1, 3), Span(1, 9)}));
+  // Only the peer has it: found, not a 404; nobody has it: a 404.
+  b.recent.Add(Batch({{.trace = 4, .span = 1}}), WallClockNs());
+  SpanBatch only;
+  ASSERT_TRUE(reader->GetTrace(Trace(4), &only).ok());
+  EXPECT_EQ(only.span_count(), 1u);
+  SpanBatch none;
+  EXPECT_EQ(reader->GetTrace(Trace(5), &none).code(), StatusCode::kNotFound);
+  // Several traces at once (a search's results).
+  SpanBatch many;
+  ASSERT_TRUE(reader->GetTraces({Trace(1), Trace(4)}, &many).ok());
+  EXPECT_EQ(many.span_count(), 4u);
+  PromText text;
+  reader->AppendMetrics(text);
+  EXPECT_NE(text.Render().find("spanhouse_peer_reads_total{peer=\"node-b\",result=\"ok\"} 4"),
+            std::string::npos)
+      << text.Render();
+}
+
+TEST(PeerReader, SearchesTakeEachNodesTracesInTurns) {
+  PeerNodeForTest b;
+  Store here;
+  here.found = {Trace(1), Trace(2), Trace(3)};
+  b.store.found = {Trace(2), Trace(7), Trace(8)};
+  auto reader = ReaderOver(here, b.url(), /*shared_store=*/false);
+  TraceQuery q;
+  q.service = "cart & co";  // sent percent-encoded
+  q.tags = {{"http.route", "/a=b&c"}};
+  q.start_ns = 1;
+  q.end_ns = 2;
+  q.limit = 4;
+  std::vector<TraceId> ids;
+  ASSERT_TRUE(reader->FindTraceIds(q, &ids).ok());
+  EXPECT_EQ(ids, (std::vector<TraceId>{Trace(1), Trace(2), Trace(7), Trace(3)}));
+  // On a shared store the peer's recent index is searched, not its store.
+  b.recent.Add(Batch({{.trace = 9, .start_ns = WallClockNs()}}), WallClockNs());
+  auto shared = ReaderOver(here, b.url(), /*shared_store=*/true);
+  TraceQuery fresh;
+  fresh.service = "cart";
+  fresh.start_ns = WallClockNs() - 60 * kS;
+  fresh.end_ns = WallClockNs() + 60 * kS;
+  fresh.limit = 10;
+  ids.clear();
+  ASSERT_TRUE(shared->FindTraceIds(fresh, &ids).ok());
+  EXPECT_EQ(ids, (std::vector<TraceId>{Trace(1), Trace(9), Trace(2), Trace(3)}));
+}
+
+TEST(PeerReader, APeerDownOrSilentIsNamedAndTheRestAnswers) {
+  Store here;
+  here.stored.Append(*Batch({{.span = 1}}));
+  auto down = ReaderOver(here, "http://127.0.0.1:1", true, [](size_t i) { return i != 1; });
+  SpanBatch out;
+  ASSERT_TRUE(down->GetTrace(Trace(1), &out).ok());
+  EXPECT_EQ(out.span_count(), 1u);
+  EXPECT_EQ(PeerReader::TakeMissing(), "node-b down");
+  EXPECT_EQ(PeerReader::TakeMissing(), "");  // taken
+  // Up by its health checks, but nothing listens there.
+  auto silent = ReaderOver(here, "http://127.0.0.1:1", true);
+  SpanBatch got;
+  ASSERT_TRUE(silent->GetTrace(Trace(1), &got).ok());
+  EXPECT_EQ(got.span_count(), 1u);
+  EXPECT_EQ(PeerReader::TakeMissing().rfind("node-b: ", 0), 0u);
+  PromText text;
+  silent->AppendMetrics(text);
+  EXPECT_NE(text.Render().find("spanhouse_peer_reads_total{peer=\"node-b\",result=\"failed\"} 1"),
+            std::string::npos);
+  std::unique_ptr<PeerReader> bad;
+  PeerReaderOptions o;
+  o.nodes = {{"node-a", "http://127.0.0.1:1"}, {"node-b", "ftp://x"}};
+  EXPECT_EQ(PeerReader::Make(here, o, &bad).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(PeerReader, TwoNodesLookingUpAtOnceDoNotWaitOnEachOther) {
+  // Each node's lookups ask the other, whose listener has one thread: answered on
+  // it, a lookup there would hold the thread the other's question needs.
+  // The query API's reader, set once both ports are known.
+  struct Late final : ReaderInFront {
+    using ReaderInFront::ReaderInFront;
+    SpanReader* to = nullptr;
+    Status GetTrace(const TraceId& id, SpanBatch* out) override { return to->GetTrace(id, out); }
+    Status GetTraces(const std::vector<TraceId>& ids, SpanBatch* out) override {
+      return to->GetTraces(ids, out);
+    }
+    Status FindTraceIds(const TraceQuery& q, std::vector<TraceId>* out) override {
+      return to->FindTraceIds(q, out);
+    }
+  };
+  struct Node {
+    Store store;
+    Late late{store};
+    RecentTraces recent{Options(), nullptr, WallClockNs()};
+    RecentReader reader{store, recent, {}};
+    PeerEndpoint endpoint{reader, &recent};
+    std::unique_ptr<PeerReader> peers;
+    std::unique_ptr<QueryApi> api;
+  };
+  Node nodes[2];
+  for (Node& n : nodes) {
+    QueryApiOptions o;
+    o.address = "127.0.0.1:0";
+    o.threads = 1;
+    o.trace_workers = 2;
+    AdminHooks hooks;
+    hooks.peer = [&n](std::string_view what, const QueryString& q, net::HttpResponse& resp) {
+      n.endpoint.Handle(what, q, resp);
+    };
+    hooks.annotate = [](net::HttpResponse& resp) {
+      if (std::string m = PeerReader::TakeMissing(); !m.empty()) {
+        resp.headers.emplace_back("X-Spanhouse-Peers-Missing", m);
+      }
+    };
+    n.api = std::make_unique<QueryApi>(o, n.late, std::move(hooks));
+    ASSERT_TRUE(n.api->Start().ok());
+  }
+  for (int i = 0; i < 2; ++i) {
+    PeerReaderOptions o;
+    o.nodes = {{"a", "http://127.0.0.1:" + std::to_string(nodes[0].api->port())},
+               {"b", "http://127.0.0.1:" + std::to_string(nodes[1].api->port())}};
+    o.self = static_cast<size_t>(i);
+    o.timeout = std::chrono::milliseconds(3000);
+    ASSERT_TRUE(PeerReader::Make(nodes[i].reader, o, &nodes[i].peers).ok());
+    nodes[i].late.to = nodes[i].peers.get();
+  }
+  nodes[0].recent.Add(Batch({{.span = 1}}), WallClockNs());
+  nodes[1].recent.Add(Batch({{.span = 2, .parent = 1}}), WallClockNs());
+  std::atomic<int> whole{0};
+  std::vector<std::string> problems(2);
+  std::vector<std::thread> askers;
+  for (int i = 0; i < 2; ++i) {
+    askers.emplace_back([&, i] {
+      net::HttpUrl url;
+      std::string why;
+      ASSERT_TRUE(net::ParseHttpUrl("http://127.0.0.1:" + std::to_string(nodes[i].api->port()),
+                                    &url, &why));
+      net::HttpClientOptions co;
+      co.keep_headers = true;
+      net::HttpClient c(url, co);
+      for (int k = 0; k < 20; ++k) {
+        net::HttpResult r;
+        if (!c.Get("/api/traces/" + ToHex(Trace(1)), &r) || r.status != 200 ||
+            !r.Header("X-Spanhouse-Peers-Missing").empty()) {
+          problems[i] =
+              fmt::format("{} {} {}", r.status, r.error, r.Header("X-Spanhouse-Peers-Missing"));
+          return;
+        }
+        if (r.body.find(ToHex(Span(1, 1))) != std::string::npos &&
+            r.body.find(ToHex(Span(1, 2))) != std::string::npos) {
+          whole.fetch_add(1);
+        }
+      }
+    });
+  }
+  for (auto& t : askers) t.join();
+  EXPECT_EQ(problems, (std::vector<std::string>{"", ""}));
+  EXPECT_EQ(whole.load(), 40);
+  for (Node& n : nodes) n.api->Stop();
+}
+
+TEST(PeerEndpoint, RefusesWhatIsNotAPeersRequest) {
+  Store store;
+  RecentTraces recent(Options(), nullptr, WallClockNs());
+  PeerEndpoint endpoint(store, &recent);
+  auto ask = [&](std::string_view what, std::string_view query) {
+    QueryString q;
+    EXPECT_TRUE(QueryString::Parse("/x?" + std::string(query), &q).ok());
+    net::HttpResponse resp;
+    endpoint.Handle(what, q, resp);
+    return resp;
+  };
+  EXPECT_EQ(ask("traces", "id=ab").status, 400);  // no scope
+  EXPECT_EQ(ask("traces", "scope=all&id=xyz").status, 400);
+  EXPECT_EQ(ask("find", "scope=all").status, 400);  // no service
+  EXPECT_EQ(ask("find", "scope=all&service=a&tk=x").status, 400);
+  EXPECT_EQ(ask("find", "scope=all&service=a&limit=0").status, 400);
+  EXPECT_EQ(ask("find", "scope=all&service=a&start=5&end=4").status, 400);
+  EXPECT_EQ(ask("other", "scope=all").status, 404);
+  net::HttpResponse ok = ask("traces", "scope=recent&id=ab");
+  EXPECT_EQ(ok.status, 200);
+  SpanBatch empty;
+  EXPECT_TRUE(empty.ReadColumnar(ok.body));
+  EXPECT_TRUE(empty.empty());
+  // What a search sends reads back the same.
+  TraceQuery q;
+  q.service = "svc/ä";
+  q.operation = "GET /a?b=c";
+  q.tags = {{"k&1", "v=2"}, {"user_fields.x", ""}};
+  q.start_ns = 10;
+  q.end_ns = 20;
+  q.min_duration_ns = 3;
+  q.max_duration_ns = 4;
+  q.limit = 7;
+  QueryString qs;
+  ASSERT_TRUE(QueryString::Parse("/x?" + EncodePeerFind(q), &qs).ok());
+  TraceQuery back;
+  ASSERT_TRUE(DecodePeerFind(qs, {}, &back).ok());
+  EXPECT_EQ(back.service, q.service);
+  EXPECT_EQ(back.operation, q.operation);
+  ASSERT_EQ(back.tags.size(), 2u);
+  EXPECT_EQ(back.tags[0].key, "k&1");
+  EXPECT_EQ(back.tags[0].value, "v=2");
+  EXPECT_EQ(back.tags[1].key, "user_fields.x");
+  EXPECT_EQ(
+      std::tie(back.start_ns, back.end_ns, back.min_duration_ns, back.max_duration_ns, back.limit),
+      std::tie(q.start_ns, q.end_ns, q.min_duration_ns, q.max_duration_ns, q.limit));
 }
 
 }  // namespace

@@ -157,6 +157,7 @@ inline const std::map<std::string, std::string>& ValidValues() {
        "a=10.0.0.1:4317=http://10.0.0.1:16686;b=10.0.0.2:4317=http://10.0.0.2:16686"},
       {"peers.down_after_s", "60"},
       {"peers.probe_ms", "500"},
+      {"peers.read_timeout_ms", "750"},
       {"query.read_from", "opensearch"},
       {"query.fallback", "false"},
       {"query.fallback_after_ms", "750"},
