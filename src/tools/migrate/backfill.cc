@@ -22,6 +22,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "codec/json_writer.h"
 #include "codec/value_text.h"
 #include "storage/opensearch/jaeger_document.h"
 #include "storage/opensearch/opensearch_client.h"
@@ -60,15 +61,19 @@ struct Checkpoint {
 };
 
 std::string ToJson(const Checkpoint& c) {
-  std::string out = "{\"from\":\"opensearch\",\"index\":";
-  codec::AppendJsonString(out, c.index);
-  out += ",\"start_us\":" + std::to_string(c.start_us) + ",\"end_us\":" + std::to_string(c.end_us);
-  out += ",\"after\":" + (c.after.empty() ? std::string("null") : c.after);
-  out += ",\"pages\":" + std::to_string(c.pages) + ",\"read\":" + std::to_string(c.read);
-  out += ",\"imported\":" + std::to_string(c.imported);
-  out += ",\"already_stored\":" + std::to_string(c.already_stored);
-  out += ",\"invalid\":" + std::to_string(c.invalid);
-  out += std::string(",\"done\":") + (c.done ? "true" : "false") + "}\n";
+  std::string out;
+  codec::JsonWriter w(out);
+  w.BeginObject().Key("from").String("opensearch").Key("index").String(c.index);
+  w.Key("start_us").Uint(c.start_us).Key("end_us").Uint(c.end_us).Key("after");
+  if (c.after.empty()) {
+    w.Null();
+  } else {
+    w.Raw(c.after);  // the sort values as OpenSearch gave them
+  }
+  w.Key("pages").Uint(c.pages).Key("read").Uint(c.read).Key("imported").Uint(c.imported);
+  w.Key("already_stored").Uint(c.already_stored).Key("invalid").Uint(c.invalid);
+  w.Key("done").Bool(c.done).EndObject();
+  out += '\n';
   return out;
 }
 

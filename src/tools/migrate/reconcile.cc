@@ -22,6 +22,7 @@
 #include <random>
 #include <set>
 
+#include "codec/json_writer.h"
 #include "codec/value_text.h"
 #include "tools/migrate/admin_client.h"
 #include "tools/migrate/migrate.h"
@@ -66,12 +67,6 @@ struct CellDiff {
 struct FieldDiff {
   std::string trace, span, field, from, to;
 };
-
-std::string Json(const std::string& s) {
-  std::string out;
-  codec::AppendJsonString(out, s);
-  return out;
-}
 
 Status Counts(AdminClient& c, const std::string& source, uint64_t start, uint64_t end,
               uint64_t bucket_s, std::map<Cell, uint64_t>* out) {
@@ -425,35 +420,36 @@ int Reconcile(const ReconcileFlags& f) {
   std::printf("  result: %s\n", ok ? "the stores agree" : "the stores DIFFER");
 
   if (!f.json.empty()) {
-    std::string j = "{\"from\":" + Json(f.from) + ",\"to\":" + Json(f.to) +
-                    ",\"start\":" + Json(FormatTime(start)) + ",\"end\":" + Json(FormatTime(end)) +
-                    ",\"bucket_s\":" + std::to_string(bucket_s) +
-                    ",\"tolerance\":" + std::to_string(f.tolerance) +
-                    ",\"spans\":{\"from\":" + std::to_string(total_from) +
-                    ",\"to\":" + std::to_string(total_to) +
-                    "},\"cells\":" + std::to_string(cells.size()) + ",\"differing_cells\":[";
-    for (size_t i = 0; i < diffs.size(); ++i) {
-      const auto& d = diffs[i];
-      if (i != 0) j += ',';
-      j += "{\"bucket\":" + Json(FormatTime(d.cell.bucket * 1000000ull)) +
-           ",\"service\":" + Json(d.cell.service) + ",\"kind\":" + Json(d.cell.kind) +
-           ",\"from\":" + std::to_string(d.from) + ",\"to\":" + std::to_string(d.to) +
-           ",\"listed\":" + (d.listed ? "true" : "false") + ",\"only_in_from\":[";
-      for (size_t k = 0; k < d.only_from.size(); ++k) j += (k ? "," : "") + Json(d.only_from[k]);
-      j += "],\"only_in_to\":[";
-      for (size_t k = 0; k < d.only_to.size(); ++k) j += (k ? "," : "") + Json(d.only_to[k]);
-      j += "]}";
+    std::string j;
+    codec::JsonWriter w(j);
+    w.BeginObject().Key("from").String(f.from).Key("to").String(f.to);
+    w.Key("start").String(FormatTime(start)).Key("end").String(FormatTime(end));
+    w.Key("bucket_s").Uint(bucket_s).Key("tolerance").Double(f.tolerance);
+    w.Key("spans").BeginObject().Key("from").Uint(total_from).Key("to").Uint(total_to).EndObject();
+    w.Key("cells").Uint(cells.size()).Key("differing_cells").BeginArray();
+    const auto strings = [&w](std::string_view key, const std::vector<std::string>& list) {
+      w.Key(key).BeginArray();
+      for (const std::string& v : list) w.String(v);
+      w.EndArray();
+    };
+    for (const auto& d : diffs) {
+      w.BeginObject().Key("bucket").String(FormatTime(d.cell.bucket * 1000000ull));
+      w.Key("service").String(d.cell.service).Key("kind").String(d.cell.kind);
+      w.Key("from").Uint(d.from).Key("to").Uint(d.to).Key("listed").Bool(d.listed);
+      strings("only_in_from", d.only_from);
+      strings("only_in_to", d.only_to);
+      w.EndObject();
     }
-    j += "],\"samples\":" + std::to_string(sampled) + ",\"missing_samples\":[";
-    for (size_t k = 0; k < missing.size(); ++k) j += (k ? "," : "") + Json(missing[k]);
-    j += "],\"field_differences\":[";
-    for (size_t k = 0; k < field_diffs.size(); ++k) {
-      const auto& d = field_diffs[k];
-      j += (k ? "," : "") + std::string("{\"trace\":") + Json(d.trace) +
-           ",\"span\":" + Json(d.span) + ",\"field\":" + Json(d.field) +
-           ",\"from\":" + Json(d.from) + ",\"to\":" + Json(d.to) + "}";
+    w.EndArray().Key("samples").Uint(sampled);
+    strings("missing_samples", missing);
+    w.Key("field_differences").BeginArray();
+    for (const auto& d : field_diffs) {
+      w.BeginObject().Key("trace").String(d.trace).Key("span").String(d.span);
+      w.Key("field").String(d.field).Key("from").String(d.from).Key("to").String(d.to);
+      w.EndObject();
     }
-    j += std::string("],\"agree\":") + (ok ? "true" : "false") + "}\n";
+    w.EndArray().Key("agree").Bool(ok).EndObject();
+    j += '\n';
     if (f.json == "-") {
       std::cout << j;
     } else {
