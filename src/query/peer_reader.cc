@@ -89,6 +89,7 @@ Status PeerReader::Make(SpanReader& local, PeerReaderOptions options,
       return Status::Invalid("peer '" + p->name + "': query URL: " + why);
     }
     p->client.timeout = options.timeout;
+    p->client.tls_ca_file = options.tls_ca_file;
     p->client.max_body_bytes = 256u << 20;  // a trace's spans, as columnar bytes
     if (!options.bearer_token.empty()) {
       p->client.extra_headers.emplace_back("Authorization", "Bearer " + options.bearer_token);

@@ -46,6 +46,7 @@ struct PeerReaderOptions {
   bool shared_store = false;
   std::chrono::milliseconds timeout{2000};  // each peer's answer
   std::string bearer_token;                 // the peers' query API token; "": none
+  std::string tls_ca_file;  // https:// URLs: the CA certificates (PEM); "": the system's
 };
 
 class PeerReader final : public ReaderInFront {

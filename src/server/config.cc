@@ -293,6 +293,7 @@ const std::vector<Key>& Keys() {
                   "milliseconds, 100 to 60000"),
       SH_UINT_KEY("peers.read_timeout_ms", peers.read_timeout_ms, ParseUint, 50, 60000,
                   "milliseconds, 50 to 60000"),
+      SH_STRING_KEY("peers.tls_ca_file", peers.tls_ca_file, true, "a PEM file path"),
       SH_STRING_KEY("user_fields.also_well_known", user_fields.also_well_known, IsNamespaceList(v),
                     "comma-separated namespaces, e.g. shop,app.internal"),
       Key{"sampling.head.probability",

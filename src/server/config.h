@@ -173,6 +173,10 @@ struct Config {
     // How long a trace lookup or search waits for each peer's recent spans;
     // an answer without them names the peer in X-Spanhouse-Peers-Missing.
     uint64_t read_timeout_ms = 2000;
+    // The CA certificates (PEM) the peers' certificates must chain to; "":
+    // the system's. A node whose own OTLP listeners use TLS (otlp_http.tls_cert)
+    // forwards to its peers over TLS; an https:// query URL is read over TLS.
+    std::string tls_ca_file;
   } peers;
   struct {
     // Attribute keys outside the OpenTelemetry semantic-convention

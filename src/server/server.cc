@@ -658,6 +658,7 @@ Status Server::MakeQueryApi() {
     o.shared_store = remote();
     o.timeout = std::chrono::milliseconds(cfg_.peers.read_timeout_ms);
     o.bearer_token = FirstToken(cfg_.auth.query_tokens);
+    o.tls_ca_file = cfg_.peers.tls_ca_file;
     SH_RETURN_IF_ERROR(query::PeerReader::Make(*api_reader, std::move(o), &reading_.peer_reader));
   }
   // What this node alone holds, for its peers (and for people asking).

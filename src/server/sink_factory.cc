@@ -119,6 +119,9 @@ Status MakePeer(const SinkSpec& spec, const SinkContext& ctx, std::unique_ptr<si
   o.self = cfg.node.id;
   o.peer = spec.peer;
   o.address = ring->node(index).otlp;
+  // The nodes share their listeners' set-up: TLS here means TLS there.
+  o.tls = !cfg.otlp_http.tls_cert.empty();
+  o.tls_ca_file = cfg.peers.tls_ca_file;
   o.owns = [ring, index](const TraceId& t, uint64_t view) { return ring->Owner(t, view) == index; };
   if (ctx.decide_here) {  // else its spans wait for it, however long it is down
     o.handoff_after = std::chrono::seconds(cfg.peers.down_after_s);

@@ -36,17 +36,18 @@ def metric_sum(sh, name: str) -> int:
     return total
 
 
-def start_nodes(root, request, extra: str = ""):
-    """Three nodes with the same peers list, each naming itself; `extra`: more config."""
+def start_nodes(root, request, extra: str = "", **kwargs):
+    """Three nodes with the same peers list, each naming itself; `extra`: more config (its
+    first lines may go on with the peers section); `kwargs`: for each Spanhouse (ca_cert)."""
     factory = SpanhouseFactory(root)
     request.module._spanhouse_factories = getattr(request.module, "_spanhouse_factories",
                                                   []) + [factory]
-    nodes = [factory(name, start=False) for name in NAMES]
+    nodes = [factory(name, start=False, **kwargs) for name in NAMES]
     for sh in nodes:
         sh.otlp_port, sh.query_port, sh.grpc_port, sh.zipkin_port = free_ports(4)
     entries = "\n".join(
         f'    - {{name: {sh.name}, otlp: "127.0.0.1:{sh.grpc_port}", '
-        f'query: "http://127.0.0.1:{sh.query_port}"}}' for sh in nodes)
+        f'query: "{sh.scheme}://127.0.0.1:{sh.query_port}"}}' for sh in nodes)
     for sh in nodes:
         sh.config = root / f"{sh.name}.yaml"
         sh.config.write_text(f"node: {{id: {sh.name}}}\npeers:\n  nodes:\n{entries}\n{extra}")

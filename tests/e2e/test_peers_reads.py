@@ -14,8 +14,9 @@ import time
 
 import pytest
 
-from test_otelcol_front import SPANS_PER_TRACE, make_traces, placement, requests_by_round
-from test_peers import send_spread, start_nodes
+from test_otelcol_front import (SPANS_PER_TRACE, make_traces, placement, requests_by_round,
+                                whole_on_one_node)
+from test_peers import metric_sum, send_spread, start_nodes
 
 DEADLINE_S = 60.0
 
@@ -167,3 +168,48 @@ def test_a_node_down_is_named_and_the_others_answer(failing_nodes):
     finally:
         c.start(keep_ports=True)
     wait_whole_everywhere(nodes, traces)
+
+
+INGEST_TOKEN = "peers-ingest-token-0123456789"
+QUERY_TOKEN = "peers-query-token-0123456789"
+
+
+@pytest.fixture(scope="module")
+def tls_nodes(tmp_path_factory, request):
+    """Every listener on TLS with its own token: the nodes forward to each other over TLS with
+    the ingest token and read each other over HTTPS with the query token, checking the
+    certificate against peers.tls_ca_file."""
+    from test_auth_tls import make_cert
+
+    root = tmp_path_factory.mktemp("peer_reads_tls")
+    cert, key = make_cert(root)
+    factory, started = start_nodes(
+        root, request,
+        f"  tls_ca_file: {cert}\n"
+        f"otlp_http:\n  tls_cert: {cert}\n  tls_key: {key}\n"
+        f"query:\n  tls_cert: {cert}\n  tls_key: {key}\n"
+        f"auth:\n  ingest_tokens: \"{INGEST_TOKEN}\"\n  query_tokens: \"{QUERY_TOKEN}\"\n",
+        ca_cert=cert)
+    for sh in started:
+        sh.session.headers["Authorization"] = f"Bearer {QUERY_TOKEN}"
+    yield started
+    factory.teardown()
+
+
+def test_nodes_on_tls_with_tokens_forward_and_read_each_other(tls_nodes):
+    rng = random.Random(4415)
+    traces = make_traces(rng)
+    n = 0
+    for bodies in requests_by_round(traces, rng):
+        for body in bodies:
+            sh = tls_nodes[n % len(tls_nodes)]
+            n += 1
+            r = sh.session.post(sh.traces_url, data=body, timeout=30,
+                                headers={"Content-Type": "application/json",
+                                         "Authorization": f"Bearer {INGEST_TOKEN}"})
+            assert r.status_code == 200, f"{r.status_code} {r.text}"
+    wait_whole_everywhere(tls_nodes, traces)
+    held, problems = whole_on_one_node(traces, placement(tls_nodes, traces))
+    assert not problems and all(held), (held, problems[:5])
+    forwarded = sum(metric_sum(sh, "spanhouse_peer_spans_forwarded_total") for sh in tls_nodes)
+    assert forwarded > 0

@@ -158,6 +158,7 @@ inline const std::map<std::string, std::string>& ValidValues() {
       {"peers.down_after_s", "60"},
       {"peers.probe_ms", "500"},
       {"peers.read_timeout_ms", "750"},
+      {"peers.tls_ca_file", "/etc/spanhouse/peers-ca.pem"},
       {"query.read_from", "opensearch"},
       {"query.fallback", "false"},
       {"query.fallback_after_ms", "750"},
