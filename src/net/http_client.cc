@@ -165,6 +165,16 @@ struct HttpClient::Impl {
         tls_ctx.reset();
         return false;
       }
+      if (!opts.tls_cert_file.empty()) {
+        tls_ctx->use_certificate_chain_file(opts.tls_cert_file, ec);
+        if (!ec) tls_ctx->use_private_key_file(opts.tls_key_file, asio::ssl::context::pem, ec);
+        if (ec) {
+          r->error = "TLS client certificate " + opts.tls_cert_file + " / key " +
+                     opts.tls_key_file + ": " + ec.message();
+          tls_ctx.reset();
+          return false;
+        }
+      }
     }
     tls.emplace(ioc, *tls_ctx);
     // The name in the URL: sent as SNI and checked against the certificate.
@@ -298,10 +308,15 @@ bool HttpClient::Post(std::string* body, std::string_view content_type,
 
 bool HttpClient::PostTo(std::string_view target, std::string* body, const HttpHeaders& headers,
                         HttpResult* result) {
+  return SendTo("POST", target, body, headers, result);
+}
+
+bool HttpClient::SendTo(std::string_view method, std::string_view target, std::string* body,
+                        const HttpHeaders& headers, HttpResult* result) {
   // A request of its own: the loadgen's reused one keeps its fields.
   http::request<http::string_body> req;
   req.version(11);
-  req.method(http::verb::post);
+  req.method_string(method);
   req.target(target);
   req.set(http::field::host, impl_->url.host_header);
   req.set(http::field::user_agent, impl_->opts.user_agent);

@@ -51,6 +51,10 @@ struct HttpClientOptions {
   // https: the CA certificates (PEM) the server's certificate must chain to;
   // "": the system's. The name in the URL must match the certificate.
   std::string tls_ca_file;
+  // https: a client certificate chain (PEM, leaf first) and its key, for a
+  // server that asks for one; "": none.
+  std::string tls_cert_file;
+  std::string tls_key_file;
   // Sent with every request (e.g. Authorization).
   HttpHeaders extra_headers;
 };
@@ -79,6 +83,10 @@ class HttpClient {
   // client's own (Host, User-Agent, Content-Length).
   bool PostTo(std::string_view target, std::string* body, const HttpHeaders& headers,
               HttpResult* result);
+  // As PostTo with another method ("PUT", "DELETE"); an empty body is sent
+  // without one.
+  bool SendTo(std::string_view method, std::string_view target, std::string* body,
+              const HttpHeaders& headers, HttpResult* result);
   // GET `target` on the same host.
   bool Get(std::string_view target, HttpResult* result);
 

@@ -50,6 +50,18 @@ struct Common {
   uint64_t end_ns = 0;
 };
 
+}  // namespace
+
+std::string ReadSourceName(const query::ReadSwitch& sw, const std::string& name) {
+  if (name != "opensearch" && name != "elasticsearch") return name;
+  for (const std::string& s : sw.sources()) {
+    if (s == "opensearch" || s == "elasticsearch") return s;
+  }
+  return name;
+}
+
+namespace {
+
 bool ParseCommon(const net::HttpRequest& req, const query::ReadSwitch& sw, bool want_range,
                  net::HttpResponse& resp, Common* c) {
   if (Status st = query::QueryString::Parse(req.target, &c->q); !st.ok()) {
@@ -57,7 +69,7 @@ bool ParseCommon(const net::HttpRequest& req, const query::ReadSwitch& sw, bool 
     return false;
   }
   const std::string* source = c->q.First("source");
-  c->source = source != nullptr ? *source : sw.current();
+  c->source = source != nullptr ? ReadSourceName(sw, *source) : sw.current();
   c->reader = sw.Source(c->source);
   if (c->reader == nullptr) {
     Fail(
@@ -123,7 +135,8 @@ void Server::ReadSourceEndpoint(const net::HttpRequest& req, net::HttpResponse& 
       reading_.read_switch->set_fallback(fallback == "true");
     }
     if (has_to) {
-      if (Status st = reading_.read_switch->SwitchTo(to); !st.ok())
+      if (Status st = reading_.read_switch->SwitchTo(ReadSourceName(*reading_.read_switch, to));
+          !st.ok())
         return Fail(resp, 400, st.message());
     }
   } else if (req.method != "GET") {

@@ -18,6 +18,7 @@
 #include "peers/ring.h"
 #include "pipeline/sampling/tail_policy.h"
 #include "storage/clickhouse/job_lease.h"
+#include "storage/opensearch/index_layout.h"
 
 namespace spanhouse::server {
 
@@ -134,6 +135,13 @@ bool IsPeerList(const std::string& v) {
   return peers::ParsePeerNodes(v, &nodes, &why);
 }
 
+bool IsDateLayout(const std::string& v) {
+  storage::opensearch::IndexLayoutOptions o;
+  o.date_layout = v;
+  storage::opensearch::IndexLayout layout;
+  return storage::opensearch::IndexLayout::Create(o, &layout).ok();
+}
+
 bool IsIndexPrefix(const std::string& v) {
   if (v.empty()) return true;
   if (v.size() > 100 || v[0] == '-' || v[0] == '_') return false;
@@ -211,7 +219,8 @@ const std::vector<Key>& Keys() {
       SH_UINT_KEY("query.max_rows", query.max_rows, ParseUint, 100, 100000000, "100 to 100000000"),
       SH_UINT_KEY("query.max_trace_spans", query.max_trace_spans, ParseUint, 100, 100000000,
                   "100 to 100000000"),
-      SH_STRING_KEY("query.read_from", query.read_from, v == "clickhouse" || v == "opensearch",
+      SH_STRING_KEY("query.read_from", query.read_from,
+                    v == "clickhouse" || v == "opensearch" || v == "elasticsearch",
                     "clickhouse or opensearch"),
       Key{"query.fallback",
           [](const std::string& v, Config* c) -> Status {
@@ -379,18 +388,38 @@ const std::vector<Key>& Keys() {
       SH_UINT_KEY("dedup.window_s", dedup.window_s, ParseUint, 30, 86400, "seconds, 30 to 86400"),
       SH_UINT_KEY("dedup.max_bytes", dedup.max_bytes, ParseBytes, 64ull << 10, 1ull << 40,
                   "a size of at least 64KiB, e.g. 128MiB"),
-      SH_STRING_KEY("secondary.type", secondary.type, v.empty() || v == "chdb" || v == "opensearch",
-                    "empty (no second sink), chdb or opensearch"),
+      SH_STRING_KEY("secondary.type", secondary.type,
+                    v.empty() || v == "chdb" || v == "opensearch" || v == "elasticsearch",
+                    "empty (no second sink), chdb, opensearch or elasticsearch"),
       SH_STRING_KEY("secondary.database", secondary.database, IsDatabaseName(v),
                     "a database name: letters, digits and _, not starting with a digit"),
       SH_STRING_KEY("opensearch.urls", opensearch.urls, IsUrlList(v),
                     "comma-separated http(s)://host:port URLs"),
       SH_STRING_KEY("opensearch.index_prefix", opensearch.index_prefix, IsIndexPrefix(v),
                     "empty, or lowercase letters, digits, '_' and '-' (not first)"),
+      SH_STRING_KEY("opensearch.date_layout", opensearch.date_layout, IsDateLayout(v),
+                    "a Go date layout of 2006, 01, 02 (and 15) with '-', '.' or '_' between"),
+      SH_STRING_KEY("opensearch.index_date_separator", opensearch.index_date_separator,
+                    v == "-" || v == "." || v == "_" || v.empty(), "'-', '.', '_' or empty"),
+      Key{"opensearch.use_aliases",
+          [](const std::string& v, Config* c) -> Status {
+            if (v != "true" && v != "false") {
+              return BadValue("opensearch.use_aliases", v, "true or false");
+            }
+            c->opensearch.use_aliases = v == "true";
+            return Status::Ok();
+          },
+          [](const Config& c) { return std::string(c.opensearch.use_aliases ? "true" : "false"); }},
       SH_STRING_KEY("opensearch.user", opensearch.user, true, "a user name"),
       SH_STRING_KEY("opensearch.password", opensearch.password, true, "text"),
+      SH_STRING_KEY("opensearch.api_key", opensearch.api_key, true,
+                    "the key as the cluster's API gives it (base64 of id:key)"),
       SH_STRING_KEY("opensearch.tls_ca_file", opensearch.tls_ca_file, true,
                     "a PEM file path; empty for the system's CA certificates"),
+      SH_STRING_KEY("opensearch.tls_cert", opensearch.tls_cert, true,
+                    "a PEM client certificate path, or empty"),
+      SH_STRING_KEY("opensearch.tls_key", opensearch.tls_key, true,
+                    "the PEM key of opensearch.tls_cert, or empty"),
       SH_UINT_KEY("opensearch.timeout_s", opensearch.timeout_s, ParseUint, 1, 3600,
                   "seconds, 1 to 3600"),
       SH_UINT_KEY("opensearch.bulk_spans", opensearch.bulk_spans, ParseUint, 1, 1000000,
@@ -430,7 +459,9 @@ Status Walk(const YAML::Node& node, const std::string& prefix, Config* cfg) {
                            "' must be a mapping");
   }
   for (const auto& kv : node) {
-    const std::string key = kv.first.as<std::string>();
+    std::string key = kv.first.as<std::string>();
+    // The search store's section, named for the engine it is.
+    if (prefix.empty() && key == "elasticsearch") key = "opensearch";
     const std::string path = prefix.empty() ? key : prefix + "." + key;
     if (kv.second.IsMap()) {
       bool is_section = false;
@@ -581,6 +612,10 @@ Status ApplySetting(const std::string& key, const std::string& value, Config* cf
   for (const auto& k : Keys()) {
     if (key == k.name) return k.set(value, cfg);
   }
+  // The search store's section, named for the engine it is.
+  if (key.rfind("elasticsearch.", 0) == 0) {
+    return ApplySetting("opensearch." + key.substr(14), value, cfg);
+  }
   return Status::Invalid("config: unknown key '" + key + "'");
 }
 
@@ -614,15 +649,29 @@ Status Validate(const Config& cfg) {
     }
   }
   if (cfg.opensearch.urls.empty()) {
-    if (cfg.secondary.type == "opensearch") {
-      return Status::Invalid(
-          "config key 'opensearch.urls': secondary.type is opensearch, but no node is given "
-          "(e.g. opensearch.urls: http://localhost:9200)");
+    if (SecondaryIsSearchStore(cfg)) {
+      return Status::Invalid("config key 'opensearch.urls': secondary.type is " +
+                             cfg.secondary.type +
+                             ", but no node is given (e.g. opensearch.urls: "
+                             "http://localhost:9200; the section may be named elasticsearch)");
     }
-    if (cfg.query.read_from == "opensearch") {
-      return Status::Invalid(
-          "config key 'opensearch.urls': query.read_from is opensearch, but no node is given");
+    if (cfg.query.read_from != "clickhouse") {
+      return Status::Invalid("config key 'opensearch.urls': query.read_from is " +
+                             cfg.query.read_from + ", but no node is given");
     }
+  }
+  if (!cfg.opensearch.api_key.empty() && !cfg.opensearch.user.empty()) {
+    return Status::Invalid(
+        "config keys 'opensearch.api_key' and 'opensearch.user': give one way to authenticate");
+  }
+  if (cfg.opensearch.tls_cert.empty() != cfg.opensearch.tls_key.empty()) {
+    return Status::Invalid(
+        "config keys 'opensearch.tls_cert' and 'opensearch.tls_key': a client certificate needs "
+        "both");
+  }
+  if (cfg.opensearch.date_layout != "2006-01-02" && cfg.opensearch.index_date_separator != "-") {
+    return Status::Invalid(
+        "config keys 'opensearch.date_layout' and 'opensearch.index_date_separator': give one");
   }
   if (!cfg.peers.nodes.empty()) {
     std::vector<peers::PeerNode> nodes;
@@ -758,6 +807,21 @@ std::string FirstToken(std::string_view tokens) {
   return std::string(t);
 }
 
+bool SecondaryIsSearchStore(const Config& cfg) {
+  return cfg.secondary.type == "opensearch" || cfg.secondary.type == "elasticsearch";
+}
+
+std::string SearchStoreName(const Config& cfg) {
+  if (SecondaryIsSearchStore(cfg)) return cfg.secondary.type;
+  return cfg.query.read_from == "elasticsearch" ? "elasticsearch" : "opensearch";
+}
+
+std::string IndexDateLayout(const Config& cfg) {
+  if (cfg.opensearch.date_layout != "2006-01-02") return cfg.opensearch.date_layout;
+  const std::string& sep = cfg.opensearch.index_date_separator;
+  return "2006" + sep + "01" + sep + "02";
+}
+
 std::string DurableDir(const Config& cfg) {
   return cfg.durable.dir.empty() ? cfg.data_dir + "/queue" : cfg.durable.dir;
 }
@@ -776,7 +840,7 @@ std::string Redacted(const std::string& key, const std::string& value) {
     return fmt::format("<redacted, {} token{}>", n, n == 1 ? "" : "s");
   }
   if (key == "storage.s3_secret_access_key" || key == "clickhouse.password" ||
-      key == "opensearch.password") {
+      key == "opensearch.password" || key == "opensearch.api_key") {
     return "<redacted>";
   }
   return value;

@@ -262,8 +262,9 @@ struct Config {
     // full). "" (none) or "chdb": another database of the embedded engine,
     // with the same tables and views. Reads come from the primary, and the
     // dependency edges are computed there only.
-    // "opensearch": the opensearch section's cluster, in Jaeger's document
-    // format (dual-write during a migration off Elasticsearch/OpenSearch).
+    // "opensearch" or "elasticsearch": the opensearch section's cluster
+    // (Elasticsearch 7.x, OpenSearch 1.x/2.x; the engine is checked at
+    // start), in Jaeger's document format: the dual-write of a migration.
     std::string type;
     std::string database = "spanhouse_secondary";
   } secondary;
@@ -275,9 +276,20 @@ struct Config {
     std::string urls;
     // Jaeger's index prefix: indices are <prefix>-jaeger-span-YYYY-MM-DD.
     std::string index_prefix;
+    // The date in index names, as Jaeger's options name it: a Go layout of
+    // 2006, 01, 02 (and 15: hourly indices), or only the separator of the
+    // default one ("." gives 2006.01.02). Dependency indices stay daily.
+    std::string date_layout = "2006-01-02";
+    std::string index_date_separator = "-";
+    // Rollover indices behind <prefix>-jaeger-span-read / -write aliases
+    // (Jaeger's use_aliases) instead of dated ones.
+    bool use_aliases = false;
     std::string user;  // basic auth when set
     std::string password;
+    std::string api_key;      // "Authorization: ApiKey <key>" (base64 of id:key); not with user
     std::string tls_ca_file;  // https: the CA certificates; "": the system's
+    std::string tls_cert;     // https: a client certificate (PEM) and its key
+    std::string tls_key;
     uint64_t timeout_s = 30;  // per request
     uint64_t bulk_spans = 5000;
     uint64_t workers = 2;
@@ -311,6 +323,14 @@ std::vector<std::vector<std::string>> ClickHouseShards(std::string_view list);
 bool ParseServiceProbabilities(std::string_view text,
                                std::vector<std::pair<std::string, double>>* out,
                                std::string* problem = nullptr);
+// Whether the secondary sink writes the opensearch section's cluster (the
+// dual-write of a migration): secondary.type opensearch or elasticsearch.
+bool SecondaryIsSearchStore(const Config& cfg);
+// The name of the search store as a read source and in messages: the
+// secondary's type when it is one, else "opensearch".
+std::string SearchStoreName(const Config& cfg);
+// opensearch.date_layout, or the default layout with index_date_separator.
+std::string IndexDateLayout(const Config& cfg);
 // opensearch.urls as a list.
 std::vector<std::string> OpenSearchUrls(std::string_view list);
 // The first token of a list ("tok1, tok2"): what this node shows its peers, which share the list.

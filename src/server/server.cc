@@ -464,7 +464,7 @@ Status Server::HandOff(std::unique_ptr<SpanBatch> batch, size_t peer) {
 }
 
 Status Server::MakeSinks() {
-  if (cfg_.secondary.type == "opensearch") SH_RETURN_IF_ERROR(OpenOpenSearch());
+  if (SecondaryIsSearchStore(cfg_)) SH_RETURN_IF_ERROR(OpenOpenSearch());
   if (!cfg_.peers.nodes.empty()) SH_RETURN_IF_ERROR(OpenPeers());
   SinkContext ctx = SinkContextOf();
   ctx.ring = writing_.ring.get();
@@ -492,9 +492,10 @@ Status Server::MakeSinks() {
     local.push_back(spec.kind != "peer");
     writing_.sinks.push_back(std::move(made));
   }
-  if (cfg_.secondary.type == "opensearch") {
-    spdlog::info("dual-write: every accepted span also goes to OpenSearch {} (index prefix '{}')",
-                 cfg_.opensearch.urls, cfg_.opensearch.index_prefix);
+  if (SecondaryIsSearchStore(cfg_)) {
+    spdlog::info("dual-write: every accepted span also goes to {} {} (index prefix '{}'{})",
+                 cfg_.secondary.type, cfg_.opensearch.urls, cfg_.opensearch.index_prefix,
+                 cfg_.opensearch.use_aliases ? ", read and write aliases" : "");
   }
   if (cfg_.query.recent_max_bytes != 0 && cfg_.writer.sink != "null") {
     // At most a quarter of the budget: the rest is for requests in flight.
@@ -533,17 +534,41 @@ Status Server::OpenOpenSearch() {
   o.urls = OpenSearchUrls(cfg_.opensearch.urls);
   o.user = cfg_.opensearch.user;
   o.password = cfg_.opensearch.password;
+  o.api_key = cfg_.opensearch.api_key;
   o.tls_ca_file = cfg_.opensearch.tls_ca_file;
+  o.tls_cert_file = cfg_.opensearch.tls_cert;
+  o.tls_key_file = cfg_.opensearch.tls_key;
   o.timeout = std::chrono::seconds(cfg_.opensearch.timeout_s);
   std::unique_ptr<storage::opensearch::OpenSearchClient> c;
   SH_RETURN_IF_ERROR(storage::opensearch::OpenSearchClient::Create(o, &c));
+  // The engine, checked now when the cluster answers: an unsupported one is
+  // a start-up error, not a stream of failed writes. One that does not
+  // answer yet is not an error (the sink retries; the queue holds its spans).
+  storage::opensearch::EngineInfo engine;
+  if (Status st = c->DetectEngine(&engine); !st.ok()) {
+    if (st.code() != StatusCode::kUnavailable) {
+      return Status::Invalid("config key 'opensearch.urls': " + st.message());
+    }
+    spdlog::warn("{} {}: {}; its engine is not checked", SearchStoreName(cfg_),
+                 cfg_.opensearch.urls, st.message());
+  } else {
+    const std::string name(storage::opensearch::EngineName(engine.engine));
+    spdlog::info("{} {}: {} {}", SearchStoreName(cfg_), cfg_.opensearch.urls, name, engine.version);
+    std::string lower = name;
+    std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
+    if (lower != SearchStoreName(cfg_)) {
+      spdlog::warn("{} is named {} in the configuration, but the cluster is {} {}",
+                   cfg_.opensearch.urls, SearchStoreName(cfg_), name, engine.version);
+    }
+  }
   store_.opensearch = std::move(c);
   return Status::Ok();
 }
 
 void Server::Reload(const Config& fresh) {
-  if (fresh.query.read_from != reading_.read_switch->current()) {
-    if (Status st = reading_.read_switch->SwitchTo(fresh.query.read_from); !st.ok()) {
+  const std::string read_from = ReadSourceName(*reading_.read_switch, fresh.query.read_from);
+  if (read_from != reading_.read_switch->current()) {
+    if (Status st = reading_.read_switch->SwitchTo(read_from); !st.ok()) {
       spdlog::error("reload: query.read_from: {} (reads stay on {})", st.message(),
                     reading_.read_switch->current());
     }
@@ -587,7 +612,7 @@ Status Server::MakeQueryApi() {
       storage::StorageLayout{}, store_.read_database, store_.read_database != store_.database);
   if (store_.opensearch != nullptr) {
     storage::opensearch::ReaderOptions o;
-    o.index_prefix = cfg_.opensearch.index_prefix;
+    o.layout = SearchStoreLayout(cfg_);
     o.max_spans = cfg_.query.max_trace_spans;
     o.max_rows = cfg_.query.max_rows;
     o.timeout = std::chrono::seconds(cfg_.query.timeout_s);
@@ -598,9 +623,9 @@ Status Server::MakeQueryApi() {
   // API reads through the switch between them.
   std::vector<query::ReadSource> sources{{"clickhouse", reading_.reader.get()}};
   if (reading_.opensearch_reader != nullptr)
-    sources.push_back({"opensearch", reading_.opensearch_reader.get()});
+    sources.push_back({SearchStoreName(cfg_), reading_.opensearch_reader.get()});
   size_t current = 0;
-  if (cfg_.query.read_from == "opensearch" && sources.size() > 1) current = 1;
+  if (cfg_.query.read_from != "clickhouse" && sources.size() > 1) current = 1;
   reading_.read_switch =
       std::make_unique<query::ReadSwitch>(std::move(sources), current, cfg_.query.fallback,
                                           std::chrono::milliseconds(cfg_.query.fallback_after_ms));

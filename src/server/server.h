@@ -228,4 +228,8 @@ class Server {
   bool stopped_ = false;
 };
 
+// The read source a name means: "opensearch" and "elasticsearch" both name
+// the search store, whichever it is called; other names are themselves.
+std::string ReadSourceName(const query::ReadSwitch& sw, const std::string& name);
+
 }  // namespace spanhouse::server

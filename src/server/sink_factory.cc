@@ -91,7 +91,7 @@ Status MakeOpenSearch(const SinkSpec& spec, const SinkContext& ctx,
   const Config& cfg = *ctx.cfg;
   storage::opensearch::OpenSearchSinkOptions o;
   o.name = spec.name;
-  o.index_prefix = cfg.opensearch.index_prefix;
+  o.layout = SearchStoreLayout(cfg);
   o.create_templates = cfg.opensearch.create_templates;
   o.templates.shards = static_cast<uint32_t>(cfg.opensearch.shards);
   o.templates.replicas = static_cast<uint32_t>(cfg.opensearch.replicas);
@@ -186,6 +186,18 @@ Status MakeSink(const SinkSpec& spec, const SinkContext& ctx, std::unique_ptr<si
   return it->second(spec, ctx, out);
 }
 
+storage::opensearch::IndexLayout SearchStoreLayout(const Config& cfg) {
+  storage::opensearch::IndexLayoutOptions o;
+  o.prefix = cfg.opensearch.index_prefix;
+  o.date_layout = IndexDateLayout(cfg);
+  o.use_aliases = cfg.opensearch.use_aliases;
+  storage::opensearch::IndexLayout layout;
+  if (Status st = storage::opensearch::IndexLayout::Create(o, &layout); !st.ok()) {
+    spdlog::error("opensearch: {}; the default layout is used", st.message());
+  }
+  return layout;
+}
+
 std::string SecondarySinkName(const Config& cfg) {
   return "chdb:" + cfg.secondary.database;
 }
@@ -219,7 +231,7 @@ std::vector<SinkSpec> ServeSinks(const Config& cfg, size_t cluster_shards) {
   if (cfg.secondary.type == "chdb") {
     specs.push_back(Spec("chdb", SecondarySinkName(cfg), cfg.secondary.database));
   }
-  if (cfg.secondary.type == "opensearch") specs.push_back(Spec("opensearch", "opensearch"));
+  if (SecondaryIsSearchStore(cfg)) specs.push_back(Spec("opensearch", "opensearch"));
   // Every other node of peers.nodes: the spans of the traces it owns.
   std::vector<peers::PeerNode> nodes;
   std::string why;

@@ -16,6 +16,7 @@
 #include "storage/clickhouse/embedded_writer.h"
 #include "storage/clickhouse/schema.h"
 #include "storage/clickhouse/sql_connection.h"
+#include "storage/opensearch/index_layout.h"
 #include "storage/opensearch/opensearch_client.h"
 
 namespace spanhouse::server {
@@ -46,6 +47,10 @@ struct SinkSpec {
 // A spec of `kind` named `name` (ClickHouse kinds: on `database`), the rest
 // defaults.
 SinkSpec Spec(std::string kind, std::string name, std::string database = {});
+
+// Where Jaeger's documents lie in the search store (opensearch.index_prefix,
+// date_layout or index_date_separator, use_aliases; checked by Validate).
+storage::opensearch::IndexLayout SearchStoreLayout(const Config& cfg);
 
 // What sinks are made with: the configuration and what the server opened.
 struct SinkContext {

@@ -544,8 +544,9 @@ void OpenSearchReaderIT::CountSpansWithAttr() {
 void OpenSearchReaderIT::DependenciesSummedOverTheRange() {
   const std::string prefix = "deps";
   // Two runs of Jaeger's dependency job on 2024-03-10, one the next day.
-  const std::string day1 = DailyIndex(DependencyIndexBase(prefix), kT0);
-  const std::string day2 = DailyIndex(DependencyIndexBase(prefix), kT0 + 86400 * kS);
+  const std::string day1 = IndexLayout::Prefixed(prefix).WriteIndex(IndexKind::kDependencies, kT0);
+  const std::string day2 =
+      IndexLayout::Prefixed(prefix).WriteIndex(IndexKind::kDependencies, kT0 + 86400 * kS);
   Bulk(R"({"index":{"_index":")" + day1 + "\"}}\n" +
        R"({"timestamp":"2024-03-10T06:00:00Z","dependencies":[{"parent":"frontend","child":"db",)"
        R"("callCount":3},{"parent":"frontend","child":"auth","callCount":1}]})"
@@ -561,7 +562,7 @@ void OpenSearchReaderIT::DependenciesSummedOverTheRange() {
        R"("callCount":9}]})"
        "\n");
   ReaderOptions o;
-  o.index_prefix = prefix;
+  o.layout = IndexLayout::Prefixed(prefix);
   OpenSearchReader reader = Reader(o);
   std::vector<query::DependencyLink> links;
   const uint64_t day_start = 1710028800;  // 2024-03-10T00:00:00Z
@@ -587,7 +588,7 @@ void OpenSearchReaderIT::DependenciesSummedOverTheRange() {
 
 void OpenSearchReaderIT::AnEmptyStoreAnswersEmpty() {
   ReaderOptions o;
-  o.index_prefix = "nothing";
+  o.layout = IndexLayout::Prefixed("nothing");
   OpenSearchReader reader = Reader(o);
   SpanBatch got;
   EXPECT_EQ(reader.GetTrace(kCart, &got).code(), StatusCode::kNotFound);
@@ -615,7 +616,7 @@ void OpenSearchReaderIT::AnEmptyStoreAnswersEmpty() {
   ASSERT_TRUE(
       client_->Post("/bare-jaeger-span-2024-03-10/_doc?refresh=true", R"({"other":1})", &r).ok());
   ASSERT_EQ(r.status / 100, 2) << r.body;
-  o.index_prefix = "bare";
+  o.layout = IndexLayout::Prefixed("bare");
   OpenSearchReader bare = Reader(o);
   EXPECT_EQ(bare.GetTrace(kCart, &got).code(), StatusCode::kNotFound);
   EXPECT_TRUE(bare.FindTraceIds(q, &ids).ok());
@@ -648,7 +649,7 @@ void OpenSearchReaderIT::CountsAndListsAsClickHouseDoes() {
   WriteAll(b, caps);
   ChdbSpanReader ch(*Engine::conn, caps);
   ReaderOptions o;
-  o.index_prefix = "counts";
+  o.layout = IndexLayout::Prefixed("counts");
   OpenSearchReader os = Reader(o);
   o.page_size = 3;
   OpenSearchReader paged = Reader(o);
@@ -739,7 +740,7 @@ void OpenSearchReaderIT::CountsTheKindOfOlderWriters() {
   ASSERT_GT(moved, 50u);
   Bulk(bulk);
   ReaderOptions o;
-  o.index_prefix = "countsold";
+  o.layout = IndexLayout::Prefixed("countsold");
   OpenSearchReader os = Reader(o);
   for (const uint64_t bucket : {uint64_t{3600}, uint64_t{900}}) {
     const query::SpanCountQuery q = testdata::CountsQuery(bucket);

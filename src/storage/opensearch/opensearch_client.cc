@@ -2,6 +2,8 @@
 
 #include <simdjson.h>
 
+#include <charconv>
+
 #include "codec/value_text.h"
 
 namespace spanhouse::storage::opensearch {
@@ -32,9 +34,18 @@ Status OpenSearchClient::Create(const OpenSearchOptions& options,
     }
     c->nodes_.push_back(std::move(node));
   }
+  if (!options.api_key.empty() && !options.user.empty()) {
+    return Status::Invalid("opensearch: give either a user (basic auth) or an API key, not both");
+  }
+  if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
+    return Status::Invalid("opensearch: a client certificate needs both its file and its key");
+  }
   if (!options.user.empty()) {
     c->auth_ = "Basic ";
     codec::AppendBase64(c->auth_, options.user + ":" + options.password);
+  } else if (!options.api_key.empty()) {
+    // The key as the cluster's API answers it: base64 of "id:api_key".
+    c->auth_ = "ApiKey " + options.api_key;
   }
   *out = std::move(c);
   return Status::Ok();
@@ -54,6 +65,8 @@ std::unique_ptr<net::HttpClient> OpenSearchClient::Acquire(size_t node) {
   o.timeout = opts_.timeout;
   o.max_body_bytes = opts_.max_answer_bytes;
   o.tls_ca_file = opts_.tls_ca_file;
+  o.tls_cert_file = opts_.tls_cert_file;
+  o.tls_key_file = opts_.tls_key_file;
   if (!auth_.empty()) o.extra_headers.emplace_back("Authorization", auth_);
   return std::make_unique<net::HttpClient>(n.url, std::move(o));
 }
@@ -64,7 +77,7 @@ void OpenSearchClient::Release(size_t node, std::unique_ptr<net::HttpClient> cli
   if (n.idle.size() < 16) n.idle.push_back(std::move(client));
 }
 
-Status OpenSearchClient::Call(bool post, std::string_view target, std::string* body,
+Status OpenSearchClient::Call(std::string_view method, std::string_view target, std::string* body,
                               std::string_view content_type, net::HttpResult* result) {
   const size_t first = next_.fetch_add(1, std::memory_order_relaxed);
   std::string last_error;
@@ -73,10 +86,10 @@ Status OpenSearchClient::Call(bool post, std::string_view target, std::string* b
     auto client = Acquire(node);
     net::HttpResult r;
     bool answered;
-    if (post) {
+    if (method != "GET") {
       net::HttpHeaders headers{{"Content-Type", std::string(content_type)}};
       bytes_sent_.fetch_add(body->size(), std::memory_order_relaxed);
-      answered = client->PostTo(target, body, headers, &r);
+      answered = client->SendTo(method, target, body, headers, &r);
     } else {
       answered = client->Get(target, &r);
     }
@@ -98,22 +111,27 @@ Status OpenSearchClient::Call(bool post, std::string_view target, std::string* b
 
 Status OpenSearchClient::Post(std::string_view target, std::string body, net::HttpResult* result,
                               std::string_view content_type) {
-  return Call(true, target, &body, content_type, result);
+  return Call("POST", target, &body, content_type, result);
 }
 
 Status OpenSearchClient::Post(std::string_view target, std::string* body, net::HttpResult* result,
                               std::string_view content_type) {
-  return Call(true, target, body, content_type, result);
+  return Call("POST", target, body, content_type, result);
 }
 
 Status OpenSearchClient::Get(std::string_view target, net::HttpResult* result) {
   std::string none;
-  return Call(false, target, &none, {}, result);
+  return Call("GET", target, &none, {}, result);
 }
 
 Status OpenSearchClient::PostJson(std::string_view target, std::string body, std::string* answer) {
+  return SendJson("POST", target, std::move(body), answer);
+}
+
+Status OpenSearchClient::SendJson(std::string_view method, std::string_view target,
+                                  std::string body, std::string* answer) {
   net::HttpResult r;
-  SH_RETURN_IF_ERROR(Post(target, std::move(body), &r));
+  SH_RETURN_IF_ERROR(Call(method, target, &body, "application/json", &r));
   if (r.status >= 200 && r.status < 300) {
     if (answer != nullptr) *answer = std::move(r.body);
     return Status::Ok();
@@ -144,6 +162,38 @@ Status OpenSearchClient::Version(std::string* version, std::string* distribution
   *version = std::string(v);
   *distribution = std::string(d);
   return Status::Ok();
+}
+
+Status CheckEngine(std::string_view version, std::string_view distribution, EngineInfo* out) {
+  EngineInfo e;
+  e.version = std::string(version);
+  e.engine =
+      distribution == "opensearch" ? SearchEngine::kOpenSearch : SearchEngine::kElasticsearch;
+  const auto parsed = std::from_chars(version.data(), version.data() + version.size(), e.major);
+  if (parsed.ec != std::errc()) {
+    return Status::Invalid("the cluster answered version '" + e.version + "', not a number");
+  }
+  const bool supported =
+      e.engine == SearchEngine::kOpenSearch ? e.major == 1 || e.major == 2 : e.major == 7;
+  if (!supported) {
+    return Status::Invalid(
+        std::string(EngineName(e.engine)) + " " + e.version +
+        " is not supported: spanhouse reads and writes Jaeger's indices on Elasticsearch 7.x and "
+        "OpenSearch 1.x and 2.x (the index templates it puts are the legacy _template kind, "
+        "which Elasticsearch 8 deprecates and 6 types differently)");
+  }
+  *out = std::move(e);
+  return Status::Ok();
+}
+
+Status OpenSearchClient::DetectEngine(EngineInfo* out) {
+  std::string version, distribution;
+  SH_RETURN_IF_ERROR(Version(&version, &distribution));
+  return CheckEngine(version, distribution, out);
+}
+
+std::string_view EngineName(SearchEngine e) {
+  return e == SearchEngine::kOpenSearch ? "OpenSearch" : "Elasticsearch";
 }
 
 std::string ErrorReason(std::string_view body) {

@@ -1,11 +1,12 @@
 // An OpenSearch (or Elasticsearch) cluster over its REST API: the node URLs
 // of one cluster, tried in turn (a node that cannot be reached or answers
 // 502/503/504 sends the call to the next), keep-alive connections pooled per
-// node so that several threads may call at once, basic auth, TLS.
+// node so that several threads may call at once, basic or API-key auth, TLS
+// (with a client certificate when the cluster asks for one).
 //
-// Every call is a POST (the REST API takes POST for _bulk, _search, _count,
-// _msearch, _refresh, _delete_by_query and _template), so net::HttpClient
-// suffices.
+// Most calls are POSTs (the REST API takes POST for _bulk, _search, _count,
+// _msearch, _refresh, _delete_by_query and _template); creating an index
+// (the first index behind rollover aliases) is a PUT.
 #pragma once
 
 #include <atomic>
@@ -25,10 +26,27 @@ struct OpenSearchOptions {
   std::vector<std::string> urls;  // http(s)://host:port of each node
   std::string user;               // basic auth when set
   std::string password;
-  std::string tls_ca_file;  // https: the CA certificates; "": the system's
+  std::string api_key;        // "Authorization: ApiKey <api_key>" when set (base64 of id:key)
+  std::string tls_ca_file;    // https: the CA certificates; "": the system's
+  std::string tls_cert_file;  // https: a client certificate (PEM) and its key, or ""
+  std::string tls_key_file;
   std::chrono::milliseconds timeout{30000};
   size_t max_answer_bytes = 256u << 20;
 };
+
+enum class SearchEngine { kOpenSearch, kElasticsearch };
+std::string_view EngineName(SearchEngine e);  // "OpenSearch", "Elasticsearch"
+
+struct EngineInfo {
+  SearchEngine engine = SearchEngine::kOpenSearch;
+  std::string version;  // "7.10.2"
+  int major = 0;
+};
+
+// The engine of GET /'s version number and distribution, checked against
+// those spanhouse supports (Elasticsearch 7.x, OpenSearch 1.x and 2.x);
+// kInvalidArgument naming the engine and version otherwise.
+Status CheckEngine(std::string_view version, std::string_view distribution, EngineInfo* out);
 
 class OpenSearchClient {
  public:
@@ -51,10 +69,15 @@ class OpenSearchClient {
   // reason (its error.type and error.reason) otherwise: 429/503 kUnavailable,
   // 404 kNotFound, another 4xx kInvalidArgument, 5xx kInternal.
   Status PostJson(std::string_view target, std::string body, std::string* answer);
+  // As PostJson with another method (PUT, DELETE).
+  Status SendJson(std::string_view method, std::string_view target, std::string body,
+                  std::string* answer);
 
   // The cluster's version ("2.19.6") and distribution ("opensearch", or ""
   // for Elasticsearch), read from GET /.
   Status Version(std::string* version, std::string* distribution);
+  // Version, then CheckEngine.
+  Status DetectEngine(EngineInfo* out);
 
   uint64_t bytes_sent() const { return bytes_sent_.load(std::memory_order_relaxed); }
   const OpenSearchOptions& options() const { return opts_; }
@@ -64,8 +87,8 @@ class OpenSearchClient {
   explicit OpenSearchClient(OpenSearchOptions options);
   std::unique_ptr<net::HttpClient> Acquire(size_t node);
   void Release(size_t node, std::unique_ptr<net::HttpClient> client);
-  Status Call(bool post, std::string_view target, std::string* body, std::string_view content_type,
-              net::HttpResult* result);
+  Status Call(std::string_view method, std::string_view target, std::string* body,
+              std::string_view content_type, net::HttpResult* result);
 
   const OpenSearchOptions opts_;
   std::vector<std::unique_ptr<Node>> nodes_;

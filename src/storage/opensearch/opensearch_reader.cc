@@ -119,25 +119,6 @@ std::string SpanHasTag(std::string_view key) {
   return AnyOf({NestedKv("tags", key, "", true), exists});
 }
 
-// Index names: the prefix's bytes other than [A-Za-z0-9._-] percent-encoded
-// (they make no valid index name anyway; the cluster then answers none).
-std::string EncodeIndexName(std::string_view name) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (const char ch : name) {
-    const auto c = static_cast<unsigned char>(ch);
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-        c == '_' || c == '-') {
-      out += ch;
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 0xf];
-    }
-  }
-  return out;
-}
-
 std::string TimeLimitMessage(std::chrono::milliseconds timeout) {
   return fmt::format(
       "the query ran past its time limit ({} ms): narrow it (a shorter time range, a service, an "
@@ -201,31 +182,6 @@ std::string TermsAgg(std::string_view name, std::string_view field, uint64_t siz
 
 // ---------------------------------------------------------------------------
 // the pieces of the requests
-
-std::string DependencyIndexBase(std::string_view prefix) {
-  std::string out(prefix);
-  if (!out.empty()) out += '-';
-  out += "jaeger-dependencies-";
-  return out;
-}
-
-std::string AllDailyIndices(std::string_view base) {
-  return EncodeIndexName(base) + "*-*-*";
-}
-
-std::string DailyIndices(std::string_view base, uint64_t from_ns, uint64_t to_ns,
-                         size_t max_chars) {
-  if (to_ns < from_ns) return AllDailyIndices(base);
-  const std::string encoded = EncodeIndexName(base);
-  const uint64_t first = from_ns / kNsPerDay;
-  std::string out;
-  for (uint64_t day = to_ns / kNsPerDay + 1; day-- > first;) {
-    if (!out.empty()) out += ',';
-    out += DailyIndex(encoded, day * kNsPerDay);
-    if (out.size() > max_chars) return AllDailyIndices(base);
-  }
-  return out;
-}
 
 std::string TraceIdsQuery(const std::vector<TraceId>& ids) {
   std::string out = R"({"terms":{"traceID":[)";
@@ -405,23 +361,19 @@ bool ParseTraceIdHex(std::string_view hex, TraceId* out) {
 // the reader
 
 OpenSearchReader::OpenSearchReader(std::shared_ptr<OpenSearchClient> client, ReaderOptions options)
-    : client_(std::move(client)),
-      opts_(std::move(options)),
-      span_base_(SpanIndexBase(opts_.index_prefix)),
-      service_base_(ServiceIndexBase(opts_.index_prefix)),
-      dependency_base_(DependencyIndexBase(opts_.index_prefix)) {}
+    : client_(std::move(client)), opts_(std::move(options)) {}
 
 uint64_t OpenSearchReader::max_buckets() const {
   return std::clamp<uint64_t>(opts_.max_rows, 1, kMaxBuckets);
 }
 
-std::string OpenSearchReader::UndatedIndices(std::string_view base) const {
-  if (opts_.max_span_age.count() <= 0) return AllDailyIndices(base);
+std::string OpenSearchReader::UndatedIndices(IndexKind kind) const {
+  if (opts_.max_span_age.count() <= 0) return opts_.layout.AllIndices(kind);
   const auto now = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                              std::chrono::system_clock::now().time_since_epoch())
                                              .count());
   const auto age = static_cast<uint64_t>(opts_.max_span_age.count()) * kNsPerS;
-  return DailyIndices(base, now > age ? now - age : 0, now);
+  return opts_.layout.ReadIndices(kind, now > age ? now - age : 0, now);
 }
 
 Status OpenSearchReader::Search(const std::string& indices, std::string body, std::string* answer) {
@@ -552,7 +504,7 @@ Status OpenSearchReader::GetTraces(const std::vector<TraceId>& ids, SpanBatch* o
   search.max_hits = opts_.max_spans;
   search.what = "a trace";
   SpanBatch found;
-  SH_RETURN_IF_ERROR(SearchPages(UndatedIndices(span_base_), search, [&](element hit) {
+  SH_RETURN_IF_ERROR(SearchPages(UndatedIndices(IndexKind::kSpan), search, [&](element hit) {
     element source;
     if (hit["_source"].get(source) != simdjson::SUCCESS) return NotASearchAnswer("a trace");
     if (Status st = AppendSpanFromDocument(simdjson::minify(source), &found); !st.ok()) {
@@ -590,8 +542,8 @@ Status OpenSearchReader::FindTraceIds(const query::TraceQuery& q, std::vector<Tr
   out->clear();
   if (q.limit == 0) return Status::Ok();
   std::string answer;
-  SH_RETURN_IF_ERROR(
-      Search(DailyIndices(span_base_, q.start_ns, q.end_ns), FindTraceIdsBody(q), &answer));
+  SH_RETURN_IF_ERROR(Search(opts_.layout.ReadIndices(IndexKind::kSpan, q.start_ns, q.end_ns),
+                            FindTraceIdsBody(q), &answer));
   simdjson::dom::parser parser;
   element doc;
   if (parser.parse(answer).get(doc) != simdjson::SUCCESS) return NotASearchAnswer("a search");
@@ -616,7 +568,7 @@ Status OpenSearchReader::GetServices(std::vector<std::string>* out) {
   body += TermsAgg("services", "serviceName", max_buckets());
   body += '}';
   std::string answer;
-  SH_RETURN_IF_ERROR(Search(UndatedIndices(service_base_), std::move(body), &answer));
+  SH_RETURN_IF_ERROR(Search(UndatedIndices(IndexKind::kService), std::move(body), &answer));
   SH_RETURN_IF_ERROR(BucketKeys(answer, "services", opts_.max_rows, out));
   std::sort(out->begin(), out->end());
   return Status::Ok();
@@ -630,7 +582,7 @@ Status OpenSearchReader::GetOperations(const std::string& service, bool any_kind
   if (any_kind) {
     // The service documents: one per (service, operation) and day.
     AppendTerm(body, "serviceName", service);
-    indices = UndatedIndices(service_base_);
+    indices = UndatedIndices(IndexKind::kService);
   } else {
     // The span documents, by their span.kind tag.
     if (kind != 0 && SpanKindName(kind).empty()) return Status::Ok();
@@ -638,7 +590,7 @@ Status OpenSearchReader::GetOperations(const std::string& service, bool any_kind
     body += ',';
     body +=
         kind == 0 ? MustNot({SpanHasTag("span.kind")}) : SpanTagIs("span.kind", SpanKindName(kind));
-    indices = UndatedIndices(span_base_);
+    indices = UndatedIndices(IndexKind::kSpan);
   }
   body += R"(]}},"aggs":)";
   body += TermsAgg("operations", "operationName", max_buckets());
@@ -671,8 +623,9 @@ Status OpenSearchReader::GetDependencies(uint64_t from_s, uint64_t to_s,
   codec::AppendUint(body, to_s * 1000);
   body += R"(,"format":"epoch_millis"}}}})";
   std::string answer;
-  SH_RETURN_IF_ERROR(Search(DailyIndices(dependency_base_, from_s * kNsPerS, to_s * kNsPerS - 1),
-                            std::move(body), &answer));
+  SH_RETURN_IF_ERROR(Search(
+      opts_.layout.ReadIndices(IndexKind::kDependencies, from_s * kNsPerS, to_s * kNsPerS - 1),
+      std::move(body), &answer));
   simdjson::dom::parser parser;
   element doc;
   if (parser.parse(answer).get(doc) != simdjson::SUCCESS) return NotASearchAnswer("dependencies");
@@ -740,7 +693,7 @@ Status OpenSearchReader::CountSpansWithAttr(AttrOwner owner, const std::string& 
   body += cond;
   body += '}';
   std::string answer;
-  SH_RETURN_IF_ERROR(Search(UndatedIndices(span_base_), std::move(body), &answer));
+  SH_RETURN_IF_ERROR(Search(UndatedIndices(IndexKind::kSpan), std::move(body), &answer));
   simdjson::dom::parser parser;
   element doc;
   if (parser.parse(answer).get(doc) != simdjson::SUCCESS) return NotASearchAnswer("a count");
@@ -760,7 +713,7 @@ Status OpenSearchReader::CountSpans(const query::SpanCountQuery& q,
         fmt::format("the bucket must be from 1 s to {} s, not {}", kMaxBucketS, q.bucket_s));
   }
   if (q.end_ns <= q.start_ns) return Status::Ok();
-  const std::string indices = DailyIndices(span_base_, q.start_ns, q.end_ns - 1);
+  const std::string indices = opts_.layout.ReadIndices(IndexKind::kSpan, q.start_ns, q.end_ns - 1);
   // Each cell is a bucket and its kinds' buckets: a page stays within the
   // cluster's search.max_buckets.
   const uint64_t page =
@@ -844,25 +797,26 @@ Status OpenSearchReader::ListSpans(const query::SpanIdQuery& q, std::vector<quer
   search.page = std::clamp<uint64_t>(opts_.page_size, 1, uint64_t{q.limit} + 1);
   search.source = false;  // the ids are the sort values: no document is read
   search.what = "a span list";
-  Status st =
-      SearchPages(DailyIndices(span_base_, q.start_ns, q.end_ns - 1), search, [&](element hit) {
-        std::string_view trace;
-        std::string_view span;
-        query::SpanKey key;
-        if (hit["sort"].at(0).get_string().get(trace) != simdjson::SUCCESS ||
-            hit["sort"].at(1).get_string().get(span) != simdjson::SUCCESS ||
-            !ParseTraceIdHex(trace, &key.trace_id) || !ParseSpanIdHex(span, &key.span_id)) {
-          return NotASearchAnswer("a span list");
-        }
-        out->push_back(key);
-        if (out->size() > q.limit) {
-          return Status::Invalid(
-              fmt::format("more than {} spans of service {} in the range: ask for a "
-                          "shorter range or a higher limit",
-                          q.limit, q.service));
-        }
-        return Status::Ok();
-      });
+  Status st = SearchPages(opts_.layout.ReadIndices(IndexKind::kSpan, q.start_ns, q.end_ns - 1),
+                          search, [&](element hit) {
+                            std::string_view trace;
+                            std::string_view span;
+                            query::SpanKey key;
+                            if (hit["sort"].at(0).get_string().get(trace) != simdjson::SUCCESS ||
+                                hit["sort"].at(1).get_string().get(span) != simdjson::SUCCESS ||
+                                !ParseTraceIdHex(trace, &key.trace_id) ||
+                                !ParseSpanIdHex(span, &key.span_id)) {
+                              return NotASearchAnswer("a span list");
+                            }
+                            out->push_back(key);
+                            if (out->size() > q.limit) {
+                              return Status::Invalid(fmt::format(
+                                  "more than {} spans of service {} in the range: ask for a "
+                                  "shorter range or a higher limit",
+                                  q.limit, q.service));
+                            }
+                            return Status::Ok();
+                          });
   if (!st.ok()) {
     out->clear();
     return st;

@@ -61,12 +61,13 @@
 #include <simdjson.h>
 
 #include "query/span_reader.h"
+#include "storage/opensearch/index_layout.h"
 #include "storage/opensearch/opensearch_client.h"
 
 namespace spanhouse::storage::opensearch {
 
 struct ReaderOptions {
-  std::string index_prefix;                  // "" or the prefix without its '-', as the writer's
+  IndexLayout layout;                        // where the documents lie, as the writer's
   uint64_t max_spans = 1000000;              // spans read back by one trace lookup
   uint64_t max_rows = 200000;                // rows of any other answer (buckets, documents)
   std::chrono::milliseconds timeout{30000};  // each search's `timeout`
@@ -128,32 +129,15 @@ class OpenSearchReader final : public query::SpanReader {
   };
   Status SearchPages(const std::string& indices, const PagedSearch& search,
                      const std::function<Status(simdjson::dom::element hit)>& each);
-  // The daily indices of `base` a read without a time range names.
-  std::string UndatedIndices(std::string_view base) const;
+  // The indices of `kind` a read without a time range names.
+  std::string UndatedIndices(IndexKind kind) const;
   uint64_t max_buckets() const;
 
   const std::shared_ptr<OpenSearchClient> client_;
   const ReaderOptions opts_;
-  const std::string span_base_;
-  const std::string service_base_;
-  const std::string dependency_base_;
 };
 
 // ---- the pieces of the requests, exposed for tests ----
-
-// "<prefix>-jaeger-dependencies-" or "jaeger-dependencies-".
-std::string DependencyIndexBase(std::string_view prefix);
-
-// Every daily index of `base`: "<base>*-*-*".
-std::string AllDailyIndices(std::string_view base);
-
-// The daily indices of `base` for the UTC days of [from_ns, to_ns], newest
-// first, comma-separated; AllDailyIndices when that list would be longer
-// than max_chars (a request line has a limit: 4 KiB by default) or the
-// range is reversed. Index names are ASCII lowercase, digits, '-', '_' and
-// '.'; other bytes of a prefix are percent-encoded.
-std::string DailyIndices(std::string_view base, uint64_t from_ns, uint64_t to_ns,
-                         size_t max_chars = 3000);
 
 // The query of spans of traces `ids`: a terms query on traceID of each id's
 // 32 hex digits and, for an id whose first digit is 0, its legacy form

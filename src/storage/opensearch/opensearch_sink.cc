@@ -101,25 +101,24 @@ struct ServiceKeyHash {
   size_t operator()(const ServiceKey& k) const { return k.hash ^ (k.day * 0x9e3779b97f4a7c15ull); }
 };
 
-constexpr uint64_t kNsPerDay = 86400ull * 1000000000ull;
-
-// The daily index of a base for the day of a time, made once per day seen
-// (DailyIndex formats the date each call).
-class DailyIndexName {
+// The index of a kind for the time of a span, made once per period seen
+// (the layout formats the date each call).
+class IndexName {
  public:
-  explicit DailyIndexName(const std::string& base) : base_(base) {}
+  IndexName(const IndexLayout& layout, IndexKind kind) : layout_(layout), kind_(kind) {}
   const std::string& For(uint64_t time_ns) {
-    const uint64_t day = time_ns / kNsPerDay;
-    if (day != day_ || name_.empty()) {
-      name_ = DailyIndex(base_, time_ns);
-      day_ = day;
+    const uint64_t period = time_ns / layout_.period_ns();
+    if (period != period_ || name_.empty()) {
+      name_ = layout_.WriteIndex(kind_, time_ns);
+      period_ = period;
     }
     return name_;
   }
 
  private:
-  const std::string& base_;
-  uint64_t day_ = 0;
+  const IndexLayout& layout_;
+  const IndexKind kind_;
+  uint64_t period_ = 0;
   std::string name_;
 };
 
@@ -158,8 +157,6 @@ class OpenSearchPlugin final : public sink::Plugin {
   OpenSearchPlugin(std::shared_ptr<OpenSearchClient> client, OpenSearchSinkOptions options)
       : client_(std::move(client)),
         opts_(std::move(options)),
-        span_base_(SpanIndexBase(opts_.index_prefix)),
-        service_base_(ServiceIndexBase(opts_.index_prefix)),
         pending_(shards()),
         ready_(shards()),
         text_hint_(shards(), 0) {}
@@ -257,8 +254,6 @@ class OpenSearchPlugin final : public sink::Plugin {
 
   std::shared_ptr<OpenSearchClient> client_;
   const OpenSearchSinkOptions opts_;
-  const std::string span_base_;
-  const std::string service_base_;
   // Per shard, on its encoding thread only: the write being gathered, and
   // those made and not yet handed over.
   std::vector<std::unique_ptr<BulkWrite>> pending_;
@@ -272,8 +267,8 @@ class OpenSearchPlugin final : public sink::Plugin {
 
 void OpenSearchPlugin::AddBatch(BulkWrite& w, const SpanBatch& b) {
   DocumentWriter writer(b);
-  DailyIndexName span_index(span_base_);
-  DailyIndexName service_index(service_base_);
+  IndexName span_index(opts_.layout, IndexKind::kSpan);
+  IndexName service_index(opts_.layout, IndexKind::kService);
   std::string id;
   for (uint32_t s = 0; s < b.span_count(); ++s) {
     if (b.spans.metrics_only[s] != 0) continue;  // no span document, no service document
@@ -293,7 +288,7 @@ void OpenSearchPlugin::AddBatch(BulkWrite& w, const SpanBatch& b) {
     w.docs.push_back(d);
     const std::string_view service = JaegerServiceName(b, b.spans.resource[s]);
     const std::string_view op = b.Str(b.spans.name[s]);
-    const ServiceKey key{start / kNsPerDay, ServiceDocumentHash(service, op)};
+    const ServiceKey key{start / opts_.layout.period_ns(), ServiceDocumentHash(service, op)};
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (services_.size() > 200000) services_.clear();
@@ -316,14 +311,44 @@ void OpenSearchPlugin::AddBatch(BulkWrite& w, const SpanBatch& b) {
   }
 }
 
+}  // namespace
+
+Status EnsureAliases(OpenSearchClient& client, const IndexLayout& layout, IndexKind kind) {
+  const std::string base = layout.Base(kind);
+  net::HttpResult r;
+  SH_RETURN_IF_ERROR(client.Get("/_alias/" + base + "write", &r));
+  if (r.status == 200) return Status::Ok();
+  if (r.status != 404) {
+    return Status::Unavailable("opensearch: GET /_alias/" + base + "write: HTTP " +
+                               std::to_string(r.status) + ": " + ErrorReason(r.body));
+  }
+  // The names es-rollover init gives: the first index of a series, both
+  // aliases on it, the write alias marked as such.
+  std::string body =
+      R"({"aliases":{")" + base + R"(read":{},")" + base + R"(write":{"is_write_index":true}}})";
+  Status st = client.SendJson("PUT", "/" + base + "000001", std::move(body), nullptr);
+  // Another writer made it meanwhile: its aliases are the same.
+  if (!st.ok() && st.message().find("resource_already_exists") != std::string::npos) {
+    return Status::Ok();
+  }
+  return st;
+}
+
+namespace {
+
 Status OpenSearchPlugin::EnsureTemplates() {
   if (!opts_.create_templates || templates_ok_.load()) return Status::Ok();
   TemplateOptions t = opts_.templates;
-  t.index_prefix = opts_.index_prefix;
+  t.index_prefix = opts_.layout.options().prefix;
   SH_RETURN_IF_ERROR(
       client_->PostJson("/_template/" + SpanTemplateName(t), SpanTemplate(t), nullptr));
   SH_RETURN_IF_ERROR(
       client_->PostJson("/_template/" + ServiceTemplateName(t), ServiceTemplate(t), nullptr));
+  if (opts_.layout.use_aliases()) {
+    for (IndexKind kind : {IndexKind::kSpan, IndexKind::kService}) {
+      SH_RETURN_IF_ERROR(EnsureAliases(*client_, opts_.layout, kind));
+    }
+  }
   templates_ok_.store(true);
   return Status::Ok();
 }

@@ -24,6 +24,7 @@
 #include <string>
 
 #include "sink/sink.h"
+#include "storage/opensearch/index_layout.h"
 #include "storage/opensearch/index_templates.h"
 #include "storage/opensearch/opensearch_client.h"
 
@@ -31,9 +32,12 @@ namespace spanhouse::storage::opensearch {
 
 struct OpenSearchSinkOptions {
   std::string name = "opensearch";
-  std::string index_prefix;
-  TemplateOptions templates;     // its index_prefix is set from index_prefix
-  bool create_templates = true;  // put the index templates before the first write
+  IndexLayout layout;         // where the documents go
+  TemplateOptions templates;  // its index_prefix is set from the layout's
+  // Before the first write: put the index templates, and with aliases create
+  // the first index behind them when the write alias is missing (as Jaeger's
+  // es-rollover init does).
+  bool create_templates = true;
   size_t queue_bytes = 64u << 20;
   size_t bulk_spans = 5000;  // spans per _bulk request at most
   int workers = 2;
@@ -50,5 +54,9 @@ struct OpenSearchSinkOptions {
 // queue (`workers` shards by trace id), threads, retries, drain and metrics.
 std::unique_ptr<sink::Sink> MakeOpenSearchSink(std::shared_ptr<OpenSearchClient> client,
                                                OpenSearchSinkOptions options);
+
+// With aliases: when the write alias of `kind` is missing, creates the first
+// index of the series ("<base>000001") with the read and write aliases on it.
+Status EnsureAliases(OpenSearchClient& client, const IndexLayout& layout, IndexKind kind);
 
 }  // namespace spanhouse::storage::opensearch

@@ -543,7 +543,52 @@ TEST(Config, ASecondSinkNeedsTheDurableQueueAndADatabaseOfItsOwn) {
   for (const char* bad : {"", "1spans", "spans-copy", "spans copy", "a.b", "x\"; DROP"}) {
     EXPECT_FALSE(ApplySetting("secondary.database", bad, &c).ok()) << bad;
   }
-  EXPECT_FALSE(ApplySetting("secondary.type", "elasticsearch", &c).ok());
+  EXPECT_FALSE(ApplySetting("secondary.type", "solr", &c).ok());
+}
+
+TEST(Config, ElasticsearchIsTheSameSectionUnderItsOwnName) {
+  Config c;
+  ASSERT_TRUE(ApplyYaml("secondary:\n  type: elasticsearch\n"
+                        "elasticsearch:\n  urls: http://es:9200\n  index_prefix: prod\n"
+                        "  use_aliases: true\n  api_key: abc=\n"
+                        "query:\n  read_from: elasticsearch\n",
+                        &c)
+                  .ok());
+  EXPECT_EQ(c.opensearch.urls, "http://es:9200");
+  EXPECT_EQ(c.opensearch.index_prefix, "prod");
+  EXPECT_TRUE(c.opensearch.use_aliases);
+  EXPECT_TRUE(SecondaryIsSearchStore(c));
+  EXPECT_EQ(SearchStoreName(c), "elasticsearch");
+  EXPECT_TRUE(Validate(c).ok()) << Validate(c).message();
+  ASSERT_TRUE(ApplySetting("elasticsearch.date_layout", "2006.01.02", &c).ok());
+  EXPECT_EQ(IndexDateLayout(c), "2006.01.02");
+  EXPECT_FALSE(ApplySetting("elasticsearch.nothing", "1", &c).ok());
+  // Without the secondary, a read-only search store is named as read_from names it.
+  c = Config();
+  EXPECT_EQ(SearchStoreName(c), "opensearch");
+}
+
+TEST(Config, SearchStoreLayoutAndAuthAreChecked) {
+  Config c;
+  ASSERT_TRUE(ApplySetting("opensearch.urls", "https://es:9200", &c).ok());
+  ASSERT_TRUE(ApplySetting("opensearch.index_date_separator", ".", &c).ok());
+  EXPECT_EQ(IndexDateLayout(c), "2006.01.02");
+  EXPECT_TRUE(Validate(c).ok());
+  ASSERT_TRUE(ApplySetting("opensearch.date_layout", "2006-01-02-15", &c).ok());
+  EXPECT_NE(Validate(c).message().find("index_date_separator"), std::string::npos);
+  c.opensearch.index_date_separator = "-";
+  EXPECT_EQ(IndexDateLayout(c), "2006-01-02-15");
+  for (const char* bad : {"2006/01/02", "2006-01", "yyyy.MM.dd", ""}) {
+    EXPECT_FALSE(ApplySetting("opensearch.date_layout", bad, &c).ok()) << bad;
+  }
+  ASSERT_TRUE(ApplySetting("opensearch.api_key", "k", &c).ok());
+  ASSERT_TRUE(ApplySetting("opensearch.user", "u", &c).ok());
+  EXPECT_NE(Validate(c).message().find("opensearch.api_key"), std::string::npos);
+  c.opensearch.user.clear();
+  ASSERT_TRUE(ApplySetting("opensearch.tls_cert", "/c.pem", &c).ok());
+  EXPECT_NE(Validate(c).message().find("tls_key"), std::string::npos);
+  ASSERT_TRUE(ApplySetting("opensearch.tls_key", "/c.key", &c).ok());
+  EXPECT_TRUE(Validate(c).ok()) << Validate(c).message();
 }
 
 TEST(Config, OpenSearchNeedsItsNodes) {
@@ -568,7 +613,7 @@ TEST(Config, OpenSearchNeedsItsNodes) {
   for (const char* bad : {"Team", "-a", "_a", "a b", "a*"}) {
     EXPECT_FALSE(ApplySetting("opensearch.index_prefix", bad, &c).ok()) << bad;
   }
-  EXPECT_FALSE(ApplySetting("query.read_from", "elasticsearch", &c).ok());
+  EXPECT_FALSE(ApplySetting("query.read_from", "solr", &c).ok());
   EXPECT_EQ(OpenSearchUrls(" http://a:1 ,http://b:2,"),
             (std::vector<std::string>{"http://a:1", "http://b:2"}));
 }

@@ -83,36 +83,108 @@ std::string AsJson(const std::string& s) {
   return std::string(Parse(p, quoted).get_string().value_unsafe());
 }
 
+IndexLayout Layout(std::string_view prefix = "", std::string layout = "2006-01-02",
+                   bool aliases = false) {
+  IndexLayoutOptions o;
+  o.prefix = std::string(prefix);
+  o.date_layout = std::move(layout);
+  o.use_aliases = aliases;
+  IndexLayout l;
+  EXPECT_TRUE(IndexLayout::Create(o, &l).ok()) << o.date_layout;
+  return l;
+}
+
+constexpr IndexKind kSpans = IndexKind::kSpan;
+
 TEST(OpenSearchIndices, DailyIndicesOfARangeNewestFirst) {
-  EXPECT_EQ(DailyIndices("jaeger-span-", kT0, kT0), "jaeger-span-2023-11-14");
-  EXPECT_EQ(DailyIndices("jaeger-span-", kT0, kT0 + 2 * kDay),
+  const IndexLayout l = Layout();
+  EXPECT_EQ(l.ReadIndices(kSpans, kT0, kT0), "jaeger-span-2023-11-14");
+  EXPECT_EQ(l.ReadIndices(kSpans, kT0, kT0 + 2 * kDay),
             "jaeger-span-2023-11-16,jaeger-span-2023-11-15,jaeger-span-2023-11-14");
   // The days of the range's ends, whatever their hour: 22:13 to 00:30 the next day.
-  EXPECT_EQ(DailyIndices("p-jaeger-span-", kT0, kT0 + 8000ull * 1000000000ull),
+  EXPECT_EQ(Layout("p").ReadIndices(kSpans, kT0, kT0 + 8000ull * 1000000000ull),
             "p-jaeger-span-2023-11-15,p-jaeger-span-2023-11-14");
   // Across a year's end; the epoch.
   const uint64_t new_year = 1704067200ull * 1000000000ull;  // 2024-01-01T00:00:00Z
-  EXPECT_EQ(DailyIndices("jaeger-service-", new_year - 1, new_year),
+  EXPECT_EQ(l.ReadIndices(IndexKind::kService, new_year - 1, new_year),
             "jaeger-service-2024-01-01,jaeger-service-2023-12-31");
-  EXPECT_EQ(DailyIndices("jaeger-span-", 0, 0), "jaeger-span-1970-01-01");
+  EXPECT_EQ(l.ReadIndices(kSpans, 0, 0), "jaeger-span-1970-01-01");
+  EXPECT_EQ(l.WriteIndex(kSpans, kT0), "jaeger-span-2023-11-14");
 }
 
 TEST(OpenSearchIndices, LongOrReversedRangesUseTheWildcard) {
-  EXPECT_EQ(AllDailyIndices("jaeger-span-"), "jaeger-span-*-*-*");
-  EXPECT_EQ(DailyIndices("jaeger-span-", kT0 + kDay, kT0), "jaeger-span-*-*-*");
+  const IndexLayout l = Layout();
+  EXPECT_EQ(l.AllIndices(kSpans), "jaeger-span-*-*-*");
+  EXPECT_EQ(l.ReadIndices(kSpans, kT0 + kDay, kT0), "jaeger-span-*-*-*");
   // A year of days is over 3000 characters.
-  EXPECT_EQ(DailyIndices("jaeger-span-", kT0 - 365 * kDay, kT0), "jaeger-span-*-*-*");
-  const std::string month = DailyIndices("jaeger-span-", kT0 - 30 * kDay, kT0);
+  EXPECT_EQ(l.ReadIndices(kSpans, kT0 - 365 * kDay, kT0), "jaeger-span-*-*-*");
+  const std::string month = l.ReadIndices(kSpans, kT0 - 30 * kDay, kT0);
   EXPECT_EQ(std::count(month.begin(), month.end(), ','), 30);
   EXPECT_LE(month.size(), 3000u);
-  EXPECT_EQ(DailyIndices("jaeger-span-", kT0, kT0 + kDay, 30), "jaeger-span-*-*-*");
+  EXPECT_EQ(l.ReadIndices(kSpans, kT0, kT0 + kDay, 30), "jaeger-span-*-*-*");
 }
 
 TEST(OpenSearchIndices, PrefixBytesOutsideIndexNamesAreEncoded) {
-  EXPECT_EQ(DependencyIndexBase(""), "jaeger-dependencies-");
-  EXPECT_EQ(DependencyIndexBase("prod"), "prod-jaeger-dependencies-");
-  EXPECT_EQ(AllDailyIndices("a/b?c#d e,f-jaeger-span-"), "a%2Fb%3Fc%23d%20e%2Cf-jaeger-span-*-*-*");
-  EXPECT_EQ(DailyIndices("x&y-", kT0, kT0), "x%26y-2023-11-14");
+  EXPECT_EQ(Layout().Base(IndexKind::kDependencies), "jaeger-dependencies-");
+  EXPECT_EQ(Layout("prod").Base(IndexKind::kDependencies), "prod-jaeger-dependencies-");
+  // A prefix given with its '-' (Jaeger takes both).
+  EXPECT_EQ(Layout("prod-").Base(kSpans), "prod-jaeger-span-");
+  EXPECT_EQ(Layout("a/b?c#d e,f").AllIndices(kSpans), "a%2Fb%3Fc%23d%20e%2Cf-jaeger-span-*-*-*");
+  EXPECT_EQ(Layout("x&y").ReadIndices(kSpans, kT0, kT0), "x%26y-jaeger-span-2023-11-14");
+}
+
+TEST(OpenSearchIndices, DateLayoutsAsJaegerNamesThem) {
+  // Another separator (Jaeger's index_date_separator).
+  const IndexLayout dots = Layout("", "2006.01.02");
+  EXPECT_EQ(dots.WriteIndex(kSpans, kT0), "jaeger-span-2023.11.14");
+  EXPECT_EQ(dots.AllIndices(kSpans), "jaeger-span-*.*.*");
+  EXPECT_EQ(dots.ReadIndices(kSpans, kT0, kT0 + kDay),
+            "jaeger-span-2023.11.15,jaeger-span-2023.11.14");
+  // Hourly span and service indices; the dependencies stay daily.
+  const IndexLayout hourly = Layout("h", "2006-01-02-15");
+  EXPECT_EQ(hourly.period_ns(), 3600ull * 1000000000ull);
+  EXPECT_EQ(hourly.WriteIndex(kSpans, kT0), "h-jaeger-span-2023-11-14-22");
+  EXPECT_EQ(hourly.ReadIndices(kSpans, kT0, kT0 + 3600ull * 1000000000ull),
+            "h-jaeger-span-2023-11-14-23,h-jaeger-span-2023-11-14-22");
+  EXPECT_EQ(hourly.AllIndices(kSpans), "h-jaeger-span-*-*-*-*");
+  EXPECT_EQ(hourly.WriteIndex(IndexKind::kDependencies, kT0), "h-jaeger-dependencies-2023-11-14");
+  EXPECT_EQ(Layout("", "2006_01_02").WriteIndex(kSpans, kT0), "jaeger-span-2023_11_14");
+  // Not a layout of a date.
+  for (const char* bad :
+       {"", "2006-01", "2006/01/02", "YYYY-MM-DD", "2006-01-02-02", "2006 01 02"}) {
+    IndexLayoutOptions o;
+    o.date_layout = bad;
+    IndexLayout l;
+    const Status st = IndexLayout::Create(o, &l);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(st.message().find("2006-01-02"), std::string::npos) << st.message();
+  }
+}
+
+TEST(OpenSearchEngine, SupportedVersionsAndAClearErrorOtherwise) {
+  EngineInfo e;
+  ASSERT_TRUE(CheckEngine("7.10.2", "default", &e).ok());
+  EXPECT_EQ(e.engine, SearchEngine::kElasticsearch);
+  EXPECT_EQ(e.major, 7);
+  ASSERT_TRUE(CheckEngine("7.17.0", "", &e).ok());
+  ASSERT_TRUE(CheckEngine("2.19.6", "opensearch", &e).ok());
+  EXPECT_EQ(e.engine, SearchEngine::kOpenSearch);
+  EXPECT_TRUE(CheckEngine("1.3.20", "opensearch", &e).ok());
+  for (auto [version, distribution] :
+       {std::pair{"8.15.0", ""}, {"6.8.23", "oss"}, {"3.1.0", "opensearch"}, {"x", ""}}) {
+    const Status st = CheckEngine(version, distribution, &e);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << version;
+    EXPECT_NE(st.message().find(version), std::string::npos) << st.message();
+  }
+  EXPECT_NE(CheckEngine("8.15.0", "", &e).message().find("Elasticsearch 7.x"), std::string::npos);
+}
+
+TEST(OpenSearchIndices, RolloverAliases) {
+  const IndexLayout l = Layout("team", "2006-01-02", /*aliases=*/true);
+  EXPECT_EQ(l.WriteIndex(kSpans, kT0), "team-jaeger-span-write");
+  EXPECT_EQ(l.WriteIndex(IndexKind::kService, kT0), "team-jaeger-service-write");
+  EXPECT_EQ(l.ReadIndices(kSpans, kT0, kT0 + kDay), "team-jaeger-span-read");
+  EXPECT_EQ(l.AllIndices(IndexKind::kDependencies), "team-jaeger-dependencies-read");
 }
 
 TEST(OpenSearchQueries, TraceIdsWithTheirLegacyForm) {
@@ -530,7 +602,7 @@ TEST(OpenSearchReaderCanned, DependenciesSummedPerPair) {
                  R"("dependencies":[{"parent":"a","child":"b","callCount":4}]}}]}})"};
   });
   ReaderOptions o;
-  o.index_prefix = "prod";
+  o.layout = IndexLayout::Prefixed("prod");
   OpenSearchReader reader(ClientFor(server.url()), o);
   std::vector<query::DependencyLink> links;
   ASSERT_TRUE(reader.GetDependencies(kT0 / 1000000000, kT0 / 1000000000 + 3600, &links).ok());
