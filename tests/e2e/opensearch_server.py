@@ -15,7 +15,7 @@ REST API with `requests`; the helpers raise OpenSearchError (either engine) on a
 is not 2xx, and read what both engines answer (total_hits(): hits.total as an object or a
 number; Elasticsearch 7 also has `_type: _doc` in bulk items and hits, which nothing reads).
 
-A node starts in 5-10 s and holds about 250-300 MB resident; conftest.py's `opensearch` and
+A node starts in 4-10 s and holds about 220-300 MB resident; conftest.py's `opensearch` and
 `elasticsearch` fixtures share one per module, and `search_store` runs a test on each."""
 
 from __future__ import annotations
