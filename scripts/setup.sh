@@ -4,7 +4,8 @@
 #   scripts/setup.sh            build deps, libchdb, release build in ./build
 #   scripts/setup.sh --tests    also the test tools (Python venv with the real
 #                               OpenTelemetry SDK; the Node.js, Go and Java
-#                               clients of test_clients.py: setup_clients.sh;
+#                               clients of test_clients.py, and the OpenSearch
+#                               and Elasticsearch test nodes: setup_clients.sh;
 #                               gofakes3, a real S3-compatible server, from the
 #                               Go module proxy; Chromium and playwright-core
 #                               for the UI's browser test)
@@ -67,7 +68,8 @@ if ((want_tests)); then
     .venv/bin/pip install -q --disable-pip-version-check -r tests/e2e/requirements.txt
     cp tests/e2e/requirements.txt .venv/.requirements
   fi
-  # Real clients in other languages (tests/e2e/clients), pinned.
+  # Real clients in other languages (tests/e2e/clients), pinned; the OpenSearch and
+  # Elasticsearch nodes of tests/e2e/opensearch_server.py.
   scripts/setup_clients.sh
   # The UI's browser test (tests/ui): playwright-core, pinned by its lock file, drives the
   # chromium package above; no browser is downloaded.

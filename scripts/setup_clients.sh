@@ -11,6 +11,8 @@
 #   tests/opensearch        mvn package: a real OpenSearch 2.19.6 node for
 #                           tests/e2e/opensearch_server.py -> target/opensearch-launcher.jar
 #                           (the server and its modules in target/lib)
+#   tests/elasticsearch     mvn package: a real Elasticsearch 7.10.2 node (OSS, no x-pack),
+#                           the same way -> target/elasticsearch-launcher.jar
 # Idempotent: each is redone only when its pinned inputs changed (a hash of them
 # is kept beside the output). A missing toolchain skips its client with a note;
 # its tests then skip (and fail under CI, which has every toolchain).
@@ -91,18 +93,26 @@ fi
 # with the OpenTelemetry Collector Builder, into the same cache (setup_otelcol.sh says how).
 ../../../scripts/setup_otelcol.sh
 
-# OpenSearch: not a client, the server the migration tests write to, built the same way
-# (its jars, ~50 MB, come from Maven Central into ~/.m2). Rebuilt from an empty target/ so a
-# version bump leaves no old jar in target/lib beside the new one.
-if command -v mvn >/dev/null && command -v java >/dev/null; then
-  mapfile -t opensearch_inputs < <(find ../../opensearch/pom.xml ../../opensearch/src -type f | sort)
-  if [[ ! -f ../../opensearch/target/opensearch-launcher.jar ]] ||
-      ! up_to_date ../../opensearch/target/.spanhouse-stamp "${opensearch_inputs[@]}"; then
-    echo "setup: building the OpenSearch test server (mvn package)"
-    rm -rf ../../opensearch/target
-    (cd ../../opensearch && { mvn -q -B -o package >/dev/null 2>&1 || mvn -q -B package; })
-    inputs_hash "${opensearch_inputs[@]}" >../../opensearch/target/.spanhouse-stamp
+# OpenSearch and Elasticsearch: not clients, the servers the migration tests and Jaeger's
+# stores write to, built the same way (their jars, ~50 MB each, come from Maven Central into
+# ~/.m2). Each is rebuilt from an empty target/ so a version bump leaves no old jar in
+# target/lib beside the new one.
+build_search_launcher() {
+  local name=$1 title=$2
+  local dir=../../$name
+  if command -v mvn >/dev/null && command -v java >/dev/null; then
+    local inputs
+    mapfile -t inputs < <(find "$dir/pom.xml" "$dir/src" -type f | sort)
+    if [[ ! -f "$dir/target/$name-launcher.jar" ]] ||
+        ! up_to_date "$dir/target/.spanhouse-stamp" "${inputs[@]}"; then
+      echo "setup: building the $title test server (mvn package)"
+      rm -rf "$dir/target"
+      (cd "$dir" && { mvn -q -B -o package >/dev/null 2>&1 || mvn -q -B package; })
+      inputs_hash "${inputs[@]}" >"$dir/target/.spanhouse-stamp"
+    fi
+  else
+    echo "setup: no Maven or Java; the $title tests will be skipped"
   fi
-else
-  echo "setup: no Maven or Java; the OpenSearch tests will be skipped"
-fi
+}
+build_search_launcher opensearch OpenSearch
+build_search_launcher elasticsearch Elasticsearch

@@ -423,19 +423,46 @@ def backend(request):
     return request.getfixturevalue("clickhouse_server")
 
 
-@pytest.fixture(scope="module")
-def opensearch(tmp_path_factory):
-    """One real OpenSearch 2.19.6 node (opensearch_server.py) shared by a module's tests;
-    skipped when tests/opensearch is not built, except under CI, which builds it."""
-    from opensearch_server import OpenSearch, launcher_missing
-    why = launcher_missing()
+def _search_node(tmp_path_factory, engine: str):
+    """A started node of `engine` (opensearch_server.py), for a module-scoped fixture to yield
+    and stop; skips the test when its launcher is not built, except under CI, which builds it."""
+    from opensearch_server import NODE_CLASSES, launcher_missing
+    why = launcher_missing(engine)
     if why:
         if os.environ.get("CI"):
             pytest.fail(why, pytrace=False)
         pytest.skip(why)
-    server = OpenSearch(tmp_path_factory.mktemp("opensearch"))
+    return NODE_CLASSES[engine](tmp_path_factory.mktemp(engine))
+
+
+@pytest.fixture(scope="module")
+def opensearch(tmp_path_factory):
+    """One real OpenSearch 2.19.6 node (opensearch_server.py) shared by a module's tests;
+    skipped when tests/opensearch is not built, except under CI, which builds it."""
+    server = _search_node(tmp_path_factory, "opensearch")
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="module")
+def elasticsearch(tmp_path_factory):
+    """One real Elasticsearch 7.10.2 node (OSS, no x-pack; opensearch_server.py) shared by a
+    module's tests; skipped when tests/elasticsearch is not built, except under CI."""
+    server = _search_node(tmp_path_factory, "elasticsearch")
+    yield server
+    server.stop()
+
+
+# The search engines a test parametrised by `search_store` runs on: what spanhouse migrates
+# from and Jaeger's other store (the last Apache-2.0 Elasticsearch), each a real node.
+SEARCH_ENGINES = ["opensearch", "elasticsearch"]
+
+
+@pytest.fixture(scope="module", params=SEARCH_ENGINES, ids=SEARCH_ENGINES)
+def search_store(request):
+    """The module's `opensearch` or `elasticsearch` node (the same object those fixtures give),
+    so a test written once runs on both; `.engine` and `.version` say which one it has."""
+    return request.getfixturevalue(request.param)
 
 
 def _program_factory(tmp_path, request, missing, make):

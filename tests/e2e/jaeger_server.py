@@ -1,6 +1,7 @@
 """Jaeger v2 itself (cmd/jaeger of github.com/jaegertracing/jaeger v1.75.0), the reference
 implementation the tests compare spanhouse with: one process on free loopback ports, storing
-in memory, in Badger (under its own directory, kept across restarts) or in OpenSearch.
+in memory, in Badger (under its own directory, kept across restarts), in OpenSearch or in
+Elasticsearch (the nodes of opensearch_server.py: OpenSearch 2.19.6, Elasticsearch 7.10.2).
 
 scripts/setup.sh --tests builds the binary (tools/jaeger/go.mod pins it) into
 ${XDG_CACHE_HOME:-~/.cache}/spanhouse/jaeger-v1.75.0/jaeger; JAEGER_BIN names another one.
@@ -35,7 +36,10 @@ from conftest import jaeger, jaeger_factory  # noqa: F401
 JAEGER_VERSION = "v1.75.0"
 READY_DEADLINE_S = 60.0
 STOP_DEADLINE_S = 30.0
-STORAGES = ("memory", "badger", "opensearch")
+STORAGES = ("memory", "badger", "opensearch", "elasticsearch")
+# The stores on a search engine: Jaeger's `opensearch` and `elasticsearch` backends, which take
+# the same settings (one Go struct) and write the same documents.
+SEARCH_STORAGES = ("opensearch", "elasticsearch")
 # The daily index layout (Jaeger's default), spelt out so the tests' expectations are visible.
 DATE_LAYOUT = "2006-01-02"
 
@@ -68,25 +72,27 @@ class Jaeger(ConfiguredProgram):
     ready_deadline_s = READY_DEADLINE_S
     LOG_NAME = "jaeger.log"
 
-    def __init__(self, root: Path, storage: str = "memory", opensearch_url: Optional[str] = None,
+    def __init__(self, root: Path, storage: str = "memory", search_url: Optional[str] = None,
                  index_prefix: str = "", create_mappings: bool = True, start: bool = True,
                  name: str = "jaeger", shards: int = 1, replicas: int = 0,
-                 storage_options: Optional[dict] = None):
-        """storage: memory, badger or opensearch. For opensearch: the node's URL, an index
-        prefix ("" for none; Jaeger adds the "-"), whether Jaeger creates its index templates,
-        and the shards and replicas of its daily indices (1 and 0 suit a one-node cluster;
-        Jaeger's defaults are 5 and 1). storage_options: merged into the backend's settings
-        (e.g. {"tags_as_fields": {"all": True}})."""
+                 storage_options: Optional[dict] = None, opensearch_url: Optional[str] = None):
+        """storage: memory, badger, opensearch or elasticsearch. For the last two: the node's
+        URL (search_url, or opensearch_url, its older name), an index prefix ("" for none;
+        Jaeger adds the "-"), whether Jaeger creates its index templates, and the shards and
+        replicas of its daily indices (1 and 0 suit a one-node cluster; Jaeger's defaults are
+        5 and 1). storage_options: merged into the backend's settings (e.g.
+        {"tags_as_fields": {"all": True}})."""
         if storage not in STORAGES:
             raise ValueError(f"storage {storage!r}: one of {', '.join(STORAGES)}")
-        if storage == "opensearch" and not opensearch_url:
-            raise ValueError("storage opensearch needs opensearch_url")
+        search_url = search_url or opensearch_url
+        if storage in SEARCH_STORAGES and not search_url:
+            raise ValueError(f"storage {storage} needs search_url")
         self.binary = jaeger_bin()
         why = jaeger_missing()
         if why:
             raise RuntimeError(why)
         self.storage = storage
-        self.opensearch_url = opensearch_url
+        self.search_url = search_url
         self.index_prefix = index_prefix
         self.create_mappings = create_mappings
         self.shards = shards
@@ -147,7 +153,10 @@ class Jaeger(ConfiguredProgram):
                 "ttl": {"spans": "72h"},
             }}
         else:
-            # v1.75's keys (internal/storage/elasticsearch/config): indices.index_prefix
+            # One struct for both backends. v1.75's keys (internal/storage/elasticsearch/
+            # config): version (0, the default: the first digit of GET /'s version.number, or
+            # 7 for an OpenSearch 1-3, told by its tagline; so no setting is needed for
+            # Elasticsearch 7.10.2), indices.index_prefix
             # ("" by default; "p" names p-jaeger-span-DATE), indices.{spans,services,
             # dependencies,sampling}.{date_layout,rollover_frequency,shards,replicas}
             # (2006-01-02, day, 5, 1), create_mappings (true), tags_as_fields.{all,include,
@@ -156,8 +165,8 @@ class Jaeger(ConfiguredProgram):
             # (72h: the reader looks no further back).
             daily = {"date_layout": DATE_LAYOUT, "rollover_frequency": "day",
                      "shards": self.shards, "replicas": self.replicas}
-            backend = {"opensearch": {
-                "server_urls": [self.opensearch_url],
+            backend = {self.storage: {
+                "server_urls": [self.search_url],
                 "create_mappings": self.create_mappings,
                 "indices": {"index_prefix": self.index_prefix, "spans": daily,
                             "services": daily, "dependencies": daily, "sampling": daily},

@@ -1,14 +1,22 @@
-"""A real OpenSearch 2.19.6 for the tests: one node, started by tests/opensearch's launcher
-(scripts/setup.sh --tests builds it from Maven Central's jars) on the machine's Java 17, on free
-loopback ports, its home and data in a directory of its own.
+"""Real search engines for the tests, one node each, started by an in-process launcher
+(scripts/setup.sh --tests builds both from Maven Central's jars) on the machine's Java 17, on
+free loopback ports, its home and data in a directory of its own:
 
-The node is a separate JVM: stop() sends SIGTERM (the launcher closes the node and exits 0),
-kill() SIGKILL; start() again runs it on the same ports and the same data, so a test can take
-it away for a while and find its documents when it comes back. Requests go over its REST API
-with `requests`; the helpers raise OpenSearchError on an answer that is not 2xx.
+  OpenSearch      2.19.6, tests/opensearch's launcher (what spanhouse migrates from)
+  Elasticsearch   7.10.2, tests/elasticsearch's launcher (the OSS node, no x-pack: the last
+                  Apache-2.0 Elasticsearch, the one OpenSearch forked; Jaeger's other store)
 
-A node starts in 5-10 s and holds about 250-300 MB resident; the `opensearch` fixture
-(conftest.py) shares one per module."""
+Both are a SearchNode: the same launcher command line, start/stop/kill and REST helpers; only
+the launcher (its directory, jar, main class and the line it prints once serving) differs, in
+an Engine. The node is a separate JVM: stop() sends SIGTERM (the launcher closes the node and
+exits 0), kill() SIGKILL; start() again runs it on the same ports and the same data, so a test
+can take it away for a while and find its documents when it comes back. Requests go over its
+REST API with `requests`; the helpers raise OpenSearchError (either engine) on an answer that
+is not 2xx, and read what both engines answer (total_hits(): hits.total as an object or a
+number; Elasticsearch 7 also has `_type: _doc` in bulk items and hits, which nothing reads).
+
+A node starts in 4-10 s and holds about 220-300 MB resident; conftest.py's `opensearch` and
+`elasticsearch` fixtures share one per module, and `search_store` runs a test on each."""
 
 from __future__ import annotations
 
@@ -17,6 +25,7 @@ import os
 import shutil
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Optional, Union
 
@@ -25,17 +34,53 @@ import requests
 from conftest import REPO_ROOT, _die_with_parent, describe_response, free_ports, tail
 from managed_process import ManagedProcess
 
-LAUNCHER_DIR = REPO_ROOT / "tests" / "opensearch" / "target"
-LAUNCHER_JAR = LAUNCHER_DIR / "opensearch-launcher.jar"
-LAUNCHER_LIB = LAUNCHER_DIR / "lib"
-LAUNCHER_MAIN = "dev.spanhouse.test.OpenSearchLauncher"
+
+@dataclass(frozen=True)
+class Engine:
+    """What tells one engine's launcher from the other's."""
+    name: str     # "opensearch": tests/<name> holds its launcher; the fixture's name
+    title: str    # "OpenSearch": in messages, and the launcher's class is <title>Launcher
+    version: str  # what the launcher's pom pins: GET / must answer it
+
+    @property
+    def target(self) -> Path:
+        return REPO_ROOT / "tests" / self.name / "target"
+
+    @property
+    def jar(self) -> Path:
+        return self.target / f"{self.name}-launcher.jar"
+
+    @property
+    def lib(self) -> Path:
+        return self.target / "lib"
+
+    @property
+    def server_jars(self) -> str:
+        """A glob in lib/ that the server's own jar matches."""
+        return f"{self.name}-[0-9]*.jar"
+
+    @property
+    def main_class(self) -> str:
+        return f"dev.spanhouse.test.{self.title}Launcher"
+
+    @property
+    def started_line(self) -> bytes:
+        """The start of the line the launcher prints once the node serves HTTP."""
+        return f"{self.name.upper()} STARTED ".encode()
+
+
+OPENSEARCH = Engine("opensearch", "OpenSearch", "2.19.6")
+ELASTICSEARCH = Engine("elasticsearch", "Elasticsearch", "7.10.2")
+ENGINES = {e.name: e for e in (OPENSEARCH, ELASTICSEARCH)}
 
 READY_DEADLINE_S = 120.0
 STOP_DEADLINE_S = 60.0
 
-# The JVM's options. A small heap is plenty for tests. The locale providers are those
-# OpenSearch's own jvm.options use on Java 9 to 22, so dates format and parse as in a real
-# distribution. No --add-opens, no security manager: the node runs as an embedded one does.
+# The JVM's options, the same for both engines. A small heap is plenty for tests. The locale
+# providers are those both engines' own jvm.options use on Java 9 and later, so dates format
+# and parse as in a real distribution. No --add-opens, no security manager: the node runs as
+# an embedded one does. Elasticsearch 7.10.2 (whose distribution bundled JDK 15) needs no
+# extra flag on Java 17 when run so: no add-opens, netty falls back to its non-reflective paths.
 JVM_OPTIONS = (
     "-Xms256m", "-Xmx768m",
     "-XX:+UseSerialGC",
@@ -47,44 +92,56 @@ JVM_OPTIONS = (
 )
 
 
-def launcher_missing() -> Optional[str]:
-    """Why the node cannot be started here, or None."""
+def launcher_missing(engine: str = "opensearch") -> Optional[str]:
+    """Why a node of `engine` ("opensearch" or "elasticsearch") cannot be started here, or None."""
+    e = ENGINES[engine]
     missing = []
     if not shutil.which("java"):
         missing.append("java")
-    if not LAUNCHER_JAR.is_file():
-        missing.append(str(LAUNCHER_JAR.relative_to(REPO_ROOT)))
-    if not LAUNCHER_LIB.is_dir() or not any(LAUNCHER_LIB.glob("opensearch-*.jar")):
-        missing.append(str(LAUNCHER_LIB.relative_to(REPO_ROOT)) + "/opensearch-*.jar")
+    if not e.jar.is_file():
+        missing.append(str(e.jar.relative_to(REPO_ROOT)))
+    if not e.lib.is_dir() or not any(e.lib.glob(e.server_jars)):
+        missing.append(str(e.lib.relative_to(REPO_ROOT)) + "/" + e.server_jars)
     if not missing:
         return None
-    return (f"OpenSearch is not available: {', '.join(missing)} missing "
-            "(scripts/setup.sh --tests builds tests/opensearch with Maven)")
+    return (f"{e.title} is not available: {', '.join(missing)} missing "
+            f"(scripts/setup.sh --tests builds tests/{e.name} with Maven)")
+
+
+def total_hits(answer: dict) -> int:
+    """hits.total of a search answer: an object {value, relation} by default in both engines,
+    a number with rest_total_hits_as_int=true."""
+    total = answer["hits"]["total"]
+    return int(total["value"] if isinstance(total, dict) else total)
 
 
 class OpenSearchError(RuntimeError):
+    """A REST answer that was not 2xx, from either engine (the name predates Elasticsearch's)."""
+
     def __init__(self, what: str, resp: requests.Response):
         super().__init__(f"{what}: {describe_response(resp)}")
         self.status = resp.status_code
         self.response = resp
 
 
-class OpenSearch(ManagedProcess):
-    """One OpenSearch node on one data directory (root/name), restartable on the same ports."""
+class SearchNode(ManagedProcess):
+    """One node of `ENGINE` on one data directory (root/name), restartable on the same ports;
+    OpenSearch and Elasticsearch below say which engine."""
 
+    ENGINE: Engine
     stop_deadline_s = STOP_DEADLINE_S
 
-    def __init__(self, root: Path, start: bool = True, name: str = "opensearch",
+    def __init__(self, root: Path, start: bool = True, name: Optional[str] = None,
                  http_port: Optional[int] = None, transport_port: Optional[int] = None):
-        why = launcher_missing()
+        why = launcher_missing(self.engine)
         if why:
             raise RuntimeError(why)
         self.java = shutil.which("java")
-        self.name = name
-        self.root = Path(root) / name
+        self.name = name or self.engine
+        self.root = Path(root) / self.name
         self.root.mkdir(parents=True, exist_ok=True)
         (self.root / "tmp").mkdir(exist_ok=True)
-        self.log_path = self.root / "opensearch.log"
+        self.log_path = self.root / f"{self.engine}.log"
         self._fixed_ports = http_port is not None or transport_port is not None
         if http_port is None or transport_port is None:
             ports = free_ports(2)
@@ -96,10 +153,20 @@ class OpenSearch(ManagedProcess):
         self.starts = 0
         self.exit_codes: list[int] = []
         self.last_start_s = 0.0  # seconds the last start() took, until the cluster was yellow
+        self.version = ""  # version.number of GET /, once started
         self.session = requests.Session()
         self.session.trust_env = False  # no proxy from the environment for 127.0.0.1
         if start:
             self.start()
+
+    @property
+    def engine(self) -> str:
+        """The engine's name: opensearch or elasticsearch."""
+        return self.ENGINE.name
+
+    @property
+    def title(self) -> str:
+        return self.ENGINE.title
 
     # ---- addresses ----
     @property
@@ -108,16 +175,16 @@ class OpenSearch(ManagedProcess):
 
     # ---- lifecycle ----
     def command(self) -> list[str]:
-        classpath = f"{LAUNCHER_JAR}:{LAUNCHER_LIB}/*"
+        classpath = f"{self.ENGINE.jar}:{self.ENGINE.lib}/*"
         return [self.java, *JVM_OPTIONS, f"-Djava.io.tmpdir={self.root / 'tmp'}",
-                "-cp", classpath, LAUNCHER_MAIN,
+                "-cp", classpath, self.ENGINE.main_class,
                 "--dir", str(self.root), "--http-port", str(self.http_port),
                 "--transport-port", str(self.transport_port),
                 "--cluster-name", "spanhouse-test", "--node-name", self.name]
 
-    def start(self, deadline_s: float = READY_DEADLINE_S) -> "OpenSearch":
+    def start(self, deadline_s: float = READY_DEADLINE_S) -> "SearchNode":
         """Starts the node and waits until the cluster is yellow; raises with the log's tail."""
-        assert not self.running(), "OpenSearch is already running"
+        assert not self.running(), f"{self.title} is already running"
         for attempt in range(3):
             self.starts += 1
             began = time.monotonic()
@@ -131,6 +198,7 @@ class OpenSearch(ManagedProcess):
             state = self._wait_ready(deadline_s, log_offset)
             if state == "ready":
                 self.last_start_s = time.monotonic() - began
+                self.version = self._check_engine()
                 return self
             # A port taken between free_ports() and the bind, on a first start only: a restart
             # must keep its ports (a client under test knows them).
@@ -140,9 +208,10 @@ class OpenSearch(ManagedProcess):
                 continue
             break
         if state == "exited":
-            msg = f"OpenSearch exited with {self.proc.returncode} before the cluster was yellow"
+            msg = (f"{self.title} exited with {self.proc.returncode} before the cluster "
+                   "was yellow")
         else:
-            msg = f"OpenSearch's cluster was not yellow within {deadline_s:.0f} s"
+            msg = f"{self.title}'s cluster was not yellow within {deadline_s:.0f} s"
         diagnostics = self.diagnostics()
         self.kill()
         raise RuntimeError(f"{msg}\n{diagnostics}")
@@ -160,7 +229,7 @@ class OpenSearch(ManagedProcess):
         try:
             with open(self.log_path, "rb") as f:
                 f.seek(log_offset)
-                return b"\nOPENSEARCH STARTED " in b"\n" + f.read()
+                return b"\n" + self.ENGINE.started_line in b"\n" + f.read()
         except OSError:
             return False
 
@@ -184,9 +253,22 @@ class OpenSearch(ManagedProcess):
             time.sleep(0.2)
         return "timeout"
 
+    def _check_engine(self) -> str:
+        """The version GET / answers, which must be this engine's: OpenSearch says so in
+        version.distribution, Elasticsearch 7 has no such field."""
+        about = self.request("GET", "/").json()
+        version = about["version"]
+        engine = ("opensearch" if version.get("distribution") == "opensearch"
+                  else "elasticsearch")
+        if engine != self.engine or version["number"] != self.ENGINE.version:
+            self.kill()
+            raise RuntimeError(f"{self.url} is {engine} {version['number']}, not "
+                               f"{self.engine} {self.ENGINE.version}: {about}")
+        return version["number"]
+
     # ---- logs ----
     def diagnostics(self) -> str:
-        return (f"--- OpenSearch {self.url} (transport {self.transport_port}): {self.state()}, "
+        return (f"--- {self.title} {self.url} (transport {self.transport_port}): {self.state()}, "
                 f"dir {self.root}, exit codes so far {self.exit_codes}\n"
                 f"--- its log ({self.log_path}):\n{tail(self.log_text())}")
 
@@ -279,3 +361,19 @@ class OpenSearch(ManagedProcess):
         except OSError:
             pass
         return None
+
+
+class OpenSearch(SearchNode):
+    """One OpenSearch 2.19.6 node (tests/opensearch's launcher)."""
+
+    ENGINE = OPENSEARCH
+
+
+class Elasticsearch(SearchNode):
+    """One Elasticsearch 7.10.2 node (tests/elasticsearch's launcher, no x-pack)."""
+
+    ENGINE = ELASTICSEARCH
+
+
+NODE_CLASSES: dict[str, type[SearchNode]] = {"opensearch": OpenSearch,
+                                             "elasticsearch": Elasticsearch}

@@ -1,8 +1,9 @@
 """The Jaeger v2 fixture (jaeger_server.py) works: a trace posted to Jaeger's OTLP/HTTP receiver
 comes back from its query API with its service, operations, typed tags, event and parent, for
-the memory store and for the Badger store (across a restart); and on OpenSearch, Jaeger's own
-documents, indices and index templates, which JAEGER_OS_SAMPLES_DIR=DIR saves for comparison
-with spanhouse's writer."""
+the memory store and for the Badger store (across a restart); and on OpenSearch 2.19.6 and
+Elasticsearch 7.10.2 (each test on both, `search_store`), Jaeger's own documents, indices and
+index templates, which JAEGER_OS_SAMPLES_DIR=DIR (OpenSearch) and JAEGER_ES_SAMPLES_DIR=DIR
+(Elasticsearch) save for comparison with spanhouse's writer."""
 
 from __future__ import annotations
 
@@ -135,7 +136,12 @@ def jaeger_get(j: Jaeger, path: str, params: dict | None = None) -> dict:
     return r.json()
 
 
-# ---- OpenSearch: Jaeger writes its document format, and reads it back ----
+# ---- OpenSearch and Elasticsearch: Jaeger writes its document format, and reads it back ----
+
+# Where test_search_store saves what Jaeger wrote, per engine, when the variable is set.
+SAMPLES_DIR_ENV = {"opensearch": "JAEGER_OS_SAMPLES_DIR",
+                   "elasticsearch": "JAEGER_ES_SAMPLES_DIR"}
+
 
 def otlp_error_trace(trace_id: str, span_id: str, linked: tuple[str, str]) -> bytes:
     """One client span with an ERROR status and message, a link to a span of another trace,
@@ -160,13 +166,17 @@ def utc_day(micros: int) -> str:
     return time.strftime("%Y-%m-%d", time.gmtime(micros / 1e6))
 
 
-def test_opensearch_store(jaeger_factory, opensearch):
-    """Jaeger writes a trace into OpenSearch (daily indices, its own index templates) and its
-    query API reads it back. With JAEGER_OS_SAMPLES_DIR set, what Jaeger wrote is saved there:
-    indices.json, span-docs.json, service-docs.json, templates.json, index-templates.json,
-    mappings.json, query-api.json."""
-    node = opensearch
-    j = jaeger_factory(storage="opensearch", opensearch_url=node.url)
+def test_search_store(jaeger_factory, search_store):
+    """Jaeger writes a trace into OpenSearch or Elasticsearch (its backend of that name: daily
+    indices, its own legacy index templates) and its query API reads it back. With
+    JAEGER_OS_SAMPLES_DIR (OpenSearch) or JAEGER_ES_SAMPLES_DIR (Elasticsearch) set, what
+    Jaeger wrote is saved there: indices.json, span-docs.json, service-docs.json,
+    templates.json, index-templates.json, mappings.json, settings.json, query-api.json,
+    jaeger-config.json."""
+    node = search_store
+    j = jaeger_factory(storage=node.engine, search_url=node.url)
+    assert j.config()["extensions"]["jaeger_storage"]["backends"]["store"].keys() == {
+        node.engine}
     trace_id, trace = post_and_check(j)
     err_trace_id, err_span_id = secrets.token_hex(16), secrets.token_hex(8)
     linked = (secrets.token_hex(16), secrets.token_hex(8))
@@ -213,9 +223,13 @@ def test_opensearch_store(jaeger_factory, opensearch):
     legacy = node.request("GET", "_template").json()
     for kind in ("span", "service"):
         assert legacy[f"jaeger-{kind}"]["index_patterns"] == [f"*jaeger-{kind}-*"], legacy
+    # Legacy templates only: Jaeger uses composable ones (_index_template) for Elasticsearch 8
+    # and later alone.
     index_templates = node.request("GET", "_index_template").json()
+    assert not [t for t in index_templates["index_templates"]
+                if "jaeger" in t["name"]], index_templates
 
-    out = os.environ.get("JAEGER_OS_SAMPLES_DIR")
+    out = os.environ.get(SAMPLES_DIR_ENV[node.engine])
     if out:
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
@@ -234,17 +248,17 @@ def test_opensearch_store(jaeger_factory, opensearch):
         for name, doc in samples.items():
             (out / f"{name}.json").write_text(json.dumps(doc, indent=2) + "\n")
         (out / "README").write_text(
-            f"Written by Jaeger {JAEGER_VERSION} (cmd/jaeger, opensearch backend, "
-            f"no index prefix, create_mappings true, shards 1, replicas 0) into OpenSearch "
-            f"{node.request('GET', '/').json()['version']['number']} by "
-            "tests/e2e/test_jaeger_server.py::test_opensearch_store.\n")
+            f"Written by Jaeger {JAEGER_VERSION} (cmd/jaeger, {node.engine} backend, "
+            f"no index prefix, create_mappings true, shards 1, replicas 0) into {node.title} "
+            f"{node.version} by "
+            f"tests/e2e/test_jaeger_server.py::test_search_store[{node.engine}].\n")
 
 
-def test_opensearch_index_prefix_and_create_mappings(jaeger_factory, opensearch):
+def test_search_store_index_prefix_and_create_mappings(jaeger_factory, search_store):
     """index_prefix names Jaeger's indices and templates; create_mappings false writes no
     template (the spans still go in)."""
-    node = opensearch
-    j = jaeger_factory(name="prefixed", storage="opensearch", opensearch_url=node.url,
+    node = search_store
+    j = jaeger_factory(name="prefixed", storage=node.engine, search_url=node.url,
                        index_prefix="jtest")
     trace_id, trace = post_and_check(j)
     day = utc_day(trace["spans"][0]["startTime"])
@@ -258,7 +272,7 @@ def test_opensearch_index_prefix_and_create_mappings(jaeger_factory, opensearch)
     assert legacy["jtest-jaeger-span"]["index_patterns"] == ["*jtest-jaeger-span-*"], legacy
     assert legacy["jtest-jaeger-service"]["index_patterns"] == ["*jtest-jaeger-service-*"]
 
-    nomap = jaeger_factory(name="nomappings", storage="opensearch", opensearch_url=node.url,
+    nomap = jaeger_factory(name="nomappings", storage=node.engine, search_url=node.url,
                            index_prefix="jnomap", create_mappings=False)
     tid = secrets.token_hex(16)
     r = nomap.post_otlp_json(otlp_trace(tid, secrets.token_hex(8), secrets.token_hex(8)))
