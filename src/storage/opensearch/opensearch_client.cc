@@ -138,6 +138,11 @@ Status OpenSearchClient::SendJson(std::string_view method, std::string_view targ
   }
   std::string why = "opensearch " + std::string(target) + ": HTTP " + std::to_string(r.status) +
                     ": " + ErrorReason(r.body);
+  // Credentials refused are the set-up's fault, not the request's: fixed,
+  // the same request goes through (a sink keeps its spans meanwhile).
+  if (r.status == 401 || r.status == 403) {
+    return Status::Unavailable(why + " (the cluster refused the credentials)");
+  }
   if (r.status == 429 || r.status == 503) return Status::Unavailable(why);
   if (r.status == 404) return {StatusCode::kNotFound, why};
   if (r.status >= 400 && r.status < 500) return Status::Invalid(why);

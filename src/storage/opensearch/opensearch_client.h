@@ -66,7 +66,8 @@ class OpenSearchClient {
   // GET `target`, as Post.
   Status Get(std::string_view target, net::HttpResult* result);
   // Post, then a Status from the HTTP status: OK for 2xx; the cluster's
-  // reason (its error.type and error.reason) otherwise: 429/503 kUnavailable,
+  // reason (its error.type and error.reason) otherwise: 401/403 (credentials
+  // refused), 429 and 503 kUnavailable,
   // 404 kNotFound, another 4xx kInvalidArgument, 5xx kInternal.
   Status PostJson(std::string_view target, std::string body, std::string* answer);
   // As PostJson with another method (PUT, DELETE).

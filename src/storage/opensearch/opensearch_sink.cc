@@ -384,6 +384,10 @@ Status OpenSearchPlugin::Bulk(BulkWrite& bulk) {
   }
   if (r.status < 200 || r.status >= 300) {
     const std::string reason = "HTTP " + std::to_string(r.status) + ": " + ErrorReason(r.body);
+    // Credentials refused: the documents are fine; they wait for the fix.
+    if (r.status == 401 || r.status == 403) {
+      return Status::Unavailable(reason + " (the cluster refused the credentials)");
+    }
     return ClassifyItem(r.status) == ItemResult::kRetry ? Status::Unavailable(reason)
                                                         : Status::Invalid(reason);
   }
