@@ -341,7 +341,16 @@ Status Server::Import(const SpanBatch& batch, uint64_t* written) {
         batch.span_count()));
   }
   *written = batch.span_count();
+  NoteImported(batch);
   return Status::Ok();
+}
+
+void Server::NoteImported(const SpanBatch& batch) {
+  if (batch.span_count() == 0) return;
+  const auto [lo, hi] =
+      std::minmax_element(batch.spans.start_ns.begin(), batch.spans.start_ns.end());
+  // History the dependency job may have passed: its edges are computed again.
+  for (auto& job : writing_.dependency_jobs) job->Recompute(*lo, *hi);
 }
 
 }  // namespace spanhouse::server

@@ -946,10 +946,22 @@ void Server::AppendJobMetrics(PromText& out) const {
   }
   uint64_t runs = 0;
   uint64_t errors = 0;
+  uint64_t recomputed = 0;
+  uint64_t pending = 0;
   for (const auto& job : writing_.dependency_jobs) {
     runs += job->runs();
     errors += job->errors();
+    recomputed += job->recomputed_minutes();
+    pending += job->pending_minutes();
   }
+  out.One("spanhouse_dependency_recomputed_minutes_total", "counter",
+          "Minutes whose dependency edges were computed again because spans of them were "
+          "imported late (a backfill).",
+          "", recomputed);
+  out.One("spanhouse_dependency_pending_minutes", "gauge",
+          "Minutes waiting to be computed again after an import (they wait until no import has "
+          "touched them for dependencies.lag_s).",
+          "", pending);
   out.One("spanhouse_dependency_job_runs_total", "counter",
           "Runs of the dependency job on this node (one per shard per interval while it runs "
           "the jobs).",

@@ -114,6 +114,8 @@ class Server {
   // (those not stored yet), written before the answer.
   void ImportEndpoint(const net::HttpRequest& req, net::HttpResponse& resp);
   Status Import(const SpanBatch& batch, uint64_t* written);
+  // The dependency job computes the minutes of imported spans again.
+  void NoteImported(const SpanBatch& batch);
   Status MakeQueryApi();
   void MakeReceivers();
   std::string NotReady() const;

@@ -343,6 +343,31 @@ TEST(ChdbDependencies, EdgesEqualTheGeneratedTracesEvenAcrossInserts) {
   opts.max_minutes_per_query = 7;
   RunDependencyJobOnce(opts);
   EXPECT_EQ(Q(edges_sql), expected);
+
+  // History stored late (a backfill): a job that looks back 15 minutes never
+  // reaches it on its own...
+  Q(fmt::format("TRUNCATE TABLE {}.dependencies_1m", kDatabase));
+  opts.first_lookback = std::chrono::seconds(900);
+  RunDependencyJobOnce(opts);
+  EXPECT_EQ(Q(edges_sql), "");
+  // ...and computes its minutes again when told they were imported, in steps
+  // (the ranges of two imports merged).
+  const auto [lo, hi] = std::minmax_element(all.spans.start_ns.begin(), all.spans.start_ns.end());
+  DependencyJob job(*Engine::conn, opts);
+  job.Recompute(*lo, *lo + (*hi - *lo) / 2);
+  job.Recompute(*lo + (*hi - *lo) / 2, *hi);
+  // 2.5 minutes of spans, with the minute before (a parent may start up to
+  // 10 s after its child) and the minutes of children up to 60 s later.
+  EXPECT_EQ(job.pending_minutes(), 5u);
+  job.Start();
+  for (int i = 0; i < 600 && job.pending_minutes() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  job.Stop();
+  EXPECT_EQ(job.pending_minutes(), 0u);
+  EXPECT_EQ(job.errors(), 0u);
+  EXPECT_GE(job.recomputed_minutes(), (to - from) / 60);
+  EXPECT_EQ(Q(edges_sql), expected);
 }
 
 }  // namespace

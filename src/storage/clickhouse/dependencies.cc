@@ -143,6 +143,66 @@ Status DependencyJob::RunOnce(uint32_t* done_until) {
   return Status::Ok();
 }
 
+void DependencyJob::Recompute(uint64_t from_ns, uint64_t to_ns) {
+  // The minutes of children of these spans (up to kParentsBeforeS after a
+  // parent) and of their parents (up to kParentsAfterS after a child).
+  const auto from = static_cast<uint32_t>(from_ns / 1000000000ull);
+  const auto to = static_cast<uint32_t>(to_ns / 1000000000ull);
+  std::lock_guard<std::mutex> lock(mu_);
+  AddPending((from > kParentsAfterS ? from - kParentsAfterS : 0) / 60 * 60,
+             (to + kParentsBeforeS) / 60 * 60 + 60);
+}
+
+void DependencyJob::AddPending(uint32_t lo, uint32_t hi) {
+  const auto now = std::chrono::steady_clock::now();
+  // Merge with every range it overlaps or touches.
+  auto it = pending_.upper_bound(hi);
+  while (it != pending_.begin()) {
+    auto prev = std::prev(it);
+    if (prev->second.to_s < lo) break;
+    lo = std::min(lo, prev->first);
+    hi = std::max(hi, prev->second.to_s);
+    it = pending_.erase(prev);
+  }
+  pending_[lo] = Pending{hi, now};
+}
+
+uint64_t DependencyJob::pending_minutes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t n = 0;
+  for (const auto& [from, p] : pending_) n += (p.to_s - from) / 60;
+  return n;
+}
+
+Status DependencyJob::RunRecomputes() {
+  while (true) {
+    uint32_t from = 0, to = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_) return Status::Ok();
+      const auto quiet = std::chrono::steady_clock::now() - opts_.lag;
+      auto it = std::find_if(pending_.begin(), pending_.end(),
+                             [&](const auto& kv) { return kv.second.touched <= quiet; });
+      if (it == pending_.end()) return Status::Ok();
+      // One step at a time, so a range touched again meanwhile merges with
+      // what is left of it.
+      from = it->first;
+      to = std::min(it->second.to_s, from + opts_.max_minutes_per_query * 60);
+      Pending rest = it->second;
+      pending_.erase(it);
+      if (to < rest.to_s) pending_[to] = rest;
+    }
+    if (Status st =
+            ComputeDependencies(conn_, from, to, kParentsBeforeS, kParentsAfterS, opts_.database);
+        !st.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      AddPending(from, to);  // tried again at the next run
+      return st;
+    }
+    recomputed_minutes_ += (to - from) / 60;
+  }
+}
+
 void DependencyJob::Run() {
   uint32_t done_until = 0;
   std::unique_lock<std::mutex> lock(mu_);
@@ -159,6 +219,10 @@ void DependencyJob::Run() {
         errors_++;
         spdlog::warn("dependency job: {}", st.message());
       }
+    }
+    if (Status st = RunRecomputes(); !st.ok()) {
+      errors_++;
+      spdlog::warn("dependency job, recomputing imported minutes: {}", st.message());
     }
     lock.lock();
     cv_.wait_for(lock, opts_.interval, [&] { return stop_; });

@@ -23,6 +23,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -87,14 +88,29 @@ class DependencyJob {
   uint64_t runs() const { return runs_.load(); }
   uint64_t errors() const { return errors_.load(); }
 
+  // Spans that started in [from_ns, to_ns] were stored late (an import of
+  // history the job may have passed): the minutes whose edges they can be
+  // part of are computed again, once no such call has touched them for the
+  // lag. Ranges are merged. They run whether or not this node holds the job
+  // lease (computing a minute twice replaces its rows: nothing counts twice).
+  void Recompute(uint64_t from_ns, uint64_t to_ns);
+  // Minutes recomputed so far, and minutes still waiting.
+  uint64_t recomputed_minutes() const { return recomputed_minutes_.load(); }
+  uint64_t pending_minutes() const;
+
  private:
   void Run();
   Status RunOnce(uint32_t* done_until);
+  // Computes the pending ranges untouched for the lag.
+  Status RunRecomputes();
+  // Adds [lo, hi) to pending_, merged with the ranges it overlaps or
+  // touches, touched now. mu_ held.
+  void AddPending(uint32_t lo, uint32_t hi);
 
   SqlConnection& conn_;
   const DependencyJobOptions opts_;
   std::thread thread_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;  // guarded by mu_
   std::atomic<uint64_t> runs_{0};
@@ -102,6 +118,13 @@ class DependencyJob {
   // The day (since the epoch) of the edges computed when sampled_spans was
   // last cut back: it is cut again once that day changes (job thread only).
   uint32_t sampled_cut_at_day_ = 0;
+  // Minute ranges to compute again: from -> (to, when last touched).
+  struct Pending {
+    uint32_t to_s = 0;
+    std::chrono::steady_clock::time_point touched;
+  };
+  std::map<uint32_t, Pending> pending_;  // guarded by mu_
+  std::atomic<uint64_t> recomputed_minutes_{0};
 };
 
 }  // namespace spanhouse::storage
