@@ -358,7 +358,7 @@ def test_read_switch_and_fallback_under_query_load(opensearch, spanhouse_factory
     failed = [a for a in readers.answers if a[1] != 200 or not a[4]]
     assert not failed, f"{len(failed)} of {len(readers.answers)} reads failed: {failed[:5]}"
     assert len(readers.answers) > 100
-    bad = requests.put(f"{admin}?to=elasticsearch", timeout=10)
+    bad = requests.put(f"{admin}?to=solr", timeout=10)
     assert bad.status_code == 400 and "clickhouse, opensearch" in bad.text
 
 
