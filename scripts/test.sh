@@ -19,9 +19,9 @@ ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$(nproc)"
 echo "== web UI logic (node --test) ($(date -u +%T), ${SECONDS}s)"
 node --test tests/ui/model.test.mjs
 
-echo "== sink runtime, queue, batcher and deferred-answer tests under ThreadSanitizer ($(date -u +%T), ${SECONDS}s)"
+echo "== sink runtime, queue, batcher, deferred-answer and read-switch tests under ThreadSanitizer ($(date -u +%T), ${SECONDS}s)"
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS="-fsanitize=thread" >/dev/null
-cmake --build build-tsan --target sink_test pipeline_test storage_test net_test receivers_test -j"$(nproc)"
+cmake --build build-tsan --target sink_test pipeline_test storage_test net_test receivers_test query_test -j"$(nproc)"
 TSAN_OPTIONS="halt_on_error=1" build-tsan/sink_test
 TSAN_OPTIONS="halt_on_error=1" build-tsan/pipeline_test
 TSAN_OPTIONS="halt_on_error=1" build-tsan/storage_test
@@ -32,6 +32,8 @@ TSAN_OPTIONS="halt_on_error=1" build-tsan/net_test --gtest_filter='HttpResponder
 # libgrpc and absl are not built with ThreadSanitizer, which then reports races inside them
 # (epoll and absl::Mutex internals) on every call; suppressing those would hide ours too.
 TSAN_OPTIONS="halt_on_error=1" build-tsan/receivers_test --gtest_filter='-OtlpGrpcReceiver.*'
+# The read switch: a store's call on a thread of its own, the other store's beside it.
+TSAN_OPTIONS="halt_on_error=1" build-tsan/query_test --gtest_filter='ReadSwitch*'
 
 echo "== fuzzing (libFuzzer, ASan + UBSan: the decoders, the columnar batch reader, the HTTP request parser and the durable log reader, 60 s each, two rounds side by side) ($(date -u +%T), ${SECONDS}s)"
 scripts/fuzz.sh all 60

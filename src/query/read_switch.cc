@@ -3,13 +3,29 @@
 #include <spdlog/spdlog.h>
 
 #include <memory>
+#include <string_view>
 #include <thread>
+
+#include "query/recent_reader.h"
 
 namespace spanhouse::query {
 
 namespace {
 
 thread_local ReadInfo tls_info;
+
+// Adds `item` to the `sep`-separated `list` unless it is there already: the
+// calls of one request (a search's ids, then its traces) are told once.
+void NoteOnce(std::string* list, const std::string& item, std::string_view sep) {
+  if (item.empty()) return;
+  for (size_t p = 0; p <= list->size();) {
+    const size_t e = std::min(list->find(sep, p), list->size());
+    if (std::string_view(*list).substr(p, e - p) == item) return;
+    p = e + sep.size();
+  }
+  if (!list->empty()) *list += sep;
+  *list += item;
+}
 
 void MergeInto(SpanBatch* out, SpanBatch& from) {
   out->Append(from);
@@ -31,11 +47,12 @@ bool FallbackWorthy(const Status& st) {
 }  // namespace
 
 ReadSwitch::ReadSwitch(std::vector<ReadSource> sources, size_t current, bool fallback,
-                       std::chrono::milliseconds fallback_after)
+                       std::chrono::milliseconds fallback_after, bool fill_gaps)
     : sources_(std::move(sources)),
       current_(current < sources_.size() ? current : 0),
       fallback_(fallback),
       fallback_after_(fallback_after),
+      fill_gaps_(fill_gaps),
       counters_(sources_.size()) {}
 
 ReadSwitch::~ReadSwitch() {
@@ -80,31 +97,13 @@ ReadInfo ReadSwitch::TakeInfo() {
 }
 
 template <typename T, typename Call>
-Status ReadSwitch::Run(T* out, const Call& call) {
-  const size_t first = current_.load();
-  const size_t other = sources_.size() > 1 ? 1 - first : first;
-  tls_info.source = sources_[first].name;
-  tls_info.fallback.clear();
-  if (!fallback_.load() || other == first) {
-    Status st = call(*sources_[first].reader, out);
-    if (st.ok()) counters_[first].answered++;
-    return st;
-  }
-  // The first source's call runs on a thread of its own so that a slow
-  // store can be given up on; the state outlives this call if it is.
-  struct State {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-    Status st;
-    T out{};
-  };
-  auto state = std::make_shared<State>();
+std::shared_ptr<ReadSwitch::Pending<T>> ReadSwitch::Start(size_t source, const Call& call) {
+  auto state = std::make_shared<Pending<T>>();
   {
     std::lock_guard<std::mutex> lock(mu_);
     ++in_flight_;
   }
-  SpanReader* reader = sources_[first].reader;
+  SpanReader* reader = sources_[source].reader;
   std::thread([this, state, reader, call] {
     Status st = call(*reader, &state->out);
     {
@@ -116,16 +115,30 @@ Status ReadSwitch::Run(T* out, const Call& call) {
     std::lock_guard<std::mutex> lock(mu_);
     if (--in_flight_ == 0) idle_.notify_all();
   }).detach();
+  return state;
+}
+
+template <typename T, typename Call>
+Status ReadSwitch::Run(size_t first, T* out, const Call& call,
+                       const std::shared_ptr<Pending<T>>& other_call, size_t* answered) {
+  const size_t other = sources_.size() > 1 ? 1 - first : first;
+  auto answer = [&](size_t source, Status st) {
+    NoteOnce(&tls_info.source, sources_[source].name, ", ");
+    if (st.ok()) counters_[source].answered++;
+    if (answered != nullptr) *answered = source;
+    return st;
+  };
+  if (!fallback_.load() || other == first) return answer(first, call(*sources_[first].reader, out));
+  // The first source's call runs on a thread of its own so that a slow
+  // store can be given up on.
+  auto state = Start<T>(first, call);
   std::string why;
   {
     std::unique_lock<std::mutex> lock(state->mu);
     if (state->cv.wait_for(lock, fallback_after_, [&] { return state->done; })) {
       if (!FallbackWorthy(state->st)) {
-        if (state->st.ok()) {
-          MergeInto(out, state->out);
-          counters_[first].answered++;
-        }
-        return state->st;
+        if (state->st.ok()) MergeInto(out, state->out);
+        return answer(first, state->st);
       }
       why = sources_[first].name + " failed: " + state->st.message();
       counters_[first].fallbacks_failed++;
@@ -136,87 +149,146 @@ Status ReadSwitch::Run(T* out, const Call& call) {
     }
   }
   spdlog::warn("read from {} instead: {}", sources_[other].name, why);
-  tls_info.source = sources_[other].name;
-  tls_info.fallback = why;
-  Status st = call(*sources_[other].reader, out);
-  if (st.ok()) counters_[other].answered++;
+  NoteOnce(&tls_info.fallback, why, "; ");
+  if (other_call == nullptr) return answer(other, call(*sources_[other].reader, out));
+  std::unique_lock<std::mutex> lock(other_call->mu);
+  other_call->cv.wait(lock, [&] { return other_call->done; });
+  if (other_call->st.ok()) MergeInto(out, other_call->out);
+  return answer(other, other_call->st);
+}
+
+template <typename Call>
+Status ReadSwitch::Lookup(SpanBatch* out, const Call& call) {
+  const size_t first = current_.load();
+  const size_t other = sources_.size() > 1 ? 1 - first : first;
+  if (!fill_gaps_.load() || other == first) return Run(first, out, call);
+  // Both asked at once: a lookup takes as long as the slower store up to
+  // fallback_after, never the two one after the other.
+  const auto deadline = std::chrono::steady_clock::now() + fallback_after_;
+  auto theirs = Start<SpanBatch>(other, call);
+  size_t answered = first;
+  Status st = Run(first, out, call, theirs, &answered);
+  // A fallback is the other's answer already; a refusal (too many spans) stands.
+  if (answered != first || (!st.ok() && st.code() != StatusCode::kNotFound)) return st;
+  const std::string& name = sources_[other].name;
+  std::string why;
+  {
+    std::unique_lock<std::mutex> lock(theirs->mu);
+    if (!theirs->cv.wait_until(lock, deadline, [&] { return theirs->done; })) {
+      why = name + " did not answer within " + std::to_string(fallback_after_.count()) + " ms";
+      counters_[other].not_completed_slow++;
+    } else if (!theirs->st.ok() && theirs->st.code() != StatusCode::kNotFound) {
+      // The store's own text stays in the log, as for the query API's 500s.
+      spdlog::warn("lookup not completed from {}: {}", name, theirs->st.message());
+      why = name + " failed" +
+            (theirs->st.code() == StatusCode::kInternal
+                 ? std::string(" (the reason is in spanhouse's log)")
+                 : ": " + theirs->st.message());
+      counters_[other].not_completed_failed++;
+    } else {
+      const size_t added = AppendMissingSpans(theirs->out, out);
+      if (added == 0) return st;
+      counters_[other].completed++;
+      counters_[other].completed_spans += added;
+      NoteOnce(&tls_info.completed_from, name, ", ");
+      tls_info.completed_spans += added;
+      return Status::Ok();  // found now, if the current store had none of it
+    }
+  }
+  NoteOnce(&tls_info.not_completed, why, "; ");
   return st;
 }
 
 Status ReadSwitch::GetTrace(const TraceId& id, SpanBatch* out) {
-  return Run(out, [id](SpanReader& r, SpanBatch* o) { return r.GetTrace(id, o); });
+  return Lookup(out, [id](SpanReader& r, SpanBatch* o) { return r.GetTrace(id, o); });
 }
 
 Status ReadSwitch::GetTraces(const std::vector<TraceId>& ids, SpanBatch* out) {
-  return Run(out, [ids](SpanReader& r, SpanBatch* o) { return r.GetTraces(ids, o); });
+  return Lookup(out, [ids](SpanReader& r, SpanBatch* o) { return r.GetTraces(ids, o); });
 }
 
 Status ReadSwitch::FindTraceIds(const TraceQuery& query, std::vector<TraceId>* out) {
-  return Run(out,
+  return Run(current_.load(), out,
              [query](SpanReader& r, std::vector<TraceId>* o) { return r.FindTraceIds(query, o); });
 }
 
 Status ReadSwitch::GetServices(std::vector<std::string>* out) {
-  return Run(out, [](SpanReader& r, std::vector<std::string>* o) { return r.GetServices(o); });
+  return Run(current_.load(), out,
+             [](SpanReader& r, std::vector<std::string>* o) { return r.GetServices(o); });
 }
 
 Status ReadSwitch::GetOperations(const std::string& service, bool any_kind, uint8_t kind,
                                  std::vector<OperationInfo>* out) {
-  return Run(out, [service, any_kind, kind](SpanReader& r, std::vector<OperationInfo>* o) {
-    return r.GetOperations(service, any_kind, kind, o);
-  });
+  return Run(current_.load(), out,
+             [service, any_kind, kind](SpanReader& r, std::vector<OperationInfo>* o) {
+               return r.GetOperations(service, any_kind, kind, o);
+             });
 }
 
 Status ReadSwitch::GetDependencies(uint64_t from_s, uint64_t to_s,
                                    std::vector<DependencyLink>* out) {
-  return Run(out, [from_s, to_s](SpanReader& r, std::vector<DependencyLink>* o) {
+  return Run(current_.load(), out, [from_s, to_s](SpanReader& r, std::vector<DependencyLink>* o) {
     return r.GetDependencies(from_s, to_s, o);
   });
 }
 
 // The RED views exist in ClickHouse only (the first source), whatever is read.
 Status ReadSwitch::GetRedSeries(const RedQuery& query, std::vector<RedSeries>* out) {
-  tls_info = {sources_[0].name, ""};
+  NoteOnce(&tls_info.source, sources_[0].name, ", ");
   return sources_[0].reader->GetRedSeries(query, out);
 }
 
 Status ReadSwitch::GetRedSummary(const RedSummaryQuery& query, std::vector<RedSummaryRow>* out) {
-  tls_info = {sources_[0].name, ""};
+  NoteOnce(&tls_info.source, sources_[0].name, ", ");
   return sources_[0].reader->GetRedSummary(query, out);
 }
 
 Status ReadSwitch::CountSpansWithAttr(AttrOwner owner, const std::string& key,
                                       const std::string& value, uint64_t* count) {
-  return Run(count, [owner, key, value](SpanReader& r, uint64_t* o) {
+  return Run(current_.load(), count, [owner, key, value](SpanReader& r, uint64_t* o) {
     return r.CountSpansWithAttr(owner, key, value, o);
   });
 }
 
 void ReadSwitch::AppendMetrics(PromText& out) const {
-  out.Family("spanhouse_query_read_source", "gauge",
-             "1 for the store the query API reads from, 0 for the others.");
-  for (size_t i = 0; i < sources_.size(); ++i) {
-    out.Sample("spanhouse_query_read_source", PromText::Label("source", sources_[i].name),
-               i == current_.load() ? 1 : 0);
-  }
-  out.Family("spanhouse_query_reads_total", "counter",
-             "Reads answered, by the store that answered.");
-  for (size_t i = 0; i < sources_.size(); ++i) {
-    out.Sample("spanhouse_query_reads_total", PromText::Label("source", sources_[i].name),
-               counters_[i].answered.load());
-  }
-  out.Family("spanhouse_query_read_fallbacks_total", "counter",
-             "Reads answered by the other store because this one failed or was too slow.");
-  for (size_t i = 0; i < sources_.size(); ++i) {
-    out.Sample(
-        "spanhouse_query_read_fallbacks_total",
-        PromText::Label("source", sources_[i].name) + "," + PromText::Label("reason", "failed"),
-        counters_[i].fallbacks_failed.load());
-    out.Sample(
-        "spanhouse_query_read_fallbacks_total",
-        PromText::Label("source", sources_[i].name) + "," + PromText::Label("reason", "slow"),
-        counters_[i].fallbacks_slow.load());
-  }
+  auto per_source = [&](const char* name, const char* type, const char* help, auto value) {
+    out.Family(name, type, help);
+    for (size_t i = 0; i < sources_.size(); ++i) {
+      out.Sample(name, PromText::Label("source", sources_[i].name), value(i));
+    }
+  };
+  // Failed and slow: the two reasons the other store is turned to or left out.
+  auto per_reason = [&](const char* name, const char* help, auto failed, auto slow) {
+    out.Family(name, "counter", help);
+    for (size_t i = 0; i < sources_.size(); ++i) {
+      const std::string source = PromText::Label("source", sources_[i].name) + ",";
+      out.Sample(name, source + PromText::Label("reason", "failed"), failed(counters_[i]).load());
+      out.Sample(name, source + PromText::Label("reason", "slow"), slow(counters_[i]).load());
+    }
+  };
+  per_source("spanhouse_query_read_source", "gauge",
+             "1 for the store the query API reads from, 0 for the others.",
+             [&](size_t i) -> uint64_t { return i == current_.load() ? 1 : 0; });
+  per_source("spanhouse_query_reads_total", "counter",
+             "Reads answered, by the store that answered.",
+             [&](size_t i) { return counters_[i].answered.load(); });
+  per_reason(
+      "spanhouse_query_read_fallbacks_total",
+      "Reads answered by the other store because this one failed or was too slow.",
+      [](const Counters& c) -> const auto& { return c.fallbacks_failed; },
+      [](const Counters& c) -> const auto& { return c.fallbacks_slow; });
+  per_source("spanhouse_query_read_completed_total", "counter",
+             "Trace lookups (a lookup, or a search's traces) to which this store, not the one "
+             "read, added spans (query.fill_gaps).",
+             [&](size_t i) { return counters_[i].completed.load(); });
+  per_source("spanhouse_query_read_completed_spans_total", "counter",
+             "Spans this store added to trace lookups answered by the other.",
+             [&](size_t i) { return counters_[i].completed_spans.load(); });
+  per_reason(
+      "spanhouse_query_read_not_completed_total",
+      "Trace lookups answered without this store's spans because it failed or was too slow.",
+      [](const Counters& c) -> const auto& { return c.not_completed_failed; },
+      [](const Counters& c) -> const auto& { return c.not_completed_slow; });
 }
 
 }  // namespace spanhouse::query

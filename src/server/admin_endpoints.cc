@@ -4,7 +4,7 @@
 // server holds the engine (the embedded one cannot be opened by a second
 // process) and the connections to both stores.
 //
-//   GET|PUT /api/admin/read-source[?to=clickhouse|opensearch][&fallback=true|false]
+//   GET|PUT /api/admin/read-source[?to=SOURCE][&fallback=true|false][&fill_gaps=true|false]
 //   GET /api/admin/span-counts?source=S&start=US&end=US[&bucket_s=N]
 //   GET /api/admin/span-ids?source=S&service=X[&kind=K]&start=US&end=US[&limit=N]
 //   GET /api/admin/documents?source=S&trace=HEX   (the trace as Jaeger documents)
@@ -15,6 +15,7 @@
 #include <charconv>
 #include <chrono>
 #include <future>
+#include <optional>
 #include <set>
 
 #include "codec/json_writer.h"
@@ -124,31 +125,40 @@ void Server::HandleAdmin(const net::HttpRequest& req, net::HttpResponse& resp) {
 }
 
 void Server::ReadSourceEndpoint(const net::HttpRequest& req, net::HttpResponse& resp) {
+  query::ReadSwitch& sw = *reading_.read_switch;
   if (req.method == "PUT" || req.method == "POST") {
+    // Every parameter checked before any is applied: a 400 changes nothing.
     std::string to;
-    std::string fallback;
     const bool has_to = query::QueryParam(req.target, "to", &to);
-    if (query::QueryParam(req.target, "fallback", &fallback)) {
-      if (fallback != "true" && fallback != "false") {
-        return Fail(resp, 400, "fallback: want true or false");
+    if (has_to) to = ReadSourceName(sw, to);
+    // (SwitchTo to no such source changes nothing and names the sources.)
+    if (has_to && sw.Source(to) == nullptr) return Fail(resp, 400, sw.SwitchTo(to).message());
+    auto flag = [&](const char* name, std::optional<bool>* out) {
+      std::string v;
+      if (!query::QueryParam(req.target, name, &v)) return true;
+      if (v != "true" && v != "false") {
+        Fail(resp, 400, std::string(name) + ": want true or false");
+        return false;
       }
-      reading_.read_switch->set_fallback(fallback == "true");
-    }
-    if (has_to) {
-      if (Status st = reading_.read_switch->SwitchTo(ReadSourceName(*reading_.read_switch, to));
-          !st.ok())
-        return Fail(resp, 400, st.message());
-    }
+      *out = v == "true";
+      return true;
+    };
+    std::optional<bool> fallback, fill_gaps;
+    if (!flag("fallback", &fallback) || !flag("fill_gaps", &fill_gaps)) return;
+    if (fallback) sw.set_fallback(*fallback);
+    if (fill_gaps) sw.set_fill_gaps(*fill_gaps);
+    if (has_to) (void)sw.SwitchTo(to);
   } else if (req.method != "GET") {
     resp.headers.emplace_back("Allow", "GET, PUT");
     return Fail(resp, 405, "method not allowed: GET or PUT");
   }
   std::string out;
   codec::JsonWriter w(out);
-  w.BeginObject().Key("read_from").String(reading_.read_switch->current());
-  w.Key("fallback").Bool(reading_.read_switch->fallback());
+  w.BeginObject().Key("read_from").String(sw.current());
+  w.Key("fallback").Bool(sw.fallback());
+  w.Key("fill_gaps").Bool(sw.fill_gaps());
   w.Key("sources").BeginArray();
-  for (const auto& s : reading_.read_switch->sources()) w.String(s);
+  for (const auto& s : sw.sources()) w.String(s);
   w.EndArray().EndObject();
   resp.body = std::move(out);
 }

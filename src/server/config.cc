@@ -231,6 +231,8 @@ const std::vector<Key>& Keys() {
           [](const Config& c) { return std::string(c.query.fallback ? "true" : "false"); }},
       SH_UINT_KEY("query.fallback_after_ms", query.fallback_after_ms, ParseUint, 1, 3600000,
                   "milliseconds, 1 to 3600000"),
+      SH_STRING_KEY("query.fill_gaps", query.fill_gaps, v == "auto" || v == "on" || v == "off",
+                    "auto, on or off"),
       SH_UINT_KEY("query.recent_max_bytes", query.recent_max_bytes, ParseBytes, 0, 1ull << 40,
                   "a size, e.g. 64MiB, or 0 (off)"),
       SH_UINT_KEY("query.recent_disk_bytes", query.recent_disk_bytes, ParseBytes, 0, 1ull << 44,
@@ -809,6 +811,11 @@ std::string FirstToken(std::string_view tokens) {
 
 bool SecondaryIsSearchStore(const Config& cfg) {
   return cfg.secondary.type == "opensearch" || cfg.secondary.type == "elasticsearch";
+}
+
+bool FillGaps(const Config& cfg) {
+  if (cfg.query.fill_gaps == "auto") return SecondaryIsSearchStore(cfg);
+  return cfg.query.fill_gaps == "on";
 }
 
 std::string SearchStoreName(const Config& cfg) {

@@ -56,6 +56,13 @@ struct Config {
     // X-Spanhouse-Read-Source header names the store that answered.
     bool fallback = true;
     uint64_t fallback_after_ms = 5000;
+    // A trace lookup the store read lacks, whole or in part, is completed
+    // from the other store (asked at once, waited for fallback_after_ms at
+    // most), each span once; the answer says so in X-Spanhouse-Read-Completed.
+    // "auto": on while a migration is under way (SecondaryIsSearchStore), so
+    // reads from ClickHouse see the history the backfill has not copied yet;
+    // "on", "off". Switched at run time like fallback.
+    std::string fill_gaps = "auto";
     // The recent-traces index: the spans of the last recent_max_age_s, so a
     // trace is readable the moment it is accepted and read fast for minutes
     // after. The newest held in memory (at most recent_max_bytes, part of
@@ -326,6 +333,8 @@ bool ParseServiceProbabilities(std::string_view text,
 // Whether the secondary sink writes the opensearch section's cluster (the
 // dual-write of a migration): secondary.type opensearch or elasticsearch.
 bool SecondaryIsSearchStore(const Config& cfg);
+// query.fill_gaps, "auto" resolved: on while SecondaryIsSearchStore.
+bool FillGaps(const Config& cfg);
 // The name of the search store as a read source and in messages: the
 // secondary's type when it is one, else "opensearch".
 std::string SearchStoreName(const Config& cfg);

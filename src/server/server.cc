@@ -573,21 +573,25 @@ void Server::Reload(const Config& fresh) {
                     reading_.read_switch->current());
     }
   }
-  reading_.read_switch->set_fallback(fresh.query.fallback);
-  // Everything else is read once, at start.
+  // Everything else is read once, at start (fill_gaps' "auto" follows the
+  // secondary sink running, not the file's).
   Config applied = cfg_;
   applied.query.read_from = fresh.query.read_from;
   applied.query.fallback = fresh.query.fallback;
+  applied.query.fill_gaps = fresh.query.fill_gaps;
+  reading_.read_switch->set_fallback(applied.query.fallback);
+  reading_.read_switch->set_fill_gaps(FillGaps(applied));
   const std::string before = ToYaml(applied, Secrets::kShow);
   const std::string after = ToYaml(fresh, Secrets::kShow);
   if (before != after) {
     spdlog::warn(
-        "reload: applied query.read_from ({}) and query.fallback; other changed keys "
-        "take effect at the next start",
+        "reload: applied query.read_from ({}), query.fallback and query.fill_gaps; other "
+        "changed keys take effect at the next start",
         reading_.read_switch->current());
   } else {
-    spdlog::info("reload: reads from {}, fallback {}", reading_.read_switch->current(),
-                 fresh.query.fallback ? "on" : "off");
+    spdlog::info("reload: reads from {}, fallback {}, fill gaps {}",
+                 reading_.read_switch->current(), fresh.query.fallback ? "on" : "off",
+                 reading_.read_switch->fill_gaps() ? "on" : "off");
   }
 }
 
@@ -626,9 +630,9 @@ Status Server::MakeQueryApi() {
     sources.push_back({SearchStoreName(cfg_), reading_.opensearch_reader.get()});
   size_t current = 0;
   if (cfg_.query.read_from != "clickhouse" && sources.size() > 1) current = 1;
-  reading_.read_switch =
-      std::make_unique<query::ReadSwitch>(std::move(sources), current, cfg_.query.fallback,
-                                          std::chrono::milliseconds(cfg_.query.fallback_after_ms));
+  reading_.read_switch = std::make_unique<query::ReadSwitch>(
+      std::move(sources), current, cfg_.query.fallback,
+      std::chrono::milliseconds(cfg_.query.fallback_after_ms), FillGaps(cfg_));
   query::AdminHooks hooks;
   hooks.admin = [this](const net::HttpRequest& req, net::HttpResponse& resp) {
     HandleAdmin(req, resp);
@@ -638,6 +642,14 @@ Status Server::MakeQueryApi() {
     if (!info.source.empty()) resp.headers.emplace_back("X-Spanhouse-Read-Source", info.source);
     if (!info.fallback.empty()) {
       resp.headers.emplace_back("X-Spanhouse-Read-Fallback", info.fallback);
+    }
+    if (!info.completed_from.empty()) {
+      resp.headers.emplace_back(
+          "X-Spanhouse-Read-Completed",
+          info.completed_from + "; spans=" + std::to_string(info.completed_spans));
+    }
+    if (!info.not_completed.empty()) {
+      resp.headers.emplace_back("X-Spanhouse-Read-Not-Completed", info.not_completed);
     }
     if (std::string missing = query::PeerReader::TakeMissing(); !missing.empty()) {
       resp.headers.emplace_back("X-Spanhouse-Peers-Missing", std::move(missing));

@@ -59,7 +59,8 @@ class Server {
   // Starts the sinks, replays the durable queue to them, then opens the
   // query API and the receivers. Ready (GET /readyz) once it returns OK.
   Status Start();
-  // Applies what may change while running: query.read_from, query.fallback.
+  // Applies what may change while running: query.read_from, query.fallback,
+  // query.fill_gaps.
   // Other changed keys are logged as needing a restart.
   void Reload(const Config& fresh);
   // Stops intake, lets every sink write what it holds, closes the store.

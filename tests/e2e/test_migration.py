@@ -7,11 +7,13 @@ backend) is the reference reader and writer of that format.
   field, and Jaeger's query API answers the same for both.
 - OpenSearch taken away for 60 s under load: ClickHouse keeps storing (and answering) as before;
   OpenSearch catches up once it is back; neither store holds a span twice.
+- Reads switched before the backfill ends: a trace lookup is completed from the old store.
 """
 
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import threading
 import time
@@ -26,21 +28,25 @@ from jaeger_server import jaeger_factory  # noqa: F401  (a fixture)
 DEADLINE_S = 90.0
 
 
-def write_config(path: Path, opensearch_url: str, prefix: str, extra: str = "") -> Path:
+def write_config(path: Path, opensearch_url: str, prefix: str, extra: str = "",
+                 engine: str = "opensearch") -> Path:
     path.write_text(
-        "secondary:\n  type: opensearch\n"
+        f"secondary:\n  type: {engine}\n"
         f"opensearch:\n  urls: {opensearch_url}\n  index_prefix: {prefix}\n"
         "  shards: 1\n  replicas: 0\n"
         "writer:\n  max_age_ms: 300\n" + extra)
     return path
 
 
-def rich_request(n_traces: int, seed: int) -> tuple[bytes, dict[str, int]]:
+def rich_request(n_traces: int, seed: int, first_start_ns: int | None = None,
+                 spread_ns: int = 0) -> tuple[bytes, dict[str, int]]:
     """OTLP/JSON with n_traces traces of 3 spans: every value type, events (one with an `event`
     attribute), links (one to the parent, one child_of), error and ok statuses, every kind, a
     scope with a version, trace state, and a resource without service.name. Returns the body and
-    the span count per trace id."""
-    now = time.time_ns() - 5_000_000_000
+    the span count per trace id. The first trace starts at first_start_ns (default: 5 s ago),
+    each next one 1 ms later; a trace's 2nd and 3rd spans start 1 and 2 ms after its root, and
+    spread_ns and twice that more."""
+    now = time.time_ns() - 5_000_000_000 if first_start_ns is None else first_start_ns
     resource_spans = []
     counts: dict[str, int] = {}
     for t in range(n_traces):
@@ -49,7 +55,8 @@ def rich_request(n_traces: int, seed: int) -> tuple[bytes, dict[str, int]]:
         start = now + t * 1_000_000
         spans = [
             {"traceId": trace, "spanId": root, "name": f"GET /checkout/{t}", "kind": 2,
-             "startTimeUnixNano": str(start), "endTimeUnixNano": str(start + 9_876_543),
+             "startTimeUnixNano": str(start),
+             "endTimeUnixNano": str(start + 9_876_543 + 2 * spread_ns),
              "traceState": "ot=th:8", "flags": 1,
              "attributes": attrs({"http.method": "GET", "http.status_code": 200,
                                   "big": -9007199254740993, "ratio": 0.25, "cached": False,
@@ -60,8 +67,8 @@ def rich_request(n_traces: int, seed: int) -> tuple[bytes, dict[str, int]]:
                         {"timeUnixNano": str(start + 2000), "name": "renamed",
                          "attributes": attrs({"event": "own name"})}]},
             {"traceId": trace, "spanId": child, "parentSpanId": root, "name": "SELECT orders",
-             "kind": 3, "startTimeUnixNano": str(start + 1_000_000),
-             "endTimeUnixNano": str(start + 3_000_001),
+             "kind": 3, "startTimeUnixNano": str(start + 1_000_000 + spread_ns),
+             "endTimeUnixNano": str(start + 3_000_001 + spread_ns),
              "attributes": attrs({"db.system": "postgresql", "db.statement": f"SELECT {t}"}),
              "status": {"code": 2, "message": "deadlock detected"},
              "links": [{"traceId": trace, "spanId": root},
@@ -79,8 +86,8 @@ def rich_request(n_traces: int, seed: int) -> tuple[bytes, dict[str, int]]:
             "resource": {"attributes": attrs({"k8s.pod.name": f"pod-{t}"})},
             "scopeSpans": [{"scope": {"name": "bare"}, "spans": [
                 {"traceId": trace, "spanId": leaf, "parentSpanId": child, "name": "publish",
-                 "kind": 4, "startTimeUnixNano": str(start + 2_000_000),
-                 "endTimeUnixNano": str(start + 2_500_000)}]}]})
+                 "kind": 4, "startTimeUnixNano": str(start + 2_000_000 + 2 * spread_ns),
+                 "endTimeUnixNano": str(start + 2_500_000 + 2 * spread_ns)}]}]})
         counts[trace] = 3
     return json.dumps({"resourceSpans": resource_spans}).encode(), counts
 
@@ -300,7 +307,8 @@ def test_read_switch_and_fallback_under_query_load(opensearch, spanhouse_factory
         sh.wait_for_trace(trace, lambda d, n=n: len(d["data"][0]["spans"]) == n)
     admin = f"{sh.query_url}/api/admin/read-source"
     assert requests.get(admin, timeout=10).json() == {
-        "read_from": "clickhouse", "fallback": True, "sources": ["clickhouse", "opensearch"]}
+        "read_from": "clickhouse", "fallback": True, "fill_gaps": True,
+        "sources": ["clickhouse", "opensearch"]}
 
     readers = Readers(sh, counts)
     readers.start()
@@ -336,7 +344,7 @@ def test_read_switch_and_fallback_under_query_load(opensearch, spanhouse_factory
                    lambda: readers.sources_since(back + 0.5) == {"opensearch"})
         # A reload of the configuration file switches too (SIGHUP, no restart).
         write_config(config, opensearch.url, "reads", "query:\n  read_from: clickhouse\n")
-        sh.proc.send_signal(__import__("signal").SIGHUP)
+        sh.proc.send_signal(signal.SIGHUP)
         wait_until("reads switched back by the reload",
                    lambda: requests.get(admin, timeout=10).json()["read_from"] == "clickhouse")
         reloaded = time.time()
@@ -350,7 +358,7 @@ def test_read_switch_and_fallback_under_query_load(opensearch, spanhouse_factory
     failed = [a for a in readers.answers if a[1] != 200 or not a[4]]
     assert not failed, f"{len(failed)} of {len(readers.answers)} reads failed: {failed[:5]}"
     assert len(readers.answers) > 100
-    bad = requests.put(f"{admin}?to=elasticsearch", timeout=10)
+    bad = requests.put(f"{admin}?to=solr", timeout=10)
     assert bad.status_code == 400 and "clickhouse, opensearch" in bad.text
 
 
@@ -383,6 +391,20 @@ def trace_view(answer: dict) -> list[dict]:
     (trace,) = answer["data"]
     return sorted((jaeger_view(s, trace["processes"]) for s in trace["spans"]),
                   key=lambda s: s["spanID"])
+
+
+def assert_same_trace(ours: requests.Response, theirs: requests.Response, trace: str):
+    """spanhouse's answer for a trace is Jaeger's, as trace_view shows them; names what differs."""
+    assert ours.status_code == 200 and theirs.status_code == 200, (trace, ours.text, theirs.text)
+    a, b = trace_view(ours.json()), trace_view(theirs.json())
+    assert [s["spanID"] for s in a] == [s["spanID"] for s in b], trace
+    for x, y in zip(a, b):
+        diff = {k: (x[k], y[k]) for k in x if x[k] != y[k]}
+        if "tags" in diff:
+            tx, ty = diff.pop("tags")
+            diff["tags"] = {k: (tx.get(k), ty.get(k)) for k in set(tx) | set(ty)
+                            if tx.get(k) != ty.get(k)}
+        assert not diff, f"{trace}/{x['spanID']}: spanhouse vs Jaeger: {diff}"
 
 
 def test_backfill_resumes_after_a_kill_and_adds_nothing_twice(opensearch, spanhouse_factory,
@@ -444,18 +466,7 @@ def test_backfill_resumes_after_a_kill_and_adds_nothing_twice(opensearch, spanho
 
     # The imported traces are what Jaeger answers for them.
     for trace in counts:
-        ours = sh.get_trace(trace)
-        theirs = jaeger.get_trace(trace)
-        assert ours.status_code == 200 and theirs.status_code == 200
-        a, b = trace_view(ours.json()), trace_view(theirs.json())
-        assert [s["spanID"] for s in a] == [s["spanID"] for s in b], trace
-        for x, y in zip(a, b):
-            diff = {k: (x[k], y[k]) for k in x if x[k] != y[k]}
-            if "tags" in diff:
-                tx, ty = diff.pop("tags")
-                diff["tags"] = {k: (tx.get(k), ty.get(k)) for k in set(tx) | set(ty)
-                                if tx.get(k) != ty.get(k)}
-            assert not diff, f"{trace}/{x['spanID']}: spanhouse vs Jaeger: {diff}"
+        assert_same_trace(sh.get_trace(trace), jaeger.get_trace(trace), trace)
 
     # Bad input is refused clearly.
     r = run_cli(["backfill", "--from", "elasticsearch", "--opensearch", opensearch.url,
@@ -464,6 +475,74 @@ def test_backfill_resumes_after_a_kill_and_adds_nothing_twice(opensearch, spanho
     r = run_cli(["backfill", "--from", "opensearch", "--opensearch", opensearch.url,
                  "--start", "yesterday", "--end", "2", "--server", sh.query_url])
     assert r.returncode == 2 and "--start" in r.stderr
+
+
+def test_reads_switched_before_the_backfill_ends_are_completed_from_the_old_store(
+        opensearch, spanhouse_factory, jaeger_factory, tmp_path):
+    store = opensearch  # the old store, of whichever engine (the backfill's --from names either)
+    # History written by Jaeger itself: traces whose root and child start before `cut` and whose
+    # third span starts after it, and traces wholly after it.
+    cut = int(time.time()) - 600
+    jaeger = jaeger_factory("jaeger-gap", storage=store.engine, search_url=store.url,
+                            index_prefix="gap")
+    body, halved = rich_request(6, seed=400, first_start_ns=(cut - 2) * 10**9, spread_ns=10**9)
+    assert jaeger.post_otlp_json(body).status_code == 200
+    body, later = rich_request(3, seed=401, first_start_ns=(cut + 5) * 10**9)
+    assert jaeger.post_otlp_json(body).status_code == 200
+    total = sum(halved.values()) + sum(later.values())
+    wait_until("Jaeger wrote the history", lambda: count(store, "gap-jaeger-span-*") == total)
+
+    # Dual-writing to that store, reading ClickHouse; the backfill up to `cut` copies two spans
+    # of each halved trace and nothing of the later ones.
+    config = write_config(tmp_path / "sh.yaml", store.url, "gap", engine=store.engine)
+    sh = spanhouse_factory(config=config)
+    admin = f"{sh.query_url}/api/admin/read-source"
+    state = requests.get(admin, timeout=10).json()
+    assert state["read_from"] == "clickhouse" and state["fill_gaps"] is True, state
+    (other,) = [s for s in state["sources"] if s != "clickhouse"]
+    r = run_cli(["backfill", "--from", "opensearch", "--opensearch", store.url,
+                 "--index-prefix", "gap", "--server", sh.query_url, "--start", str(cut - 3600),
+                 "--end", str(cut), "--checkpoint", str(tmp_path / "backfill.checkpoint")])
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert json.loads((tmp_path / "backfill.checkpoint").read_text())["imported"] == 2 * len(halved)
+
+    # Every trace whole, as Jaeger answers it, saying what came from the old store.
+    for trace, added in [(t, 1) for t in halved] + [(t, 3) for t in later]:
+        ours = sh.get_trace(trace)
+        assert_same_trace(ours, jaeger.get_trace(trace), trace)
+        assert ours.headers.get("X-Spanhouse-Read-Source") == "clickhouse", ours.headers
+        assert ours.headers.get("X-Spanhouse-Read-Completed") == f"{other}; spans={added}", (
+            trace, ours.headers)
+    assert metric(sh, "spanhouse_query_read_completed_spans_total",
+                  f'source="{other}"') == len(halved) + 3 * len(later)
+    # A search finds what ClickHouse holds (the halved traces), each whole.
+    search = requests.get(f"{sh.query_url}/api/traces", timeout=30, params={
+        "service": "shop-0", "start": (cut - 60) * 10**6, "end": (cut + 60) * 10**6,
+        "limit": 100})
+    assert search.status_code == 200, search.text
+    found = {t["traceID"]: len(t["spans"]) for t in search.json()["data"]}
+    assert found == {t: 3 for i, t in enumerate(halved) if i % 3 == 0}, found
+    assert search.headers.get("X-Spanhouse-Read-Source") == "clickhouse"
+    assert search.headers.get("X-Spanhouse-Read-Completed") == f"{other}; spans={len(found)}"
+
+    # Off at run time: exactly what ClickHouse holds.
+    r = requests.put(admin, params={"fill_gaps": "false"}, timeout=10)
+    assert r.status_code == 200 and r.json()["fill_gaps"] is False, r.text
+    for trace in halved:
+        ours = sh.get_trace(trace)
+        assert ours.status_code == 200, ours.text
+        assert len(ours.json()["data"][0]["spans"]) == 2, trace
+        assert "X-Spanhouse-Read-Completed" not in ours.headers
+    for trace in later:
+        assert sh.get_trace(trace).status_code == 404, trace
+    assert requests.put(admin, params={"fill_gaps": "maybe"}, timeout=10).status_code == 400
+    # On again by a reload of the configuration file (SIGHUP).
+    write_config(config, store.url, "gap", "query:\n  fill_gaps: on\n", engine=store.engine)
+    sh.proc.send_signal(signal.SIGHUP)
+    wait_until("fill_gaps on after the reload",
+               lambda: requests.get(admin, timeout=10).json()["fill_gaps"] is True)
+    trace = next(iter(later))
+    assert_same_trace(sh.get_trace(trace), jaeger.get_trace(trace), trace)
 
 
 def test_reconcile_agrees_then_names_deleted_and_altered_spans(opensearch, spanhouse_factory,

@@ -618,6 +618,29 @@ TEST(Config, OpenSearchNeedsItsNodes) {
             (std::vector<std::string>{"http://a:1", "http://b:2"}));
 }
 
+TEST(Config, FillGapsAutoIsOnWhileTheOtherStoreIsStillWritten) {
+  Config c;
+  EXPECT_EQ(c.query.fill_gaps, "auto");
+  EXPECT_FALSE(FillGaps(c));  // no migration
+  for (const char* type : {"opensearch", "elasticsearch"}) {
+    ASSERT_TRUE(ApplySetting("secondary.type", type, &c).ok());
+    EXPECT_TRUE(FillGaps(c)) << type;
+  }
+  ASSERT_TRUE(ApplySetting("secondary.type", "chdb", &c).ok());
+  EXPECT_FALSE(FillGaps(c));
+  ASSERT_TRUE(ApplySetting("secondary.type", "opensearch", &c).ok());
+  ASSERT_TRUE(ApplySetting("query.fill_gaps", "off", &c).ok());
+  EXPECT_FALSE(FillGaps(c));
+  // The secondary dropped: reads may still go to the other store, nothing completes them.
+  c = Config();
+  ASSERT_TRUE(ApplySetting("query.read_from", "opensearch", &c).ok());
+  EXPECT_FALSE(FillGaps(c));
+  ASSERT_TRUE(ApplySetting("query.fill_gaps", "on", &c).ok());
+  EXPECT_TRUE(FillGaps(c));
+  Status st = ApplySetting("query.fill_gaps", "true", &c);
+  EXPECT_NE(st.message().find("auto, on or off"), std::string::npos) << st.message();
+}
+
 TEST(Config, ValidateAfterYaml) {
   Config c;
   ASSERT_TRUE(Apply("otlp_http:\n  max_body_bytes: 1GiB\n", &c).ok());

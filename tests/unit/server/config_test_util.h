@@ -162,6 +162,7 @@ inline const std::map<std::string, std::string>& ValidValues() {
       {"query.read_from", "opensearch"},
       {"query.fallback", "false"},
       {"query.fallback_after_ms", "750"},
+      {"query.fill_gaps", "off"},
       {"query.recent_max_bytes", "16MiB"},
       {"query.recent_disk_bytes", "512MiB"},
       {"query.recent_max_age_s", "90"},
