@@ -273,8 +273,9 @@ int Reconcile(const ReconcileFlags& f) {
   // The search store by either name (the server reads the one it has).
   auto search = [](const std::string& s) { return s == "opensearch" || s == "elasticsearch"; };
   if (!((search(f.from) && f.to == "clickhouse") || (f.from == "clickhouse" && search(f.to)))) {
-    return fail("--from and --to: clickhouse and the search store (elasticsearch or opensearch), "
-                "one each");
+    return fail(
+        "--from and --to: clickhouse and the search store (elasticsearch or opensearch), "
+        "one each");
   }
   uint64_t start = 0, end = 0, bucket_s = 0;
   if (!ParseTime(f.start, &start)) return fail("--start: a time like 2026-12-01T00:00:00Z");
@@ -473,7 +474,8 @@ void AddMigrateCommands(CLI::App& app, std::function<int()>* run) {
       "reconcile",
       "Compare the two stores of a dual-write (OpenSearch and ClickHouse) through a serving "
       "spanhouse: counts per bucket x service x kind, and sampled spans field by field");
-  cmd->add_option("--from", flags->from, "The store to check against: elasticsearch (or opensearch) or clickhouse")
+  cmd->add_option("--from", flags->from,
+                  "The store to check against: elasticsearch (or opensearch) or clickhouse")
       ->required();
   cmd->add_option("--to", flags->to, "The other store")->required();
   cmd->add_option("--start", flags->start, "From this time (2026-12-01T00:00:00Z or unix seconds)")
