@@ -1,6 +1,7 @@
-"""Moving off OpenSearch: spanhouse dual-writes every accepted span to ClickHouse and, in Jaeger's
-document format, to a real OpenSearch 2.19 node; Jaeger v2 itself (v1.75.0, its OpenSearch
-backend) is the reference reader and writer of that format.
+"""Moving off Elasticsearch/OpenSearch: spanhouse dual-writes every accepted span to ClickHouse
+and, in Jaeger's document format, to a real search node; Jaeger v2 itself (v1.75.0, its
+Elasticsearch/OpenSearch backend) is the reference reader and writer of that format. Every
+test runs on OpenSearch 2.19 and on Elasticsearch 7.10.2 (`search_store`).
 
 - Jaeger reads what spanhouse wrote: the same OTLP traces go to spanhouse (index prefix "sh") and
   to a Jaeger that writes them itself (prefix "jg"); the span documents are equal field for
@@ -28,11 +29,12 @@ from jaeger_server import jaeger_factory  # noqa: F401  (a fixture)
 DEADLINE_S = 90.0
 
 
-def write_config(path: Path, opensearch_url: str, prefix: str, extra: str = "",
-                 engine: str = "opensearch") -> Path:
+def write_config(path: Path, store, prefix: str, extra: str = "") -> Path:
+    """spanhouse dual-writing to `store` (a search_store node), its section named for the
+    engine (secondary.type elasticsearch or search_store)."""
     path.write_text(
-        f"secondary:\n  type: {engine}\n"
-        f"opensearch:\n  urls: {opensearch_url}\n  index_prefix: {prefix}\n"
+        f"secondary:\n  type: {store.engine}\n"
+        f"{store.engine}:\n  urls: {store.url}\n  index_prefix: {prefix}\n"
         "  shards: 1\n  replicas: 0\n"
         "writer:\n  max_age_ms: 300\n" + extra)
     return path
@@ -92,18 +94,18 @@ def rich_request(n_traces: int, seed: int, first_start_ns: int | None = None,
     return json.dumps({"resourceSpans": resource_spans}).encode(), counts
 
 
-def count(opensearch, pattern: str) -> int:
+def count(search_store, pattern: str) -> int:
     """Documents in `pattern`, or -1 while the cluster cannot count them yet (an index just
     created has its shards allocated a moment later: 503)."""
     from opensearch_server import OpenSearchError
     try:
-        return opensearch.count(pattern)
+        return search_store.count(pattern)
     except OpenSearchError:
         return -1
 
 
-def span_docs(opensearch, prefix: str, trace: str) -> dict[str, dict]:
-    hits = opensearch.hits(f"{prefix}-jaeger-span-*",
+def span_docs(search_store, prefix: str, trace: str) -> dict[str, dict]:
+    hits = search_store.hits(f"{prefix}-jaeger-span-*",
                            {"size": 100, "query": {"term": {"traceID": trace}}})
     return {h["spanID"]: h for h in hits}
 
@@ -131,31 +133,32 @@ def wait_until(what: str, done, deadline_s: float = DEADLINE_S, every: float = 0
     pytest.fail(f"{what}: not within {deadline_s:.0f} s (last: {last!r})", pytrace=False)
 
 
-def test_jaeger_reads_what_spanhouse_wrote(opensearch, spanhouse_factory, jaeger_factory,
+def test_jaeger_reads_what_spanhouse_wrote(search_store, spanhouse_factory, jaeger_factory,
                                            tmp_path):
     body, counts = rich_request(6, seed=1)
     # Jaeger writes the reference documents itself (prefix jg); a second Jaeger reads
     # spanhouse's (prefix sh) with the templates spanhouse put, creating none of its own.
-    writer = jaeger_factory("jaeger-writer", storage="opensearch", opensearch_url=opensearch.url,
+    writer = jaeger_factory("jaeger-writer", storage=search_store.engine,
+                            search_url=search_store.url,
                             index_prefix="jg")
-    sh = spanhouse_factory(config=write_config(tmp_path / "sh.yaml", opensearch.url, "sh"))
+    sh = spanhouse_factory(config=write_config(tmp_path / "sh.yaml", search_store, "sh"))
     r = sh.post_traces(body)
     assert r.status_code == 200, r.text
     r = writer.post_otlp_json(body)
     assert r.status_code == 200, r.text
     total = sum(counts.values())
     wait_until("spanhouse's documents in OpenSearch",
-               lambda: count(opensearch, "sh-jaeger-span-*") == total)
-    wait_until("Jaeger's own documents", lambda: count(opensearch, "jg-jaeger-span-*") == total)
+               lambda: count(search_store, "sh-jaeger-span-*") == total)
+    wait_until("Jaeger's own documents", lambda: count(search_store, "jg-jaeger-span-*") == total)
 
     # The templates spanhouse put are Jaeger's field types.
-    mapping = opensearch.request("GET", "/sh-jaeger-span-*/_mapping").json()
+    mapping = search_store.request("GET", "/sh-jaeger-span-*/_mapping").json()
     (props,) = [m["mappings"]["properties"] for m in mapping.values()]
     assert props["tags"]["type"] == "nested" and props["startTimeMillis"]["type"] == "date"
     assert props["traceID"]["type"] == "keyword"
 
     for trace in counts:
-        ours, theirs = span_docs(opensearch, "sh", trace), span_docs(opensearch, "jg", trace)
+        ours, theirs = span_docs(search_store, "sh", trace), span_docs(search_store, "jg", trace)
         assert sorted(ours) == sorted(theirs)
         for span_id, doc in theirs.items():
             assert ours[span_id] == doc, (
@@ -166,8 +169,8 @@ def test_jaeger_reads_what_spanhouse_wrote(opensearch, spanhouse_factory, jaeger
     # Both writers send service documents in bulks of their own after the spans', so wait for
     # them to be searchable (a refresh per look) before comparing.
     def services(prefix):
-        opensearch.refresh(f"{prefix}-jaeger-service-*")
-        answer = opensearch.search(f"{prefix}-jaeger-service-*", {"size": 100})
+        search_store.refresh(f"{prefix}-jaeger-service-*")
+        answer = search_store.search(f"{prefix}-jaeger-service-*", {"size": 100})
         return {h["_id"]: h["_source"] for h in answer["hits"]["hits"]}
 
     deadline = time.time() + DEADLINE_S
@@ -178,7 +181,8 @@ def test_jaeger_reads_what_spanhouse_wrote(opensearch, spanhouse_factory, jaeger
         time.sleep(0.5)
     assert ours == theirs
 
-    reader = jaeger_factory("jaeger-reader", storage="opensearch", opensearch_url=opensearch.url,
+    reader = jaeger_factory("jaeger-reader", storage=search_store.engine,
+                            search_url=search_store.url,
                             index_prefix="sh", create_mappings=False)
     for trace in counts:
         a = reader.get_trace(trace)
@@ -226,12 +230,12 @@ def metric(sh, name: str, labels: str = "") -> float:
                if (line.startswith(name + "{") or line.startswith(name + " ")) and labels in line)
 
 
-def test_opensearch_outage_holds_back_only_itself(opensearch, spanhouse_factory, tmp_path):
-    sh = spanhouse_factory(config=write_config(tmp_path / "sh.yaml", opensearch.url, "outage"))
+def test_opensearch_outage_holds_back_only_itself(search_store, spanhouse_factory, tmp_path):
+    sh = spanhouse_factory(config=write_config(tmp_path / "sh.yaml", search_store, "outage"))
     load = Load(sh, rate=10, tag=2)
     load.start()
     time.sleep(10)
-    opensearch.stop()
+    search_store.stop()
     down_at = time.time()
     try:
         # ClickHouse stores and answers as before while OpenSearch is away.
@@ -245,16 +249,16 @@ def test_opensearch_outage_holds_back_only_itself(opensearch, spanhouse_factory,
         assert metric(sh, "spanhouse_sink_items_retried_total", 'sink="opensearch"') > 0
         time.sleep(max(0.0, 60 - (time.time() - down_at)))
     finally:
-        opensearch.start()
+        search_store.start()
     time.sleep(10)
     load.halt.set()
     load.join()
     assert load.failed == 0, f"{load.failed} requests were not acknowledged"
     total = sum(load.acked.values())
-    wait_until("OpenSearch caught up", lambda: count(opensearch, "outage-jaeger-span-*") == total,
+    wait_until("OpenSearch caught up", lambda: count(search_store, "outage-jaeger-span-*") == total,
                deadline_s=120, every=2)
     # No span twice in OpenSearch (ids are the span's; count per id) nor in ClickHouse.
-    agg = opensearch.search("outage-jaeger-span-*", {
+    agg = search_store.search("outage-jaeger-span-*", {
         "size": 0, "aggs": {"traces": {"terms": {"field": "traceID", "size": 100000}}}})
     per_trace = {b["key"]: b["doc_count"] for b in agg["aggregations"]["traces"]["buckets"]}
     assert per_trace == load.acked
@@ -294,56 +298,60 @@ class Readers(threading.Thread):
         return {a[2] for a in self.answers if a[0] >= t}
 
 
-def test_read_switch_and_fallback_under_query_load(opensearch, spanhouse_factory, tmp_path):
+def test_read_switch_and_fallback_under_query_load(search_store, spanhouse_factory, tmp_path):
     config = tmp_path / "sh.yaml"
-    write_config(config, opensearch.url, "reads")
+    write_config(config, search_store, "reads")
     sh = spanhouse_factory(config=config)
     body, counts = rich_request(4, seed=3)
     assert sh.post_traces(body).status_code == 200
     total = sum(counts.values())
     wait_until("OpenSearch holds the spans",
-               lambda: count(opensearch, "reads-jaeger-span-*") == total)
+               lambda: count(search_store, "reads-jaeger-span-*") == total)
     for trace, n in counts.items():
         sh.wait_for_trace(trace, lambda d, n=n: len(d["data"][0]["spans"]) == n)
     admin = f"{sh.query_url}/api/admin/read-source"
+    engine = search_store.engine  # the search store's name as a read source
     assert requests.get(admin, timeout=10).json() == {
         "read_from": "clickhouse", "fallback": True, "fill_gaps": True,
-        "sources": ["clickhouse", "opensearch"]}
+        "sources": ["clickhouse", engine]}
 
     readers = Readers(sh, counts)
     readers.start()
     try:
         time.sleep(2)
         assert readers.sources_since(0) == {"clickhouse"}
-        # Switched at run time: the answers come from OpenSearch, the same traces whole.
-        r = requests.put(f"{admin}?to=opensearch", timeout=10)
-        assert r.status_code == 200 and r.json()["read_from"] == "opensearch", r.text
+        # Switched at run time: the answers come from the search store, the same traces whole
+        # (named either way: opensearch and elasticsearch both name it).
+        other = "opensearch" if engine == "elasticsearch" else "elasticsearch"
+        r = requests.put(f"{admin}?to={other}", timeout=10)
+        assert r.status_code == 200 and r.json()["read_from"] == engine, r.text
         switched = time.time()
         time.sleep(2)
-        assert readers.sources_since(switched + 0.5) == {"opensearch"}
+        assert readers.sources_since(switched + 0.5) == {engine}
         # The same answer from either store for a trace (the fields Jaeger's format keeps).
         trace = next(iter(counts))
         a = sh.get_trace(trace)
-        assert a.headers["X-Spanhouse-Read-Source"] == "opensearch"
+        assert a.headers["X-Spanhouse-Read-Source"] == engine
         assert {s["spanID"] for s in a.json()["data"][0]["spans"]} == {
             s["spanID"] for s in requests.get(sh.trace_url(trace), timeout=10).json()[
                 "data"][0]["spans"]}
         # The store read from dies: ClickHouse answers, saying why.
-        opensearch.kill()
+        search_store.kill()
         killed = time.time()
         time.sleep(3)
         late = [a for a in readers.answers if a[0] >= killed + 0.5]
         assert late and {a[2] for a in late} == {"clickhouse"}
-        assert all("opensearch failed" in a[3] for a in late), late[:3]
+        assert all(f"{engine} failed" in a[3] for a in late), late[:3]
         metrics = requests.get(f"{sh.query_url}/metrics", timeout=10).text
-        assert 'spanhouse_query_read_fallbacks_total{source="opensearch",reason="failed"}' in metrics
-        opensearch.start()
+        assert (f'spanhouse_query_read_fallbacks_total{{source="{engine}",reason="failed"}}'
+                in metrics)
+        search_store.start()
         back = time.time()
         # (It answers while start() still waits for the cluster's health.)
         wait_until("reads from OpenSearch again",
-                   lambda: readers.sources_since(back + 0.5) == {"opensearch"})
+                   lambda: readers.sources_since(back + 0.5) == {engine})
         # A reload of the configuration file switches too (SIGHUP, no restart).
-        write_config(config, opensearch.url, "reads", "query:\n  read_from: clickhouse\n")
+        write_config(config, search_store, "reads", "query:\n  read_from: clickhouse\n")
         sh.proc.send_signal(signal.SIGHUP)
         wait_until("reads switched back by the reload",
                    lambda: requests.get(admin, timeout=10).json()["read_from"] == "clickhouse")
@@ -353,13 +361,13 @@ def test_read_switch_and_fallback_under_query_load(opensearch, spanhouse_factory
     finally:
         readers.halt.set()
         readers.join()
-        if not opensearch.running():
-            opensearch.start()
+        if not search_store.running():
+            search_store.start()
     failed = [a for a in readers.answers if a[1] != 200 or not a[4]]
     assert not failed, f"{len(failed)} of {len(readers.answers)} reads failed: {failed[:5]}"
     assert len(readers.answers) > 100
     bad = requests.put(f"{admin}?to=solr", timeout=10)
-    assert bad.status_code == 400 and "clickhouse, opensearch" in bad.text
+    assert bad.status_code == 400 and f"clickhouse, {engine}" in bad.text
 
 
 def run_cli(args: list[str], timeout: float = 300) -> subprocess.CompletedProcess:
@@ -407,10 +415,11 @@ def assert_same_trace(ours: requests.Response, theirs: requests.Response, trace:
         assert not diff, f"{trace}/{x['spanID']}: spanhouse vs Jaeger: {diff}"
 
 
-def test_backfill_resumes_after_a_kill_and_adds_nothing_twice(opensearch, spanhouse_factory,
+def test_backfill_resumes_after_a_kill_and_adds_nothing_twice(search_store, spanhouse_factory,
                                                              jaeger_factory, tmp_path):
     # History written by Jaeger itself, before spanhouse existed.
-    jaeger = jaeger_factory("jaeger-history", storage="opensearch", opensearch_url=opensearch.url,
+    jaeger = jaeger_factory("jaeger-history", storage=search_store.engine,
+                            search_url=search_store.url,
                             index_prefix="hist")
     counts: dict[str, int] = {}
     for seed in range(4):
@@ -418,11 +427,12 @@ def test_backfill_resumes_after_a_kill_and_adds_nothing_twice(opensearch, spanho
         assert jaeger.post_otlp_json(body).status_code == 200
         counts.update(c)
     total = sum(counts.values())
-    wait_until("Jaeger wrote the history", lambda: count(opensearch, "hist-jaeger-span-*") == total)
+    wait_until("Jaeger wrote the history",
+               lambda: count(search_store, "hist-jaeger-span-*") == total)
     sh = spanhouse_factory()
     now = time.time()
     checkpoint = tmp_path / "backfill.checkpoint"
-    args = ["backfill", "--from", "opensearch", "--opensearch", opensearch.url,
+    args = ["backfill", "--from", search_store.engine, "--opensearch", search_store.url,
             "--index-prefix", "hist", "--server", sh.query_url,
             "--start", str(int(now - 3600)), "--end", str(int(now + 60)),
             "--checkpoint", str(checkpoint), "--page-spans", "7"]
@@ -469,17 +479,17 @@ def test_backfill_resumes_after_a_kill_and_adds_nothing_twice(opensearch, spanho
         assert_same_trace(sh.get_trace(trace), jaeger.get_trace(trace), trace)
 
     # Bad input is refused clearly.
-    r = run_cli(["backfill", "--from", "elasticsearch", "--opensearch", opensearch.url,
+    r = run_cli(["backfill", "--from", "solr", "--opensearch", search_store.url,
                  "--start", "1", "--end", "2", "--server", sh.query_url])
     assert r.returncode == 2 and "--from" in r.stderr
-    r = run_cli(["backfill", "--from", "opensearch", "--opensearch", opensearch.url,
+    r = run_cli(["backfill", "--from", search_store.engine, "--opensearch", search_store.url,
                  "--start", "yesterday", "--end", "2", "--server", sh.query_url])
     assert r.returncode == 2 and "--start" in r.stderr
 
 
 def test_reads_switched_before_the_backfill_ends_are_completed_from_the_old_store(
-        opensearch, spanhouse_factory, jaeger_factory, tmp_path):
-    store = opensearch  # the old store, of whichever engine (the backfill's --from names either)
+        search_store, spanhouse_factory, jaeger_factory, tmp_path):
+    store = search_store  # the old store, of whichever engine (the backfill's --from names either)
     # History written by Jaeger itself: traces whose root and child start before `cut` and whose
     # third span starts after it, and traces wholly after it.
     cut = int(time.time()) - 600
@@ -494,13 +504,13 @@ def test_reads_switched_before_the_backfill_ends_are_completed_from_the_old_stor
 
     # Dual-writing to that store, reading ClickHouse; the backfill up to `cut` copies two spans
     # of each halved trace and nothing of the later ones.
-    config = write_config(tmp_path / "sh.yaml", store.url, "gap", engine=store.engine)
+    config = write_config(tmp_path / "sh.yaml", store, "gap")
     sh = spanhouse_factory(config=config)
     admin = f"{sh.query_url}/api/admin/read-source"
     state = requests.get(admin, timeout=10).json()
     assert state["read_from"] == "clickhouse" and state["fill_gaps"] is True, state
     (other,) = [s for s in state["sources"] if s != "clickhouse"]
-    r = run_cli(["backfill", "--from", "opensearch", "--opensearch", store.url,
+    r = run_cli(["backfill", "--from", store.engine, "--opensearch", store.url,
                  "--index-prefix", "gap", "--server", sh.query_url, "--start", str(cut - 3600),
                  "--end", str(cut), "--checkpoint", str(tmp_path / "backfill.checkpoint")])
     assert r.returncode == 0, r.stderr + r.stdout
@@ -537,7 +547,7 @@ def test_reads_switched_before_the_backfill_ends_are_completed_from_the_old_stor
         assert sh.get_trace(trace).status_code == 404, trace
     assert requests.put(admin, params={"fill_gaps": "maybe"}, timeout=10).status_code == 400
     # On again by a reload of the configuration file (SIGHUP).
-    write_config(config, store.url, "gap", "query:\n  fill_gaps: on\n", engine=store.engine)
+    write_config(config, store, "gap", "query:\n  fill_gaps: on\n")
     sh.proc.send_signal(signal.SIGHUP)
     wait_until("fill_gaps on after the reload",
                lambda: requests.get(admin, timeout=10).json()["fill_gaps"] is True)
@@ -545,22 +555,24 @@ def test_reads_switched_before_the_backfill_ends_are_completed_from_the_old_stor
     assert_same_trace(sh.get_trace(trace), jaeger.get_trace(trace), trace)
 
 
-def test_reconcile_agrees_then_names_deleted_and_altered_spans(opensearch, spanhouse_factory,
+def test_reconcile_agrees_then_names_deleted_and_altered_spans(search_store, spanhouse_factory,
                                                                tmp_path):
-    sh = spanhouse_factory(config=write_config(tmp_path / "sh.yaml", opensearch.url, "rec"))
+    sh = spanhouse_factory(config=write_config(tmp_path / "sh.yaml", search_store, "rec"))
     counts: dict[str, int] = {}
     for seed in range(3):
         body, c = rich_request(8, seed=200 + seed)
         assert sh.post_traces(body).status_code == 200
         counts.update(c)
     total = sum(counts.values())
-    wait_until("OpenSearch holds the spans", lambda: count(opensearch, "rec-jaeger-span-*") == total)
+    wait_until("the search store holds the spans",
+               lambda: count(search_store, "rec-jaeger-span-*") == total)
     for trace, n in counts.items():
         sh.wait_for_trace(trace, lambda d, n=n: len(d["data"][0]["spans"]) == n)
     now = time.time()
     report = tmp_path / "report.json"
-    args = ["reconcile", "--from", "opensearch", "--to", "clickhouse", "--server", sh.query_url,
-            "--start", str(int(now - 3600)), "--end", str(int(now + 60)), "--bucket", "1h",
+    args = ["reconcile", "--from", search_store.engine, "--to", "clickhouse",
+            "--server", sh.query_url, "--start", str(int(now - 3600)), "--end",
+            str(int(now + 60)), "--bucket", "1h",
             "--samples", str(10 * total), "--seed", "7", "--json", str(report)]
     r = run_cli(args)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -573,15 +585,15 @@ def test_reconcile_agrees_then_names_deleted_and_altered_spans(opensearch, spanh
     traces = list(counts)
     deleted = [(traces[0], "00000001aaaa0002"), (traces[5], "00000006aaaa0003")]
     for trace, span in deleted:
-        opensearch.delete_by_query("rec-jaeger-span-*", {"bool": {"filter": [
+        search_store.delete_by_query("rec-jaeger-span-*", {"bool": {"filter": [
             {"term": {"traceID": trace}}, {"term": {"spanID": span}}]}})
     altered_trace, altered_span = traces[9], "00000002aaaa0001"
-    (hit,) = opensearch.search("rec-jaeger-span-*", {"query": {"bool": {"filter": [
+    (hit,) = search_store.search("rec-jaeger-span-*", {"query": {"bool": {"filter": [
         {"term": {"traceID": altered_trace}}, {"term": {"spanID": altered_span}}]}}})[
         "hits"]["hits"]
     doc = dict(hit["_source"], operationName="tampered")
-    opensearch.request("PUT", f"/{hit['_index']}/_doc/{hit['_id']}", doc)
-    opensearch.refresh("rec-jaeger-span-*")
+    search_store.request("PUT", f"/{hit['_index']}/_doc/{hit['_id']}", doc)
+    search_store.refresh("rec-jaeger-span-*")
     r = run_cli(args)
     assert r.returncode == 1, r.stdout + r.stderr
     found = json.loads(report.read_text())
@@ -601,17 +613,17 @@ def test_reconcile_agrees_then_names_deleted_and_altered_spans(opensearch, spanh
     assert r.returncode == 1 and "0 of" in r.stdout, r.stdout
 
 
-def test_documents_opensearch_refuses_go_to_the_dead_letter(opensearch, spanhouse_factory,
+def test_documents_opensearch_refuses_go_to_the_dead_letter(search_store, spanhouse_factory,
                                                            tmp_path):
     # An index whose mapping cannot take Jaeger's documents (operationName as a number).
     body, counts = rich_request(2, seed=300)
     first_start = min(int(s["startTimeUnixNano"]) for rs in json.loads(body)["resourceSpans"]
                       for ss in rs["scopeSpans"] for s in ss["spans"])
     day = time.strftime("%Y-%m-%d", time.gmtime(first_start / 1e9))
-    opensearch.create_index(f"dl-jaeger-span-{day}", {
+    search_store.create_index(f"dl-jaeger-span-{day}", {
         "settings": {"number_of_replicas": 0},
         "mappings": {"properties": {"operationName": {"type": "long"}}}})
-    sh = spanhouse_factory(config=write_config(tmp_path / "sh.yaml", opensearch.url, "dl"))
+    sh = spanhouse_factory(config=write_config(tmp_path / "sh.yaml", search_store, "dl"))
     assert sh.post_traces(body).status_code == 200
     total = sum(counts.values())
     for trace, n in counts.items():  # ClickHouse stores them all
@@ -637,4 +649,4 @@ def test_documents_opensearch_refuses_go_to_the_dead_letter(opensearch, spanhous
         doc = sh.wait_for_trace(trace, lambda d, n=n: len(d["data"][0]["spans"]) == n)
         ids = [s["spanID"] for s in doc["data"][0]["spans"]]
         assert len(ids) == len(set(ids)) == n
-    assert count(opensearch, "dl-jaeger-span-*") == 0
+    assert count(search_store, "dl-jaeger-span-*") == 0
