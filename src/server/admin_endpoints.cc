@@ -237,7 +237,8 @@ void Server::ImportEndpoint(const net::HttpRequest& req, net::HttpResponse& resp
   auto batch = std::make_unique<SpanBatch>();
   uint64_t received = 0;
   uint64_t invalid = 0;
-  std::vector<std::string> errors;  // the first few
+  std::vector<std::string> errors;                            // the first few
+  storage::opensearch::DocumentDecoder decoder(batch.get());  // a resource per process
   std::string_view body = req.body;
   while (!body.empty()) {
     const size_t nl = body.find('\n');
@@ -246,7 +247,7 @@ void Server::ImportEndpoint(const net::HttpRequest& req, net::HttpResponse& resp
     while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.remove_suffix(1);
     if (line.empty()) continue;
     ++received;
-    if (Status st = storage::opensearch::AppendSpanFromDocument(line, batch.get()); !st.ok()) {
+    if (Status st = decoder.Append(line); !st.ok()) {
       if (++invalid <= 5) {
         errors.push_back("document " + std::to_string(received) + ": " + st.message());
       }
