@@ -22,7 +22,7 @@ namespace spanhouse::query {
 // A few threads and a bounded queue of deferred requests.
 class QueryApi::Workers {
  public:
-  explicit Workers(int n) {
+  Workers(int n, size_t max_queued) : max_queued_(max_queued) {
     for (int i = 0; i < n; ++i) threads_.emplace_back([this] { Run(); });
   }
   ~Workers() {
@@ -37,7 +37,7 @@ class QueryApi::Workers {
   bool Post(std::function<void()> job) {
     {
       std::lock_guard lock(mu_);
-      if (jobs_.size() >= kMaxQueued) return false;
+      if (jobs_.size() >= max_queued_) return false;
       jobs_.push_back(std::move(job));
     }
     cv_.notify_one();
@@ -45,7 +45,6 @@ class QueryApi::Workers {
   }
 
  private:
-  static constexpr size_t kMaxQueued = 256;
   void Run() {
     for (;;) {
       std::function<void()> job;
@@ -59,6 +58,7 @@ class QueryApi::Workers {
       job();
     }
   }
+  const size_t max_queued_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> jobs_;
@@ -71,8 +71,13 @@ QueryApi::QueryApi(const QueryApiOptions& options, SpanReader& reader, AdminHook
       hooks_(std::move(hooks)),
       limits_(options.limits),
       now_ns_(options.now_ns),
-      workers_(options.trace_workers > 0 ? std::make_unique<Workers>(options.trace_workers)
+      workers_(options.trace_workers > 0 ? std::make_unique<Workers>(options.trace_workers, 256)
                                          : nullptr),
+      import_workers_(
+          options.import_workers > 0
+              ? std::make_unique<Workers>(options.import_workers,
+                                          2 * static_cast<size_t>(options.import_workers))
+              : nullptr),
       server_({.name = "query",
                .address = options.address,
                .max_body_bytes = 32u << 20,  // POST /api/admin/import: pages of documents
@@ -88,10 +93,20 @@ QueryApi::~QueryApi() {
 }
 
 void QueryApi::Route(net::HttpRequest& req, net::HttpResponse& resp, net::HttpDeferral& later) {
-  if (workers_ == nullptr || !req.path().starts_with("/api/traces")) return Handle(req, resp);
+  Workers* workers = nullptr;
+  const char* busy_message = "";
+  if (workers_ != nullptr && req.path().starts_with("/api/traces")) {
+    workers = workers_.get();
+    busy_message = "too many trace lookups waiting: try again";
+  } else if (import_workers_ != nullptr && req.path() == "/api/admin/import" &&
+             req.method == "POST") {
+    workers = import_workers_.get();
+    busy_message = "too many imports waiting: try again";
+  }
+  if (workers == nullptr) return Handle(req, resp);
   auto job = std::make_shared<std::pair<net::HttpRequest, net::HttpResponder>>(std::move(req),
                                                                                later.Defer());
-  const bool queued = workers_->Post([this, job] {
+  const bool queued = workers->Post([this, job] {
     net::HttpResponse answer;
     Handle(job->first, answer);
     job->second.Respond(std::move(answer));
@@ -101,7 +116,7 @@ void QueryApi::Route(net::HttpRequest& req, net::HttpResponse& resp, net::HttpDe
     busy.status = 503;
     busy.content_type = "application/json";
     busy.headers.emplace_back("Retry-After", "1");
-    busy.body = RenderJaegerError(503, "too many trace lookups waiting: try again");
+    busy.body = RenderJaegerError(503, busy_message);
     job->second.Respond(std::move(busy));
   }
 }

@@ -32,6 +32,12 @@ struct QueryApiOptions {
   // threads (0: on them). Set where those ask other nodes (query/peer_reader.h):
   // a listener thread waiting on a peer could not answer that peer asking back.
   int trace_workers = 0;
+  // Threads that answer POST /api/admin/import off the listener's threads (0:
+  // on them): an import reads the store and waits for the durable queue's
+  // sync, and a parallel backfill sends several at once, while the listener
+  // goes on answering everything else. At most twice as many wait for one
+  // (each holds its body); more are answered 503 + Retry-After.
+  int import_workers = 0;
 };
 
 // Endpoints the server wires in beside the query routes; each may be empty.
@@ -90,14 +96,16 @@ class QueryApi {
   uint64_t Now() const;
 
   class Workers;
-  // Hands `req` to the trace workers when it is a lookup or search and there are workers.
+  // Hands `req` to the trace workers when it is a lookup or search, to the
+  // import workers when it is an import, when there are such workers.
   void Route(net::HttpRequest& req, net::HttpResponse& resp, net::HttpDeferral& later);
 
   SpanReader& reader_;
   AdminHooks hooks_;
   QueryLimits limits_;
   std::function<uint64_t()> now_ns_;
-  std::unique_ptr<Workers> workers_;  // null: none
+  std::unique_ptr<Workers> workers_;         // null: none
+  std::unique_ptr<Workers> import_workers_;  // null: none
   net::HttpServer server_;
 };
 

@@ -16,7 +16,6 @@
 #include <chrono>
 #include <future>
 #include <optional>
-#include <set>
 
 #include "codec/json_writer.h"
 #include "common/clock.h"
@@ -247,12 +246,22 @@ void Server::DocumentsEndpoint(const net::HttpRequest& req, net::HttpResponse& r
 }
 
 void Server::ImportEndpoint(const net::HttpRequest& req, net::HttpResponse& resp) {
+  if (stopping_.load()) {
+    resp.headers.emplace_back("Retry-After", "1");
+    return Fail(resp, 503, "import: spanhouse is shutting down");
+  }
+  std::string wait;
+  if (query::QueryParam(req.target, "wait", &wait) && wait != "stored" && wait != "durable") {
+    return Fail(resp, 400, "wait: durable (the default) or stored");
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
   // Decodes every document first: one that is not a span is reported, the
   // others are still imported.
-  SpanBatch batch;
+  auto batch = std::make_unique<SpanBatch>();
   uint64_t received = 0;
   uint64_t invalid = 0;
-  std::vector<std::string> errors;  // the first few
+  std::vector<std::string> errors;                            // the first few
+  storage::opensearch::DocumentDecoder decoder(batch.get());  // a resource per process
   std::string_view body = req.body;
   while (!body.empty()) {
     const size_t nl = body.find('\n');
@@ -261,59 +270,85 @@ void Server::ImportEndpoint(const net::HttpRequest& req, net::HttpResponse& resp
     while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.remove_suffix(1);
     if (line.empty()) continue;
     ++received;
-    if (Status st = storage::opensearch::AppendSpanFromDocument(line, &batch); !st.ok()) {
+    if (Status st = decoder.Append(line); !st.ok()) {
       if (++invalid <= 5) {
         errors.push_back("document " + std::to_string(received) + ": " + st.message());
       }
     }
   }
-  // Spans already stored (dual-written, or imported before) are left out:
-  // an import is idempotent.
-  std::vector<TraceId> ids(batch.spans.trace_id.begin(), batch.spans.trace_id.end());
+  // Spans already stored (dual-written, or imported before) are left out,
+  // and so are those another import in flight is storing (import_claims.h):
+  // an import is idempotent, also beside another one carrying the same spans.
+  std::vector<TraceId> ids(batch->spans.trace_id.begin(), batch->spans.trace_id.end());
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-  std::set<query::SpanKey> stored;
+  ImportClaims::Read read = reading_.import_claims.BeginRead();
+  std::vector<query::SpanKey> stored;
   for (size_t i = 0; i < ids.size(); i += 500) {
     std::vector<TraceId> chunk(
         ids.begin() + static_cast<std::ptrdiff_t>(i),
         ids.begin() + static_cast<std::ptrdiff_t>(std::min(i + 500, ids.size())));
-    std::vector<query::SpanKey> existing;
-    if (Status st = reading_.reader->SpanKeysOfTraces(chunk, &existing); !st.ok()) {
+    if (Status st = reading_.reader->SpanKeysOfTraces(chunk, &stored); !st.ok()) {
       return FailStore(resp, st, "import: reading what is stored");
     }
-    stored.insert(existing.begin(), existing.end());
   }
-  std::vector<uint32_t> fresh;
-  std::set<query::SpanKey> seen;  // a span twice in one request: once
-  for (uint32_t s = 0; s < batch.span_count(); ++s) {
-    query::SpanKey k{batch.spans.trace_id[s], batch.spans.span_id[s]};
-    if (stored.count(k) == 0 && seen.insert(k).second) fresh.push_back(s);
+  std::sort(stored.begin(), stored.end());
+  std::vector<query::SpanKey> candidates;
+  std::vector<uint32_t> candidate_spans;
+  for (uint32_t s = 0; s < batch->span_count(); ++s) {
+    query::SpanKey k{batch->spans.trace_id[s], batch->spans.span_id[s]};
+    if (!std::binary_search(stored.begin(), stored.end(), k)) {
+      candidates.push_back(k);
+      candidate_spans.push_back(s);
+    }
   }
-  uint64_t written = 0;
-  if (!fresh.empty()) {
-    SpanBatch todo;
-    todo.AppendSpans(batch, fresh.data(), fresh.size());
-    std::lock_guard<std::mutex> lock(reading_.import_mu);
-    if (Status st = Import(todo, &written); !st.ok()) {
+  const ImportClaims::Claim claim = reading_.import_claims.Take(std::move(read), candidates);
+  std::vector<uint32_t> mine;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (claim.mine[i]) mine.push_back(candidate_spans[i]);
+  }
+  if (!mine.empty()) {
+    std::unique_ptr<SpanBatch> todo;
+    if (mine.size() == batch->span_count()) {
+      todo = std::move(batch);
+    } else {
+      todo = std::make_unique<SpanBatch>();
+      todo->AppendSpans(*batch, mine.data(), mine.size());
+    }
+    if (Status st = Import(std::move(todo), claim.flight); !st.ok()) {
       resp.headers.emplace_back("Retry-After", "1");
       return Fail(resp, 503, "import: " + st.message());
     }
   }
+  // Answered once every span of it is durable (stored, without a log), its
+  // own and those other imports hold; wait=stored: once they and every
+  // import before this one are stored (what a backfill asks at its end).
+  const bool stored_wanted = wait == "stored" || !pipeline_.queue->durable();
+  if (!reading_.import_claims.Wait(
+          claim, stored_wanted ? ImportClaims::Stage::kStored : ImportClaims::Stage::kDurable,
+          deadline) ||
+      (wait == "stored" && !reading_.import_claims.WaitAllStored(deadline))) {
+    resp.headers.emplace_back("Retry-After", "1");
+    return Fail(resp, 503,
+                "import: not done within 2 minutes, or another import of the same spans failed; "
+                "send it again (nothing is stored twice)");
+  }
   std::string out;
   codec::JsonWriter w(out);
   w.BeginObject().Key("received").Uint(received).Key("invalid").Uint(invalid);
-  w.Key("already_stored").Uint(batch.span_count() - fresh.size()).Key("imported").Uint(written);
+  w.Key("already_stored").Uint(received - invalid - mine.size()).Key("imported").Uint(mine.size());
   w.Key("errors").BeginArray();
   for (const std::string& e : errors) w.String(e);
   w.EndArray().EndObject();
   resp.body = std::move(out);
 }
 
-Status Server::Import(const SpanBatch& batch, uint64_t* written) {
+Status Server::Import(std::unique_ptr<SpanBatch> batch, const ImportClaims::FlightPtr& flight) {
   // Through the durable queue like any request, for the ClickHouse store's
   // sinks only (the spans came from the other store): a killed import loses
-  // nothing (its record is replayed at the next start), and the recent index
-  // sees the spans as it sees every request. Answered once they are stored.
+  // nothing once durable (its record is replayed at the next start), and the
+  // recent index sees the spans as it sees every request.
+  ImportClaims& claims = reading_.import_claims;
   std::vector<std::string> targets;
   for (const SinkSpec& spec : ServeSinks(cfg_, remote() ? store_.shards.size() : 1)) {
     if (spec.kind != "opensearch" && spec.name != SecondarySinkName(cfg_)) {
@@ -321,38 +356,44 @@ Status Server::Import(const SpanBatch& batch, uint64_t* written) {
     }
   }
   std::string record;
-  batch.AppendColumnar(&record);
+  batch->AppendColumnar(&record);
   sink::Ticket ticket;
-  SH_RETURN_IF_ERROR(pipeline_.queue->Append(WallClockNs(), codec::BodyFormat::kColumnar, record,
-                                             &ticket, targets));
+  if (Status st = pipeline_.queue->Append(WallClockNs(), codec::BodyFormat::kColumnar, record,
+                                          &ticket, targets);
+      !st.ok()) {
+    claims.Failed(flight);
+    return st;
+  }
+  record = std::string();
   std::promise<bool> synced;
   pipeline_.queue->OnDurable(ticket.lsn(), [&synced](bool ok) { synced.set_value(ok); });
   if (!synced.get_future().get()) {
+    claims.Failed(flight);
     return Status::Unavailable("the durable queue could not sync the import");
   }
-  auto copy = std::make_unique<SpanBatch>();
-  copy->AppendSpans(batch, nullptr, batch.span_count());
-  const size_t bytes = copy->MemoryBytes();
+  if (pipeline_.queue->durable()) claims.Durable(flight);
+  NoteImported(*batch);  // stored from here on, by this run or the next start's replay
+  const size_t spans = batch->span_count();
+  const size_t bytes = batch->MemoryBytes();
   Reservation reservation;
   MemoryBudget& budget = pipeline_.queue->budget();
   if (budget.ReserveWithin(bytes, std::chrono::seconds(5))) {
     reservation = Reservation(&budget, bytes);
   } else if (pipeline_.queue->durable()) {
-    copy.reset();  // each sink reads it back from the log as memory comes
+    batch.reset();  // each sink reads it back from the log as memory comes
   } else {
+    claims.Failed(flight);
     return Status::Exhausted("spanhouse is at its memory limit, retry later");
   }
   const auto latch = sink::TicketLatch::Create(std::move(ticket));
-  SH_RETURN_IF_ERROR(pipeline_.queue->DeliverTo(targets, std::move(copy), std::move(reservation),
-                                                latch->Take(), bytes, batch.span_count()));
-  if (!latch->WaitUntil(std::chrono::steady_clock::now() + std::chrono::minutes(2))) {
-    return Status::Unavailable(fmt::format(
-        "{} spans not written within 2 minutes; they are in the durable queue and will be",
-        batch.span_count()));
-  }
-  *written = batch.span_count();
-  NoteImported(batch);
-  return Status::Ok();
+  sink::Ticket claim = latch->Take();
+  latch->OnDone([&claims, flight] { claims.Stored(flight); });
+  Status st = pipeline_.queue->DeliverTo(targets, std::move(batch), std::move(reservation),
+                                         std::move(claim), bytes, spans);
+  // Refused (shutting down): a durable record is stored by the next start's
+  // replay, and its spans stay claimed until then; without a log it is gone.
+  if (!st.ok() && !pipeline_.queue->durable()) claims.Failed(flight);
+  return st;
 }
 
 void Server::NoteImported(const SpanBatch& batch) {

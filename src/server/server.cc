@@ -708,6 +708,7 @@ Status Server::MakeQueryApi() {
   query::QueryApiOptions api{cfg_.query.listen, 2, security_.query->Authorizer(),
                              security_.query_tls};
   if (reading_.peer_reader != nullptr) api.trace_workers = 4;
+  api.import_workers = 8;  // a parallel backfill's pages (--parallel, 4 by default)
   reading_.query_api = std::make_unique<query::QueryApi>(api, *api_reader, std::move(hooks));
   return Status::Ok();
 }
@@ -803,6 +804,7 @@ int Server::Stop() {
   // The stages in the data's direction: intake first, then what is queued
   // is written, then reads and jobs end, then the log and the stores close.
   receivers_.Stop();
+  reading_.import_claims.Abort();  // imports waiting answer 503 (and new ones are refused)
   // Traces still open are decided with what arrived; their spans go on.
   if (writing_.tail_window != nullptr) writing_.tail_window->Flush();
   if (pipeline_.queue != nullptr) pipeline_.queue->StopBacklogs();

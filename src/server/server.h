@@ -34,6 +34,7 @@
 #include "receivers/zipkin/zipkin_receiver.h"
 #include "server/config.h"
 #include "server/data_dir_lock.h"
+#include "server/import_claims.h"
 #include "server/listener_security.h"
 #include "server/sink_factory.h"
 #include "sink/sink.h"
@@ -111,10 +112,15 @@ class Server {
   void SpanCountsEndpoint(const net::HttpRequest& req, net::HttpResponse& resp);
   void SpanIdsEndpoint(const net::HttpRequest& req, net::HttpResponse& resp);
   void DocumentsEndpoint(const net::HttpRequest& req, net::HttpResponse& resp);
-  // POST /api/admin/import: Jaeger span documents stored in ClickHouse only
-  // (those not stored yet), written before the answer.
+  // POST /api/admin/import[?wait=stored]: Jaeger span documents stored in
+  // ClickHouse only (those not stored or being stored yet), in the durable
+  // queue before the answer (with wait=stored: they and every import before
+  // them stored).
   void ImportEndpoint(const net::HttpRequest& req, net::HttpResponse& resp);
-  Status Import(const SpanBatch& batch, uint64_t* written);
+  // Appends `batch` (the claim's spans) to the durable queue for the
+  // ClickHouse sinks and hands it to them; the claim's flight is advanced as
+  // they are durable, then stored.
+  Status Import(std::unique_ptr<SpanBatch> batch, const ImportClaims::FlightPtr& flight);
   // The dependency job computes the minutes of imported spans again.
   void NoteImported(const SpanBatch& batch);
   Status MakeQueryApi();
@@ -210,7 +216,7 @@ class Server {
     // and what this node answers them.
     std::unique_ptr<query::PeerReader> peer_reader;
     std::unique_ptr<query::PeerEndpoint> peer_endpoint;
-    std::mutex import_mu;  // one import at a time
+    ImportClaims import_claims;  // the spans imports in flight are storing
     std::unique_ptr<query::QueryApi> query_api;
   };
   // Intake: the listeners of every protocol.

@@ -7,8 +7,10 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <utility>
 
 #include "sink/ticket.h"
 
@@ -37,6 +39,18 @@ class TicketLatch final : public TicketIssuer {
     std::unique_lock<std::mutex> lock(mu_);
     return cv_.wait_until(lock, deadline, [&] { return done_; });
   }
+  // `fn` runs once every claim was acknowledged (at once if they were), on
+  // the thread that acknowledged the last. One callback; a second replaces it.
+  void OnDone(std::function<void()> fn) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!done_) {
+        on_done_ = std::move(fn);
+        return;
+      }
+    }
+    fn();
+  }
 
  private:
   explicit TicketLatch(Ticket inner) : inner_(std::move(inner)) {}
@@ -49,21 +63,25 @@ class TicketLatch final : public TicketIssuer {
   }
   void Release(uint64_t /*segment*/, bool /*keep*/) override {
     std::shared_ptr<TicketLatch> self;  // the last claim: let go after the lock
+    std::function<void()> on_done;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (--claims_ > 0) return;
       inner_.Ack();
       done_ = true;
       self = std::move(self_);
+      on_done = std::move(on_done_);
       cv_.notify_all();
     }
+    if (on_done) on_done();
   }
 
   Ticket inner_;
   std::mutex mu_;
   std::condition_variable cv_;
-  int claims_ = 0;     // guarded by mu_
-  bool done_ = false;  // guarded by mu_
+  int claims_ = 0;                 // guarded by mu_
+  bool done_ = false;              // guarded by mu_
+  std::function<void()> on_done_;  // guarded by mu_
   std::shared_ptr<TicketLatch> self_;
 };
 

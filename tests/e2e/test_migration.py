@@ -415,6 +415,15 @@ def assert_same_trace(ours: requests.Response, theirs: requests.Response, trace:
         assert not diff, f"{trace}/{x['spanID']}: spanhouse vs Jaeger: {diff}"
 
 
+def stored_spans(sh, now: float) -> int:
+    """Rows of ClickHouse's spans table in the hour before `now` (each copy of a span counts)."""
+    r = sh.session.get(f"{sh.query_url}/api/admin/span-counts",
+                       params={"source": "clickhouse", "start": int(now - 3600) * 1_000_000,
+                               "end": int(now + 60) * 1_000_000}, timeout=60)
+    assert r.status_code == 200, r.text
+    return sum(row["spans"] for row in r.json()["rows"])
+
+
 def test_backfill_resumes_after_a_kill_and_adds_nothing_twice(search_store, spanhouse_factory,
                                                              jaeger_factory, tmp_path):
     # History written by Jaeger itself, before spanhouse existed.
@@ -422,7 +431,7 @@ def test_backfill_resumes_after_a_kill_and_adds_nothing_twice(search_store, span
                             search_url=search_store.url,
                             index_prefix="hist")
     counts: dict[str, int] = {}
-    for seed in range(4):
+    for seed in range(40):
         body, c = rich_request(10, seed=100 + seed)
         assert jaeger.post_otlp_json(body).status_code == 200
         counts.update(c)
@@ -435,31 +444,44 @@ def test_backfill_resumes_after_a_kill_and_adds_nothing_twice(search_store, span
     args = ["backfill", "--from", search_store.engine, "--opensearch", search_store.url,
             "--index-prefix", "hist", "--server", sh.query_url,
             "--start", str(int(now - 3600)), "--end", str(int(now + 60)),
-            "--checkpoint", str(checkpoint), "--page-spans", "7"]
+            "--checkpoint", str(checkpoint), "--page-spans", "7", "--parallel", "4"]
 
-    # Killed half-way: after a few pages were imported.
+    # Killed half-way, while its four workers read chunks of their own: once the checkpoint
+    # says a quarter was imported.
     from conftest import clean_env, spanhouse_bin
     proc = subprocess.Popen([spanhouse_bin()] + args, stderr=subprocess.PIPE, text=True,
                             env=clean_env())
-    pages = 0
-    for line in proc.stderr:
-        if "spans read" in line:
-            pages += 1
-            if pages == 5:
-                proc.kill()
-                break
+    saved: dict = {}
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        try:
+            saved = json.loads(checkpoint.read_text())
+        except (OSError, ValueError):
+            saved = {}
+        if saved.get("read", 0) >= total // 4:
+            proc.kill()
+            break
+        time.sleep(0.01)
     proc.wait(timeout=30)
-    assert pages == 5 and proc.returncode == -9
+    err = proc.stderr.read()
+    assert proc.returncode == -9, err
     saved = json.loads(checkpoint.read_text())
-    assert 0 < saved["read"] < total and not saved["done"]
+    assert 0 < saved["read"] < total and not saved["done"], saved
+    assert saved["total"] == total and len(saved["chunks"]) > 4
+    started = [k for k in saved["chunks"] if k["after"] is not None or k["done"]]
+    assert len(started) > 1, saved["chunks"]  # several chunks were read at once
 
-    # Resumed: the rest, nothing twice.
-    r = run_cli(args)
+    # Resumed (with another --parallel): the rest, nothing twice.
+    r = run_cli(args[:-1] + ["3"])
     assert r.returncode == 0, r.stderr + r.stdout
-    assert "resuming" in r.stderr
+    assert "resuming" in r.stderr and "spans read" in r.stderr, r.stderr
     done = json.loads(checkpoint.read_text())
-    assert done["done"] and done["imported"] == total
-    assert done["read"] >= total  # the page in flight at the kill may be read again
+    assert done["done"] and all(k["done"] for k in done["chunks"]), done
+    # Pages imported but not yet in the checkpoint at the kill were read again, and found stored.
+    assert done["read"] >= total and done["imported"] <= total
+    assert done["imported"] + done["already_stored"] == done["read"]
+    # Every span stored once: the rows of the spans table (done means stored).
+    assert stored_spans(sh, now) == total
     for trace, n in counts.items():
         doc = sh.wait_for_trace(trace, lambda d, n=n: len(d["data"][0]["spans"]) >= n)
         ids = [s["spanID"] for s in doc["data"][0]["spans"]]
@@ -473,18 +495,53 @@ def test_backfill_resumes_after_a_kill_and_adds_nothing_twice(search_store, span
     assert r.returncode == 0, r.stderr
     again = json.loads(checkpoint.read_text())
     assert again["imported"] == 0 and again["already_stored"] == total
+    assert stored_spans(sh, now) == total
+
+    # One worker stores the same as four: another spanhouse, backfilled with --parallel 1.
+    one = spanhouse_factory("spanhouse-one")
+    one_args = ["backfill", "--from", search_store.engine, "--url", search_store.url,
+                "--index-prefix", "hist", "--server", one.query_url,
+                "--start", str(int(now - 3600)), "--end", str(int(now + 60)),
+                "--checkpoint", str(tmp_path / "one.checkpoint"), "--page-spans", "50",
+                "--parallel", "1"]
+    r = run_cli(one_args)
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert json.loads((tmp_path / "one.checkpoint").read_text())["imported"] == total
+    assert stored_spans(one, now) == total
+    for trace in counts:
+        a, b = sh.get_trace(trace), one.get_trace(trace)
+        assert a.status_code == 200 and b.status_code == 200, trace
+        assert normalized_trace(a.json()) == normalized_trace(b.json()), trace
 
     # The imported traces are what Jaeger answers for them.
-    for trace in counts:
+    for trace in list(counts)[:40]:
         assert_same_trace(sh.get_trace(trace), jaeger.get_trace(trace), trace)
 
+    # A checkpoint of the single-cursor format (before chunks) resumes after its position.
+    hits = search_store.search("hist-jaeger-span-*", {
+        "size": 1, "from": total // 2,
+        "sort": [{"startTime": "asc"}, {"traceID": "asc"}, {"spanID": "asc"}]})["hits"]["hits"]
+    checkpoint.write_text(json.dumps({
+        "from": "opensearch", "index": "hist-jaeger-span-*-*-*",
+        "start_us": int(now - 3600) * 1_000_000, "end_us": int(now + 60) * 1_000_000,
+        "after": hits[0]["sort"], "pages": 3, "read": total // 2 + 1, "imported": 0,
+        "already_stored": total // 2 + 1, "invalid": 0, "done": False}))
+    r = run_cli(args)
+    assert r.returncode == 0, r.stderr + r.stdout
+    rest = json.loads(checkpoint.read_text())
+    assert rest["done"] and rest["imported"] == 0
+    assert rest["read"] == total, rest  # the half before the position was not read again
+
     # Bad input is refused clearly.
-    r = run_cli(["backfill", "--from", "solr", "--opensearch", search_store.url,
+    r = run_cli(["backfill", "--from", "mysql", "--opensearch", search_store.url,
                  "--start", "1", "--end", "2", "--server", sh.query_url])
     assert r.returncode == 2 and "--from" in r.stderr
     r = run_cli(["backfill", "--from", search_store.engine, "--opensearch", search_store.url,
                  "--start", "yesterday", "--end", "2", "--server", sh.query_url])
     assert r.returncode == 2 and "--start" in r.stderr
+    r = run_cli(args[:args.index("--start")] + ["--start", "1", "--end", "2"] +
+                args[args.index("--checkpoint"):])
+    assert r.returncode == 2 and "another backfill" in r.stderr, r.stderr
 
 
 def test_reads_switched_before_the_backfill_ends_are_completed_from_the_old_store(

@@ -12,6 +12,7 @@ node (`search_store`), each checked against Jaeger v1.75.0 itself:
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -21,8 +22,8 @@ from conftest import free_ports
 from jaeger_server import jaeger_factory  # noqa: F401  (a fixture)
 from search_proxy import SearchProxy
 from test_auth_tls import make_cert, run_serve
-from test_migration import (count, metric, normalized_trace, rich_request, trace_view,
-                            wait_until)
+from test_migration import (count, metric, normalized_trace, rich_request, run_cli,
+                            trace_view, wait_until)
 
 # Jaeger's settings for each layout, and spanhouse's keys for the same.
 LAYOUTS = {
@@ -106,6 +107,19 @@ def test_jaeger_layouts_both_ways(search_store, spanhouse_factory, jaeger_factor
     # The services Jaeger lists are those both wrote.
     services = reader.session.get(reader.query_url + "/api/services", timeout=10).json()["data"]
     assert {"shop-0", "shop-1", "shop-2"} <= set(services)
+
+    # The backfill reads the same layout: every document, spanhouse's and Jaeger's, imported.
+    target = spanhouse_factory("target")
+    now = time.time()
+    checkpoint = tmp_path / "backfill.checkpoint"
+    flags = ["--use-aliases"] if layout == "aliases" else ["--date-layout", "2006.01.02"]
+    r = run_cli(["backfill", "--from", search_store.engine, "--url", search_store.url,
+                 "--index-prefix", prefix, "--server", target.query_url,
+                 "--start", str(int(now - 3600)), "--end", str(int(now + 60)),
+                 "--checkpoint", str(checkpoint)] + flags)
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert json.loads(checkpoint.read_text())["imported"] == total + sum(counts2.values())
+    same_traces(target, jaeger, counts2)
 
 
 @pytest.fixture(scope="module")

@@ -4,8 +4,10 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <ctime>
 #include <string>
+#include <unordered_map>
 
 #include "codec/json_writer.h"
 #include "codec/value_text.h"
@@ -428,9 +430,11 @@ using simdjson::dom::element_type;
 template <size_t N>
 bool ParseId(std::string_view hex, std::array<uint8_t, N>* out) {
   if (hex.empty() || hex.size() > 2 * N) return false;
-  std::string padded(2 * N - hex.size(), '0');
-  padded += hex;
-  return FromHex(padded, out->data(), N);
+  if (hex.size() == 2 * N) return FromHex(hex, out->data(), N);
+  char padded[2 * N];
+  std::memset(padded, '0', 2 * N - hex.size());
+  std::memcpy(padded + 2 * N - hex.size(), hex.data(), hex.size());
+  return FromHex(std::string_view(padded, 2 * N), out->data(), N);
 }
 
 bool GetU64(element e, uint64_t* out) {
@@ -486,8 +490,17 @@ std::string ValueText(element v) {
 
 struct TypedValue {
   ValueType type = ValueType::kString;
-  std::string text;
+  std::string text;  // converted; or, `borrowed` set, `view` is the document's own text
+  std::string_view view;
+  bool borrowed = false;
+  std::string_view str() const { return borrowed ? view : std::string_view(text); }
+  bool operator==(const TypedValue& o) const { return type == o.type && str() == o.str(); }
 };
+
+// A string of the document as a string attribute, not copied.
+TypedValue Borrowed(std::string_view s) {
+  return {ValueType::kString, {}, s, true};
+}
 
 // A document key-value's value by its declared type ("" : by its JSON type,
 // for tags stored as fields). What does not fit its type is kept as a string.
@@ -496,11 +509,11 @@ TypedValue ConvertValue(std::string_view type, element v) {
   const element_type jt = v.type();
   if (type == "bool" || (type.empty() && jt == element_type::BOOL)) {
     if (jt == element_type::BOOL) {
-      return {ValueType::kBool, v.get_bool().value_unsafe() ? "true" : "false"};
+      return {ValueType::kBool, v.get_bool().value_unsafe() ? "true" : "false", {}, false};
     }
     if (jt == element_type::STRING) {
       std::string_view s = v.get_string().value_unsafe();
-      if (s == "true" || s == "false") return {ValueType::kBool, std::string(s)};
+      if (s == "true" || s == "false") return {ValueType::kBool, std::string(s), {}, false};
     }
   } else if (type == "int64" ||
              (type.empty() && (jt == element_type::INT64 || jt == element_type::UINT64))) {
@@ -566,11 +579,8 @@ TypedValue ConvertValue(std::string_view type, element v) {
       }
     }
   }
-  return {ValueType::kString, ValueText(v)};
-}
-
-void AddAttr(SpanBatch* b, AttrColumns& cols, std::string_view key, const TypedValue& v) {
-  SpanBatch::AddAttr(cols, b->AddString(key), v.type, b->AddString(v.text));
+  if (jt == element_type::STRING) return Borrowed(v.get_string().value_unsafe());
+  return {ValueType::kString, ValueText(v), {}, false};
 }
 
 struct Kv {
@@ -584,13 +594,27 @@ std::vector<Kv> KeyValues(element arr) {
   std::vector<Kv> out;
   simdjson::dom::array a;
   if (arr.get_array().get(a) != simdjson::SUCCESS) return out;
+  out.reserve(a.size());
   for (element e : a) {
     simdjson::dom::object o;
     if (e.get_object().get(o) != simdjson::SUCCESS) continue;
+    // One pass over the entry's fields (the first of each name counts).
     Kv kv;
-    if (o["key"].get_string().get(kv.key) != simdjson::SUCCESS) continue;
-    if (o["type"].get_string().get(kv.type) != simdjson::SUCCESS) kv.type = "string";
-    if (o["value"].get(kv.value) != simdjson::SUCCESS) continue;
+    bool has_key = false, has_type = false, has_value = false;
+    for (auto field : o) {
+      if (field.key == "key") {
+        if (!has_key && field.value.is_string()) kv.key = field.value.get_string().value_unsafe();
+        has_key = true;
+      } else if (field.key == "type") {
+        if (!has_type && field.value.is_string()) kv.type = field.value.get_string().value_unsafe();
+        has_type = true;
+      } else if (field.key == "value" && !has_value) {
+        kv.value = field.value;
+        has_value = true;
+      }
+    }
+    if (kv.key.data() == nullptr || !has_value) continue;
+    if (kv.type.data() == nullptr) kv.type = "string";
     out.push_back(kv);
   }
   return out;
@@ -611,8 +635,100 @@ void AppendFieldTags(element obj, std::vector<std::pair<std::string, element>>* 
 
 }  // namespace
 
+// What a decoder keeps across the documents of one batch.
+struct DocumentDecoder::State {
+  explicit State(SpanBatch* b) : out(b) {}
+  // Keys and names stored once per batch (values are mostly each their own).
+  static constexpr size_t kMaxSharedText = 64;
+  struct TextHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+  };
+
+  StrRef Text(std::string_view s) {
+    if (s.size() > kMaxSharedText) return out->AddString(s);
+    auto it = texts.find(s);
+    if (it != texts.end()) return it->second;
+    const StrRef ref = out->AddString(s);
+    texts.emplace(std::string(s), ref);
+    return ref;
+  }
+
+  void AddAttr(AttrColumns& cols, std::string_view key, const TypedValue& v) {
+    SpanBatch::AddAttr(cols, Text(key), v.type, out->AddString(v.str()));
+  }
+
+  // The resource of a process: one per distinct list of attributes.
+  uint32_t Resource(std::string_view service, const std::vector<Kv>& tags,
+                    const std::vector<std::pair<std::string, element>>& fields) {
+    std::vector<std::pair<std::string_view, TypedValue>>& attrs = resource_attrs;
+    attrs.clear();
+    if (!service.empty() && service != kNoServiceName) {
+      attrs.emplace_back("service.name", Borrowed(service));
+    }
+    for (const Kv& kv : tags) attrs.emplace_back(kv.key, ConvertValue(kv.type, kv.value));
+    for (const auto& [key, value] : fields) attrs.emplace_back(key, ConvertValue("", value));
+    uint64_t h = attrs.size();
+    for (const auto& [key, value] : attrs) {
+      h = h * 0x9E3779B97F4A7C15ull ^ std::hash<std::string_view>()(key);
+      h = h * 0x9E3779B97F4A7C15ull ^ std::hash<std::string_view>()(value.str());
+      h = h * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(value.type);
+    }
+    SpanBatch& b = *out;
+    if (auto it = resources.find(h); it != resources.end()) {
+      const Range range = b.resources.attrs[it->second];
+      bool same = range.end - range.begin == attrs.size();
+      for (uint32_t i = 0; same && i < attrs.size(); ++i) {
+        const uint32_t a = range.begin + i;
+        same = b.Str(b.resource_attrs.key[a]) == attrs[i].first &&
+               b.resource_attrs.type[a] == attrs[i].second.type &&
+               b.Str(b.resource_attrs.value[a]) == attrs[i].second.str();
+      }
+      if (same) return it->second;
+    }
+    const uint32_t r = b.AddResource();
+    const auto begin = static_cast<uint32_t>(b.resource_attrs.size());
+    for (const auto& [key, value] : attrs) AddAttr(b.resource_attrs, key, value);
+    b.resources.attrs[r] = {begin, static_cast<uint32_t>(b.resource_attrs.size())};
+    b.ResolveServiceName(r);
+    resources.emplace(h, r);
+    return r;
+  }
+
+  // The scope of a span: one per resource, name and version.
+  uint32_t Scope(uint32_t resource, std::string_view name, std::string_view version) {
+    scope_key.assign(reinterpret_cast<const char*>(&resource), sizeof(resource));
+    scope_key += name;
+    scope_key += '\0';
+    scope_key += version;
+    if (auto it = scopes.find(scope_key); it != scopes.end()) return it->second;
+    const uint32_t scope = out->AddScope();
+    out->scopes.name[scope] = Text(name);
+    out->scopes.version[scope] = Text(version);
+    scopes.emplace(scope_key, scope);
+    return scope;
+  }
+
+  SpanBatch* out;
+  std::unordered_map<std::string, StrRef, TextHash, std::equal_to<>> texts;
+  std::unordered_map<uint64_t, uint32_t> resources;  // by a hash of their attributes
+  std::unordered_map<std::string, uint32_t> scopes;
+  std::vector<std::pair<std::string_view, TypedValue>> resource_attrs;
+  std::string scope_key;
+};
+
+DocumentDecoder::DocumentDecoder(SpanBatch* out) : state_(std::make_unique<State>(out)) {}
+DocumentDecoder::~DocumentDecoder() = default;
+
 Status AppendSpanFromDocument(std::string_view json, SpanBatch* out) {
+  DocumentDecoder decoder(out);
+  return decoder.Append(json);
+}
+
+Status DocumentDecoder::Append(std::string_view json) {
   thread_local simdjson::dom::parser parser;
+  State& st = *state_;
+  SpanBatch* out = st.out;
   element doc;
   if (parser.parse(json.data(), json.size()).get(doc) != simdjson::SUCCESS) {
     return Status::Invalid("span document: not JSON");
@@ -621,57 +737,75 @@ Status AppendSpanFromDocument(std::string_view json, SpanBatch* out) {
   if (doc.get_object().get(o) != simdjson::SUCCESS) {
     return Status::Invalid("span document: not an object");
   }
+  // The fields, in one pass (the first of each name counts).
+  enum Field {
+    kTraceId,
+    kSpanId,
+    kStartTime,
+    kDuration,
+    kProcess,
+    kTags,
+    kTag,
+    kOperationName,
+    kFlags,
+    kParentSpanId,
+    kReferences,
+    kLogs,
+    kFields
+  };
+  static constexpr std::string_view kNames[kFields] = {
+      "traceID", "spanID",        "startTime", "duration",     "process",    "tags",
+      "tag",     "operationName", "flags",     "parentSpanID", "references", "logs"};
+  element fields[kFields];
+  bool has[kFields] = {};
+  for (auto field : o) {
+    for (int f = 0; f < kFields; ++f) {
+      if (field.key == kNames[f]) {
+        if (!has[f]) fields[f] = field.value;
+        has[f] = true;
+        break;
+      }
+    }
+  }
   std::string_view trace_hex;
   std::string_view span_hex;
   TraceId trace{};
   SpanId span{};
-  if (o["traceID"].get_string().get(trace_hex) != simdjson::SUCCESS ||
+  if (!has[kTraceId] || fields[kTraceId].get_string().get(trace_hex) != simdjson::SUCCESS ||
       !ParseId(trace_hex, &trace)) {
     return Status::Invalid("span document: traceID missing or not hex");
   }
-  if (o["spanID"].get_string().get(span_hex) != simdjson::SUCCESS || !ParseId(span_hex, &span)) {
+  if (!has[kSpanId] || fields[kSpanId].get_string().get(span_hex) != simdjson::SUCCESS ||
+      !ParseId(span_hex, &span)) {
     return Status::Invalid("span document: spanID missing or not hex");
   }
-  element e;
   uint64_t start_us = 0;
   uint64_t duration_us = 0;
-  if (o["startTime"].get(e) != simdjson::SUCCESS || !GetU64(e, &start_us)) {
+  if (!has[kStartTime] || !GetU64(fields[kStartTime], &start_us)) {
     return Status::Invalid("span document: startTime missing or not a number");
   }
-  if (o["duration"].get(e) == simdjson::SUCCESS && !GetU64(e, &duration_us)) {
+  if (has[kDuration] && !GetU64(fields[kDuration], &duration_us)) {
     return Status::Invalid("span document: duration not a number");
   }
 
-  // The resource: the process.
-  const uint32_t r = out->AddResource();
+  // The resource: the process (one for every span of the same process).
   std::string_view service;
-  element process;
   std::vector<Kv> process_tags;
   std::vector<std::pair<std::string, element>> process_field_tags;
-  if (o["process"].get(process) == simdjson::SUCCESS && process.is_object()) {
+  if (has[kProcess] && fields[kProcess].is_object()) {
+    const element process = fields[kProcess];
     Optional(process["serviceName"].get_string().get(service));
     element t;
     if (process["tags"].get(t) == simdjson::SUCCESS) process_tags = KeyValues(t);
     if (process["tag"].get(t) == simdjson::SUCCESS) AppendFieldTags(t, &process_field_tags);
   }
-  const uint32_t rattrs_begin = static_cast<uint32_t>(out->resource_attrs.size());
-  if (!service.empty() && service != kNoServiceName) {
-    AddAttr(out, out->resource_attrs, "service.name", {ValueType::kString, std::string(service)});
-  }
-  for (const Kv& kv : process_tags) {
-    AddAttr(out, out->resource_attrs, kv.key, ConvertValue(kv.type, kv.value));
-  }
-  for (const auto& [key, value] : process_field_tags) {
-    AddAttr(out, out->resource_attrs, key, ConvertValue("", value));
-  }
-  out->resources.attrs[r] = {rattrs_begin, static_cast<uint32_t>(out->resource_attrs.size())};
-  out->ResolveServiceName(r);
+  const uint32_t r = st.Resource(service, process_tags, process_field_tags);
 
   // Tags: the special ones become span fields, the others attributes.
   std::vector<Kv> tags;
   std::vector<std::pair<std::string, element>> field_tags;
-  if (o["tags"].get(e) == simdjson::SUCCESS) tags = KeyValues(e);
-  if (o["tag"].get(e) == simdjson::SUCCESS) AppendFieldTags(e, &field_tags);
+  if (has[kTags]) tags = KeyValues(fields[kTags]);
+  if (has[kTag]) AppendFieldTags(fields[kTag], &field_tags);
   std::string scope_name, scope_version, kind_name, status_code, status_message, trace_state;
   bool error_tag = false;
   bool has_status_message = false;
@@ -690,8 +824,8 @@ Status AppendSpanFromDocument(std::string_view json, SpanBatch* out) {
       has_status_message = true;
     } else if (key == "w3c.tracestate" && value.is_string()) {
       trace_state = value.get_string().value_unsafe();
-    } else if (key == "error" && ConvertValue(type, value).text == "true" &&
-               ConvertValue(type, value).type == ValueType::kBool) {
+    } else if (key == "error" &&
+               ConvertValue(type, value) == TypedValue{ValueType::kBool, "true", {}, false}) {
       error_tag = true;
     } else {
       attrs.emplace_back(key, ConvertValue(type, value));
@@ -702,7 +836,7 @@ Status AppendSpanFromDocument(std::string_view json, SpanBatch* out) {
 
   uint8_t kind = 0;
   if (!kind_name.empty() && !ParseSpanKind(kind_name, &kind)) {
-    attrs.emplace_back("span.kind", TypedValue{ValueType::kString, kind_name});
+    attrs.emplace_back("span.kind", TypedValue{ValueType::kString, kind_name, {}, false});
     kind = 0;
   }
   StatusCodeOtlp status = StatusCodeOtlp::kUnset;
@@ -715,38 +849,36 @@ Status AppendSpanFromDocument(std::string_view json, SpanBatch* out) {
   }
   if (status == StatusCodeOtlp::kUnset && has_status_message) {
     // A description without a status is an ordinary attribute.
-    attrs.emplace_back("otel.status_description", TypedValue{ValueType::kString, status_message});
+    attrs.emplace_back("otel.status_description",
+                       TypedValue{ValueType::kString, status_message, {}, false});
     status_message.clear();
   }
 
-  const uint32_t scope = out->AddScope();
-  out->scopes.name[scope] = out->AddString(scope_name);
-  out->scopes.version[scope] = out->AddString(scope_version);
-
-  const uint32_t s = out->AddSpan(r, scope);
+  const uint32_t s = out->AddSpan(r, st.Scope(r, scope_name, scope_version));
   SpanBatch::Spans& sp = out->spans;
   sp.trace_id[s] = trace;
   sp.span_id[s] = span;
   std::string_view name;
-  Optional(o["operationName"].get_string().get(name));
-  sp.name[s] = out->AddString(name);
+  if (has[kOperationName]) Optional(fields[kOperationName].get_string().get(name));
+  sp.name[s] = st.Text(name);
   uint64_t flags = 0;
-  if (o["flags"].get(e) == simdjson::SUCCESS && GetU64(e, &flags)) {
+  if (has[kFlags] && GetU64(fields[kFlags], &flags)) {
     sp.flags[s] = static_cast<uint32_t>(flags);
   }
   sp.kind[s] = kind;
   sp.start_ns[s] = start_us * 1000;
   sp.end_ns[s] = (start_us + duration_us) * 1000;
   sp.status_code[s] = static_cast<uint8_t>(status);
-  sp.status_message[s] = out->AddString(status_message);
-  sp.trace_state[s] = out->AddString(trace_state);
+  sp.status_message[s] = st.Text(status_message);
+  sp.trace_state[s] = st.Text(trace_state);
   const uint32_t attrs_begin = static_cast<uint32_t>(out->span_attrs.size());
-  for (const auto& [key, value] : attrs) AddAttr(out, out->span_attrs, key, value);
+  for (const auto& [key, value] : attrs) st.AddAttr(out->span_attrs, key, value);
   sp.attrs[s] = {attrs_begin, static_cast<uint32_t>(out->span_attrs.size())};
 
   // The parent: the deprecated field, else the first CHILD_OF reference in the trace.
   std::string_view parent_hex;
-  bool has_parent = o["parentSpanID"].get_string().get(parent_hex) == simdjson::SUCCESS &&
+  bool has_parent = has[kParentSpanId] &&
+                    fields[kParentSpanId].get_string().get(parent_hex) == simdjson::SUCCESS &&
                     !parent_hex.empty() && ParseId(parent_hex, &sp.parent_span_id[s]);
   // The parent, as Jaeger reads it: the first CHILD_OF reference within the
   // trace, else the first FOLLOWS_FROM one within it (a link to the parent
@@ -759,7 +891,7 @@ Status AppendSpanFromDocument(std::string_view json, SpanBatch* out) {
   };
   std::vector<Ref> parsed;
   simdjson::dom::array refs;
-  if (o["references"].get_array().get(refs) == simdjson::SUCCESS) {
+  if (has[kReferences] && fields[kReferences].get_array().get(refs) == simdjson::SUCCESS) {
     for (element ref : refs) {
       std::string_view type, rtrace_hex, rspan_hex;
       Ref r2;
@@ -799,7 +931,7 @@ Status AppendSpanFromDocument(std::string_view json, SpanBatch* out) {
     out->links.span_id[l] = r2.span;
     const uint32_t la = static_cast<uint32_t>(out->link_attrs.size());
     if (r2.child_of) {
-      AddAttr(out, out->link_attrs, "opentracing.ref_type", {ValueType::kString, "child_of"});
+      st.AddAttr(out->link_attrs, "opentracing.ref_type", Borrowed("child_of"));
     }
     out->links.attrs[l] = {la, static_cast<uint32_t>(out->link_attrs.size())};
   }
@@ -807,7 +939,7 @@ Status AppendSpanFromDocument(std::string_view json, SpanBatch* out) {
 
   const uint32_t events_begin = static_cast<uint32_t>(out->events.time_ns.size());
   simdjson::dom::array logs;
-  if (o["logs"].get_array().get(logs) == simdjson::SUCCESS) {
+  if (has[kLogs] && fields[kLogs].get_array().get(logs) == simdjson::SUCCESS) {
     for (element log : logs) {
       uint64_t ts = 0;
       element t;
@@ -820,11 +952,11 @@ Status AppendSpanFromDocument(std::string_view json, SpanBatch* out) {
       bool named = false;
       for (const Kv& kv : fields) {
         if (!named && kv.key == "event" && kv.value.is_string()) {
-          out->events.name[ev] = out->AddString(kv.value.get_string().value_unsafe());
+          out->events.name[ev] = st.Text(kv.value.get_string().value_unsafe());
           named = true;
           continue;
         }
-        AddAttr(out, out->event_attrs, kv.key, ConvertValue(kv.type, kv.value));
+        st.AddAttr(out->event_attrs, kv.key, ConvertValue(kv.type, kv.value));
       }
       out->events.attrs[ev] = {ea, static_cast<uint32_t>(out->event_attrs.size())};
     }

@@ -30,6 +30,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -77,5 +78,23 @@ class DocumentWriter {
 // the document is not a span (ids missing or not hex, times not numbers);
 // `out` is then unchanged.
 Status AppendSpanFromDocument(std::string_view json, SpanBatch* out);
+
+// Decodes many documents into one batch (an import's page): the spans of
+// one process share one resource, of one scope one scope, and keys and
+// names are stored once, so the batch is as compact as an OTLP
+// request of the same spans (a Jaeger document repeats its process, ~1 KB,
+// in every span). Append is AppendSpanFromDocument otherwise.
+class DocumentDecoder {
+ public:
+  explicit DocumentDecoder(SpanBatch* out);
+  ~DocumentDecoder();
+  DocumentDecoder(const DocumentDecoder&) = delete;
+  DocumentDecoder& operator=(const DocumentDecoder&) = delete;
+  Status Append(std::string_view json);
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
 
 }  // namespace spanhouse::storage::opensearch

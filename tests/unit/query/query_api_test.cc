@@ -5,7 +5,10 @@
 #include <simdjson.h>
 
 #include <cctype>
+#include <condition_variable>
 #include <cstdint>
+#include <future>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -15,6 +18,7 @@
 #include "../../testdata/sample_batch.h"
 #include "common/status.h"
 #include "model/span_batch.h"
+#include "net/http_client.h"
 #include "net/http_server.h"
 #include "query/query_api.h"
 #include "query/span_reader.h"
@@ -743,6 +747,102 @@ TEST(QueryApi, Summaries) {
             std::string::npos)
       << resp.body;
   EXPECT_EQ(f.reader.summary_queries[1].service, "cart/eu");
+}
+
+}  // namespace
+}  // namespace spanhouse::query
+
+namespace spanhouse::query {
+namespace {
+
+// Imports run on workers of their own: several at once, while the
+// listener's one thread goes on answering everything else; past what the
+// workers and their queue hold, 503 + Retry-After.
+TEST(QueryApi, ImportsRunOnWorkersSeveralAtOnceWithoutHoldingTheListener) {
+  std::mutex mu;
+  std::condition_variable cv;
+  int inside = 0;
+  int most_inside = 0;
+  bool release = false;
+  AdminHooks hooks;
+  hooks.admin = [&](const net::HttpRequest& req, net::HttpResponse& resp) {
+    std::unique_lock lock(mu);
+    if (req.path() != "/api/admin/import") {
+      resp.body = "other";
+      return;
+    }
+    most_inside = std::max(most_inside, ++inside);
+    cv.notify_all();
+    cv.wait(lock, [&] { return release; });
+    --inside;
+    resp.body = "imported";
+  };
+  FakeReader reader;
+  QueryApiOptions o;
+  o.address = "127.0.0.1:0";
+  o.threads = 1;
+  o.import_workers = 2;  // and 4 waiting
+  QueryApi api(o, reader, std::move(hooks));
+  ASSERT_TRUE(api.Start().ok());
+  net::HttpUrl url;
+  std::string why;
+  ASSERT_TRUE(net::ParseHttpUrl("http://127.0.0.1:" + std::to_string(api.port()), &url, &why));
+  // Imports sent one after another, each on a thread of its own.
+  std::vector<std::future<net::HttpResult>> answers;
+  auto send = [&] {
+    answers.push_back(std::async(std::launch::async, [&url] {
+      net::HttpClient c(url, net::HttpClientOptions{});
+      std::string body = "{}\n";
+      net::HttpResult r;
+      c.PostTo("/api/admin/import", &body, {{"Content-Type", "application/x-ndjson"}}, &r);
+      return r;
+    }));
+  };
+  for (int i = 0; i < 2; ++i) send();
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return inside == 2; }));
+  }
+  // The listener answers other requests meanwhile, admin ones included.
+  net::HttpClient c(url, net::HttpClientOptions{});
+  net::HttpResult r;
+  ASSERT_TRUE(c.Get("/healthz", &r));
+  EXPECT_EQ(r.status, 200);
+  ASSERT_TRUE(c.Get("/api/admin/read-source", &r));
+  EXPECT_EQ(r.body, "other");
+  // Two run and four wait; the next ones are refused at once. (One not
+  // answered within a second was queued: another is sent.)
+  for (int i = 0; i < 4; ++i) send();
+  std::vector<net::HttpResult> done;
+  for (int tries = 0; tries < 20 && done.empty(); ++tries) {
+    send();
+    if (answers.back().wait_for(std::chrono::seconds(1)) == std::future_status::ready) {
+      done.push_back(answers.back().get());
+      answers.pop_back();
+    }
+  }
+  {
+    std::lock_guard lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  for (auto& a : answers) done.push_back(a.get());
+  int imported = 0;
+  int refused = 0;
+  for (const auto& res : done) {
+    if (res.status == 200 && res.body == "imported") {
+      ++imported;
+    } else {
+      ++refused;
+      EXPECT_EQ(res.status, 503) << res.error;
+      EXPECT_NE(res.body.find("too many imports waiting"), std::string::npos) << res.body;
+      EXPECT_EQ(res.retry_after_s, 1);
+    }
+  }
+  EXPECT_EQ(imported, 6);
+  EXPECT_GE(refused, 1);
+  EXPECT_EQ(most_inside, 2);
+  api.Stop();
 }
 
 }  // namespace

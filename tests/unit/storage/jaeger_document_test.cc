@@ -211,6 +211,53 @@ TEST(JaegerDocument, ReadsOtherWritersForms) {
   EXPECT_EQ(b.Str(b.resource_attrs.key[1]), "k8s.pod");
 }
 
+TEST(JaegerDocument, ADecoderSharesResourcesAndScopesAcrossItsDocuments) {
+  // Spans of two processes (one with its tags as fields), two scopes, some tags as fields.
+  auto doc = [](int i) {
+    const std::string process =
+        i % 2 == 0 ? R"({"serviceName":"cart","tags":[{"key":"host.name","type":"string",)"
+                     R"("value":"node-1"},{"key":"pid","type":"int64","value":41}]})"
+                   : R"({"serviceName":"shop","tag":{"k8s@pod":"p-1"}})";
+    return R"({"traceID":"0af7651916cd43dd8448eb211c80319c","spanID":"00000000000000)" +
+           std::to_string(10 + i) + R"(","operationName":"op-)" + std::to_string(i % 3) +
+           R"(","startTime":)" + std::to_string(1000 + i) +
+           R"(,"duration":5,"tags":[{"key":"otel.scope.name","type":"string","value":"lib-)" +
+           std::to_string(i % 2) + R"("},{"key":"n","type":"int64","value":)" + std::to_string(i) +
+           R"(},{"key":"long","type":"string","value":")" +
+           std::string(40, static_cast<char>('a' + i)) + R"("}],"tag":{"http@status_code":200},)" +
+           R"("logs":[{"timestamp":1001,"fields":[{"key":"event","type":"string","value":"x"}]}],)" +
+           R"("process":)" + process + "}";
+  };
+  SpanBatch shared;
+  SpanBatch alone;
+  DocumentDecoder decoder(&shared);
+  for (int i = 0; i < 12; ++i) {
+    ASSERT_TRUE(decoder.Append(doc(i)).ok()) << doc(i);
+    ASSERT_TRUE(AppendSpanFromDocument(doc(i), &alone).ok());
+    // A document that is not a span leaves the batch as it was.
+    EXPECT_FALSE(decoder.Append(R"({"traceID":"zz","spanID":"1","startTime":1})").ok());
+  }
+  ASSERT_EQ(shared.span_count(), 12u);
+  EXPECT_EQ(shared.resources.attrs.size(), 2u);  // one per process
+  EXPECT_EQ(alone.resources.attrs.size(), 12u);  // one per document
+  EXPECT_EQ(shared.scopes.name.size(), 2u);      // one per process and scope: lib-0 and lib-1
+  for (uint32_t s = 0; s < 12; ++s) {
+    EXPECT_EQ(Doc(shared, s), Doc(alone, s)) << s;
+    EXPECT_EQ(ResourceFingerprint(shared, shared.spans.resource[s]),
+              ResourceFingerprint(alone, alone.spans.resource[s]))
+        << s;
+  }
+  // Both as OTLP-like columns: the same after a columnar round trip too.
+  std::string record;
+  shared.AppendColumnar(&record);
+  SpanBatch back;
+  ASSERT_TRUE(back.ReadColumnar(record));
+  for (uint32_t s = 0; s < 12; ++s) EXPECT_EQ(Doc(back, s), Doc(alone, s)) << s;
+  std::string alone_record;
+  alone.AppendColumnar(&alone_record);
+  EXPECT_LT(record.size(), alone_record.size());
+}
+
 TEST(JaegerDocument, RefusesWhatIsNotASpan) {
   SpanBatch b;
   for (std::string_view bad :
