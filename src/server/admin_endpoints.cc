@@ -245,10 +245,20 @@ void Server::DocumentsEndpoint(const net::HttpRequest& req, net::HttpResponse& r
   resp.body = std::move(out);
 }
 
+// Spans imports answered (durable) hold claims until they are stored: this
+// many mean the store is far behind (~100 MB of claims), and imports wait.
+constexpr size_t kMaxClaimedSpans = 1000000;
+
 void Server::ImportEndpoint(const net::HttpRequest& req, net::HttpResponse& resp) {
   if (stopping_.load()) {
     resp.headers.emplace_back("Retry-After", "1");
     return Fail(resp, 503, "import: spanhouse is shutting down");
+  }
+  if (const size_t claimed = reading_.import_claims.claimed(); claimed >= kMaxClaimedSpans) {
+    resp.headers.emplace_back("Retry-After", "1");
+    return Fail(resp, 503,
+                "import: " + std::to_string(claimed) +
+                    " imported spans are not stored yet (ClickHouse is behind): retry later");
   }
   std::string wait;
   if (query::QueryParam(req.target, "wait", &wait) && wait != "stored" && wait != "durable") {
