@@ -513,6 +513,30 @@ def test_backfill_resumes_after_a_kill_and_adds_nothing_twice(search_store, span
         assert a.status_code == 200 and b.status_code == 200, trace
         assert normalized_trace(a.json()) == normalized_trace(b.json()), trace
 
+    # The same page imported by six clients at once (a page sent again while its first send is
+    # in flight): each span stored once, counted imported once.
+    race = spanhouse_factory("spanhouse-race")
+    docs = search_store.hits("hist-jaeger-span-*", {"size": 300, "sort": [{"startTime": "asc"}]})
+    page = "".join(json.dumps(d) + "\n" for d in docs).encode()
+
+    def send(answers: list) -> None:
+        r = requests.post(f"{race.query_url}/api/admin/import", data=page, timeout=120,
+                          headers={"Content-Type": "application/x-ndjson"})
+        answers.append((r.status_code, r.json()))
+
+    answers: list = []
+    senders = [threading.Thread(target=send, args=(answers,)) for _ in range(6)]
+    for t in senders:
+        t.start()
+    for t in senders:
+        t.join()
+    assert [a[0] for a in answers] == [200] * 6, answers
+    assert sum(a[1]["imported"] for a in answers) == len(docs), answers
+    assert all(a[1]["imported"] + a[1]["already_stored"] == len(docs) for a in answers), answers
+    r = requests.post(f"{race.query_url}/api/admin/import?wait=stored", data=b"", timeout=120)
+    assert r.status_code == 200 and r.json()["received"] == 0, r.text
+    assert stored_spans(race, now) == len(docs)
+
     # The imported traces are what Jaeger answers for them.
     for trace in list(counts)[:40]:
         assert_same_trace(sh.get_trace(trace), jaeger.get_trace(trace), trace)
