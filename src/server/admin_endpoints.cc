@@ -273,6 +273,8 @@ void Server::ImportEndpoint(const net::HttpRequest& req, net::HttpResponse& resp
   std::vector<std::string> errors;                            // the first few
   storage::opensearch::DocumentDecoder decoder(batch.get());  // a resource per process
   std::string_view body = req.body;
+  // The body's string may be read to its capacity: documents parse in place.
+  const char* const readable_end = req.body.data() + req.body.capacity();
   while (!body.empty()) {
     const size_t nl = body.find('\n');
     std::string_view line = body.substr(0, nl);
@@ -280,7 +282,8 @@ void Server::ImportEndpoint(const net::HttpRequest& req, net::HttpResponse& resp
     while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.remove_suffix(1);
     if (line.empty()) continue;
     ++received;
-    if (Status st = decoder.Append(line); !st.ok()) {
+    const auto past_end = static_cast<size_t>(readable_end - (line.data() + line.size()));
+    if (Status st = decoder.Append(line, past_end); !st.ok()) {
       if (++invalid <= 5) {
         errors.push_back("document " + std::to_string(received) + ": " + st.message());
       }

@@ -554,9 +554,7 @@ Status Server::OpenOpenSearch() {
   } else {
     const std::string name(storage::opensearch::EngineName(engine.engine));
     spdlog::info("{} {}: {} {}", SearchStoreName(cfg_), cfg_.opensearch.urls, name, engine.version);
-    std::string lower = name;
-    std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
-    if (lower != SearchStoreName(cfg_)) {
+    if (storage::opensearch::EngineId(engine.engine) != SearchStoreName(cfg_)) {
       spdlog::warn("{} is named {} in the configuration, but the cluster is {} {}",
                    cfg_.opensearch.urls, SearchStoreName(cfg_), name, engine.version);
     }

@@ -589,12 +589,12 @@ struct Kv {
   element value;
 };
 
-// The key-values of a `tags`/`fields` array (entries without a string key are skipped).
-std::vector<Kv> KeyValues(element arr) {
-  std::vector<Kv> out;
+// Sets `out` to the key-values of a `tags`/`fields` array (entries without a
+// string key are skipped).
+void KeyValues(element arr, std::vector<Kv>* out) {
+  out->clear();
   simdjson::dom::array a;
-  if (arr.get_array().get(a) != simdjson::SUCCESS) return out;
-  out.reserve(a.size());
+  if (arr.get_array().get(a) != simdjson::SUCCESS) return;
   for (element e : a) {
     simdjson::dom::object o;
     if (e.get_object().get(o) != simdjson::SUCCESS) continue;
@@ -615,9 +615,8 @@ std::vector<Kv> KeyValues(element arr) {
     }
     if (kv.key.data() == nullptr || !has_value) continue;
     if (kv.type.data() == nullptr) kv.type = "string";
-    out.push_back(kv);
+    out->push_back(kv);
   }
-  return out;
 }
 
 // Tags stored as object fields (`tag`: {"http@method": "GET"}): '@' stood for '.'.
@@ -709,12 +708,61 @@ struct DocumentDecoder::State {
     return scope;
   }
 
+  // The resource of a process as the document wrote it: the process key
+  // (ProcessKey) of the spans before decides without converting a value.
+  uint32_t CachedResource(std::string_view service, const std::vector<Kv>& tags,
+                          const std::vector<std::pair<std::string, element>>& fields) {
+    ProcessKey(service, tags, fields);
+    if (auto it = processes.find(std::string_view(process_key)); it != processes.end()) {
+      return it->second;
+    }
+    const uint32_t r = Resource(service, tags, fields);
+    processes.emplace(process_key, r);
+    return r;
+  }
+
+  // The process's text, each part after its length: equal keys, equal processes.
+  void ProcessKey(std::string_view service, const std::vector<Kv>& tags,
+                  const std::vector<std::pair<std::string, element>>& fields) {
+    process_key.clear();
+    auto part = [this](std::string_view text) {
+      const auto n = static_cast<uint32_t>(text.size());
+      process_key.append(reinterpret_cast<const char*>(&n), sizeof(n));
+      process_key += text;
+    };
+    auto value = [this, &part](element v) {
+      process_key += static_cast<char>(v.type());
+      if (v.is_string()) {
+        part(v.get_string().value_unsafe());
+      } else {
+        part(ValueText(v));
+      }
+    };
+    part(service);
+    for (const Kv& kv : tags) {
+      part(kv.key);
+      part(kv.type);
+      value(kv.value);
+    }
+    process_key += '\0';  // the fields after the tags
+    for (const auto& [key, v] : fields) {
+      part(key);
+      value(v);
+    }
+  }
+
   SpanBatch* out;
   std::unordered_map<std::string, StrRef, TextHash, std::equal_to<>> texts;
   std::unordered_map<uint64_t, uint32_t> resources;  // by a hash of their attributes
+  std::unordered_map<std::string, uint32_t, TextHash, std::equal_to<>> processes;
   std::unordered_map<std::string, uint32_t> scopes;
   std::vector<std::pair<std::string_view, TypedValue>> resource_attrs;
   std::string scope_key;
+  std::string process_key;
+  // A document's parts, kept to be reused by the next.
+  std::vector<Kv> process_tags, tags, log_fields;
+  std::vector<std::pair<std::string, element>> process_field_tags, field_tags;
+  std::vector<std::pair<std::string_view, TypedValue>> attrs;
 };
 
 DocumentDecoder::DocumentDecoder(SpanBatch* out) : state_(std::make_unique<State>(out)) {}
@@ -725,12 +773,15 @@ Status AppendSpanFromDocument(std::string_view json, SpanBatch* out) {
   return decoder.Append(json);
 }
 
-Status DocumentDecoder::Append(std::string_view json) {
+Status DocumentDecoder::Append(std::string_view json, size_t readable_past_end) {
   thread_local simdjson::dom::parser parser;
   State& st = *state_;
   SpanBatch* out = st.out;
   element doc;
-  if (parser.parse(json.data(), json.size()).get(doc) != simdjson::SUCCESS) {
+  // In place where the bytes past the end may be read, else from a padded copy.
+  const bool in_place = readable_past_end >= simdjson::SIMDJSON_PADDING;
+  if (parser.parse(reinterpret_cast<const uint8_t*>(json.data()), json.size(), !in_place)
+          .get(doc) != simdjson::SUCCESS) {
     return Status::Invalid("span document: not JSON");
   }
   simdjson::dom::object o;
@@ -790,26 +841,31 @@ Status DocumentDecoder::Append(std::string_view json) {
 
   // The resource: the process (one for every span of the same process).
   std::string_view service;
-  std::vector<Kv> process_tags;
-  std::vector<std::pair<std::string, element>> process_field_tags;
+  std::vector<Kv>& process_tags = st.process_tags;
+  std::vector<std::pair<std::string, element>>& process_field_tags = st.process_field_tags;
+  process_tags.clear();
+  process_field_tags.clear();
   if (has[kProcess] && fields[kProcess].is_object()) {
     const element process = fields[kProcess];
     Optional(process["serviceName"].get_string().get(service));
     element t;
-    if (process["tags"].get(t) == simdjson::SUCCESS) process_tags = KeyValues(t);
+    if (process["tags"].get(t) == simdjson::SUCCESS) KeyValues(t, &process_tags);
     if (process["tag"].get(t) == simdjson::SUCCESS) AppendFieldTags(t, &process_field_tags);
   }
-  const uint32_t r = st.Resource(service, process_tags, process_field_tags);
+  const uint32_t r = st.CachedResource(service, process_tags, process_field_tags);
 
   // Tags: the special ones become span fields, the others attributes.
-  std::vector<Kv> tags;
-  std::vector<std::pair<std::string, element>> field_tags;
-  if (has[kTags]) tags = KeyValues(fields[kTags]);
+  std::vector<Kv>& tags = st.tags;
+  std::vector<std::pair<std::string, element>>& field_tags = st.field_tags;
+  tags.clear();
+  field_tags.clear();
+  if (has[kTags]) KeyValues(fields[kTags], &tags);
   if (has[kTag]) AppendFieldTags(fields[kTag], &field_tags);
   std::string scope_name, scope_version, kind_name, status_code, status_message, trace_state;
   bool error_tag = false;
   bool has_status_message = false;
-  std::vector<std::pair<std::string_view, TypedValue>> attrs;
+  std::vector<std::pair<std::string_view, TypedValue>>& attrs = st.attrs;
+  attrs.clear();
   auto take = [&](std::string_view key, std::string_view type, element value) {
     if (key == "otel.scope.name" && value.is_string()) {
       scope_name = value.get_string().value_unsafe();
@@ -946,8 +1002,9 @@ Status DocumentDecoder::Append(std::string_view json) {
       if (log["timestamp"].get(t) != simdjson::SUCCESS || !GetU64(t, &ts)) continue;
       const uint32_t ev = out->AddEvent();
       out->events.time_ns[ev] = ts * 1000;
-      std::vector<Kv> fields;
-      if (log["fields"].get(t) == simdjson::SUCCESS) fields = KeyValues(t);
+      std::vector<Kv>& fields = st.log_fields;
+      fields.clear();
+      if (log["fields"].get(t) == simdjson::SUCCESS) KeyValues(t, &fields);
       const uint32_t ea = static_cast<uint32_t>(out->event_attrs.size());
       bool named = false;
       for (const Kv& kv : fields) {

@@ -83,14 +83,16 @@ Status AppendSpanFromDocument(std::string_view json, SpanBatch* out);
 // one process share one resource, of one scope one scope, and keys and
 // names are stored once, so the batch is as compact as an OTLP
 // request of the same spans (a Jaeger document repeats its process, ~1 KB,
-// in every span). Append is AppendSpanFromDocument otherwise.
+// in every span). Append is AppendSpanFromDocument otherwise; it parses in
+// place when the caller says 64 bytes past `json`'s end may be read (any
+// content), as in a request's body.
 class DocumentDecoder {
  public:
   explicit DocumentDecoder(SpanBatch* out);
   ~DocumentDecoder();
   DocumentDecoder(const DocumentDecoder&) = delete;
   DocumentDecoder& operator=(const DocumentDecoder&) = delete;
-  Status Append(std::string_view json);
+  Status Append(std::string_view json, size_t readable_past_end = 0);
 
  private:
   struct State;

@@ -201,6 +201,10 @@ std::string_view EngineName(SearchEngine e) {
   return e == SearchEngine::kOpenSearch ? "OpenSearch" : "Elasticsearch";
 }
 
+std::string_view EngineId(SearchEngine e) {
+  return e == SearchEngine::kOpenSearch ? "opensearch" : "elasticsearch";
+}
+
 std::string ErrorReason(std::string_view body) {
   simdjson::dom::parser parser;
   simdjson::dom::element doc;

@@ -36,6 +36,8 @@ struct OpenSearchOptions {
 
 enum class SearchEngine { kOpenSearch, kElasticsearch };
 std::string_view EngineName(SearchEngine e);  // "OpenSearch", "Elasticsearch"
+// The name configuration and flags give it: "opensearch", "elasticsearch".
+std::string_view EngineId(SearchEngine e);
 
 struct EngineInfo {
   SearchEngine engine = SearchEngine::kOpenSearch;

@@ -99,9 +99,7 @@ Status OpenSource(const BackfillFlags& f, std::unique_ptr<OpenSearchClient>* out
   storage::opensearch::EngineInfo engine;
   SH_RETURN_IF_ERROR((*out)->DetectEngine(&engine));
   const std::string name(storage::opensearch::EngineName(engine.engine));
-  std::string lower = name;
-  std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
-  if (lower != f.from) {
+  if (storage::opensearch::EngineId(engine.engine) != f.from) {
     return Status::Invalid("--from " + f.from + ", but " + f.url + " is " + name + " " +
                            engine.version);
   }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
+#include <set>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -304,4 +305,59 @@ TEST(IndexTemplates, AreJsonWithJaegersFieldTypes) {
 }
 
 }  // namespace
+TEST(JaegerDocument, ProcessesThatDifferInAnyPartAreResourcesOfTheirOwn) {
+  // Each differs from the first in one way a process key must see: a value,
+  // a type, where a key ends and its value begins, a tag as a field.
+  const std::vector<std::string> processes = {
+      R"({"serviceName":"cart","tags":[{"key":"ab","type":"string","value":"c"},)"
+      R"({"key":"pid","type":"int64","value":41}]})",
+      R"({"serviceName":"cart","tags":[{"key":"ab","type":"string","value":"c"},)"
+      R"({"key":"pid","type":"int64","value":42}]})",
+      R"({"serviceName":"cart","tags":[{"key":"ab","type":"string","value":"c"},)"
+      R"({"key":"pid","type":"string","value":"41"}]})",
+      R"({"serviceName":"cart","tags":[{"key":"a","type":"string","value":"bc"},)"
+      R"({"key":"pid","type":"int64","value":41}]})",
+      R"({"serviceName":"cart","tags":[{"key":"ab","type":"string","value":"c"}],)"
+      R"("tag":{"pid":41}})",
+      R"({"serviceName":"carts","tags":[{"key":"ab","type":"string","value":"c"},)"
+      R"({"key":"pid","type":"int64","value":41}]})",
+  };
+  SpanBatch shared;
+  DocumentDecoder decoder(&shared);
+  // Parsed in place from one buffer, with the padding a request body gives.
+  std::string body;
+  for (int round = 0; round < 2; ++round) {
+    for (size_t i = 0; i < processes.size(); ++i) {
+      body += R"({"traceID":"0af7651916cd43dd8448eb211c80319c","spanID":"000000000000000)" +
+              std::to_string(i) + R"(","startTime":1000,"process":)" + processes[i] + "}\n";
+    }
+  }
+  body.reserve(body.size() + 64);
+  std::string_view rest = body;
+  while (!rest.empty()) {
+    const size_t nl = rest.find('\n');
+    const std::string_view line = rest.substr(0, nl);
+    rest.remove_prefix(nl + 1);
+    const auto past = static_cast<size_t>(body.data() + body.capacity() - line.end());
+    ASSERT_TRUE(decoder.Append(line, past).ok()) << line;
+  }
+  ASSERT_EQ(shared.span_count(), 2 * processes.size());
+  std::set<uint64_t> fingerprints;
+  for (uint32_t s = 0; s < processes.size(); ++s) {
+    SpanBatch alone;
+    ASSERT_TRUE(AppendSpanFromDocument(R"({"traceID":"01","spanID":"01","startTime":1,"process":)" +
+                                           processes[s] + "}",
+                                       &alone)
+                    .ok());
+    const uint64_t fp = ResourceFingerprint(shared, shared.spans.resource[s]);
+    EXPECT_EQ(fp, ResourceFingerprint(alone, 0)) << processes[s];
+    // The second round found the first's resources.
+    EXPECT_EQ(shared.spans.resource[s + processes.size()], shared.spans.resource[s]);
+    fingerprints.insert(fp);
+  }
+  // pid 41 as a field is the int64 tag once converted (one resource); every other is its own.
+  EXPECT_EQ(fingerprints.size(), processes.size() - 1);
+  EXPECT_EQ(shared.resources.attrs.size(), processes.size() - 1);
+}
+
 }  // namespace spanhouse::storage::opensearch
