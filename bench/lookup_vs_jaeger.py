@@ -16,6 +16,9 @@ p99 <= 15 ms, and ahead of Jaeger Badger).
 3. Waits until every spanhouse stores every accepted span (/api/spans/count of the loadgen
    run id), picks --lookups trace ids from spanhouse's searches (services in turn, time
    windows spread over the send), and waits until Jaeger answers each with as many spans.
+   With --stored, every store is then restarted on its data, spanhouse without its
+   recent-traces index (query.recent_max_bytes: 0), so each lookup reads what is stored
+   (Badger from its files, spanhouse from ClickHouse) as for a trace minutes to days old.
 4. Looks each id up on every store in turn, one request at a time (GET /api/traces/{id}, a new
    connection each, timed from request to full answer), the store that goes first rotating.
    Span counts that differ between the stores are reported (the bench goes on).
@@ -26,7 +29,7 @@ traces and lookups: three columns.
 
 Usage: bench/lookup_vs_jaeger.py [--bin build/spanhouse [--bin OLD]] [--rate 20000]
                                  [--duration 30] [--lookups 200] [--corpus fresh] [--seed 1]
-                                 [--settle 12]
+                                 [--settle 12] [--stored]
 Needs `requests` and `pytest` (tests/e2e's modules): run it with .venv/bin/python.
 Only loopback addresses are used; every process is stopped and the temporary directory
 removed at the end, on errors too.
@@ -88,17 +91,22 @@ class Spanhouse:
     def __init__(self, binary: str, root: Path, tag: str):
         self.name = "spanhouse" if tag == "sh" else f"spanhouse {tag}"
         self.binary = binary
+        self.root = root
         self.dir = root / tag
         self.otlp = f"127.0.0.1:{free_port()}"
         self.query = f"http://127.0.0.1:{free_port()}"
-        self.log = open(root / f"{tag}.log", "wb")
         # Every listener on a free port of its own ("" keeps the default port, which a second
         # serve, or anything else, may hold).
+        self.ports = ["--otlp-grpc-listen", f"127.0.0.1:{free_port()}",
+                      "--zipkin-listen", f"127.0.0.1:{free_port()}"]
+        self.log = open(root / f"{tag}.log", "ab")
+        self.start([])
+
+    def start(self, extra: list[str]) -> None:
         self.proc = subprocess.Popen(
-            [binary, "serve", "--data-dir", str(self.dir), "--otlp-http-listen", self.otlp,
-             "--query-listen", self.query.removeprefix("http://"),
-             "--otlp-grpc-listen", f"127.0.0.1:{free_port()}",
-             "--zipkin-listen", f"127.0.0.1:{free_port()}", "--log-level", "warn"],
+            [self.binary, "serve", "--data-dir", str(self.dir), "--otlp-http-listen", self.otlp,
+             "--query-listen", self.query.removeprefix("http://"), *self.ports,
+             "--log-level", "warn", *extra],
             stdout=self.log, stderr=subprocess.STDOUT)
         try:
             wait_ready(self.query, self.proc)
@@ -107,6 +115,15 @@ class Spanhouse:
             self.proc.wait()
             self.log.close()
             raise
+
+    def restart_without_recent(self) -> None:
+        """Stopped and started again on its data with no recent-traces index: every lookup
+        reads the store."""
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=300)
+        config = self.root / f"{self.dir.name}-stored.yaml"
+        config.write_text("query:\n  recent_max_bytes: 0\n")
+        self.start(["--config", str(config)])
 
     @property
     def otlp_url(self) -> str:
@@ -178,6 +195,9 @@ def main() -> int:
                          "process pay for lazy set-up, which is not what is measured)")
     ap.add_argument("--settle", type=float, default=12,
                     help="seconds between the stores' start and the send (0: none)")
+    ap.add_argument("--stored", action="store_true",
+                    help="traces as stored: every store restarted before the lookups, "
+                         "spanhouse without its recent-traces index (memory and disk)")
     ap.add_argument("--wait", type=float, default=300,
                     help="seconds to wait at most for the stores to hold every span")
     args = ap.parse_args()
@@ -248,6 +268,12 @@ def main() -> int:
                 time.sleep(1)
         print(f"jaeger: {len(ids) - len(missing)} of {len(ids)} traces whole", file=sys.stderr)
 
+        if args.stored:
+            for s in shs:
+                s.restart_without_recent()
+            jaeger.restart()
+            print("every store restarted; spanhouse without its recent-traces index",
+                  file=sys.stderr)
         stores = [(s.name, s.query) for s in shs] + [("jaeger badger", jaeger.query_url)]
         for i in warm:
             for _, base in stores:
@@ -280,7 +306,8 @@ def main() -> int:
                 recent[s.name] = None
         sizes = sorted(counts[stores[0][0]])
         j = results["jaeger badger"]
-        print(f"trace by id, {len(ids)} traces of the last {(t1_us - t0_us) / 60e6:.1f} min "
+        print(f"trace by id{' (stored: every store restarted, no recent index)' if args.stored else ''}, "
+              f"{len(ids)} traces of the last {(t1_us - t0_us) / 60e6:.1f} min "
               f"(spans per trace: min {sizes[0]}, median {sizes[len(sizes) // 2]}, "
               f"mean {sum(sizes) / len(sizes):.1f}, max {sizes[-1]}), "
               f"{accepted} spans sent to each")
@@ -300,7 +327,7 @@ def main() -> int:
         for s in shs:
             print(f"{s.name}: {s.binary}; recent traces: {recent[s.name]}")
         print(json.dumps({
-            "bins": bins, "rate": args.rate, "duration_s": args.duration, "corpus": args.corpus,
+            "bins": bins, "stored": args.stored, "rate": args.rate, "duration_s": args.duration, "corpus": args.corpus,
             "seed": args.seed, "spans_accepted": accepted,
             "spans_per_s": report["spans_per_s"], "lookups": len(ids),
             "spans_per_trace": {"min": sizes[0], "median": sizes[len(sizes) // 2],
