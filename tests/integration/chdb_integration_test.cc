@@ -115,6 +115,40 @@ TEST(ChdbRoundTrip, BatchComesBackExactly) {
             "Compact\n");
 }
 
+// Parts from layout.min_bytes_for_wide_part are wide (a store of an older
+// spanhouse gets the threshold at its next start): small inserts stay
+// compact, a merge past the threshold writes a wide part.
+TEST(ChdbSchema, MergedPartsPastTheThresholdAreWide) {
+  Reset();
+  Capabilities caps;
+  SchemaOptions opts;
+  ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps, opts).ok());
+  const std::string setting_sql = fmt::format(
+      "SELECT extract(engine_full, 'min_bytes_for_wide_part = \\d+') FROM system.tables WHERE "
+      "database = '{}' AND name = 'spans'",
+      kDatabase);
+  EXPECT_EQ(Q(setting_sql), "min_bytes_for_wide_part = 33554432\n");
+  const std::string types_sql = fmt::format(
+      "SELECT groupArray(part_type) FROM system.parts WHERE database = '{}' AND table = 'spans' "
+      "AND active",
+      kDatabase);
+  WriteAll(testdata::SampleBatch(1), caps);
+  WriteAll(testdata::SampleBatch(2), caps);
+  EXPECT_EQ(Q(types_sql), "['Compact','Compact']\n");
+  // As an older store: the threshold of its own, set again at the next start.
+  Q(fmt::format("ALTER TABLE {}.spans MODIFY SETTING min_bytes_for_wide_part = 268435456",
+                kDatabase));
+  opts.layout.min_bytes_for_wide_part = 1;
+  ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps, opts).ok());
+  EXPECT_EQ(Q(setting_sql), "min_bytes_for_wide_part = 1\n");
+  Q(fmt::format("OPTIMIZE TABLE {}.spans FINAL", kDatabase));
+  EXPECT_EQ(Q(types_sql), "['Wide']\n");
+  ChdbSpanReader reader(*Engine::conn, caps);
+  SpanBatch out;
+  ASSERT_TRUE(reader.GetTrace(testdata::MakeTraceId(1), &out).ok());
+  EXPECT_GT(out.span_count(), 0u);
+}
+
 // A lookup finds the marks of the parts it reads (spans, trace_index,
 // resources) in the engine's cache from the first: the tables load them when a
 // part is written (and when the table starts). A store made before gets the

@@ -290,6 +290,9 @@ struct StorageLayout {
   // per span (a LowCardinality column writes its dictionary per granule),
   // paid for by the codecs and resource_id below (BENCHMARKS.md).
   uint32_t index_granularity = 4096;
+  // Parts of the spans table smaller than this (bytes before compression)
+  // are compact: one data file for every column (where the server has them).
+  uint64_t min_bytes_for_wide_part = 32ull << 20;
   // The spans table's resource_id LowCardinality(UInt64) where the server
   // takes it (Capabilities::low_cardinality_numbers): a part holds a few
   // hundred distinct resources, so each row keeps a 1-2 byte index where it

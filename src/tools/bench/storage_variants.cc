@@ -305,6 +305,12 @@ void AddChosenVariants(Variants& b) {
 void AddChosenLayouts(Variants& b) {
   b.add5("chosen+granule-8k", "chosen, granules of 8192 rows (the server's default)",
          Chosen([](StorageLayout& l) { l.index_granularity = 0; }));
+  for (const uint64_t mib : {0, 8, 64, 256}) {
+    b.add5("chosen+wide-from-" + std::to_string(mib) + "m",
+           "chosen, parts of the spans table wide from " + std::to_string(mib) +
+               " MiB before compression, not 32 (256: schema 13 before decision 0062)",
+           Chosen([mib](StorageLayout& l) { l.min_bytes_for_wide_part = mib << 20; }));
+  }
   b.add5("chosen+granule-16k", "chosen, granules (and merge blocks) of 16384 rows",
          Chosen([](StorageLayout& l) { l.index_granularity = 16384; }));
   b.add5("chosen+granule-8k+string-values",

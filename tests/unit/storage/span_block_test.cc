@@ -583,6 +583,7 @@ TEST(Schema, LayoutChangesCodecsTypesKeyAndSettings) {
   o.layout.index_granularity = 16384;
   o.layout.column_statistics = false;
   o.layout.table_settings = "merge_with_ttl_timeout = 3600";
+  o.layout.min_bytes_for_wide_part = 1 << 20;
   std::string all;
   for (const auto& sql : SchemaDdl(Modern(), o)) all += sql + "\n";
   EXPECT_NE(all.find("span_ids FixedString(16) CODEC(NONE)"), std::string::npos) << all;
@@ -597,9 +598,10 @@ TEST(Schema, LayoutChangesCodecsTypesKeyAndSettings) {
   EXPECT_EQ(all.find("LowCardinality"), std::string::npos) << all;
   EXPECT_NE(all.find("ORDER BY (service_name, toStartOfHour(timestamp), trace_id)"),
             std::string::npos);
-  EXPECT_NE(all.find("SETTINGS min_bytes_for_wide_part = 268435456, index_granularity = 16384, "
+  EXPECT_NE(all.find("SETTINGS index_granularity = 16384, "
                      "index_granularity_bytes = 20971520, merge_max_block_size = 16384, "
-                     "merge_selector_base = 10, prewarm_mark_cache = 1, "
+                     "min_bytes_for_wide_part = 1048576, merge_selector_base = 10, "
+                     "prewarm_mark_cache = 1, "
                      "string_serialization_version = 'single_stream', "
                      "auto_statistics_types = '', merge_with_ttl_timeout = 3600"),
             std::string::npos)
