@@ -156,5 +156,35 @@ TEST(StorageLayout, PartSizePicksLz4OrZstd) {
             fmt::format("{}\n", n));
 }
 
+// A merge into a part of a quarter of the table or more is ZSTD(1) below the
+// size threshold too (a small store's merged parts); a merge into a smaller
+// share stays LZ4. Two days' partitions, each merged on its own.
+TEST(StorageLayout, AMergeIntoAQuarterOfTheTableIsZstd) {
+  Reset();
+  Capabilities caps;
+  ASSERT_TRUE(EnsureSchema(*Engine::conn, &caps).ok());
+  loadgen::TraceGenerator gen(loadgen::CorpusOptions{7});
+  auto insert = [&](uint64_t t, size_t spans) {
+    SpanBatch b;
+    while (b.span_count() < spans) gen.AppendTrace(t += 1000000, &b);
+    WriteAll(b, caps);
+  };
+  const uint64_t day_a = 1700000000000000000ull;
+  const uint64_t day_b = day_a + 2 * 86400 * 1000000000ull;
+  insert(day_a, 4000);
+  insert(day_a + 3600000000000ull, 4000);
+  insert(day_b, 500);
+  insert(day_b + 3600000000000ull, 500);
+  const std::string parts_sql = fmt::format(
+      "SELECT partition, groupArray(default_compression_codec), sum(data_compressed_bytes) < {} "
+      "FROM system.parts WHERE database = '{}' AND table = 'spans' AND active GROUP BY "
+      "partition ORDER BY partition",
+      Engine::kZstdMinPartBytes, kDatabase);
+  EXPECT_EQ(Q(parts_sql), "2023-11-14\t['LZ4','LZ4']\t1\n2023-11-16\t['LZ4','LZ4']\t1\n");
+  Q(fmt::format("OPTIMIZE TABLE {}.spans PARTITION '2023-11-16' FINAL", kDatabase));
+  Q(fmt::format("OPTIMIZE TABLE {}.spans PARTITION '2023-11-14' FINAL", kDatabase));
+  EXPECT_EQ(Q(parts_sql), "2023-11-14\t['ZSTD(1)']\t1\n2023-11-16\t['LZ4']\t1\n");
+}
+
 }  // namespace
 }  // namespace spanhouse::storage

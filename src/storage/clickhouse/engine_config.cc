@@ -50,16 +50,24 @@ std::string DirWithSlash(std::string p) {
 std::string CompressionXml(const CompressionOptions& comp) {
   // min_part_size is compared with the part's compressed size (for a merge:
   // the sum of its sources'), so a part crosses it once and stays above.
-  return fmt::format(
-      "  <compression>\n"
-      "    <case>\n"
-      "      <min_part_size>{}</min_part_size>\n"
-      "      <min_part_size_ratio>0</min_part_size_ratio>\n"
-      "      <method>zstd</method>\n"
-      "      <level>{}</level>\n"
-      "    </case>\n"
-      "  </compression>\n",
-      comp.zstd_min_part_bytes, comp.zstd_level);
+  // min_part_size_ratio with the merged part's share of the table's active
+  // bytes; an insert is chosen for as size 0, share 0, so it stays LZ4. A
+  // case that holds sets ZSTD; none: the engine's LZ4.
+  auto zstd_case = [&](uint64_t min_bytes, double min_ratio) {
+    return fmt::format(
+        "    <case>\n"
+        "      <min_part_size>{}</min_part_size>\n"
+        "      <min_part_size_ratio>{}</min_part_size_ratio>\n"
+        "      <method>zstd</method>\n"
+        "      <level>{}</level>\n"
+        "    </case>\n",
+        min_bytes, min_ratio, comp.zstd_level);
+  };
+  std::string cases = zstd_case(comp.zstd_min_part_bytes, 0);
+  if (comp.zstd_min_part_bytes > 0 && comp.zstd_min_part_ratio > 0) {
+    cases += zstd_case(0, comp.zstd_min_part_ratio);
+  }
+  return "  <compression>\n" + cases + "  </compression>\n";
 }
 
 std::string StorageXml(const TieringOptions& opts) {

@@ -46,6 +46,9 @@ struct TieringOptions {
 // volume) take the small one. 0: ZSTD for every part.
 struct CompressionOptions {
   uint64_t zstd_min_part_bytes = 32ull << 20;  // serve's default (storage.zstd_min_part_bytes)
+  // A merge into a part of at least this share of the table is ZSTD too,
+  // however small: a small store's merged parts (decision 0064).
+  double zstd_min_part_ratio = 0.25;
   int zstd_level = 1;
 };
 

@@ -46,12 +46,19 @@ TEST(EngineConfig, CompressionRuleAndNoPolicyWithoutColdPath) {
   c.zstd_min_part_bytes = 12345;
   c.zstd_level = 2;
   const std::string xml = EngineConfigXml(TieringOptions{}, c);
+  // ... and for a merge into a part of a quarter of the table or more.
   EXPECT_TRUE(Has(xml,
                   "<compression>\n    <case>\n      <min_part_size>12345</min_part_size>\n"
                   "      <min_part_size_ratio>0</min_part_size_ratio>\n"
                   "      <method>zstd</method>\n      <level>2</level>\n    </case>\n"
+                  "    <case>\n      <min_part_size>0</min_part_size>\n"
+                  "      <min_part_size_ratio>0.25</min_part_size_ratio>\n"
+                  "      <method>zstd</method>\n      <level>2</level>\n    </case>\n"
                   "  </compression>"))
       << xml;
+  // ZSTD everywhere: one case.
+  c.zstd_min_part_bytes = 0;
+  EXPECT_EQ(EngineConfigXml(TieringOptions{}, c).find("0.25"), std::string::npos);
   EXPECT_FALSE(Has(xml, "storage_configuration")) << xml;
   // Serve's default: 32 MiB, level 1.
   EXPECT_TRUE(Has(EngineConfigXml(TieringOptions{}), "<min_part_size>33554432</min_part_size>"));
