@@ -94,10 +94,14 @@ def keys(build: Path, sources: list[str]) -> dict[str, str | None]:
         h.update(version.encode() + b"\0" + config + b"\0")
         h.update(command.replace(str(ROOT), "<root>").encode() + b"\0")
         h.update(hasher.of(str(ROOT / src)))
-        for dep in sorted(set(headers)):
+        # Named alike whether ninja recorded them absolute or relative (ccache's
+        # base directory makes them relative), in the order of those names.
+        named = {}
+        for dep in headers:
             full = Path(os.path.normpath(build / dep))
-            name = os.path.relpath(full, ROOT) if ROOT in full.parents else str(full)
-            h.update(name.encode() + b"\0" + hasher.of(dep))
+            named[os.path.relpath(full, ROOT) if ROOT in full.parents else str(full)] = dep
+        for name in sorted(named):
+            h.update(name.encode() + b"\0" + hasher.of(named[name]))
         out[src] = h.hexdigest()
     return out
 
