@@ -708,57 +708,12 @@ struct DocumentDecoder::State {
     return scope;
   }
 
-  // The resource of a process as the document wrote it: the process key
-  // (ProcessKey) of the spans before decides without converting a value.
-  uint32_t CachedResource(std::string_view service, const std::vector<Kv>& tags,
-                          const std::vector<std::pair<std::string, element>>& fields) {
-    ProcessKey(service, tags, fields);
-    if (auto it = processes.find(std::string_view(process_key)); it != processes.end()) {
-      return it->second;
-    }
-    const uint32_t r = Resource(service, tags, fields);
-    processes.emplace(process_key, r);
-    return r;
-  }
-
-  // The process's text, each part after its length: equal keys, equal processes.
-  void ProcessKey(std::string_view service, const std::vector<Kv>& tags,
-                  const std::vector<std::pair<std::string, element>>& fields) {
-    process_key.clear();
-    auto part = [this](std::string_view text) {
-      const auto n = static_cast<uint32_t>(text.size());
-      process_key.append(reinterpret_cast<const char*>(&n), sizeof(n));
-      process_key += text;
-    };
-    auto value = [this, &part](element v) {
-      process_key += static_cast<char>(v.type());
-      if (v.is_string()) {
-        part(v.get_string().value_unsafe());
-      } else {
-        part(ValueText(v));
-      }
-    };
-    part(service);
-    for (const Kv& kv : tags) {
-      part(kv.key);
-      part(kv.type);
-      value(kv.value);
-    }
-    process_key += '\0';  // the fields after the tags
-    for (const auto& [key, v] : fields) {
-      part(key);
-      value(v);
-    }
-  }
-
   SpanBatch* out;
   std::unordered_map<std::string, StrRef, TextHash, std::equal_to<>> texts;
   std::unordered_map<uint64_t, uint32_t> resources;  // by a hash of their attributes
-  std::unordered_map<std::string, uint32_t, TextHash, std::equal_to<>> processes;
   std::unordered_map<std::string, uint32_t> scopes;
   std::vector<std::pair<std::string_view, TypedValue>> resource_attrs;
   std::string scope_key;
-  std::string process_key;
   // A document's parts, kept to be reused by the next.
   std::vector<Kv> process_tags, tags, log_fields;
   std::vector<std::pair<std::string, element>> process_field_tags, field_tags;
@@ -852,7 +807,7 @@ Status DocumentDecoder::Append(std::string_view json, size_t readable_past_end) 
     if (process["tags"].get(t) == simdjson::SUCCESS) KeyValues(t, &process_tags);
     if (process["tag"].get(t) == simdjson::SUCCESS) AppendFieldTags(t, &process_field_tags);
   }
-  const uint32_t r = st.CachedResource(service, process_tags, process_field_tags);
+  const uint32_t r = st.Resource(service, process_tags, process_field_tags);
 
   // Tags: the special ones become span fields, the others attributes.
   std::vector<Kv>& tags = st.tags;

@@ -306,8 +306,8 @@ TEST(IndexTemplates, AreJsonWithJaegersFieldTypes) {
 
 }  // namespace
 TEST(JaegerDocument, ProcessesThatDifferInAnyPartAreResourcesOfTheirOwn) {
-  // Each differs from the first in one way a process key must see: a value,
-  // a type, where a key ends and its value begins, a tag as a field.
+  // Each differs from the first in one way: a value, a type, where a key
+  // ends and its value begins, a tag as a field, the service.
   const std::vector<std::string> processes = {
       R"({"serviceName":"cart","tags":[{"key":"ab","type":"string","value":"c"},)"
       R"({"key":"pid","type":"int64","value":41}]})",
