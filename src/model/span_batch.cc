@@ -1,6 +1,7 @@
 #include "model/span_batch.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <string>
 #include <tuple>
@@ -563,23 +564,29 @@ std::string ToHex(const uint8_t* data, size_t n) {
 }
 
 namespace {
-int HexDigit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
+// A digit's value, 0x10 for any other byte: ids are decoded on every span of
+// every request (a table: no branch per digit).
+constexpr std::array<uint8_t, 256> kHexValue = [] {
+  std::array<uint8_t, 256> t{};
+  for (auto& v : t) v = 0x10;
+  for (int c = '0'; c <= '9'; ++c) t[c] = static_cast<uint8_t>(c - '0');
+  for (int c = 'a'; c <= 'f'; ++c) t[c] = static_cast<uint8_t>(c - 'a' + 10);
+  for (int c = 'A'; c <= 'F'; ++c) t[c] = static_cast<uint8_t>(c - 'A' + 10);
+  return t;
+}();
 }  // namespace
 
 bool FromHex(std::string_view hex, uint8_t* out, size_t n) {
   if (hex.size() != 2 * n) return false;
+  const auto* in = reinterpret_cast<const unsigned char*>(hex.data());
+  uint8_t bad = 0;
   for (size_t i = 0; i < n; ++i) {
-    int hi = HexDigit(hex[2 * i]);
-    int lo = HexDigit(hex[2 * i + 1]);
-    if (hi < 0 || lo < 0) return false;
-    out[i] = static_cast<uint8_t>(hi << 4 | lo);
+    const uint8_t hi = kHexValue[in[2 * i]];
+    const uint8_t lo = kHexValue[in[2 * i + 1]];
+    bad |= static_cast<uint8_t>(hi | lo);
+    out[i] = static_cast<uint8_t>(hi << 4 | (lo & 0xf));
   }
-  return true;
+  return (bad & 0x10) == 0;
 }
 
 namespace {

@@ -645,6 +645,7 @@ struct DocumentDecoder::State {
   };
 
   StrRef Text(std::string_view s) {
+    if (s.empty()) return {};
     if (s.size() > kMaxSharedText) return out->AddString(s);
     auto it = texts.find(s);
     if (it != texts.end()) return it->second;
