@@ -41,6 +41,7 @@ struct FillOptions {
   uint64_t spans = 1000000;
   double days = 7;
   uint64_t seed = 1;
+  std::string corpus = "replay";
   size_t batch_spans = 20000;  // spans generated per batch handed to the writer
 };
 
@@ -115,7 +116,9 @@ int RunFill(const FillOptions& o) {
     std::fprintf(stderr, "%s\n", st.message().c_str());
     return 1;
   }
-  loadgen::TraceGenerator gen(loadgen::CorpusOptions{o.seed});
+  loadgen::CorpusOptions corpus{o.seed};
+  loadgen::ParseCorpusKind(o.corpus, &corpus.kind);  // one of them: the option checks
+  loadgen::TraceGenerator gen(corpus);
   const auto t0 = Clock::now();
   uint64_t sent = 0;
   uint64_t next_ns = start_ns;
@@ -170,6 +173,11 @@ void AddQueryFillCommand(CLI::App& bench, std::function<int()>* run) {
       ->capture_default_str()
       ->check(CLI::Range(0.1, 7.0));
   cmd->add_option("--seed", o->seed, "Seed of the generated corpus")->capture_default_str();
+  cmd->add_option("--corpus", o->corpus,
+                  "Corpus: replay (the benchmarks' default) or fresh (values drawn afresh, as "
+                  "real traffic carries them)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"replay", "fresh"}));
   cmd->callback([o, run] { *run = [o] { return RunFill(*o); }; });
 }
 
