@@ -39,6 +39,8 @@ within a run):
      off, side by side like sampling: the CPU ratio and peak RSS. With
      --recent-off disk, the index's disk tier on against off
      (query.recent_disk_bytes 0), the memory tier on in both.
+  7b. copy: the trace copy (storage.trace_copy_s: 86400) on against off,
+     side by side like sampling: the CPU ratio and peak RSS.
   8. catchup: an OpenSearch outage during dual-write, --bin against --side-by-side BIN at
      --rate each (own loadgens, own index prefixes): the node stopped (SIGSTOP) for the
      whole load and resumed after it; prints serve's CPU from the load's end until its
@@ -500,6 +502,26 @@ def run_recent(args, protocol: str) -> list[dict]:
     return pair
 
 
+def run_copy(args, protocol: str) -> list[dict]:
+    """The trace copy (storage.trace_copy_s) on and off, the default, at the same time, one
+    binary."""
+    on = {"storage": {"trace_copy_s": "86400"}}
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        on_run = pool.submit(run, args, "chdb", False, protocol, None, " copy on", False,
+                             None, False, None, on)
+        off_run = pool.submit(run, args, "chdb", False, protocol, None, " copy off", False)
+        return [on_run.result(), off_run.result()]
+
+
+def print_copy(pair: list[dict]) -> None:
+    on, off = pair
+    print(f"\ntrace copy on vs off, side by side ({on['report'].get('spans_per_s', 0):.0f}"
+          f" vs {off['report'].get('spans_per_s', 0):.0f} spans/s): CPU-s per million accepted "
+          f"spans: on {on['cpu_s_per_m']:.2f}, off {off['cpu_s_per_m']:.2f}, ratio on / off "
+          f"{on['cpu_s_per_m'] / off['cpu_s_per_m']:.3f}; peak RSS {on['peak_rss_mib']} vs "
+          f"{off['peak_rss_mib']} MiB")
+
+
 def print_recent(pair: list[dict]) -> None:
     on, off = pair
     what = "recent-traces index's disk tier" if on.get("recent_off") == "disk" else \
@@ -597,7 +619,7 @@ def main() -> int:
                     help="comma-separated subset of chdb, chdb+query, null, sampling (head "
                          "sampling at 10%% against off, side by side), tail (tail sampling "
                          "against off, side by side), recent (the recent-traces index on against off, "
-                         "side by side), dual (dual-write to "
+                         "side by side), copy (the trace copy on against off, side by side), dual (dual-write to "
                          "OpenSearch and ClickHouse alone, side by side: needs --rate)")
     ap.add_argument("--recent-off", default="memory", choices=("memory", "disk"),
                     help="recent: what the second server turns off, the whole index (memory) "
@@ -620,7 +642,7 @@ def main() -> int:
 
     wanted = args.runs.split(",")
     unknown = set(wanted) - {"chdb", "chdb+query", "null", "dual", "sampling", "tail", "recent",
-                             "catchup"}
+                             "copy", "catchup"}
     if unknown:
         ap.error(f"unknown run(s): {', '.join(sorted(unknown))}")
     protocols = args.protocol.split(",")
@@ -628,8 +650,8 @@ def main() -> int:
         ap.error(f"unknown protocol(s) in {args.protocol!r}")
     if args.side_by_side and not args.rate:
         ap.error("--side-by-side needs --rate (each server gets its own loadgen at that rate)")
-    if {"sampling", "tail", "recent"} & set(wanted) and (not args.rate or args.side_by_side):
-        ap.error("--runs sampling, tail and recent need --rate (each server gets its own loadgen at that "
+    if {"sampling", "tail", "recent", "copy"} & set(wanted) and (not args.rate or args.side_by_side):
+        ap.error("--runs sampling, tail, recent and copy need --rate (each server gets its own loadgen at that "
                  "rate) and compare --bin with itself (no --side-by-side)")
     if "dual" in wanted and (not args.rate or args.side_by_side):
         ap.error("--runs dual needs --rate (each server gets its own loadgen at that rate) and "
@@ -643,6 +665,7 @@ def main() -> int:
     samplings = []
     tails = []
     recents = []
+    copies = []
     for name in wanted:
         for protocol in protocols:
             if name == "sampling":
@@ -656,6 +679,10 @@ def main() -> int:
             if name == "recent":
                 recents.append(run_recent(args, protocol))
                 results.extend(recents[-1])
+                continue
+            if name == "copy":
+                copies.append(run_copy(args, protocol))
+                results.extend(copies[-1])
                 continue
             if name == "dual":
                 duals.append(run_dual(args, protocol))
@@ -720,6 +747,8 @@ def main() -> int:
         print_tail(pair)
     for pair in recents:
         print_recent(pair)
+    for pair in copies:
+        print_copy(pair)
     for r in results:
         print(f"RSS every 5 s ({r['sink']}), MiB: {r['rss_series_mib']}")
     print("\nloadgen reports:")

@@ -19,17 +19,19 @@ p99 <= 15 ms, and ahead of Jaeger Badger).
    With --stored, every store is then restarted on its data, spanhouse without its
    recent-traces index (query.recent_max_bytes: 0), so each lookup reads what is stored
    (Badger from its files, spanhouse from ClickHouse) as for a trace minutes to days old.
+   With --trace-copy, one spanhouse more (the first binary) keeps the trace copy
+   (storage.trace_copy_s) from its first start.
 4. Looks each id up on every store in turn, one request at a time (GET /api/traces/{id}, a new
    connection each, timed from request to full answer), the store that goes first rotating.
    Span counts that differ between the stores are reported (the bench goes on).
 
 Prints p50, p99 and max (ms) per store, the ratios spanhouse/Jaeger, the spans per trace
-looked up, and one JSON line. With --bin twice (new first, then OLD), both builds get the same
+looked up, each store's bytes on disk per span sent, and one JSON line. With --bin twice (new first, then OLD), both builds get the same
 traces and lookups: three columns.
 
 Usage: bench/lookup_vs_jaeger.py [--bin build/spanhouse [--bin OLD]] [--rate 20000]
                                  [--duration 30] [--lookups 200] [--corpus fresh] [--seed 1]
-                                 [--settle 12] [--stored]
+                                 [--settle 12] [--stored] [--trace-copy]
 Needs `requests` and `pytest` (tests/e2e's modules): run it with .venv/bin/python.
 Only loopback addresses are used; every process is stopped and the temporary directory
 removed at the end, on errors too.
@@ -88,11 +90,12 @@ def percentiles(ms: list[float]) -> dict:
 
 
 class Spanhouse:
-    def __init__(self, binary: str, root: Path, tag: str):
+    def __init__(self, binary: str, root: Path, tag: str, config: str = ""):
         self.name = "spanhouse" if tag == "sh" else f"spanhouse {tag}"
         self.binary = binary
         self.root = root
         self.dir = root / tag
+        self.config = config  # YAML of its own, at every start
         self.otlp = f"127.0.0.1:{free_port()}"
         self.query = f"http://127.0.0.1:{free_port()}"
         # Every listener on a free port of its own ("" keeps the default port, which a second
@@ -100,7 +103,14 @@ class Spanhouse:
         self.ports = ["--otlp-grpc-listen", f"127.0.0.1:{free_port()}",
                       "--zipkin-listen", f"127.0.0.1:{free_port()}"]
         self.log = open(root / f"{tag}.log", "ab")
-        self.start([])
+        self.start(self.config_args(self.config))
+
+    def config_args(self, text: str) -> list[str]:
+        if not text:
+            return []
+        path = self.root / f"{self.dir.name}-{len(text)}.yaml"
+        path.write_text(text)
+        return ["--config", str(path)]
 
     def start(self, extra: list[str]) -> None:
         self.proc = subprocess.Popen(
@@ -121,9 +131,18 @@ class Spanhouse:
         reads the store."""
         self.proc.send_signal(signal.SIGTERM)
         self.proc.wait(timeout=300)
-        config = self.root / f"{self.dir.name}-stored.yaml"
-        config.write_text("query:\n  recent_max_bytes: 0\n")
-        self.start(["--config", str(config)])
+        self.start(self.config_args(self.config + "query:\n  recent_max_bytes: 0\n"))
+
+    def disk_bytes(self) -> dict[str, int]:
+        """Bytes on disk of its tables' active parts (/metrics), by table: parts a merge
+        replaced, which the engine deletes minutes later, are not counted."""
+        _, status, body = get(f"{self.query}/metrics")
+        out: dict[str, int] = {}
+        for line in body.decode().splitlines() if status == 200 else []:
+            if line.startswith("spanhouse_storage_bytes{"):
+                table = line.split('table="')[1].split('"')[0]
+                out[table] = out.get(table, 0) + int(float(line.split()[-1]))
+        return out
 
     @property
     def otlp_url(self) -> str:
@@ -143,6 +162,17 @@ class Spanhouse:
                 self.proc.kill()
                 self.proc.wait()
         self.log.close()
+
+
+def dir_bytes(path: Path) -> int:
+    total = 0
+    for p in path.rglob("*"):
+        try:
+            if p.is_file() and not p.is_symlink():
+                total += p.stat().st_blocks * 512
+        except OSError:
+            pass
+    return total
 
 
 def pick_ids(sh: Spanhouse, t0_us: int, t1_us: int, n: int, rng: random.Random) -> list[str]:
@@ -198,6 +228,9 @@ def main() -> int:
     ap.add_argument("--stored", action="store_true",
                     help="traces as stored: every store restarted before the lookups, "
                          "spanhouse without its recent-traces index (memory and disk)")
+    ap.add_argument("--trace-copy", action="store_true",
+                    help="one spanhouse more (the first --bin) with storage.trace_copy_s: 86400 "
+                         "from its first start: lookups read the trace copy")
     ap.add_argument("--wait", type=float, default=300,
                     help="seconds to wait at most for the stores to hold every span")
     args = ap.parse_args()
@@ -215,6 +248,8 @@ def main() -> int:
     fan = None
     ok = False
     try:
+        if args.trace_copy:
+            shs.append(Spanhouse(bins[0], root, "copy", "storage:\n  trace_copy_s: 86400\n"))
         for i, b in enumerate(bins):
             shs.append(Spanhouse(b, root, "new" if i == 0 and len(bins) > 1 else
                                  ("old" if i else "sh")))
@@ -320,8 +355,17 @@ def main() -> int:
                   f"{r['p99_ms'] / j['p99_ms']:>11.2f}")
         if len(shs) > 1:
             a, b = results[shs[0].name], results[shs[1].name]
-            print(f"new/old: p50 {a['p50_ms'] / b['p50_ms']:.2f}, p99 "
+            print(f"{shs[0].name}/{shs[1].name}: p50 {a['p50_ms'] / b['p50_ms']:.2f}, p99 "
                   f"{a['p99_ms'] / b['p99_ms']:.2f}")
+        # Bytes on disk per span accepted, after the lookups: spanhouse's active parts
+        # (every table; the trace copy apart), Badger's directory.
+        tables = {s.name: s.disk_bytes() for s in shs}
+        disk = {n: sum(t.values()) for n, t in tables.items()} | {
+            "jaeger badger": dir_bytes(jaeger.badger_dir)}
+        print("bytes on disk per span: " + ", ".join(
+            f"{n} {b / accepted:.1f}" + (f" (trace_copy {t['trace_copy'] / accepted:.1f})"
+                                         if "trace_copy" in (t := tables.get(n, {})) else "")
+            for n, b in disk.items()))
         print(f"span count mismatches: {len(mismatches)}"
               + (f" (first: {mismatches[:3]})" if mismatches else ""))
         for s in shs:
@@ -337,6 +381,7 @@ def main() -> int:
                                     "p99": round(r["p99_ms"] / j["p99_ms"], 3)}
                                 for n, r in results.items() if n != "jaeger badger"},
             "send_cpu_s": send_cpu, "recent": recent,
+            "disk_bytes_per_span": {n: round(b / accepted, 1) for n, b in disk.items()},
             "proxy_failed": list(fan.failed.values()), "jaeger_incomplete": len(missing),
             "mismatches": len(mismatches)}))
         ok = True

@@ -263,6 +263,8 @@ const std::vector<Key>& Keys() {
                   "seconds, 1 to 315360000 (10 years)"),
       SH_UINT_KEY("storage.zstd_min_part_bytes", storage.zstd_min_part_bytes, ParseBytes, 0,
                   1ull << 40, "a size, 0 (ZSTD on every part) to 1TiB, e.g. 32MiB"),
+      SH_UINT_KEY("storage.trace_copy_s", storage.trace_copy_s, ParseUint, 0, kMaxSeconds,
+                  "seconds, 0 (no trace copy) to 315360000 (10 years)"),
       SH_STRING_KEY("storage.s3_endpoint", storage.s3_endpoint, IsS3Endpoint(v),
                     "empty, or http(s)://host[:port]/bucket[/prefix]/"),
       SH_STRING_KEY("storage.s3_access_key_id", storage.s3_access_key_id, true, "text"),
@@ -713,6 +715,15 @@ Status Validate(const Config& cfg) {
     return Status::Invalid(
         "config key 'storage.move_after_s': must be less than storage.retention_s (spans move to "
         "the cold volume before they are deleted)");
+  }
+  if (cfg.storage.trace_copy_s > 0 && cfg.storage.engine != "chdb") {
+    return Status::Invalid(
+        "config key 'storage.trace_copy_s': the embedded engine only (storage.engine: chdb)");
+  }
+  if (cfg.storage.trace_copy_s > cfg.storage.retention_s) {
+    return Status::Invalid(
+        "config key 'storage.trace_copy_s': must be at most storage.retention_s (a copy of spans "
+        "no longer stored)");
   }
   if (cfg.storage.s3_access_key_id.empty() != cfg.storage.s3_secret_access_key.empty()) {
     return Status::Invalid(

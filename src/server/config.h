@@ -118,6 +118,10 @@ struct Config {
     // 32 MiB: a day of ~600k loadgen spans or more ends ZSTD once merged;
     // at 64 MiB a day of 1M stayed LZ4 (BENCHMARKS.md).
     uint64_t zstd_min_part_bytes = 32ull << 20;
+    // > 0: every span is also kept this long in the trace copy, a table
+    // ordered by trace id that a lookup by id reads in one query
+    // (storage/clickhouse/trace_copy.h); 0: none (the table is dropped).
+    uint64_t trace_copy_s = 0;
     // "http(s)://host:port/bucket/prefix/"; empty: the cold volume is cold_path.
     std::string s3_endpoint;
     std::string s3_access_key_id;  // both or neither; neither: anonymous access

@@ -25,6 +25,7 @@
 #include "storage/clickhouse/deduplication.h"
 #include "storage/clickhouse/engine_config.h"
 #include "storage/clickhouse/replica_set.h"
+#include "storage/clickhouse/trace_copy.h"
 #include "storage/opensearch/opensearch_reader.h"
 #include "ui/ui_server.h"
 
@@ -210,6 +211,8 @@ Status Server::EnsureStore() {
     storage::Capabilities caps;
     SH_RETURN_IF_ERROR(EnsureDatabase(cfg_.secondary.database, SecondarySinkName(cfg_), &caps));
   }
+  SH_RETURN_IF_ERROR(storage::EnsureTraceCopy(*store_.read_conn, store_.caps, store_.database,
+                                              cfg_.storage.trace_copy_s, &store_.copy_since_s));
   spdlog::info("embedded ClickHouse {}.{} ready in {}/clickhouse", store_.caps.major,
                store_.caps.minor, dir_);
   return Status::Ok();
@@ -612,6 +615,9 @@ Status Server::MakeQueryApi() {
                             .max_spans = cfg_.query.max_trace_spans,
                             .max_rows = cfg_.query.max_rows},
       storage::StorageLayout{}, store_.read_database, store_.read_database != store_.database);
+  if (!remote() && cfg_.storage.trace_copy_s > 0 && store_.read_database == store_.database) {
+    reading_.reader->set_trace_copy(store_.copy_since_s);
+  }
   if (store_.opensearch != nullptr) {
     storage::opensearch::ReaderOptions o;
     o.layout = SearchStoreLayout(cfg_);
@@ -934,6 +940,15 @@ std::string Server::Metrics() {
   if (reading_.peer_reader != nullptr) reading_.peer_reader->AppendMetrics(out);
   security_.AppendMetrics(out.trailer());
   AppendJobMetrics(out);
+  if (cfg_.storage.trace_copy_s > 0 && !remote()) {
+    out.Family("spanhouse_trace_copy_reads_total", "counter",
+               "Reads of traces by id from the trace copy (storage.trace_copy_s): answered there, "
+               "or left to the spans table (a trace it lacks or may hold in part).");
+    out.Sample("spanhouse_trace_copy_reads_total", "answer=\"copy\"",
+               reading_.reader->copy_answers());
+    out.Sample("spanhouse_trace_copy_reads_total", "answer=\"spans\"",
+               reading_.reader->copy_misses());
+  }
   AppendStorageMetrics(*store_.read_conn, store_.database, store_.caps.ttl_moves, out);
   return out.Render();
 }

@@ -157,6 +157,7 @@ class Server {
     // Where reads go: database, or on a cluster of several shards the
     // Distributed tables over it ("<database>_cluster").
     std::string read_database;
+    uint64_t copy_since_s = 0;  // EnsureTraceCopy's since_s (storage.trace_copy_s)
     std::vector<std::vector<std::string>> shards;  // clickhouse.shards' replica URLs
     storage::Capabilities caps;
     // The OpenSearch cluster of the opensearch section (null: none), shared

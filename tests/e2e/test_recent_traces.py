@@ -141,3 +141,45 @@ def test_a_trace_memory_let_go_is_read_back_from_the_durable_queue(spanhouse_fac
     assert not list((sh.data_dir / "queue").glob("*.kept"))
     assert read_now(sh, trace_id) == from_disk
     assert counter(sh, "spanhouse_recent_lookup_hits_total") == 0
+
+
+def copy_reads(sh: Spanhouse) -> dict[str, float]:
+    r = sh.session.get(f"{sh.query_url}/metrics", timeout=30)
+    assert r.status_code == 200, r.text
+    out = {}
+    for line in r.text.splitlines():
+        if line.startswith("spanhouse_trace_copy_reads_total{"):
+            out[line.split('answer="')[1].split('"')[0]] = float(line.split()[-1])
+    return out
+
+
+def test_a_stored_trace_is_read_from_the_trace_copy_as_from_the_spans_table(
+        spanhouse_factory, tmp_path):
+    # The copy on from the first start, the recent index off: every lookup reads the store.
+    copy_on = ("writer:\n  max_age_ms: 200\nstorage:\n  trace_copy_s: 86400\n"
+               "query:\n  recent_max_bytes: 0\n")
+    sh = spanhouse_factory(config=config(tmp_path, "copy", copy_on))
+    sent = emit(sh)
+    trace_id = sent["trace_id"]
+    want = {s["span_id"] for s in sent["spans"]}
+    deadline = time.monotonic() + 60
+    while True:
+        r = sh.get_trace(trace_id)
+        if r.status_code == 200 and set(spans_by_id(r.json())) == want:
+            break
+        assert time.monotonic() < deadline, f"not stored within 60 s: {r.status_code}"
+        time.sleep(0.2)
+    before = copy_reads(sh)
+    from_copy = read_now(sh, trace_id)
+    assert set(from_copy) == want
+    after = copy_reads(sh)
+    assert after["copy"] == before["copy"] + 1, (before, after)
+    assert after["spans"] == before["spans"]
+    # The same answer from the spans table, the copy off (its table dropped at start).
+    sh.config.write_text("writer:\n  max_age_ms: 200\nquery:\n  recent_max_bytes: 0\n")
+    sh.restart()
+    assert read_now(sh, trace_id) == from_copy
+    assert copy_reads(sh) == {}
+    r = sh.session.get(f"{sh.query_url}/metrics", timeout=30)
+    assert 'table="trace_copy"' not in r.text
+    assert 'table="spans"' in r.text

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -24,7 +25,9 @@
 #include "storage/clickhouse/dependencies.h"
 #include "storage/clickhouse/embedded_writer.h"
 #include "storage/clickhouse/engine_config.h"
+#include "storage/clickhouse/row_formats.h"
 #include "storage/clickhouse/schema.h"
+#include "storage/clickhouse/span_block.h"
 
 namespace spanhouse::storage {
 
@@ -126,6 +129,38 @@ inline Status Enqueue(sink::SpanQueue& q, std::unique_ptr<SpanBatch> b) {
 // (their Close leaves the engine's open).
 inline std::vector<std::unique_ptr<SqlConnection>> LentConnections(size_t n = 1) {
   return Borrow(Engine::conn.get(), n);
+}
+
+// Inserts a Native block into `db`.`table` as the writer does: from a file.
+inline void InsertNativeBlock(std::string_view db, std::string_view table, const std::string& block,
+                              const Capabilities& caps) {
+  const std::string path = fmt::format("{}/{}.{}.native", Engine::dir, db, table);
+  FILE* f = std::fopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(std::fwrite(block.data(), 1, block.size(), f), block.size());
+  ASSERT_EQ(std::fclose(f), 0);
+  const Status st =
+      Engine::conn->Query(InsertFromFileSql(fmt::format("{}.{}", db, table), RowFormat::kNative,
+                                            caps, FileStructure::kTable),
+                          "", nullptr, {{"path", path}});
+  std::remove(path.c_str());
+  ASSERT_TRUE(st.ok()) << st.message();
+}
+
+// The spans of `b` and their resources, stored in `db`.
+inline void StoreBatch(std::string_view db, const SpanBatch& b, const Capabilities& caps) {
+  const std::vector<uint64_t> ids = ResourceIds(b);
+  std::string spans;
+  EncodeSpanBlock(b, caps, &spans, &ids);
+  InsertNativeBlock(db, "spans", spans, caps);
+  std::vector<uint32_t> which;
+  for (uint32_t r = 0; r < b.resources.attrs.size(); ++r) which.push_back(r);
+  std::string resources;
+  const auto now_s = static_cast<uint32_t>(std::chrono::duration_cast<std::chrono::seconds>(
+                                               std::chrono::system_clock::now().time_since_epoch())
+                                               .count());
+  EncodeResourceBlock(b, which, ids, now_s, caps, &resources);
+  InsertNativeBlock(db, "resources", resources, caps);
 }
 
 }  // namespace spanhouse::storage

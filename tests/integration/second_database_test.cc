@@ -36,38 +36,6 @@ std::string Tables(std::string_view db) {
                        db));
 }
 
-// Inserts a Native block into `db`.`table` as the writer does: from a file.
-void InsertBlock(std::string_view db, std::string_view table, const std::string& block,
-                 const Capabilities& caps) {
-  const std::string path = fmt::format("{}/{}.{}.native", Engine::dir, db, table);
-  FILE* f = std::fopen(path.c_str(), "wb");
-  ASSERT_NE(f, nullptr);
-  ASSERT_EQ(std::fwrite(block.data(), 1, block.size(), f), block.size());
-  ASSERT_EQ(std::fclose(f), 0);
-  const Status st =
-      Engine::conn->Query(InsertFromFileSql(fmt::format("{}.{}", db, table), RowFormat::kNative,
-                                            caps, FileStructure::kTable),
-                          "", nullptr, {{"path", path}});
-  std::remove(path.c_str());
-  ASSERT_TRUE(st.ok()) << st.message();
-}
-
-// The spans of `b` and their resources, stored in `db`.
-void Store(std::string_view db, const SpanBatch& b, const Capabilities& caps) {
-  const std::vector<uint64_t> ids = ResourceIds(b);
-  std::string spans;
-  EncodeSpanBlock(b, caps, &spans, &ids);
-  InsertBlock(db, "spans", spans, caps);
-  std::vector<uint32_t> which;
-  for (uint32_t r = 0; r < b.resources.attrs.size(); ++r) which.push_back(r);
-  std::string resources;
-  const auto now_s = static_cast<uint32_t>(std::chrono::duration_cast<std::chrono::seconds>(
-                                               std::chrono::system_clock::now().time_since_epoch())
-                                               .count());
-  EncodeResourceBlock(b, which, ids, now_s, caps, &resources);
-  InsertBlock(db, "resources", resources, caps);
-}
-
 TEST(SecondDatabase, IsAStoreOfItsOwn) {
   Reset();
   Q(fmt::format("DROP DATABASE IF EXISTS {}", kSecond));
@@ -102,7 +70,7 @@ TEST(SecondDatabase, IsAStoreOfItsOwn) {
                                                 .count());
   const uint64_t base_ns = (now_ns - 3600ull * 1000000000) / 60000000000 * 60000000000;
   const SpanBatch in = testdata::SampleBatch(2, base_ns);
-  Store(kSecond, in, caps);
+  StoreBatch(kSecond, in, caps);
 
   // A reader on the second database reads them back, resources and all.
   ChdbSpanReader reader(*Engine::conn, caps, {}, {}, std::string(kSecond));

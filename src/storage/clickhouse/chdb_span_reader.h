@@ -8,6 +8,7 @@
 // log (the query API does not show it to clients).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -66,6 +67,17 @@ class ChdbSpanReader : public query::SpanReader {
         layout_(std::move(layout)),
         database_(std::move(database)),
         in_(distributed ? "GLOBAL IN" : "IN") {}
+  // Traces are read from the trace copy first (trace_copy.h), `since_s` as
+  // EnsureTraceCopy gave it; from the spans table when the copy lacks one of
+  // them, or holds one that may have begun before it was made.
+  void set_trace_copy(uint64_t since_s) {
+    copy_since_s_ = since_s;
+    trace_copy_ = true;
+  }
+  // Reads of traces by id the copy answered, and those it left to the spans
+  // table.
+  uint64_t copy_answers() const { return copy_answers_.load(std::memory_order_relaxed); }
+  uint64_t copy_misses() const { return copy_misses_.load(std::memory_order_relaxed); }
   Status GetTrace(const TraceId& id, SpanBatch* out) override;
   // The (trace id, span id) of every stored span of `ids`: what the import
   // checks before it stores spans (cheaper than reading them whole).
@@ -115,6 +127,15 @@ class ChdbSpanReader : public query::SpanReader {
   // type (a table made before schema 13), for the searches' conditions.
   StorageLayout StoredLayout();
 
+  // The traces `ids` from the trace copy, appended to `out` (empty) as
+  // GetTraces orders them; `found`: how many of them, 0 when one may have
+  // begun before the copy.
+  Status ReadTraceCopy(const std::vector<TraceId>& ids, const std::vector<QueryParam>& id_params,
+                       SpanBatch* out, size_t* found);
+  // `native` (Native blocks of SpanReadQuery's columns) decoded, its spans'
+  // resources attached, and appended to `out` as GetTraces orders them.
+  Status DecodeTraces(const std::vector<TraceId>& ids, std::string_view native, SpanBatch* out);
+
   // Gives the spans of `out` from `first` on the resources `ids` name (one id
   // per span), from the cache or the resources table.
   Status AttachResources(const std::vector<uint64_t>& ids, uint32_t first, SpanBatch* out);
@@ -133,6 +154,10 @@ class ChdbSpanReader : public query::SpanReader {
   const StorageLayout layout_;
   const std::string database_;
   const std::string in_;  // "IN", or "GLOBAL IN" over Distributed tables
+  std::atomic<bool> trace_copy_{false};
+  std::atomic<uint64_t> copy_since_s_{0};
+  std::atomic<uint64_t> copy_answers_{0};
+  std::atomic<uint64_t> copy_misses_{0};
   // Resources read so far, by id. An id is a fingerprint of the resource's
   // attributes (ResourceFingerprint), so an entry never goes stale; the
   // cache starts over past limits_.max_cached_resources. Reading them here,

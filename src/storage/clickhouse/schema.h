@@ -580,6 +580,11 @@ inline constexpr std::string_view kFlattenedJsonSetting =
 // type where the engine has it (the query needs kFlattenedJsonSetting).
 std::string SpanSelectList(const Capabilities& caps);
 
+// The columns SpanReadQuery reads, in its order: ReadColumns() without the
+// resource columns and, where `layout` stores span_ids, without
+// parent_span_id (span_id then stands for the span_ids column).
+std::vector<ColumnSpec> SpanReadColumns(const Capabilities& caps, const StorageLayout& layout);
+
 // A query returning the spans that match `where` (a condition on the spans
 // table, which may use {name:Type} parameters) as Native blocks in
 // ReadColumns() layout without the resource columns (resource_id says which;
@@ -609,8 +614,11 @@ inline constexpr std::string_view kOneTraceReadSettings =
 
 // The resources whose ids are bound as {resource_ids:Array(UInt64)}, one row
 // each, as Native blocks of ReadColumns()' resource columns and resource_id
-// (DecodeSpanBlocks gives each row a span of its own).
-std::string ResourceReadQuery(const Capabilities& caps, std::string_view database = kDatabase);
+// (DecodeSpanBlocks gives each row a span of its own); with `recent` > 0,
+// also the `recent` resources seen last (`in`: "GLOBAL IN" over Distributed
+// tables).
+std::string ResourceReadQuery(const Capabilities& caps, std::string_view database = kDatabase,
+                              size_t recent = 0, std::string_view in = "IN");
 
 // Columns of the resources table's Native blocks: (name, logical type).
 const std::vector<std::pair<const char*, Logical>>& ResourceColumns();

@@ -83,6 +83,16 @@ std::string SpanSelectList(const Capabilities& caps) {
   return s;
 }
 
+std::vector<ColumnSpec> SpanReadColumns(const Capabilities& caps, const StorageLayout& layout) {
+  std::vector<ColumnSpec> out;
+  for (const auto& c : ReadColumns(layout.extras_column, AttrColumnsStored(caps, layout))) {
+    if (ResourceSource(c.id) != nullptr) continue;  // ResourceReadQuery
+    if (layout.span_ids_column && c.id == Col::kParentSpanId) continue;
+    out.push_back(c);
+  }
+  return out;
+}
+
 std::string SpanReadQuery(const Capabilities& caps, const StorageLayout& layout,
                           std::string_view where, std::string_view database,
                           const std::unordered_map<std::string, std::string>& stored_types,
@@ -93,9 +103,7 @@ std::string SpanReadQuery(const Capabilities& caps, const StorageLayout& layout,
   // The span ids as stored too, one column: the two aliases' expressions
   // were planned in every lookup.
   std::string list;
-  for (const auto& c : ReadColumns(layout.extras_column, AttrColumnsStored(caps, layout))) {
-    if (ResourceSource(c.id) != nullptr) continue;  // ResourceReadQuery
-    if (layout.span_ids_column && c.id == Col::kParentSpanId) continue;
+  for (const ColumnSpec& c : SpanReadColumns(caps, layout)) {
     if (!list.empty()) list += ", ";
     if (layout.span_ids_column && c.id == Col::kSpanId) {
       list += "span_ids";
@@ -121,7 +129,8 @@ std::string SpanReadQuery(const Capabilities& caps, const StorageLayout& layout,
                      settings.empty() ? "" : " SETTINGS ", settings);
 }
 
-std::string ResourceReadQuery(const Capabilities& caps, std::string_view database) {
+std::string ResourceReadQuery(const Capabilities& caps, std::string_view database, size_t recent,
+                              std::string_view in) {
   std::string list;
   for (const auto& c : ReadColumns()) {
     const char* from = ResourceSource(c.id);
@@ -129,11 +138,17 @@ std::string ResourceReadQuery(const Capabilities& caps, std::string_view databas
     list += ReadExpr(c, "", from, caps) + ", ";
   }
   // Merges may not have collapsed repeated inserts of a resource yet.
+  const std::string where =
+      recent > 0 ? fmt::format(
+                       "resource_id IN (SELECT arrayJoin({{resource_ids:Array(UInt64)}})) "
+                       "OR resource_id {} (SELECT resource_id FROM {}.resources ORDER BY "
+                       "last_seen DESC LIMIT {})",
+                       in, database, recent)
+                 : "resource_id IN (SELECT arrayJoin({resource_ids:Array(UInt64)}))";
   return fmt::format(
-      "SELECT {}CAST(resource_id AS UInt64) AS resource_id FROM {}.resources WHERE resource_id IN "
-      "(SELECT arrayJoin({{resource_ids:Array(UInt64)}})) ORDER BY last_seen DESC LIMIT 1 BY "
-      "resource_id",
-      list, database);
+      "SELECT {}CAST(resource_id AS UInt64) AS resource_id FROM {}.resources WHERE {} ORDER BY "
+      "last_seen DESC LIMIT 1 BY resource_id",
+      list, database, where);
 }
 
 }  // namespace spanhouse::storage

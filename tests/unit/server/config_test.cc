@@ -362,6 +362,28 @@ peers:
   EXPECT_NE(st.message().find("peers.nodes"), std::string::npos) << st.message();
 }
 
+TEST(Config, TraceCopy) {
+  EXPECT_EQ(Config().storage.trace_copy_s, 0u);  // off
+  for (const std::string v : {"-1", "1d", "1.5", "", "315360001"}) {
+    ExpectBadSetting("storage.trace_copy_s", v);
+  }
+  ExpectGoodSetting("storage.trace_copy_s", "0");
+  ExpectGoodSetting("storage.trace_copy_s", "86400");
+  Config c;
+  c.storage.trace_copy_s = c.storage.retention_s;
+  EXPECT_TRUE(Validate(c).ok()) << Validate(c).message();
+  c.storage.trace_copy_s = c.storage.retention_s + 1;  // a copy of what is gone
+  Status st = Validate(c);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("'storage.trace_copy_s'"), std::string::npos) << st.message();
+  c.storage.trace_copy_s = 3600;
+  c.storage.engine = "clickhouse";  // the embedded engine's only
+  c.clickhouse.shards = "http://127.0.0.1:8123";
+  st = Validate(c);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("embedded engine only"), std::string::npos) << st.message();
+}
+
 TEST(Config, ValidateStorageRules) {
   Config c;
   c.storage.move_after_s = c.storage.retention_s;

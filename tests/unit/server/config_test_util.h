@@ -52,6 +52,7 @@ inline void ExpectSameConfig(const Config& a, const Config& b) {
   EXPECT_EQ(a.storage.move_after_s, b.storage.move_after_s);
   EXPECT_EQ(a.storage.retention_s, b.storage.retention_s);
   EXPECT_EQ(a.storage.zstd_min_part_bytes, b.storage.zstd_min_part_bytes);
+  EXPECT_EQ(a.storage.trace_copy_s, b.storage.trace_copy_s);
   EXPECT_EQ(a.storage.s3_endpoint, b.storage.s3_endpoint);
   EXPECT_EQ(a.storage.s3_access_key_id, b.storage.s3_access_key_id);
   EXPECT_EQ(a.storage.s3_secret_access_key, b.storage.s3_secret_access_key);
@@ -111,6 +112,7 @@ inline const std::map<std::string, std::string>& ValidValues() {
       {"storage.move_after_s", "3600"},
       {"storage.retention_s", "172800"},
       {"storage.zstd_min_part_bytes", "16MiB"},
+      {"storage.trace_copy_s", "86400"},
       {"storage.s3_endpoint", "https://s3.example.test/spans/cold/"},
       {"storage.s3_access_key_id", "AKIAEXAMPLE"},
       {"storage.s3_secret_access_key", "s3cr3t/with+chars"},

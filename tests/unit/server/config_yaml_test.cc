@@ -54,6 +54,7 @@ storage:
   move_after_s: 3600
   retention_s: 172800
   zstd_min_part_bytes: 16MiB
+  trace_copy_s: 86400
   s3_endpoint: https://s3.example.test/spans/cold/
   s3_access_key_id: AKIAEXAMPLE
   s3_secret_access_key: s3cr3t/with+chars
@@ -118,6 +119,7 @@ dedup:
   EXPECT_EQ(c.storage.move_after_s, 3600u);
   EXPECT_EQ(c.storage.retention_s, 172800u);
   EXPECT_EQ(c.storage.zstd_min_part_bytes, 16ull << 20);
+  EXPECT_EQ(c.storage.trace_copy_s, 86400u);
   EXPECT_EQ(c.storage.s3_endpoint, "https://s3.example.test/spans/cold/");
   EXPECT_EQ(c.storage.s3_access_key_id, "AKIAEXAMPLE");
   EXPECT_EQ(c.storage.s3_secret_access_key, "s3cr3t/with+chars");
