@@ -3,10 +3,10 @@
 // granules, so that a stored trace is read in one query of one granule of one
 // column, not through trace_index and a granule of every column of the spans
 // table. A view writes it from every insert into spans (RowBinary of the
-// columns a lookup reads, formatRow); a lookup turns the rows back into
-// those columns in the same query (the format table function). It costs
-// bytes (about twice the spans table's on the fresh corpus) and the view's
-// CPU at insert; decision 0065 has the figures.
+// columns a lookup reads, formatRow); the reader turns the rows back into
+// those columns (CopyRowsToNative: the engine's format table function cost
+// more than the read). It costs bytes (about twice the spans table's on the
+// fresh corpus) and the view's CPU at insert; decision 0065 has the figures.
 //
 // The embedded engine only (chDB), on a spans table of the current layout
 // (span_ids, user_fields as a Map). The copy's rows go keep_s after their
